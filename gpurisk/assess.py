@@ -1,0 +1,142 @@
+"""``gpurisk.assess``: one key combination, every applicable measure."""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .errors import BadInput
+from .freq.engine import build_table
+from .freq.table import FreqTable
+from .measure import Context, Result, missing_needs
+from .plugins import measure_registry
+
+
+@dataclass
+class Assessment:
+    """What :func:`assess` returns. ``to_dict()`` is the JSON document of ``gpurisk assess --json``."""
+
+    table: FreqTable
+    context: Context
+    measures: dict[str, Result]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return self.table.n
+
+    @property
+    def N(self) -> int | None:
+        return self.table.N
+
+    def to_dict(self) -> dict[str, Any]:
+        t = self.table
+        doc = {
+            "n": t.n,
+            "N": t.N,
+            "fraction": self.context.fraction,
+            "keys": list(t.keys),
+            "cells": t.sample_cells,
+            "freq_of_freq": {str(r): c for r, c in sorted(t.freq_of_freq().items())},
+            "measures": {name: r.to_dict() for name, r in self.measures.items()},
+            "fraction_source": self.context.fraction_source,
+            "categories": {k: len(c) for k, c in zip(t.keys, t.categories)},
+            "backend": t.backend,
+            "warnings": list(self.warnings),
+        }
+        if t.F is not None:
+            doc["population_cells"] = int((t.F > 0).sum())
+            doc["pop_freq_of_freq"] = {str(r): c for r, c in sorted(t.pop_freq_of_freq().items())
+                                       if r <= 10}
+        return doc
+
+
+def resolve_fraction(table: FreqTable, fraction: float | None) -> tuple[float | None, str | None, list[str]]:
+    """π: given (checked to lie in (0, 1]) or n/N from the population; warnings if inconsistent."""
+    notes: list[str] = []
+    if fraction is not None:
+        try:
+            fraction = float(fraction)
+        except (TypeError, ValueError):
+            raise BadInput(f"sampling fraction {fraction!r} is not a number") from None
+        if not (0.0 < fraction <= 1.0) or math.isnan(fraction):
+            raise BadInput(f"sampling fraction pi={fraction!r} is outside (0, 1]")
+        if table.N:
+            nN = table.n / table.N
+            if abs(fraction - nN) > 0.25 * nN:
+                notes.append(f"given pi={fraction:g} differs from n/N={nN:.6g}; the given value is used")
+        return fraction, "given", notes
+    if table.N:
+        return table.n / table.N, "n/N", notes
+    return None, None, notes
+
+
+def run_measures(table: FreqTable, ctx: Context, names: Iterable[str] | None = None) -> dict[str, Result]:
+    """Every registered measure (or those named) on one table; one failing measure never stops the rest."""
+    reg = measure_registry()
+    if names is None:
+        names = list(reg)
+    else:
+        names = list(names)
+        unknown = [m for m in names if m not in reg]
+        if unknown:
+            raise BadInput(f"unknown measure(s) {', '.join(map(repr, unknown))}; "
+                           f"registered: {', '.join(reg)}")
+    out: dict[str, Result] = {}
+    for name in names:
+        cls = reg[name].cls
+        why = missing_needs(cls, table, ctx)
+        if why:
+            out[name] = Result.not_applicable(why)
+            continue
+        try:
+            res = cls().compute(table, ctx)
+        except BadInput:
+            raise
+        except Exception as exc:  # isolate a failing measure, report it on its own row
+            res = Result.not_applicable(f"measure raised {type(exc).__name__}: {exc}")
+        if not isinstance(res, Result):
+            res = Result.not_applicable(f"measure returned {type(res).__name__}, not a gpurisk.Result")
+        elif res.value is not None and isinstance(res.value, float) and math.isnan(res.value) and not res.reason:
+            res = Result.not_applicable("measure returned NaN without a reason")
+        out[name] = res
+    return out
+
+
+def assess(frame, keys: Iterable[str], fraction: float | None = None, population=None,
+           sample_flag: str | None = None, weights: str | None = None,
+           measures: Iterable[str] | None = None, missing: str = "category", alpha: float = 0.01,
+           seed: int = 0, options: Mapping[str, Mapping[str, Any]] | None = None,
+           backend: str | None = None, sep: str | None = None) -> Assessment:
+    """Risk measures of one release for one set of key variables.
+
+    ``frame`` is a pandas DataFrame (or a path to CSV/Parquet). ``population`` is a frame (or path)
+    holding the population's records; ``sample_flag`` names a boolean column of ``frame`` marking the
+    released records (``frame`` then being the whole register). ``fraction`` is π; with a population
+    it defaults to n/N.
+    """
+    from .io import read_table
+    keys = [keys] if isinstance(keys, str) else list(keys)
+    need_cols = keys + [c for c in (sample_flag, weights) if c]
+    if isinstance(frame, (str, Path)):
+        frame = read_table(frame, sep=sep, columns=need_cols)
+    if isinstance(population, (str, Path)):
+        population = read_table(population, sep=sep, columns=keys)
+    if not 0.0 < float(alpha) < 0.5:
+        raise BadInput(f"alpha={alpha!r} is outside (0, 0.5)")
+    if len(frame) == 0:
+        raise BadInput("the sample has no records")
+    table = build_table(frame, keys, population=population, sample_flag=sample_flag,
+                        weights=weights, missing=missing, backend=backend)
+    if table.n == 0:
+        raise BadInput(f"the sample flag {sample_flag!r} marks no record as sampled")
+    pi, source, notes = resolve_fraction(table, fraction)
+    ctx = Context(fraction=pi, fraction_source=source, alpha=float(alpha), seed=int(seed),
+                  options=dict(options or {}))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = run_measures(table, ctx, measures)
+    notes += [str(w.message) for w in caught]
+    return Assessment(table, ctx, results, notes)

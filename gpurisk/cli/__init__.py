@@ -1,0 +1,53 @@
+"""The ``gpurisk`` command line. Each command lives in its own module of this package.
+
+Every error that is the input's fault prints one line ``gpurisk: error: ...`` and exits with 2.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+from .. import __version__
+from ..errors import GpuriskError
+
+#: modules that each add commands to :data:`main`
+COMMAND_MODULES = ("assess", "measures")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="gpurisk")
+def cli():
+    """Disclosure risk of a microdata release: which key variables make re-identification likely."""
+
+
+for _mod in COMMAND_MODULES:
+    importlib.import_module(f"{__name__}.{_mod}").register(cli)
+
+
+def main(argv=None) -> None:
+    """Entry point: run the group, turning gpurisk errors into one line and exit code 2."""
+    try:
+        cli.main(args=argv, prog_name="gpurisk", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("gpurisk: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2 if exc.exit_code in (1, 2) else exc.exit_code)
+    except GpuriskError as exc:
+        click.echo(f"gpurisk: error: {exc}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        click.echo("gpurisk: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # a bug: one line unless GPURISK_DEBUG asks for the traceback
+        if os.environ.get("GPURISK_DEBUG"):
+            raise
+        click.echo(f"gpurisk: internal error: {type(exc).__name__}: {exc} "
+                   "(set GPURISK_DEBUG=1 for the traceback)", err=True)
+        sys.exit(1)

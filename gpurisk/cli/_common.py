@@ -1,0 +1,42 @@
+"""Options shared by several commands, and small parsers."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..errors import BadInput
+
+
+def split_list(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    return items or None
+
+
+def parse_options(pairs: tuple[str, ...]) -> dict[str, dict]:
+    """``--option theta_hat_dis.K=50000`` -> {"theta_hat_dis": {"K": 50000}} (values parsed as JSON)."""
+    out: dict[str, dict] = {}
+    for p in pairs:
+        if "=" not in p or "." not in p.split("=", 1)[0]:
+            raise BadInput(f"--option {p!r} is not MEASURE.NAME=VALUE")
+        lhs, rhs = p.split("=", 1)
+        measure, key = lhs.split(".", 1)
+        try:
+            val = json.loads(rhs)
+        except json.JSONDecodeError:
+            val = rhs
+        out.setdefault(measure, {})[key] = val
+    return out
+
+
+def input_options(f):
+    """--sep, --encoding, --missing, --backend."""
+    f = click.option("--backend", default=None, metavar="NAME",
+                     help="auto|pandas|dask|cudf|dask-cudf (default: $GPURISK_BACKEND or pandas)")(f)
+    f = click.option("--missing", type=click.Choice(["category", "error"]), default="category",
+                     show_default=True, help="a missing key value is its own category, or an error")(f)
+    f = click.option("--encoding", default="utf-8", show_default=True, help="text encoding of CSV input")(f)
+    f = click.option("--sep", default=None, help="CSV separator (default: detected)")(f)
+    return f

@@ -1,0 +1,76 @@
+"""``gpurisk assess``: every applicable measure for one set of key variables."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ._common import input_options, parse_options, split_list
+
+
+def _fmt(v, digits=6):
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def print_assessment(doc: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console()
+    fof = doc["freq_of_freq"]
+    head = (f"n = {doc['n']}" + (f", N = {doc['N']}" if doc["N"] is not None else "")
+            + (f", π = {doc['fraction']:.6g} ({doc['fraction_source']})" if doc["fraction"] else ", π not given")
+            + f"\nkeys: {', '.join(doc['keys'])}   cells: {doc['cells']}   "
+            f"n1 = {fof.get('1', 0)}, n2 = {fof.get('2', 0)}, n3 = {fof.get('3', 0)}")
+    con.print(head)
+    t = Table(show_header=True, header_style="bold")
+    for col in ("measure", "value", "se", "upper", "reason"):
+        t.add_column(col, overflow="fold")
+    for name, m in doc["measures"].items():
+        t.add_row(name, _fmt(m.get("value")), _fmt(m.get("se")), _fmt(m.get("upper")),
+                  m.get("reason") or "")
+    con.print(t)
+    for w in doc.get("warnings", []):
+        con.print(f"[yellow]warning:[/yellow] {w}")
+
+
+def register(cli: click.Group) -> None:
+    @cli.command()
+    @click.argument("sample")
+    @click.option("--keys", required=True, help="comma-separated key variables")
+    @click.option("--fraction", type=float, default=None, help="sampling fraction π in (0, 1]")
+    @click.option("--population", default=None, help="file with the population's records")
+    @click.option("--sample-flag", default=None, help="boolean column marking the sample in a register")
+    @click.option("--weights", default=None, help="design-weight column")
+    @click.option("--measures", default=None, help="comma-separated measures (default: all)")
+    @click.option("--alpha", type=float, default=0.01, show_default=True,
+                  help="one-sided level of upper bounds")
+    @click.option("--seed", type=int, default=0, show_default=True, help="seed of random procedures")
+    @click.option("--option", "opts", multiple=True, metavar="MEASURE.NAME=VALUE",
+                  help="a measure's option, e.g. theta_hat_dis.K=1000000 (repeatable)")
+    @click.option("--json", "as_json", is_flag=True, help="print the JSON document")
+    @input_options
+    def assess(sample, keys, fraction, population, sample_flag, weights, measures, alpha, seed, opts,
+               as_json, sep, encoding, missing, backend):
+        """Risk measures of SAMPLE (CSV or Parquet, or example:adult) for one set of keys."""
+        from ..assess import assess as run
+        from ..io import read_table
+
+        key_list = split_list(keys)
+        cols = key_list + [c for c in (sample_flag, weights) if c]
+        frame = read_table(sample, sep=sep, columns=cols, encoding=encoding)
+        pop = read_table(population, sep=sep, columns=key_list, encoding=encoding) if population else None
+        res = run(frame, key_list, fraction=fraction, population=pop, sample_flag=sample_flag,
+                  weights=weights, measures=split_list(measures), missing=missing, alpha=alpha,
+                  seed=seed, options=parse_options(opts), backend=backend)
+        doc = res.to_dict()
+        if as_json:
+            json.dump(doc, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            print_assessment(doc)

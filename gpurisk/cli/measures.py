@@ -1,0 +1,47 @@
+"""``gpurisk measures`` and ``gpurisk plugins``: what is registered."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+
+def register(cli: click.Group) -> None:
+    @cli.command()
+    @click.option("--json", "as_json", is_flag=True, help="print JSON")
+    def measures(as_json):
+        """List every registered measure, built-in or third-party."""
+        from ..plugins import measure_registry
+
+        rows = []
+        for name, r in measure_registry().items():
+            d = r.cls.describe()
+            d.update(plugin=r.plugin, package=r.package)
+            rows.append(d)
+        if as_json:
+            json.dump(rows, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+            return
+        from rich.console import Console
+        from rich.table import Table
+        t = Table(show_header=True, header_style="bold")
+        for col in ("measure", "description", "needs", "reference", "plugin"):
+            t.add_column(col, overflow="fold")
+        for d in rows:
+            t.add_row(d["name"], d["description"], ", ".join(d["needs"]) or "sample only",
+                      d["reference"], f"{d['plugin']} ({d['package']})")
+        Console().print(t)
+
+    @cli.command()
+    @click.option("--json", "as_json", is_flag=True, help="print JSON")
+    def plugins(as_json):
+        """List every loaded plugin with its package and version."""
+        from ..plugins import plugins_list
+        rows = plugins_list()
+        if as_json:
+            json.dump(rows, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+            return
+        for r in rows:
+            click.echo(f"{r['plugin']}\t{r['package']} {r['version']}".rstrip())

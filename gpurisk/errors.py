@@ -1,0 +1,20 @@
+"""Exceptions gpurisk raises. Every message is one line naming the problem (column, value, cells)."""
+
+
+class GpuriskError(Exception):
+    """Base class of gpurisk's own errors."""
+
+
+class BadInput(GpuriskError, ValueError):
+    """The input cannot give a correct answer: a missing column, an out-of-domain value, f_j > F_j, ...
+
+    The command line prints ``gpurisk: error: <message>`` and exits with code 2.
+    """
+
+
+class PluginError(GpuriskError):
+    """A plugin is broken: a duplicate measure name, a misspelt hook, a bad class."""
+
+
+class UnsupportedBackend(GpuriskError):
+    """A backend was asked for that cannot run here (no GPU, missing library)."""

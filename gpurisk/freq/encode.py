@@ -1,0 +1,183 @@
+"""Encode key columns to dense integer codes, aligned between a sample and its population.
+
+Each key column becomes codes 0..c-1 over its sorted categories (the union of the categories seen
+in the sample and in the population). A missing value is its own category, the last one, unless
+``missing="error"``. Integer columns with a modest range are encoded without hashing (offset and
+compaction by ``bincount``); other columns are factorised by pandas' hash tables.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import BadInput
+
+#: integer columns whose value range is at most this are encoded by offset + bincount
+DENSE_RANGE_LIMIT = 1 << 24
+MISSING_POLICIES = ("category", "error")
+
+
+@dataclass
+class EncodedKey:
+    name: str
+    categories: list        # labels, sorted; a trailing None stands for the missing category
+    has_missing: bool
+    sample: np.ndarray      # codes of the sample records
+    population: np.ndarray | None
+
+    @property
+    def cardinality(self) -> int:
+        return len(self.categories)
+
+
+def _smallest_int(card: int):
+    for dt in (np.int8, np.int16, np.int32):
+        if card <= np.iinfo(dt).max:
+            return dt
+    return np.int64
+
+
+def _series_parts(s: pd.Series):
+    """(values, na_mask, kind) where kind is 'int' for integral values, else 'obj'."""
+    dt = s.dtype
+    if isinstance(dt, pd.CategoricalDtype):
+        return s, None, "cat"
+    if pd.api.types.is_bool_dtype(dt) and not pd.api.types.is_extension_array_dtype(dt):
+        return s.to_numpy().astype(np.int64), None, "int"
+    if pd.api.types.is_integer_dtype(dt):
+        if pd.api.types.is_extension_array_dtype(dt):
+            na = s.isna().to_numpy()
+            vals = s.to_numpy(dtype=np.int64, na_value=0)
+            return vals, (na if na.any() else None), "int"
+        return s.to_numpy(), None, "int"
+    if pd.api.types.is_float_dtype(dt):
+        vals = s.to_numpy(dtype=np.float64, na_value=np.nan)
+        na = np.isnan(vals)
+        finite = vals[~na]
+        if finite.size == 0 or (np.all(np.isfinite(finite)) and np.all(finite == np.round(finite))
+                                and np.abs(finite).max() < 2**53):
+            return np.where(na, 0, vals).astype(np.int64), (na if na.any() else None), "int"
+        return s, None, "obj"
+    return s, None, "obj"
+
+
+def _check_missing(name: str, na: np.ndarray | None, missing: str, where: str) -> None:
+    if missing == "error" and na is not None and na.any():
+        rows = np.flatnonzero(na)[:5].tolist()
+        raise BadInput(f"key column {name!r} has {int(na.sum())} missing value(s) in {where} "
+                       f"(first rows {rows}); use missing='category' to treat them as a category")
+
+
+def _encode_int(name, parts, missing):
+    """Offset + bincount encoding of integral columns with a modest range."""
+    lo = min(int(v[~na].min()) if na is not None and (~na).any() else int(v.min())
+             for v, na in parts if v.size and (na is None or (~na).any()))
+    hi = max(int(v[~na].max()) if na is not None and (~na).any() else int(v.max())
+             for v, na in parts if v.size and (na is None or (~na).any()))
+    span = hi - lo + 1
+    if span > DENSE_RANGE_LIMIT:
+        return None
+    present = np.zeros(span, dtype=bool)
+    for v, na in parts:
+        vv = v if na is None else v[~na]
+        if vv.size:
+            present |= np.bincount(vv - lo if lo else vv, minlength=span).astype(bool)
+    any_na = any(na is not None and na.any() for _, na in parts)
+    ncat = int(present.sum())
+    card = ncat + (1 if any_na else 0)
+    dt = _smallest_int(card)
+    identity = lo == 0 and ncat == span
+    remap = None if identity else (np.cumsum(present) - 1).astype(dt)
+    out = []
+    for v, na in parts:
+        if identity:
+            codes = v.astype(dt, copy=False) if v.dtype != dt else v
+        else:
+            idx = v - lo if lo else v
+            if na is not None:
+                idx = np.where(na, 0, idx)
+            codes = remap[idx]
+        if na is not None and na.any():
+            codes = np.where(na, dt(ncat), codes).astype(dt, copy=False)
+        out.append(codes)
+    cats = (np.flatnonzero(present) + lo).tolist() + ([None] if any_na else [])
+    return cats, any_na, out
+
+
+def _encode_hash(name, series_list, missing):
+    """Hash factorisation for text, categorical and wide-range columns."""
+    uniq_parts = []
+    for s in series_list:
+        u = pd.unique(s.to_numpy(dtype=object) if isinstance(s.dtype, pd.CategoricalDtype) else s)
+        uniq_parts.append(pd.Index(u))
+    allu = uniq_parts[0]
+    for u in uniq_parts[1:]:
+        allu = allu.append(u)
+    allu = allu.unique()
+    na_mask = pd.isna(allu)
+    labels = allu[~na_mask]
+    any_na = bool(na_mask.any())
+    try:
+        labels = labels.sort_values()
+    except TypeError:
+        kinds = sorted({type(x).__name__ for x in labels})
+        raise BadInput(f"key column {name!r} mixes value types ({', '.join(kinds)}); "
+                       "convert it to one type") from None
+    index = pd.Index(labels)
+    ncat = len(index)
+    card = ncat + (1 if any_na else 0)
+    dt = _smallest_int(card)
+    out = []
+    for s in series_list:
+        codes = index.get_indexer(s.to_numpy(dtype=object) if isinstance(s.dtype, pd.CategoricalDtype) else s)
+        if any_na:
+            codes = np.where(codes < 0, ncat, codes)
+        out.append(codes.astype(dt))
+    return list(labels) + ([None] if any_na else []), any_na, out
+
+
+def encode_keys(sample: pd.DataFrame, keys: list[str], population: pd.DataFrame | None = None,
+                missing: str = "category") -> list[EncodedKey]:
+    """Encode each key of ``sample`` (and ``population``, with the same categories)."""
+    if missing not in MISSING_POLICIES:
+        raise BadInput(f"missing={missing!r} is not one of {', '.join(MISSING_POLICIES)}")
+    check_keys(sample, keys, "the sample")
+    if population is not None:
+        check_keys(population, keys, "the population")
+    result = []
+    for key in keys:
+        series = [sample[key]] + ([population[key]] if population is not None else [])
+        parts = [_series_parts(s) for s in series]
+        for (v, na, kind), where, s in zip(parts, ("the sample", "the population"), series):
+            na_check = na if kind == "int" else (s.isna().to_numpy() if missing == "error" else None)
+            _check_missing(key, na_check, missing, where)
+        enc = None
+        if all(kind == "int" for _, _, kind in parts):
+            if all(v.size == 0 or (na is not None and na.all()) for v, na, _ in parts):
+                enc = None
+            else:
+                enc = _encode_int(key, [(v, na) for v, na, _ in parts], missing)
+        if enc is None:
+            enc = _encode_hash(key, series, missing)
+        cats, any_na, codes = enc
+        result.append(EncodedKey(key, cats, any_na, codes[0], codes[1] if len(codes) > 1 else None))
+    return result
+
+
+def check_keys(frame, keys, where: str) -> None:
+    if not keys:
+        raise BadInput("no key variables given (--keys a,b,c)")
+    dup = sorted({k for k in keys if list(keys).count(k) > 1})
+    if dup:
+        raise BadInput(f"key column(s) {', '.join(map(repr, dup))} named more than once in --keys")
+    cols = list(frame.columns)
+    missing = [k for k in keys if k not in cols]
+    if missing:
+        shown = ", ".join(map(str, cols[:20])) + (" ..." if len(cols) > 20 else "")
+        raise BadInput(f"key column(s) {', '.join(map(repr, missing))} not in {where} "
+                       f"(its columns: {shown})")
+    dupcols = sorted({c for c in cols if cols.count(c) > 1} & set(keys))
+    if dupcols:
+        raise BadInput(f"column name(s) {', '.join(map(repr, dupcols))} appear more than once in {where}")

@@ -1,0 +1,176 @@
+"""The counting engine: records in, :class:`FreqTable` out. The one place that touches records.
+
+``build_table`` takes a sample frame (pandas here; other backends dispatch by ``backend``), and
+optionally a population frame or a boolean sample-flag column of one register frame, plus optional
+design weights. It encodes the keys, forms cell ids, counts f_j (and F_j), checks f_j <= F_j, and
+keeps what is needed to locate each sample record's cell later.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..errors import BadInput
+from . import cellid, count
+from .encode import encode_keys
+from .table import FreqTable
+
+
+def sample_flag_mask(frame: pd.DataFrame, col: str) -> np.ndarray:
+    """The boolean sample flag of a register frame; anything but booleans (or 0/1) is bad input."""
+    if col not in frame.columns:
+        raise BadInput(f"sample flag column {col!r} not in the register "
+                       f"(its columns: {', '.join(map(str, list(frame.columns)[:20]))})")
+    s = frame[col]
+    if pd.api.types.is_bool_dtype(s.dtype):
+        if s.isna().any():
+            raise BadInput(f"sample flag column {col!r} has {int(s.isna().sum())} missing value(s)")
+        return s.to_numpy(dtype=bool)
+    if s.isna().any():
+        raise BadInput(f"sample flag column {col!r} has {int(s.isna().sum())} missing value(s); "
+                       "it must be boolean (True/False or 1/0)")
+    if pd.api.types.is_numeric_dtype(s.dtype):
+        bad = ~s.isin([0, 1])
+        if not bad.any():
+            return s.to_numpy() == 1
+        ex = pd.unique(s[bad])[:3].tolist()
+    else:
+        low = s.astype(str).str.strip().str.lower()
+        ok = low.isin(["true", "false", "1", "0"])
+        if ok.all():
+            return low.isin(["true", "1"]).to_numpy()
+        ex = pd.unique(s[~ok])[:3].tolist()
+    raise BadInput(f"sample flag column {col!r} is not boolean: it holds values such as {ex} "
+                   "(expected True/False or 1/0)")
+
+
+def weight_array(frame: pd.DataFrame, col: str) -> np.ndarray:
+    if col not in frame.columns:
+        raise BadInput(f"weight column {col!r} not in the sample")
+    s = frame[col]
+    if not pd.api.types.is_numeric_dtype(s.dtype) or pd.api.types.is_bool_dtype(s.dtype):
+        raise BadInput(f"weight column {col!r} is not numeric (dtype {s.dtype})")
+    w = s.to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = ~np.isfinite(w) | (w <= 0)
+    if bad.any():
+        rows = np.flatnonzero(bad)[:5].tolist()
+        raise BadInput(f"weight column {col!r} has {int(bad.sum())} missing, infinite or "
+                       f"non-positive value(s) (first rows {rows}); weights must be > 0")
+    return w
+
+
+def build_table(sample, keys, population=None, sample_flag: str | None = None,
+                weights: str | None = None, missing: str = "category",
+                backend: str | None = None) -> FreqTable:
+    """Count ``sample`` over ``keys``; see the module docstring.
+
+    ``population`` is a frame holding the population's records (same key columns); ``sample_flag``
+    names a boolean column of ``sample`` that marks the released records, ``sample`` then being the
+    whole register. At most one of the two.
+    """
+    from ..backends import resolve_backend, dispatch_build
+    name = resolve_backend(backend)
+    if name != "pandas":
+        return dispatch_build(name, sample, list(keys), population=population,
+                              sample_flag=sample_flag, weights=weights, missing=missing)
+    return build_table_pandas(sample, list(keys), population, sample_flag, weights, missing)
+
+
+def build_table_pandas(sample: pd.DataFrame, keys, population=None, sample_flag=None,
+                       weights=None, missing="category") -> FreqTable:
+    if population is not None and sample_flag is not None:
+        raise BadInput("give either a population frame or a sample flag, not both")
+    if not isinstance(sample, pd.DataFrame):
+        raise BadInput(f"expected a pandas DataFrame, got {type(sample).__name__}")
+    keys = list(keys)
+    if sample_flag is not None:
+        mask = sample_flag_mask(sample, sample_flag)
+        register = sample
+        w = weight_array(register, weights)[mask] if weights else None
+        enc = encode_keys(register, keys, None, missing)
+        cards = [e.cardinality for e in enc]
+        if cellid.fits_radix(cards):
+            pop_ids = cellid.mixed_radix_ids([e.sample for e in enc], cards)
+            radix = True
+        else:
+            (pop_ids,) = cellid.surrogate_ids([[e.sample for e in enc]], cards)
+            radix = False
+        samp_ids = pop_ids[mask]
+        pop_codes = [e.sample for e in enc]
+    else:
+        if population is not None and not isinstance(population, pd.DataFrame):
+            raise BadInput(f"expected the population as a pandas DataFrame, got {type(population).__name__}")
+        w = weight_array(sample, weights) if weights else None
+        enc = encode_keys(sample, keys, population, missing)
+        cards = [e.cardinality for e in enc]
+        radix = cellid.fits_radix(cards)
+        if radix:
+            samp_ids = cellid.mixed_radix_ids([e.sample for e in enc], cards)
+            pop_ids = (cellid.mixed_radix_ids([e.population for e in enc], cards)
+                       if population is not None else None)
+        else:
+            parts = [[e.sample for e in enc]] + ([[e.population for e in enc]] if population is not None else [])
+            ids = cellid.surrogate_ids(parts, cards)
+            samp_ids, pop_ids = ids[0], (ids[1] if population is not None else None)
+        pop_codes = [e.population for e in enc] if population is not None else None
+    categories = [e.categories for e in enc]
+    space = cellid.radix_space(cards) if radix else None
+    return assemble(keys, categories, samp_ids, pop_ids, w, radix, space,
+                    sample_codes=[e.sample for e in enc], pop_codes=pop_codes)
+
+
+def assemble(keys, categories, samp_ids, pop_ids, w, radix, space, sample_codes=None,
+             pop_codes=None) -> FreqTable:
+    """Counts from cell ids (numpy), alignment of sample and population, f <= F check."""
+    s_cells, s_cnt = count.count_ids(samp_ids)
+    if pop_ids is None:
+        cells, f, F = s_cells, s_cnt, None
+    else:
+        p_cells, p_cnt = count.count_ids(pop_ids)
+        pos = np.searchsorted(p_cells, s_cells)
+        pos_c = np.minimum(pos, max(p_cells.size - 1, 0))
+        found = (p_cells.size > 0) & (p_cells[pos_c] == s_cells) if p_cells.size else np.zeros(s_cells.size, bool)
+        cells, F = p_cells, p_cnt
+        f = np.zeros(p_cells.size, np.int64)
+        f[pos_c[found]] = s_cnt[found]
+        over = np.zeros(s_cells.size, bool)
+        over[found] = s_cnt[found] > p_cnt[pos_c[found]]
+        bad = ~found | over
+        if bad.any():
+            _raise_f_over_F(keys, categories, s_cells[bad], s_cnt[bad],
+                            np.where(found, p_cnt[pos_c], 0)[bad], radix, sample_codes, samp_ids)
+    stored = None
+    if not radix:
+        # surrogate ids: keep each cell's codes from one representative record
+        src_ids, src_codes = (pop_ids, pop_codes) if pop_ids is not None else (samp_ids, sample_codes)
+        first = _first_index(src_ids, cells)
+        stored = [np.asarray(c)[first].astype(np.int64) for c in src_codes]
+    wsum = None
+    table = FreqTable(tuple(keys), categories, cells, f, F, None, radix, np, stored)
+    table.record_locator = lambda: count.locate(samp_ids, cells, space)
+    if w is not None:
+        wsum = np.bincount(table.record_cell(), weights=w, minlength=cells.size)
+        table.w = wsum
+    return table
+
+
+def _first_index(ids: np.ndarray, cells: np.ndarray) -> np.ndarray:
+    order = np.argsort(ids, kind="stable")
+    s = ids[order]
+    starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
+    return order[starts]
+
+
+def _raise_f_over_F(keys, categories, cells, f, F, radix, sample_codes, samp_ids):
+    total = cells.size
+    ex = []
+    for cid, fj, Fj in list(zip(cells, f, F))[:3]:
+        if radix:
+            codes = [int(np.asarray(c)[0]) for c in cellid.decode_radix(np.array([cid]), [len(c) for c in categories])]
+        else:
+            i = int(np.flatnonzero(samp_ids == cid)[0])
+            codes = [int(c[i]) for c in sample_codes]
+        label = ", ".join(f"{k}={categories[v][codes[v]]!r}" for v, k in enumerate(keys))
+        ex.append(f"({label}): f={int(fj)} > F={int(Fj)}")
+    raise BadInput(f"{total} sample cell(s) have more records than the population "
+                   f"(f_j > F_j), e.g. {'; '.join(ex)}; is the sample drawn from this population?")

@@ -1,0 +1,25 @@
+"""Every hook gpurisk calls. Plugins implement them with :data:`gpurisk.hookimpl`.
+
+Built-in measures are registered through exactly these hooks, by modules under
+:mod:`gpurisk.measures`; third-party packages register a module or object under the entry-point
+group ``gpurisk``::
+
+    [project.entry-points.gpurisk]
+    myplugin = "my_package.plugin"
+"""
+import pluggy
+
+PROJECT = "gpurisk"
+hookspec = pluggy.HookspecMarker(PROJECT)
+
+
+@hookspec
+def gpurisk_register_measures():
+    """Return a list of :class:`gpurisk.Measure` subclasses.
+
+    Each class needs a unique ``name``; a second class with the same name, from any plugin, is an
+    error that names both plugins.
+    """
+
+#: decorator for hook implementations, re-exported as ``gpurisk.hookimpl``
+hookimpl = pluggy.HookimplMarker(PROJECT)

@@ -1,0 +1,31 @@
+"""match_prob_a: expected share of correct matches under attack method A. SPEC §2.
+
+    P = Σ_j I(f_j = 1) / F_j  /  Σ_j I(f_j = 1)                              (eq. 3)
+
+Skinner & Elliot (2002) eq. 3.
+"""
+from __future__ import annotations
+
+import math
+
+from ..hookspecs import hookimpl
+from ..measure import Context, Measure, Result
+
+
+class MatchProbA(Measure):
+    name = "match_prob_a"
+    description = "Pr(correct match) for a sample unique under attack method A (mean of 1/F_j)"
+    needs = frozenset({"population"})
+    reference = "Skinner & Elliot (2002) eq. 3; SPEC §2"
+
+    def compute(self, table, ctx: Context) -> Result:
+        su = table.f == 1
+        n1 = int(su.sum())
+        if n1 == 0:
+            return Result(value=math.nan, reason="no sample uniques (n1 = 0): method A never matches")
+        return Result(value=float((1.0 / table.F[su]).sum()) / n1)
+
+
+@hookimpl
+def gpurisk_register_measures():
+    return [MatchProbA]

@@ -1,0 +1,26 @@
+"""pr_pu: the proportion of population units that are population unique. SPEC §2, §3.
+
+    Pr(PU) = N1 / N
+
+Skinner & Elliot (2002) section 2; Kim & Jeong (2007) P(A ∈ P1).
+"""
+from __future__ import annotations
+
+from ..hookspecs import hookimpl
+from ..measure import Context, Measure, Result
+
+
+class PrPU(Measure):
+    name = "pr_pu"
+    description = "Pr(PU): share of population units that are unique in the population"
+    needs = frozenset({"population"})
+    reference = "Skinner & Elliot (2002) §2; Kim & Jeong (2007); SPEC §2"
+
+    def compute(self, table, ctx: Context) -> Result:
+        N1 = int((table.F == 1).sum())
+        return Result(value=N1 / table.N, extra={"N1": N1})
+
+
+@hookimpl
+def gpurisk_register_measures():
+    return [PrPU]

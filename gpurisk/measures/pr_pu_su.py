@@ -1,0 +1,32 @@
+"""pr_pu_su: Pr(population unique | sample unique). SPEC §2.
+
+    Pr(PU | SU) = Σ_j I(f_j = 1, F_j = 1) / Σ_j I(f_j = 1)
+
+Skinner & Elliot (2002) section 2.
+"""
+from __future__ import annotations
+
+import math
+
+from ..hookspecs import hookimpl
+from ..measure import Context, Measure, Result
+
+
+class PrPUgivenSU(Measure):
+    name = "pr_pu_su"
+    description = "Pr(PU|SU): share of sample uniques that are population uniques"
+    needs = frozenset({"population"})
+    reference = "Skinner & Elliot (2002) §2; SPEC §2"
+
+    def compute(self, table, ctx: Context) -> Result:
+        su = table.f == 1
+        n1 = int(su.sum())
+        if n1 == 0:
+            return Result(value=math.nan, reason="no sample uniques (n1 = 0): Pr(PU|SU) is undefined")
+        both = int((su & (table.F == 1)).sum())
+        return Result(value=both / n1, extra={"tau1": both})
+
+
+@hookimpl
+def gpurisk_register_measures():
+    return [PrPUgivenSU]

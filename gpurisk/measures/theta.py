@@ -1,0 +1,31 @@
+"""theta: the true Pr(correct match | unique match) when the population is known. SPEC §2.
+
+    θ = Σ_j I(f_j = 1) / Σ_j F_j I(f_j = 1)                                  (eq. 2)
+
+Skinner & Elliot (2002) eq. 2.
+"""
+from __future__ import annotations
+
+import math
+
+from ..hookspecs import hookimpl
+from ..measure import Context, Measure, Result
+
+
+class Theta(Measure):
+    name = "theta"
+    description = "True Pr(correct match | unique match) given the population"
+    needs = frozenset({"population"})
+    reference = "Skinner & Elliot (2002) eq. 2; SPEC §2"
+
+    def compute(self, table, ctx: Context) -> Result:
+        su = table.f == 1
+        n1 = int(su.sum())
+        if n1 == 0:
+            return Result(value=math.nan, reason="no sample uniques (n1 = 0): theta is undefined")
+        return Result(value=n1 / float(table.F[su].sum()))
+
+
+@hookimpl
+def gpurisk_register_measures():
+    return [Theta]
