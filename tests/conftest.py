@@ -1,0 +1,69 @@
+"""Shared test fixtures: where the real data is, and how to run the CLI as a user would."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _find_data() -> Path:
+    env = os.environ.get("GPURISK_SHARED_DATA")
+    for cand in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "data",
+                                                 Path("/work/shared/data")]:
+        if (cand / "README.md").exists():
+            return cand
+    return ROOT.parent / "shared" / "data"
+
+
+DATA = _find_data()
+
+
+def data_path(rel: str) -> Path:
+    p = DATA / rel
+    if not p.exists():
+        pytest.skip(f"real data file {p} is not present")
+    return p
+
+
+def run_cli(*args: str, check: bool = False, env: dict | None = None, timeout: float = 300,
+            cwd: str | Path | None = None) -> subprocess.CompletedProcess:
+    """Run ``python -m gpurisk ARGS`` in a real subprocess; returns the CompletedProcess."""
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(ROOT) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+    e.setdefault("COLUMNS", "200")
+    if env:
+        e.update(env)
+    proc = subprocess.run([sys.executable, "-m", "gpurisk", *map(str, args)], capture_output=True,
+                          text=True, env=e, timeout=timeout, cwd=cwd)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"gpurisk {' '.join(map(str, args))} failed ({proc.returncode}):\n"
+                             f"{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def gpu_available() -> tuple[bool, str]:
+    """(usable, reason): a CUDA device that cupy can see."""
+    try:
+        import cupy  # noqa: F401
+    except Exception as exc:  # pragma: no cover - depends on machine
+        return False, f"cupy not importable ({type(exc).__name__})"
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # pragma: no cover
+        return False, f"no CUDA device ({type(exc).__name__}: {exc})"
+    return (n > 0), ("" if n > 0 else "no CUDA device")
+
+
+def pytest_collection_modifyitems(config, items):
+    ok, why = gpu_available()
+    if ok:
+        return
+    skip = pytest.mark.skip(reason=f"gpu test: {why}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
