@@ -10,47 +10,60 @@ from __future__ import annotations
 import numpy as np
 
 DENSE_LOOKUP_LIMIT = 1 << 25     # ids below this: int32 lookup table (128 MiB at most)
-BITMAP_LIMIT = 1 << 33           # ids below this: rank bitmap (1 GiB bits + 512 MiB prefix at most)
 
 
 def count_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted distinct ids, their counts)."""
+    """(sorted distinct ids as int64, their counts)."""
     if ids.size == 0:
-        return ids[:0].astype(np.int64), np.zeros(0, np.int64)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     s = np.sort(ids)
     starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
     counts = np.diff(np.append(starts, s.size))
-    return s[starts], counts.astype(np.int64)
+    return s[starts].astype(np.int64), counts.astype(np.int64)
 
 
 def merge_counts(uniq_a, cnt_a, uniq_b, cnt_b):
     """Union of two (sorted ids, counts) tables, counts summed (used for partial counts)."""
     ids = np.concatenate([uniq_a, uniq_b])
     cnt = np.concatenate([cnt_a, cnt_b])
+    if ids.size == 0:
+        return ids.astype(np.int64), cnt.astype(np.int64)
     order = np.argsort(ids, kind="stable")
     ids, cnt = ids[order], cnt[order]
     starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
-    return ids[starts], np.add.reduceat(cnt, starts) if ids.size else cnt
+    return ids[starts], np.add.reduceat(cnt, starts)
 
 
 def locate(ids: np.ndarray, cells: np.ndarray, space: int | None) -> np.ndarray:
-    """Position of each id in the sorted array ``cells`` (every id must be in ``cells``)."""
-    if ids.size == 0:
+    """Position of each id in the sorted array ``cells`` (every id must be in ``cells``).
+
+    Small id spaces use a dense lookup table. Otherwise, when id and row number fit in 63 bits
+    together, one sort of ``id << b | row`` gives each row its run (cell) number, scattered back to
+    the rows; failing that, binary search.
+    """
+    n = ids.size
+    if n == 0:
         return np.zeros(0, np.int64)
     if space is not None and space <= DENSE_LOOKUP_LIMIT:
         lut = np.zeros(int(space), dtype=np.int32)
         lut[cells] = np.arange(cells.size, dtype=np.int32)
         return lut[ids].astype(np.int64)
-    if space is not None and space <= BITMAP_LIMIT:
-        nwords = (int(space) + 63) >> 6
-        words = cells >> 6
-        bits = np.left_shift(np.uint64(1), (cells & 63).astype(np.uint64))
-        starts = np.flatnonzero(np.concatenate(([True], words[1:] != words[:-1])))
-        bitmap = np.zeros(nwords, dtype=np.uint64)
-        bitmap[words[starts]] = np.bitwise_or.reduceat(bits, starts)
-        prefix = np.zeros(nwords, dtype=np.int64)
-        np.cumsum(np.bitwise_count(bitmap[:-1]), out=prefix[1:])
-        w = ids >> 6
-        below = np.left_shift(np.uint64(1), (ids & 63).astype(np.uint64)) - np.uint64(1)
-        return prefix[w] + np.bitwise_count(bitmap[w] & below)
+    top = int(space if space is not None else int(cells[-1]) + 1)
+    nb = int(n - 1).bit_length() or 1
+    if (top - 1).bit_length() + nb <= 63:
+        packed = ids.astype(np.int64)
+        packed <<= nb
+        packed |= np.arange(n, dtype=np.int64)
+        packed.sort()
+        rows = packed & ((1 << nb) - 1)
+        packed >>= nb
+        newrun = np.empty(n, dtype=bool)
+        newrun[0] = True
+        np.not_equal(packed[1:], packed[:-1], out=newrun[1:])
+        del packed
+        rank = np.cumsum(newrun, dtype=np.int64)
+        rank -= 1
+        out = np.empty(n, dtype=np.int64)
+        out[rows] = rank
+        return out
     return np.searchsorted(cells, ids)

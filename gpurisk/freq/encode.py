@@ -16,6 +16,10 @@ from ..errors import BadInput
 
 #: integer columns whose value range is at most this are encoded by offset + bincount
 DENSE_RANGE_LIMIT = 1 << 24
+#: integer columns whose value range is at most this keep every integer of the range as a category
+#: (one min/max pass, no compaction); values that never occur are empty categories, which form no
+#: cells and change no count
+SMALL_RANGE = 1 << 10
 MISSING_POLICIES = ("category", "error")
 
 
@@ -79,12 +83,20 @@ def _encode_int(name, parts, missing):
     span = hi - lo + 1
     if span > DENSE_RANGE_LIMIT:
         return None
+    any_na = any(na is not None and na.any() for _, na in parts)
+    if span <= SMALL_RANGE:
+        out = []
+        for v, na in parts:
+            codes = v if lo == 0 else v - lo
+            if na is not None and na.any():
+                codes = np.where(na, span, codes)
+            out.append(codes)
+        return list(range(lo, hi + 1)) + ([None] if any_na else []), any_na, out
     present = np.zeros(span, dtype=bool)
     for v, na in parts:
         vv = v if na is None else v[~na]
         if vv.size:
             present |= np.bincount(vv - lo if lo else vv, minlength=span).astype(bool)
-    any_na = any(na is not None and na.any() for _, na in parts)
     ncat = int(present.sum())
     card = ncat + (1 if any_na else 0)
     dt = _smallest_int(card)

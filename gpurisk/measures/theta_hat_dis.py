@@ -5,8 +5,10 @@ its key then matches exactly one record, R_c = 1 when that match is the record i
 
     θ̂(K) = Σ R_c R_u / Σ R_u  →  θ̂ (eq. 7) as K → ∞                      (eq. 6, Proposition 1)
 
-The K draws are made at once as arrays: a record is drawn by drawing its cell with probability
-f_j / n. The standard error is the delta-method s.e. of the ratio over the K draws.
+The K draws are made at once as arrays. Only the size f_j of the removed record's cell decides
+R_u and R_c, and a record drawn uniformly lies in a cell of size 1 with probability n1/n and of size 2
+with probability 2 n2/n, so each draw picks one of those three classes and then flips the copy-back
+coin. The standard error is the delta-method s.e. of the ratio over the K draws.
 Skinner & Elliot (2002) section 3, eq. 6.
 """
 from __future__ import annotations
@@ -17,16 +19,13 @@ import numpy as np
 
 from ..hookspecs import hookimpl
 from ..measure import Context, Measure, Result
-from ..freq.table import _to_numpy
 from ._util import z_upper
 
 
-def dis_draws(f: np.ndarray, pi: float, K: int, rng: np.random.Generator):
-    """(R_u, R_c) boolean arrays of K simulated intrusions on cell counts ``f``."""
-    cum = np.cumsum(f)
-    n = int(cum[-1])
-    cell = np.searchsorted(cum, rng.integers(0, n, size=K), side="right")
-    fj = f[cell]
+def dis_draws(n1: int, n2: int, n: int, pi: float, K: int, rng: np.random.Generator):
+    """(R_u, R_c) boolean arrays of K simulated intrusions on a sample of n records."""
+    u = rng.random(K) * n
+    fj = np.where(u < n1, 1, np.where(u < n1 + 2 * n2, 2, 3))
     back = rng.random(K) < pi
     rc = back & (fj == 1)
     ru = rc | (~back & (fj == 2))
@@ -45,10 +44,8 @@ class ThetaHatDIS(Measure):
         if K < 1:
             from ..errors import BadInput
             raise BadInput(f"theta_hat_dis: K must be a positive integer, got {K}")
-        f = _to_numpy(table.f).astype(np.int64)
-        f = f[f > 0]
         rng = np.random.default_rng(ctx.seed)
-        ru, rc = dis_draws(f, ctx.fraction, K, rng)
+        ru, rc = dis_draws(table.n_r(1), table.n_r(2), table.n, ctx.fraction, K, rng)
         nu = int(ru.sum())
         if nu == 0:
             return Result(value=math.nan, reason=f"no unique match in {K} simulated intrusions "
