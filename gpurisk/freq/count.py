@@ -34,20 +34,23 @@ def merge_counts(uniq_a, cnt_a, uniq_b, cnt_b):
     return ids[starts], np.add.reduceat(cnt, starts)
 
 
-def locate(ids: np.ndarray, cells: np.ndarray, space: int | None) -> np.ndarray:
+def locate(ids: np.ndarray, cells: np.ndarray, space: int | None,
+           counts: np.ndarray | None = None) -> np.ndarray:
     """Position of each id in the sorted array ``cells`` (every id must be in ``cells``).
 
     Small id spaces use a dense lookup table. Otherwise, when id and row number fit in 63 bits
-    together, one sort of ``id << b | row`` gives each row its run (cell) number, scattered back to
-    the rows; failing that, binary search.
+    together, one sort of ``id << b | row`` orders the rows by cell; with ``counts`` (how many of the
+    ids fall in each cell) the cell number of each sorted position is ``repeat(arange(C), counts)``,
+    scattered back to the rows. Failing that, binary search.
     """
     n = ids.size
     if n == 0:
         return np.zeros(0, np.int64)
+    idx_t = np.int32 if cells.size < 2**31 else np.int64
     if space is not None and space <= DENSE_LOOKUP_LIMIT:
-        lut = np.zeros(int(space), dtype=np.int32)
-        lut[cells] = np.arange(cells.size, dtype=np.int32)
-        return lut[ids].astype(np.int64)
+        lut = np.zeros(int(space), dtype=idx_t)
+        lut[cells] = np.arange(cells.size, dtype=idx_t)
+        return lut[ids]
     top = int(space if space is not None else int(cells[-1]) + 1)
     nb = int(n - 1).bit_length() or 1
     if (top - 1).bit_length() + nb <= 63:
@@ -55,15 +58,10 @@ def locate(ids: np.ndarray, cells: np.ndarray, space: int | None) -> np.ndarray:
         packed <<= nb
         packed |= np.arange(n, dtype=np.int64)
         packed.sort()
-        rows = packed & ((1 << nb) - 1)
-        packed >>= nb
-        newrun = np.empty(n, dtype=bool)
-        newrun[0] = True
-        np.not_equal(packed[1:], packed[:-1], out=newrun[1:])
-        del packed
-        rank = np.cumsum(newrun, dtype=np.int64)
-        rank -= 1
-        out = np.empty(n, dtype=np.int64)
-        out[rows] = rank
+        if counts is None:
+            counts = np.diff(np.searchsorted(packed >> nb, cells, side="left"), append=n)
+        packed &= (1 << nb) - 1          # now the row numbers, in cell order
+        out = np.empty(n, dtype=idx_t)
+        out[packed] = np.repeat(np.arange(cells.size, dtype=idx_t), counts)
         return out
     return np.searchsorted(cells, ids)

@@ -147,7 +147,7 @@ def assemble(keys, categories, samp_ids, pop_ids, w, radix, space, sample_codes=
         stored = [np.asarray(c)[first].astype(np.int64) for c in src_codes]
     wsum = None
     table = FreqTable(tuple(keys), categories, cells, f, F, None, radix, np, stored)
-    table.record_locator = lambda: count.locate(samp_ids, cells, space)
+    table.record_locator = lambda: count.locate(samp_ids, cells, space, counts=f)
     if w is not None:
         wsum = np.bincount(table.record_cell(), weights=w, minlength=cells.size)
         table.w = wsum
