@@ -33,6 +33,7 @@ def plot_validation(v, path) -> Path:
             ax.errorbar(x * 1.03, g["estimate_mean"], yerr=se, fmt="none", ecolor="tab:red",
                         capsize=2, label="mean estimated s.e.")
         ax.set_xscale("log")
+        ax.minorticks_off()
         ax.set_xticks(x)
         ax.set_xticklabels([f"{f:g}" for f in x])
         ax.set_xlabel("sampling fraction π")
