@@ -90,6 +90,9 @@ class Measure:
     reference: ClassVar[str] = ""
     #: options and their defaults, e.g. {"K": 100_000}
     options: ClassVar[Mapping[str, Any]] = {}
+    #: name of the measure whose true value this one estimates ("theta" for theta_hat), or None;
+    #: ``gpurisk validate`` pairs each estimate with that truth
+    estimates: ClassVar[str | None] = None
 
     def compute(self, table, ctx: Context) -> Result:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -97,7 +100,8 @@ class Measure:
     @classmethod
     def describe(cls) -> dict[str, Any]:
         return {"name": cls.name, "description": cls.description, "needs": sorted(cls.needs),
-                "level": cls.level, "reference": cls.reference, "options": dict(cls.options)}
+                "level": cls.level, "reference": cls.reference, "options": dict(cls.options),
+                "estimates": cls.estimates}
 
 
 def missing_needs(measure: type[Measure], table, ctx: Context) -> str | None:

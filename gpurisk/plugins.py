@@ -31,6 +31,8 @@ BUILTIN_PLUGINS = (
     "gpurisk.measures.pr_pu_su",
     "gpurisk.measures.match_prob_a",
     "gpurisk.measures.theta_hat_dis",
+    "gpurisk.measures.tau1",
+    "gpurisk.measures.tau1_hat",
 )
 
 _pm: pluggy.PluginManager | None = None

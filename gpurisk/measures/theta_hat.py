@@ -32,6 +32,7 @@ class ThetaHat(Measure):
     description = "Estimated Pr(correct match | unique match), with variance and upper bound"
     needs = frozenset({"fraction"})
     reference = "Skinner & Elliot (2002) eqs. 7, 9; SPEC §2"
+    estimates = "theta"
 
     def compute(self, table, ctx: Context) -> Result:
         n1, n2, n3 = table.n_r(1), table.n_r(2), table.n_r(3)

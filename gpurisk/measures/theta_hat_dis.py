@@ -38,6 +38,7 @@ class ThetaHatDIS(Measure):
     needs = frozenset({"fraction"})
     reference = "Skinner & Elliot (2002) §3, eq. 6, Proposition 1; SPEC §2"
     options = {"K": 200_000}
+    estimates = "theta"
 
     def compute(self, table, ctx: Context) -> Result:
         K = int(ctx.option(self.name, "K", self.options["K"]))

@@ -1,0 +1,26 @@
+"""tau1: the number of sample uniques that are population uniques (needs the population). SPEC §4.
+
+    τ1 = Σ_j I(f_j = 1) I(F_j = 1)
+
+Camerlenghi, Favaro, Naulet & Panero (2021), the functional τ1 of their introduction.
+"""
+from __future__ import annotations
+
+from ..hookspecs import hookimpl
+from ..measure import Context, Measure, Result
+
+
+class Tau1(Measure):
+    name = "tau1"
+    description = "True number of sample uniques that are population uniques"
+    needs = frozenset({"population"})
+    reference = "Camerlenghi, Favaro, Naulet & Panero (2021) τ1; SPEC §4"
+
+    def compute(self, table, ctx: Context) -> Result:
+        su = table.f == 1
+        return Result(value=float((su & (table.F == 1)).sum()), extra={"n1": int(su.sum())})
+
+
+@hookimpl
+def gpurisk_register_measures():
+    return [Tau1]

@@ -1,0 +1,128 @@
+"""tau1_hat: nonparametric estimate of τ1, the number of sample uniques that are population uniques.
+SPEC §4, §4.1.
+
+    λ = (N − n)/n  (N from the population when one is given, else λ = (1 − π)/π)
+    unbiased (λ ≤ 1):   τ̂1   = Σ_{i≥0} (−λ)^i (i+1) Z_{i+1}
+    smoothed (λ > 1):   τ̂1^L = Σ_{i≥0} (−λ)^i (i+1) P(L ≥ i) Z_{i+1}
+
+Z_r = n_r (cells with f_j = r). L ~ Binomial(k, q) (default), q = 2/(λ+2),
+k = ⌈½ log₃(n λ²/(λ−1))⌉, or L ~ Poisson(r), r = ln(n (λ+1)²/(λ−1)) / (2λ). The sum starts at i = 0
+(SPEC §4: the seed's summary writes i = 1, which would give 0 for a census).
+
+Options (``--option tau1_hat.NAME=VALUE``): ``smoothing`` = binomial | poisson | none (none: the
+unbiased series whatever λ), ``r``, ``k``, ``q`` (override the formulas above; with λ ≤ 1 a smoother
+is used only when its parameters are all given, since the formulas need λ > 1).
+
+The estimator is proven consistent for λ up to order log n (Camerlenghi et al. 2021, Theorem 1 and
+the minimax lower bound). Past λ > ln n — and whenever the unbiased series is used with λ > 1, or
+the sum's rounding error reaches half a cell — the raw value is returned with ``reliable: false``
+and a warning giving λ and ln n; it can then leave [0, n1].
+Camerlenghi, F., Favaro, S., Naulet, Z. and Panero, F. (2021) Optimal disclosure risk assessment.
+Ann. Statist. 49, 723-744.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from ..errors import BadInput
+from ..freq.table import _to_numpy
+from ..hookspecs import hookimpl
+from ..measure import Context, Measure, Result
+from . import _tau1_series as ser
+
+
+def series_for(lam: float, n: int, imax: int, smoothing: str = "binomial", r=None, k=None,
+               q=None) -> ser.Series:
+    """The estimator's coefficients for λ, n and the options (see the module docstring)."""
+    if smoothing not in ser.SMOOTHERS:
+        raise BadInput(f"tau1_hat: smoothing={smoothing!r} is not one of {', '.join(ser.SMOOTHERS)}")
+    r, k, q = _check_params(r, k, q)
+    if smoothing == "poisson" and (lam > 1 or r is not None):
+        r = ser.default_poisson_r(lam, n) if r is None else r
+        return ser.coefficients(lam, n, imax, "poisson", r=r)
+    if smoothing == "binomial" and (lam > 1 or (k is not None and q is not None)):
+        if k is None or q is None:
+            k0, q0 = ser.default_binomial_kq(lam, n)
+            k, q = (k0 if k is None else k), (q0 if q is None else q)
+        return ser.coefficients(lam, n, imax, "binomial", k=k, q=q)
+    return ser.coefficients(lam, n, imax, "unbiased")
+
+
+def _check_params(r, k, q):
+    if r is not None:
+        try:
+            r = float(r)
+        except (TypeError, ValueError):
+            raise BadInput(f"tau1_hat: r={r!r} is not a number") from None
+        if not (r > 0 and math.isfinite(r)):
+            raise BadInput(f"tau1_hat: r={r!r} must be a positive finite number")
+    if k is not None:
+        if isinstance(k, bool) or not float(k).is_integer() or not 1 <= int(k) <= 10**6:
+            raise BadInput(f"tau1_hat: k={k!r} must be an integer in 1..1000000")
+        k = int(k)
+    if q is not None:
+        try:
+            q = float(q)
+        except (TypeError, ValueError):
+            raise BadInput(f"tau1_hat: q={q!r} is not a number") from None
+        if not 0.0 < q <= 1.0:
+            raise BadInput(f"tau1_hat: q={q!r} must lie in (0, 1]")
+    return r, k, q
+
+
+def fof_vector(f) -> np.ndarray:
+    """Z[r] = n_r for r = 0..max f (Z[0] unused), from the cell counts f."""
+    f = np.asarray(_to_numpy(f)).astype(np.int64)
+    f = f[f > 0]
+    Z = np.bincount(f) if f.size else np.zeros(2, np.int64)
+    return Z if Z.size >= 2 else np.zeros(2, np.int64)
+
+
+class Tau1Hat(Measure):
+    name = "tau1_hat"
+    description = "Estimated number of sample uniques that are population uniques (smoothed series)"
+    needs = frozenset({"fraction"})
+    reference = "Camerlenghi, Favaro, Naulet & Panero (2021); SPEC §4, §4.1"
+    options = {"smoothing": "binomial", "r": None, "k": None, "q": None}
+    estimates = "tau1"
+
+    def compute(self, table, ctx: Context) -> Result:
+        n = table.n
+        if n == 0:
+            return Result.not_applicable("the sample has no records")
+        N = table.N
+        lam = (N - n) / n if N else (1.0 - ctx.fraction) / ctx.fraction
+        opt = {key: ctx.option(self.name, key, default) for key, default in self.options.items()}
+        Z = fof_vector(table.f)
+        s = series_for(lam, n, Z.size - 1, **opt)
+        value, bound = ser.evaluate(s, Z)
+        value, bound = float(value), float(bound)
+        log_n = math.log(n)
+        extra = {"lambda": lam, "log_n": log_n, "method": s.method, **s.params, "terms": s.terms,
+                 "n1": int(Z[1]), "rounding_bound": bound}
+        if not math.isfinite(value):
+            return Result.not_applicable(
+                f"the series' terms exceed the double range (λ = {lam:.4g}, method {s.method}); "
+                "choose a smoother or smaller smoothing parameters", **extra)
+        reasons = []
+        if lam > log_n:
+            reasons.append(f"λ = {lam:.4g} exceeds ln n = {log_n:.3g} (n = {n}): past the range "
+                           "(λ of order log n) where the estimator is proven consistent")
+        if s.method == "unbiased" and lam > 1:
+            reasons.append(f"the unbiased series is used with λ = {lam:.4g} > 1 (its variance grows "
+                           "like λ^(2i))")
+        if not bound < 0.5:
+            reasons.append(f"the sum's rounding error may reach {bound:.3g} cells")
+        extra["reliable"] = not reasons
+        if reasons:
+            warnings.warn("tau1_hat: " + "; ".join(reasons) + "; the raw value is reported with "
+                          "reliable=false", stacklevel=2)
+        return Result(value=value, extra=extra)
+
+
+@hookimpl
+def gpurisk_register_measures():
+    return [Tau1Hat]

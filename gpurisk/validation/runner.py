@@ -1,0 +1,265 @@
+"""``gpurisk.validate``: every estimator checked against its true value on replicate samples.
+
+A real population file is encoded once (:func:`gpurisk.build_table` counted on the population gives
+F_j and each record's cell). For each sampling fraction, R replicate samples are drawn by a design
+(:mod:`gpurisk.validation.design`), counted in batches by one ``bincount``, and every replicate's
+:class:`~gpurisk.FreqTable` is assembled from (f, F) without re-reading records. The measures run on
+each table; each estimate is paired with its truth through the estimator class's ``estimates``
+attribute (θ̂ ↔ θ, τ̂1 ↔ τ1). The summary is Skinner & Elliot's (2002) Table 1: mean and standard
+deviation across replicates of the true value, the estimate, the error (estimate − truth) and the
+estimated standard error; for τ̂1 also the normalised MSE, mean((τ̂1 − τ1)²/n²) (the MSE of τ̂1/n,
+the normalisation of Orlitsky, Suresh & Wu 2016 under which the NMSE of Camerlenghi et al. vanishes).
+
+Standard deviations are taken with ddof = 0 for the systematic design (all L samples enumerated:
+the exact design standard deviation, as in Table 1) and ddof = 1 for random replicates.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..errors import BadInput
+from ..freq.engine import build_table
+from ..freq.table import FreqTable
+from ..measure import Context
+from ..plugins import measure_registry
+from . import design as dz
+
+#: left out of the default set: the Monte Carlo form of theta_hat (same estimate; its s.e. is the
+#: simulation's, not the estimator's, and it is slow)
+DEFAULT_EXCLUDE = ("theta_hat_dis",)
+#: quantities of the summary, in Table 1's order
+QUANTITIES = ("true", "estimate", "error", "se")
+
+
+@dataclass
+class Validation:
+    """What :func:`validate` returns.
+
+    ``summary``: one row per (fraction, measure); ``replicates``: one row per (fraction, replicate,
+    measure) with the value, its s.e. and its truth; ``warnings``: distinct warnings with counts.
+    """
+
+    summary: pd.DataFrame
+    replicates: pd.DataFrame
+    info: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+    def write(self, path) -> Path:
+        """The summary as Parquet (.parquet/.pq) or CSV (anything else)."""
+        p = Path(path)
+        if p.suffix.lower() in (".parquet", ".pq"):
+            self.summary.to_parquet(p, index=False)
+        else:
+            self.summary.to_csv(p, index=False)
+        return p
+
+    def table1(self, measure: str) -> pd.DataFrame:
+        """Skinner & Elliot's Table 1 layout for one estimator: rows (quantity, mean|sd), columns π."""
+        s = self.summary[self.summary["measure"] == measure]
+        rows = {}
+        for q in QUANTITIES:
+            for stat in ("mean", "sd"):
+                col = f"{q}_{stat}"
+                if col in s and s[col].notna().any():
+                    rows[(q, stat)] = s[col].to_numpy()
+        if "nmse" in s and s["nmse"].notna().any():
+            rows[("nmse", "")] = s["nmse"].to_numpy()
+        out = pd.DataFrame(rows, index=s["fraction"].to_numpy()).T
+        out.columns.name = "fraction"
+        return out
+
+    def plot(self, path) -> Path:
+        from .plot import plot_validation
+        return plot_validation(self, path)
+
+
+def _measure_names(names: Iterable[str] | None) -> tuple[list[str], dict[str, str | None]]:
+    """(names to run, estimator -> truth); truths of the named estimators are added."""
+    reg = measure_registry()
+    if names is None:
+        chosen = [m for m, r in reg.items() if r.cls.estimates and r.cls.estimates in reg
+                  and m not in DEFAULT_EXCLUDE
+                  and r.cls.level == "file" and not ({"weights", "records"} & set(r.cls.needs))]
+    else:
+        chosen = list(dict.fromkeys(names))
+        unknown = [m for m in chosen if m not in reg]
+        if unknown:
+            raise BadInput(f"unknown measure(s) {', '.join(map(repr, unknown))}; "
+                           f"registered: {', '.join(reg)}")
+        bad = [m for m in chosen if {"weights", "records"} & set(reg[m].cls.needs)
+               or reg[m].cls.level != "file"]
+        if bad:
+            raise BadInput(f"measure(s) {', '.join(map(repr, bad))} need design weights or record "
+                           "level data, which replicate samples of validate do not carry")
+    pairs = {m: reg[m].cls.estimates for m in chosen if reg[m].cls.estimates}
+    for m, t in pairs.items():
+        if t not in reg:
+            raise BadInput(f"measure {m!r} estimates {t!r}, which is not registered")
+    run = list(dict.fromkeys(chosen + [t for t in pairs.values() if t]))
+    return run, pairs
+
+
+def _check_fractions(fractions) -> list[float]:
+    out = []
+    for f in ([fractions] if isinstance(fractions, (int, float)) else list(fractions)):
+        try:
+            v = float(f)
+        except (TypeError, ValueError):
+            raise BadInput(f"sampling fraction {f!r} is not a number") from None
+        if not 0.0 < v < 1.0:
+            raise BadInput(f"sampling fraction {f!r} is outside (0, 1)")
+        out.append(v)
+    if not out:
+        raise BadInput("no sampling fraction given (--fractions 0.02,0.05,0.1)")
+    return out
+
+
+def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 100,
+             design: str = "bernoulli", measures: Iterable[str] | None = None, seed: int = 0,
+             options: Mapping[str, Mapping[str, Any]] | None = None, alpha: float = 0.01,
+             missing: str = "category", sep: str | None = None,
+             encoding: str = "utf-8") -> Validation:
+    """Draw replicate samples from ``population`` (frame or CSV/Parquet path) and compare each
+    estimator with its true value; see the module docstring. Fixed ``seed`` reproduces the result.
+    """
+    from ..io import read_table
+    keys = [keys] if isinstance(keys, str) else list(keys)
+    dsg = dz.parse_design(design)
+    fracs = _check_fractions(fractions)
+    if dsg.kind != "systematic" and (isinstance(replicates, bool) or int(replicates) < 1):
+        raise BadInput(f"replicates={replicates!r} must be a positive integer")
+    if not 0.0 < float(alpha) < 0.5:
+        raise BadInput(f"alpha={alpha!r} is outside (0, 0.5)")
+    cols = list(dict.fromkeys(keys + ([dsg.column] if dsg.column else [])))
+    frame = read_table(population, sep=sep, columns=cols, encoding=encoding) \
+        if isinstance(population, (str, Path)) else population
+    if len(frame) == 0:
+        raise BadInput("the population has no records")
+    names, pairs = _measure_names(measures)
+    for f in fracs:
+        dz.replicate_count(dsg, f, int(replicates))   # systematic: 1/π must be an integer
+    pop = build_table(frame, keys, missing=missing)
+    cell = np.asarray(pop.record_cell(), dtype=np.int64)
+    F = np.asarray(pop.f, dtype=np.int64)
+    N, C = int(F.sum()), F.size
+    codes = dz.column_codes(frame, dsg.column) if dsg.column else None
+
+    rows: list[dict] = []
+    caught: dict[str, list] = {}
+    for fi, frac in enumerate(fracs):
+        rng = np.random.default_rng([int(seed), int(round(frac * 2**32))])
+        for first, count, rep, rec in dz.batches(dsg, frac, int(replicates), N, rng, codes):
+            fmat = dz.count_batch(cell, C, count, rep, rec)
+            for b in range(count):
+                r = first + b
+                table = FreqTable(pop.keys, pop.categories, pop.cell_id, fmat[b], F, None, pop.radix,
+                                  np, pop.stored_cell_codes)
+                ctx = Context(fraction=frac, fraction_source="design", alpha=float(alpha),
+                              seed=int(seed) * 1_000_003 + r, options=dict(options or {}))
+                rows.extend(_run_one(table, ctx, names, frac, r, caught))
+    reps = pd.DataFrame(rows, columns=["fraction", "replicate", "n", "measure", "value", "se",
+                                       "reliable", "reason"])
+    reps = _attach_truth(reps, pairs)
+    ddof = 0 if dsg.kind == "systematic" else 1
+    summary = summarise(reps, names, pairs, ddof)
+    summary.insert(1, "design", dsg.label)
+    info = {"N": N, "cells": C, "keys": keys, "design": dsg.label, "fractions": fracs,
+            "replicates": {f: dz.replicate_count(dsg, f, int(replicates)) for f in fracs},
+            "seed": int(seed), "measures": names, "pairs": pairs, "ddof": ddof}
+    total = sum(info["replicates"].values())
+    notes = [msg if k == 1 else f"{msg} (in {k} of {total} replicates; numbers from the first)"
+             for msg, k in caught.values()]
+    return Validation(summary, reps, info, notes)
+
+
+def _run_one(table, ctx, names, frac, r, caught):
+    from ..assess import run_measures
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        res = run_measures(table, ctx, names)
+    for x in w:
+        msg = str(x.message)
+        first = caught.setdefault(_generic(msg), [msg, 0])
+        first[1] += 1
+    n = table.n
+    out = []
+    for name, m in res.items():
+        v = m.value
+        v = math.nan if v is None else float(v)
+        se = math.nan if m.se is None else float(m.se)
+        rel = m.extra.get("reliable")
+        out.append({"fraction": frac, "replicate": r, "n": n, "measure": name, "value": v, "se": se,
+                    "reliable": None if rel is None else bool(rel), "reason": m.reason})
+    return out
+
+
+def _generic(msg: str) -> str:
+    """A warning without its replicate-specific numbers, so that repeats are counted once."""
+    import re
+    return re.sub(r"(?<![A-Za-z_])[-+]?\d[\d.eE+-]*", "#", msg)
+
+
+def _attach_truth(reps: pd.DataFrame, pairs: dict[str, str | None]) -> pd.DataFrame:
+    reps = reps.copy()
+    reps["truth_measure"] = reps["measure"].map(lambda m: pairs.get(m))
+    key = ["fraction", "replicate"]
+    truth = reps[["fraction", "replicate", "measure", "value"]].rename(
+        columns={"measure": "truth_measure", "value": "truth"})
+    return reps.merge(truth, on=key + ["truth_measure"], how="left")
+
+
+def _stats(x: np.ndarray, ddof: int) -> tuple[float, float]:
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return math.nan, math.nan
+    sd = float(np.std(x, ddof=ddof)) if x.size > ddof else math.nan
+    return float(np.mean(x)), sd
+
+
+def summarise(reps: pd.DataFrame, names, pairs, ddof: int) -> pd.DataFrame:
+    """One row per (fraction, measure): mean and sd of true, estimate, error, se; NMSE for τ̂1."""
+    out = []
+    for (frac, name), g in reps.groupby(["fraction", "measure"], sort=False):
+        est = g["value"].to_numpy(float)
+        truth = g["truth"].to_numpy(float)
+        is_truth_only = name not in pairs
+        row: dict[str, Any] = {"fraction": frac, "measure": name,
+                               "truth_measure": pairs.get(name) if not is_truth_only else name,
+                               "replicates": len(g), "n_mean": float(g["n"].mean())}
+        if is_truth_only:
+            row["true_mean"], row["true_sd"] = _stats(est, ddof)
+            row["defined"] = int(np.isfinite(est).sum())
+        else:
+            ok = np.isfinite(est) & np.isfinite(truth)
+            row["defined"] = int(ok.sum())
+            row["true_mean"], row["true_sd"] = _stats(truth[ok], ddof)
+            row["estimate_mean"], row["estimate_sd"] = _stats(est[ok], ddof)
+            err = est[ok] - truth[ok]
+            row["error_mean"], row["error_sd"] = _stats(err, ddof)
+            row["se_mean"], row["se_sd"] = _stats(g["se"].to_numpy(float)[ok], ddof)
+            row["rmse"] = float(np.sqrt(np.mean(err ** 2))) if err.size else math.nan
+            if pairs.get(name) == "tau1":
+                n = g["n"].to_numpy(float)[ok]
+                row["nmse"] = float(np.mean((err / n) ** 2)) if err.size else math.nan
+            rel = g["reliable"]
+            if rel.notna().any():
+                row["reliable_share"] = float(rel.dropna().astype(bool).mean())
+        out.append(row)
+    cols = ["fraction", "measure", "truth_measure", "replicates", "defined", "n_mean",
+            "true_mean", "true_sd", "estimate_mean", "estimate_sd", "error_mean", "error_sd",
+            "se_mean", "se_sd", "rmse", "nmse", "reliable_share"]
+    df = pd.DataFrame(out)
+    for c in cols:
+        if c not in df:
+            df[c] = math.nan
+    order = {m: i for i, m in enumerate(names)}
+    df["_o"] = df["measure"].map(order)
+    df = df.sort_values(["fraction", "_o"], kind="stable").drop(columns="_o")
+    return df[cols].reset_index(drop=True)
