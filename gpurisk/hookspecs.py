@@ -21,5 +21,15 @@ def gpurisk_register_measures():
     error that names both plugins.
     """
 
+@hookspec
+def gpurisk_register_perturbations():
+    """Return a list of :class:`gpurisk.perturb.Perturbation` subclasses.
+
+    A perturbation (record swapping, PRAM, ...) turns the key codes of a file into the codes of a
+    perturbed release; ``gpurisk dis`` measures pr(cm|um) on it (SPEC §6). Each class needs a
+    unique ``name`` (``--perturb NAME:opt=value,...``); a second class with the same name, from any
+    plugin, is an error that names both plugins.
+    """
+
 #: decorator for hook implementations, re-exported as ``gpurisk.hookimpl``
 hookimpl = pluggy.HookimplMarker(PROJECT)

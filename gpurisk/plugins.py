@@ -33,6 +33,11 @@ BUILTIN_PLUGINS = (
     "gpurisk.measures.theta_hat_dis",
     "gpurisk.measures.tau1",
     "gpurisk.measures.tau1_hat",
+    "gpurisk.measures.pr_cm_um",
+    "gpurisk.measures.theta_hat_misclass",
+    "gpurisk.measures.theta_hat_weighted",
+    "gpurisk.perturb.swap",
+    "gpurisk.perturb.pram",
 )
 
 _pm: pluggy.PluginManager | None = None
@@ -156,3 +161,27 @@ def plugins_list() -> list[dict[str, str]]:
         package, version = plugin_info(pm, name)
         out.append({"plugin": name, "package": package, "version": version})
     return out
+
+
+def perturbation_registry() -> dict[str, Registered]:
+    """name -> Registered, for every perturbation of every plugin; duplicate names are an error.
+
+    Not cached: it is cheap, and it stays right after :func:`register` / :func:`reset`.
+    """
+    from .perturb.base import Perturbation
+    pm = get_plugin_manager()
+    reg: dict[str, Registered] = {}
+    for impl in pm.hook.gpurisk_register_perturbations.get_hookimpls():
+        for cls in impl.function() or []:
+            if not (inspect.isclass(cls) and issubclass(cls, Perturbation)):
+                raise PluginError(f"plugin {impl.plugin_name!r} registered {cls!r}, "
+                                  "which is not a gpurisk.perturb.Perturbation subclass")
+            if not cls.name or not isinstance(cls.name, str):
+                raise PluginError(f"plugin {impl.plugin_name!r}: perturbation class "
+                                  f"{cls.__name__} has no name")
+            if cls.name in reg:
+                raise PluginError(f"perturbation {cls.name!r} is registered twice: by plugin "
+                                  f"{reg[cls.name].plugin!r} and by plugin {impl.plugin_name!r}")
+            package, version = plugin_info(pm, impl.plugin_name)
+            reg[cls.name] = Registered(cls, impl.plugin_name, package, version)
+    return reg

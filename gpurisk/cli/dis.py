@@ -1,0 +1,94 @@
+"""``gpurisk dis`` (pr(cm|um) of a perturbed file) and ``gpurisk perturbations`` (what is registered)."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ._common import split_list
+
+
+def _fmt(v, digits=6):
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def register(cli: click.Group) -> None:
+    @cli.command()
+    @click.argument("data")
+    @click.option("--keys", required=True, help="comma-separated key variables")
+    @click.option("--fraction", type=float, required=True, help="sampling fraction f (π) in (0, 1]")
+    @click.option("--perturb", "perturb", multiple=True, metavar="NAME:OPT=V,...",
+                  help="perturbation, e.g. swap:fraction=0.10,geo=region,pairing=age+sex or "
+                       "pram:vars=sex,p=0.9 (repeatable: applied in turn)")
+    @click.option("--max-iter", type=int, default=100, show_default=True,
+                  help="stop after this many perturbed files")
+    @click.option("--stable", type=int, default=10, show_default=True,
+                  help="stop when the running mean moved less than half a unit of --decimals "
+                       "over this many iterations")
+    @click.option("--decimals", type=int, default=3, show_default=True)
+    @click.option("--batch", type=int, default=None, help="perturbed files drawn at once "
+                  "(default: --stable, fewer for large files)")
+    @click.option("--seed", type=int, default=0, show_default=True)
+    @click.option("--state", default=None, metavar="FILE",
+                  help="JSON file keeping finished batches: a rerun resumes from it")
+    @click.option("--json", "as_json", is_flag=True, help="print the JSON document")
+    @click.option("--sep", default=None, help="CSV separator (default: detected)")
+    @click.option("--encoding", default="utf-8", show_default=True)
+    @click.option("--missing", type=click.Choice(["category", "error"]), default="category",
+                  show_default=True)
+    def dis(data, keys, fraction, perturb, max_iter, stable, decimals, batch, seed, state, as_json,
+            sep, encoding, missing):
+        """pr(cm|um) of DATA after a perturbation, by data intrusion simulation (Elliot 2001).
+
+        Repeats perturb -> measure until the running mean is stable or --max-iter files were drawn;
+        reports the mean, its standard error, the unperturbed θ̂ and their ratio.
+        """
+        from ..dis import dis as run
+        from ..errors import BadInput
+
+        if not perturb:
+            raise BadInput("give at least one --perturb NAME:OPTION=VALUE,... "
+                           "(gpurisk perturbations lists them)")
+        res = run(data, split_list(keys) or [], fraction, list(perturb), max_iter=max_iter,
+                  stable=stable, decimals=decimals, batch=batch, seed=seed, missing=missing,
+                  state=state, sep=sep, encoding=encoding)
+        doc = res.to_dict()
+        if as_json:
+            json.dump(doc, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+            return
+        click.echo(f"n = {doc['n']}, f = {doc['fraction']:g}, keys: {', '.join(doc['keys'])}")
+        click.echo(f"perturbation: {' then '.join(doc['perturbations'])}   seed {doc['seed']}")
+        click.echo(f"theta_hat (unperturbed)   {_fmt(doc['theta_hat'])}")
+        click.echo(f"pr(cm|um) perturbed       {_fmt(doc['pr_cm_um'])}  (se {_fmt(doc['se'], 3)})")
+        click.echo(f"ratio                     {_fmt(doc['ratio'], 4)}")
+        click.echo(f"iterations                {doc['iterations']} "
+                   f"({'stable' if doc['converged'] else 'not stable: --max-iter reached'})")
+        click.echo(f"mean T, P, F              {_fmt(doc['mean_T'])}, {_fmt(doc['mean_P'])}, "
+                   f"{_fmt(doc['mean_F'])}")
+        if doc.get("reason"):
+            click.echo(f"warning: {doc['reason']}", err=True)
+
+    @cli.command()
+    @click.option("--json", "as_json", is_flag=True, help="print JSON")
+    def perturbations(as_json):
+        """List every registered perturbation, built-in or third-party."""
+        from ..plugins import perturbation_registry
+        rows = []
+        for name, r in perturbation_registry().items():
+            d = r.cls.describe()
+            d.update(plugin=r.plugin, package=r.package)
+            rows.append(d)
+        if as_json:
+            json.dump(rows, sys.stdout, indent=2, default=str)
+            sys.stdout.write("\n")
+            return
+        for d in rows:
+            opts = ", ".join(f"{k}={v}" for k, v in d["options"].items())
+            click.echo(f"{d['name']}\t{d['description']}\n\toptions: {opts}\n\t{d['reference']} "
+                       f"[{d['plugin']} ({d['package']})]")

@@ -1,0 +1,310 @@
+"""Data intrusion simulation for perturbed files: pr(cm|um) after swapping, PRAM, ... SPEC §6.
+
+The released file B is the original A after a perturbation. Record r has original key x_r and
+released key x'_r; f^B counts the released keys. The intruder knows x_r; removing r and copying it
+back with probability f (the sampling fraction π):
+
+- x'_r = x_r and f^B(x_r) = 1: copied back, a correct unique match (weight f)          -> T
+- x'_r = x_r and f^B(x_r) = 2: not copied back, a false unique match (weight 1 − f)    -> P
+- x'_r ≠ x_r and f^B(x_r) = 1: a unique match on another record whatever happens        -> F
+
+    pr(cm|um) = T f / (T f + P (1 − f) + F)                          (Elliot 2001, §13)
+
+With no perturbation T = n1, P = 2 n2, F = 0 and pr(cm|um) is θ̂ (Skinner & Elliot eq. 7) exactly.
+
+:func:`run_dis` repeats perturb -> count until the running mean of pr(cm|um) is stable: the
+running means of the last ``stable`` + 1 iterations lie within half a unit of the ``decimals``-th
+decimal (0.0005 for 3), or ``max_iter`` iterations have run (Elliot's rule, §14: "stabilised to the
+third decimal place over the previous 10 iterations or when 100 iterations had passed"; a spread is
+used rather than equal rounding, which never settles when the mean sits on a rounding boundary).
+
+Perturbations are drawn ``batch`` files at a time as (batch, n) arrays, and all T, P, F of a batch
+come from one sort. Batch k uses the generator ``numpy.random.default_rng([seed, k])``, so a run is
+a function of (data, keys, perturbations, seed, batch): repeatable, and resumable from a state file
+that holds the T, P, F of the batches done.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from .errors import BadInput, PluginError
+from .freq import cellid, count
+from .freq.table import _to_numpy
+
+#: default budget of perturbed key values held at once (batch x n)
+BATCH_CELLS = 2_000_000
+
+
+@dataclass
+class DISResult:
+    """What :func:`run_dis` returns; ``to_dict()`` is the JSON of ``gpurisk dis --json``."""
+
+    value: float                 # mean pr(cm|um) over the iterations
+    se: float                    # standard error of that mean (sd across iterations / sqrt(k))
+    theta_hat: float             # unperturbed pr(cm|um) = θ̂ (eq. 7)
+    iterations: int
+    converged: bool
+    fraction: float
+    values: list[float]
+    T: list[int]
+    P: list[int]
+    F: list[int]
+    perturbations: list[str]
+    seed: int
+    batch: int
+    n: int
+    keys: list[str]
+    info: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None
+
+    @property
+    def ratio(self) -> float:
+        return self.value / self.theta_hat if self.theta_hat else math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        from .measure import _clean
+        return _clean({
+            "pr_cm_um": self.value, "se": self.se, "theta_hat": self.theta_hat,
+            "ratio": self.ratio, "iterations": self.iterations, "converged": self.converged,
+            "fraction": self.fraction, "keys": self.keys, "n": self.n,
+            "perturbations": self.perturbations, "seed": self.seed, "batch": self.batch,
+            "mean_T": float(np.mean(self.T)) if self.T else None,
+            "mean_P": float(np.mean(self.P)) if self.P else None,
+            "mean_F": float(np.mean(self.F)) if self.F else None,
+            "values": self.values, "info": self.info, "reason": self.reason,
+        })
+
+
+# --- counting ----------------------------------------------------------------------------------
+def record_codes(table) -> list[np.ndarray]:
+    """Each sample record's code per key, in record order, from a table that keeps its records."""
+    rc = _to_numpy(table.record_cell())
+    return [_to_numpy(c)[rc] for c in table.cell_codes()]
+
+
+def _ids(orig: Sequence[np.ndarray], pert: Sequence[np.ndarray], cards) -> tuple[np.ndarray, np.ndarray, int]:
+    """Cell ids of the original (n,) and perturbed (B, n) keys in one id space, and its size."""
+    shape = np.shape(pert[0])
+    flat = [np.ascontiguousarray(p).reshape(-1) for p in pert]
+    if cellid.fits_radix(cards):
+        o = cellid.mixed_radix_ids(list(orig), cards)
+        p = cellid.mixed_radix_ids(flat, cards)
+        space = cellid.radix_space(cards)
+    else:
+        o, p = cellid.surrogate_ids([list(orig), flat], cards)
+        space = int(max(o.max(initial=0), p.max(initial=0))) + 1
+    return o, p.reshape(shape), space
+
+
+def tpf_counts(orig: Sequence[np.ndarray], pert: Sequence[np.ndarray], cards
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """T, P, F (one value per perturbed file) of original codes (n,) and perturbed codes (B, n)."""
+    pert = [np.atleast_2d(p) for p in pert]
+    B, n = pert[0].shape
+    o, p, space = _ids(orig, pert, cards)
+    if space * B > cellid.INT64_LIMIT:  # densify the id space first
+        uniq, inv = np.unique(np.concatenate([o, p.ravel()]), return_inverse=True)
+        o, p, space = inv[:n].astype(np.int64), inv[n:].reshape(B, n).astype(np.int64), uniq.size
+    off = (np.arange(B, dtype=np.int64) * space)[:, None]
+    cells, cnt = count.count_ids((p + off).ravel())
+    want = (o[None, :] + off).ravel()
+    pos = np.minimum(np.searchsorted(cells, want), max(cells.size - 1, 0))
+    fB = np.where(cells[pos] == want, cnt[pos], 0).reshape(B, n)
+    same = p == o[None, :]
+    one = fB == 1
+    T = np.count_nonzero(same & one, axis=1)
+    P = np.count_nonzero(same & (fB == 2), axis=1)
+    F = np.count_nonzero(~same & one, axis=1)
+    return T, P, F
+
+
+def pr_cm_um(T, P, F, f: float) -> np.ndarray:
+    """T f / (T f + P (1 − f) + F), NaN where no unique match can happen."""
+    T, P, F = (np.asarray(x, dtype=np.float64) for x in (T, P, F))
+    num = T * f
+    den = num + P * (1.0 - f) + F
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+
+def stop_point(values: np.ndarray, max_iter: int, stable: int, decimals: int) -> tuple[int, bool] | None:
+    """(iterations, converged) once the rule is met within ``values``, else None."""
+    v = np.asarray(values, dtype=np.float64)[:max_iter]
+    k = v.size
+    tol = 0.5 * 10.0 ** (-decimals)
+    if k >= stable + 1 and not np.isnan(v).any():
+        m = np.cumsum(v) / np.arange(1, k + 1)
+        win = np.lib.stride_tricks.sliding_window_view(m, stable + 1)
+        ok = np.flatnonzero(win.max(axis=1) - win.min(axis=1) < tol)
+        if ok.size:
+            return int(ok[0]) + stable + 1, True
+    if k >= max_iter:
+        return max_iter, False
+    return None
+
+
+# --- the loop ----------------------------------------------------------------------------------
+def _fingerprint(codes, extra, keys, cards, perts, seed, batch) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps({"keys": list(keys), "cards": [int(c) for c in cards],
+                         "perturbations": [[p.name, p.opts] for p in perts],
+                         "seed": int(seed), "batch": int(batch)}, sort_keys=True,
+                        default=str).encode())
+    for c in codes:
+        h.update(np.ascontiguousarray(c, dtype=np.int64).tobytes())
+    for name in sorted(extra):
+        h.update(name.encode())
+        h.update(np.ascontiguousarray(extra[name], dtype=np.int64).tobytes())
+    return h.hexdigest()
+
+
+def _load_state(path: Path, fp: str) -> dict:
+    try:
+        st = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BadInput(f"state file {path} is not readable JSON ({exc})") from None
+    if st.get("fingerprint") != fp:
+        raise BadInput(f"state file {path} was written for another run (data, keys, perturbations, "
+                       "seed or batch differ); remove it or name another --state")
+    return st
+
+
+def _save_state(path: Path, st: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(st))
+    os.replace(tmp, path)
+
+
+def _check_output(p, out, codes, cards, B, n) -> None:
+    if not isinstance(out, (list, tuple)) or len(out) != len(codes):
+        raise PluginError(f"perturbation {p.name!r} returned {type(out).__name__} of the wrong "
+                          f"length; expected one array per key ({len(codes)})")
+    for v, (a, k) in enumerate(zip(out, cards)):
+        a = np.asarray(a)
+        if a.shape != (B, n):
+            raise PluginError(f"perturbation {p.name!r} returned shape {a.shape} for key {v}; "
+                              f"expected {(B, n)}")
+        if a.size and (a.min() < 0 or a.max() >= k):
+            raise PluginError(f"perturbation {p.name!r} returned codes outside 0..{k - 1} for key {v}")
+
+
+def run_dis(codes: Sequence[np.ndarray], categories: Sequence[Sequence], keys: Sequence[str],
+            fraction: float, perturbations: Iterable, *, extra: dict | None = None,
+            max_iter: int = 100, stable: int = 10, decimals: int = 3, batch: int | None = None,
+            seed: int = 0, state: str | Path | None = None) -> DISResult:
+    """pr(cm|um) of files perturbed by ``perturbations`` (applied in turn), until stable.
+
+    ``codes`` are the records' codes per key (n,), ``categories`` the keys' categories, ``extra``
+    the codes of other columns the perturbations read. See the module docstring for the rule.
+    """
+    from .perturb.base import make_perturbation
+
+    keys = list(keys)
+    codes = [np.asarray(c) for c in codes]
+    categories = [list(c) for c in categories]
+    cards = [len(c) for c in categories]
+    extra = {k: np.asarray(v) for k, v in (extra or {}).items()}
+    n = int(codes[0].shape[0])
+    f = float(fraction)
+    if not (0.0 < f <= 1.0):
+        raise BadInput(f"sampling fraction f={fraction!r} is outside (0, 1]")
+    for name, val, lo in (("max_iter", max_iter, 1), ("stable", stable, 1), ("decimals", decimals, 0)):
+        if int(val) != val or int(val) < lo:
+            raise BadInput(f"{name}={val!r} must be an integer >= {lo}")
+    perts = [make_perturbation(p) for p in perturbations]
+    for p in perts:
+        p.check(keys, categories)
+        miss = [c for c in p.columns(keys) if c not in extra]
+        if miss:
+            raise BadInput(f"perturbation {p.name!r} reads column(s) {', '.join(map(repr, miss))}, "
+                           "which were not supplied")
+    if batch is None:
+        batch = max(1, min(int(stable), BATCH_CELLS // max(n, 1)))
+    batch = int(batch)
+    if batch < 1:
+        raise BadInput(f"batch={batch!r} must be a positive integer")
+
+    # the unperturbed file: T = n1, P = 2 n2, F = 0, so this is θ̂ of eq. 7
+    T0, P0, F0 = tpf_counts(codes, [c[None, :] for c in codes], cards)
+    th = float(pr_cm_um(T0, P0, F0, f)[0])
+
+    fp = _fingerprint(codes, extra, keys, cards, perts, seed, batch)
+    st = {"fingerprint": fp, "T": [], "P": [], "F": [], "info": {}}
+    spath = Path(state) if state else None
+    if spath is not None and spath.exists():
+        st = _load_state(spath, fp)
+    Ts, Ps, Fs = list(st["T"]), list(st["P"]), list(st["F"])
+    info: dict[str, Any] = dict(st.get("info", {}))
+    while True:
+        stop = stop_point(pr_cm_um(Ts, Ps, Fs, f), int(max_iter), int(stable), int(decimals))
+        if stop is not None:
+            break
+        k = len(Ts) // batch
+        rng = np.random.default_rng([int(seed), k])
+        cur = codes
+        for p in perts:
+            cur = p.perturb_batch(cur, categories, rng, keys=keys, extra=extra, size=batch)
+            _check_output(p, cur, codes, cards, batch, n)
+            for name, val in (getattr(p, "last_info", None) or {}).items():
+                if isinstance(val, (int, float)):
+                    info[f"{p.name}.{name}"] = info.get(f"{p.name}.{name}", 0) + val
+        T, P, F = tpf_counts(codes, cur, cards)
+        Ts += T.tolist()
+        Ps += P.tolist()
+        Fs += F.tolist()
+        if spath is not None:
+            _save_state(spath, {"fingerprint": fp, "T": Ts, "P": Ps, "F": Fs, "info": info})
+    iters, conv = stop
+    vals = pr_cm_um(Ts[:iters], Ps[:iters], Fs[:iters], f)
+    reason = None
+    if np.isnan(vals).any():
+        reason = "some perturbed file has no unique match: pr(cm|um) is undefined there"
+    mean = float(np.mean(vals))
+    se = float(np.std(vals, ddof=1) / math.sqrt(iters)) if iters > 1 else math.nan
+    return DISResult(mean, se, th, iters, conv, f, vals.tolist(), Ts[:iters], Ps[:iters],
+                     Fs[:iters], [repr(p) for p in perts], int(seed), batch, n, keys, info, reason)
+
+
+def dis(frame, keys: Sequence[str], fraction: float, perturb: Iterable, *, max_iter: int = 100,
+        stable: int = 10, decimals: int = 3, batch: int | None = None, seed: int = 0,
+        missing: str = "category", state: str | Path | None = None, sep: str | None = None,
+        encoding: str = "utf-8") -> DISResult:
+    """:func:`run_dis` on a frame (or a CSV / Parquet path): ``gpurisk dis``.
+
+    ``perturb`` is a list of perturbations: instances, spec strings such as
+    ``"swap:fraction=0.1,geo=state,pairing=age+sex"``, or (name, options) pairs.
+    """
+    from .freq.encode import encode_keys
+    from .freq.engine import build_table
+    from .io import read_table
+    from .perturb.base import make_perturbation
+
+    keys = [keys] if isinstance(keys, str) else list(keys)
+    perts = [make_perturbation(p) for p in ([perturb] if isinstance(perturb, str) else perturb)]
+    extra_cols = list(dict.fromkeys(c for p in perts for c in p.columns(keys)))
+    if isinstance(frame, (str, Path)):
+        frame = read_table(frame, sep=sep, columns=list(dict.fromkeys(keys + extra_cols)),
+                           encoding=encoding)
+    if len(frame) == 0:
+        raise BadInput("the file has no records")
+    try:
+        f = float(fraction)
+    except (TypeError, ValueError):
+        raise BadInput(f"sampling fraction {fraction!r} is not a number") from None
+    if not (0.0 < f <= 1.0):
+        raise BadInput(f"sampling fraction f={fraction!r} is outside (0, 1]")
+    table = build_table(frame, keys, missing=missing)
+    extra = {}
+    if extra_cols:
+        extra = {e.name: e.sample for e in encode_keys(frame, extra_cols, missing=missing)}
+    return run_dis(record_codes(table), table.categories, keys, f, perts, extra=extra,
+                   max_iter=max_iter, stable=stable, decimals=decimals, batch=batch, seed=seed,
+                   state=state)
