@@ -187,12 +187,31 @@ def sample_rows(cum: np.ndarray, codes: np.ndarray, u: np.ndarray) -> np.ndarray
     return np.minimum(pos - c * K, K - 1)
 
 
-def group_rank(group: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(order, rank): records sorted by (group, u), and each record's rank within its group."""
-    order = np.lexsort((u, group))
+def stable_order(keys: np.ndarray) -> np.ndarray:
+    """Stable argsort of non-negative integer keys; radix sorts of 16-bit digits when they fit
+    in 32 bits (numpy's stable sort is a radix sort for 16-bit types)."""
+    if keys.size == 0:
+        return np.zeros(0, np.int64)
+    mx = int(keys.max())
+    if mx < 1 << 16:
+        return np.argsort(keys.astype(np.uint16), kind="stable")
+    if mx < 1 << 32:
+        o = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
+        return o[np.argsort((keys[o] >> 16).astype(np.uint16), kind="stable")]
+    return np.argsort(keys, kind="stable")
+
+
+def group_rank(group: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(order, rank): records in a random order within ascending groups, and each one's rank
+    within its group. A random permutation followed by a stable sort on the group: every order
+    within a group is equally likely. ``group`` holds non-negative integers."""
+    perm = rng.permutation(group.size)
+    order = perm[stable_order(group[perm])]
     g = group[order]
-    start = np.concatenate(([True], g[1:] != g[:-1])) if g.size else np.zeros(0, bool)
-    first = np.maximum.accumulate(np.where(start, np.arange(g.size), 0)) if g.size else g
+    if not g.size:
+        return order, np.zeros(0, np.int64)
+    start = np.concatenate(([True], g[1:] != g[:-1]))
+    first = np.maximum.accumulate(np.where(start, np.arange(g.size), 0))
     rank = np.empty(g.size, np.int64)
     rank[order] = np.arange(g.size) - first
     return order, rank

@@ -95,7 +95,7 @@ class RecordSwap(Perturbation):
         target = n_g * half
         m_g = np.floor(target).astype(np.int64)
         m_g += rng.random(nstrata) < (target - m_g)
-        _, rank = group_rank(stratum, rng.random(B * n))
+        _, rank = group_rank(stratum, rng)
         chosen = rank < m_g[stratum]
 
         # 2. partners: first on the pairing variables within region, then at random in region
@@ -136,20 +136,20 @@ def _pair_within(group: np.ndarray, want: np.ndarray, free: np.ndarray, partner:
     fi = np.flatnonzero(free)
     if wi.size == 0 or fi.size == 0:
         return 0
-    _, wrank = group_rank(group[wi], rng.random(wi.size))
-    fo, frank = group_rank(group[fi], rng.random(fi.size))
-    # (group, rank) of each free record, sorted; look up each wanting record's (group, rank)
-    gdense, ginv = np.unique(np.concatenate([group[wi], group[fi]]), return_inverse=True)
+    gw, gf = group[wi], group[fi]
     span = max(int(wi.size), int(fi.size)) + 1
-    wkey = ginv[:wi.size].astype(np.int64) * span + wrank
-    fkey = ginv[wi.size:].astype(np.int64) * span + frank
-    forder = np.argsort(fkey, kind="stable")
-    fsorted = fkey[forder]
-    pos = np.searchsorted(fsorted, wkey)
-    pos_c = np.minimum(pos, fsorted.size - 1)
-    hit = fsorted[pos_c] == wkey
+    if (int(max(gw.max(), gf.max())) + 1) * span > 2**62:  # re-densify the groups first
+        _, inv = np.unique(np.concatenate([gw, gf]), return_inverse=True)
+        gw, gf = inv[:wi.size].astype(np.int64), inv[wi.size:].astype(np.int64)
+    _, wrank = group_rank(gw, rng)
+    fo, frank = group_rank(gf, rng)
+    # key (group, rank) of each free record, in ascending order along ``fo``
+    fsorted = (gf * span + frank)[fo]
+    wkey = gw * span + wrank
+    pos = np.minimum(np.searchsorted(fsorted, wkey), fsorted.size - 1)
+    hit = fsorted[pos] == wkey
     a = wi[hit]
-    b = fi[forder[pos_c[hit]]]
+    b = fi[fo[pos[hit]]]
     partner[a] = b
     want[a] = False
     free[b] = False
