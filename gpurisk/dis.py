@@ -39,8 +39,10 @@ from .errors import BadInput, PluginError
 from .freq import cellid, count
 from .freq.table import _to_numpy
 
-#: default budget of perturbed key values held at once (batch x n)
-BATCH_CELLS = 2_000_000
+#: default budget of perturbed records held at once (batch x n). On a CPU the batched arrays
+#: cost about what a loop over files costs (the sorts are n log n either way, and large batches
+#: leave the cache: bench/bench_dis_swap.py times both), so the default keeps batches modest.
+BATCH_CELLS = 250_000
 
 
 @dataclass
