@@ -11,6 +11,9 @@ back with probability f (the sampling fraction π):
     pr(cm|um) = T f / (T f + P (1 − f) + F)                          (Elliot 2001, §13)
 
 With no perturbation T = n1, P = 2 n2, F = 0 and pr(cm|um) is θ̂ (Skinner & Elliot eq. 7) exactly.
+This is the intruder's orientation (SPEC §6). ``orientation="release"`` follows the paper's text
+literally instead (each released record matched against the original file); the two agree without
+perturbation but not after it (see :func:`tpf_counts`).
 
 :func:`run_dis` repeats perturb -> count until the running mean of pr(cm|um) is stable: the
 running means of the last ``stable`` + 1 iterations lie within half a unit of the ``decimals``-th
@@ -66,6 +69,7 @@ class DISResult:
     keys: list[str]
     info: dict[str, Any] = field(default_factory=dict)
     reason: str | None = None
+    orientation: str = "intruder"
 
     @property
     def ratio(self) -> float:
@@ -82,6 +86,7 @@ class DISResult:
             "mean_P": float(np.mean(self.P)) if self.P else None,
             "mean_F": float(np.mean(self.F)) if self.F else None,
             "values": self.values, "info": self.info, "reason": self.reason,
+            "orientation": self.orientation,
         })
 
 
@@ -106,20 +111,42 @@ def _ids(orig: Sequence[np.ndarray], pert: Sequence[np.ndarray], cards) -> tuple
     return o, p.reshape(shape), space
 
 
-def tpf_counts(orig: Sequence[np.ndarray], pert: Sequence[np.ndarray], cards
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """T, P, F (one value per perturbed file) of original codes (n,) and perturbed codes (B, n)."""
+ORIENTATIONS = ("intruder", "release")
+
+
+def _lookup(cells: np.ndarray, cnt: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Counts of the ids ``want`` in the sorted ``cells`` (0 where absent)."""
+    if cells.size == 0:
+        return np.zeros(want.shape, np.int64)
+    pos = np.minimum(np.searchsorted(cells, want), cells.size - 1)
+    return np.where(cells[pos] == want, cnt[pos], 0)
+
+
+def tpf_counts(orig: Sequence[np.ndarray], pert: Sequence[np.ndarray], cards,
+               orientation: str = "intruder") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """T, P, F (one value per perturbed file) of original codes (n,) and perturbed codes (B, n).
+
+    ``orientation="intruder"`` (SPEC §6, the default) looks up each record's true key x_r in the
+    released file's counts f^B. ``"release"`` is the paper's literal procedure (§13: "each record
+    from B was then matched against file A"): each released key x'_r is looked up in the original
+    counts f^A; T = x'_r = x_r with f^A = 1, P = x'_r = x_r with f^A = 2, F = x'_r ≠ x_r with
+    f^A(x'_r) = 1. Without perturbation both give θ̂; under perturbation they differ.
+    """
+    if orientation not in ORIENTATIONS:
+        raise BadInput(f"orientation={orientation!r} is not one of {', '.join(ORIENTATIONS)}")
     pert = [np.atleast_2d(p) for p in pert]
     B, n = pert[0].shape
     o, p, space = _ids(orig, pert, cards)
-    if space * B > cellid.INT64_LIMIT:  # densify the id space first
-        uniq, inv = np.unique(np.concatenate([o, p.ravel()]), return_inverse=True)
-        o, p, space = inv[:n].astype(np.int64), inv[n:].reshape(B, n).astype(np.int64), uniq.size
-    off = (np.arange(B, dtype=np.int64) * space)[:, None]
-    cells, cnt = count.count_ids((p + off).ravel())
-    want = (o[None, :] + off).ravel()
-    pos = np.minimum(np.searchsorted(cells, want), max(cells.size - 1, 0))
-    fB = np.where(cells[pos] == want, cnt[pos], 0).reshape(B, n)
+    if orientation == "release":
+        cells, cnt = count.count_ids(o)
+        fB = _lookup(cells, cnt, p.astype(np.int64, copy=False))
+    else:
+        if space * B > cellid.INT64_LIMIT:  # densify the id space first
+            uniq, inv = np.unique(np.concatenate([o, p.ravel()]), return_inverse=True)
+            o, p, space = inv[:n].astype(np.int64), inv[n:].reshape(B, n).astype(np.int64), uniq.size
+        off = (np.arange(B, dtype=np.int64) * space)[:, None]
+        cells, cnt = count.count_ids((p + off).ravel())
+        fB = _lookup(cells, cnt, (o[None, :] + off).ravel()).reshape(B, n)
     same = p == o[None, :]
     one = fB == 1
     T = np.count_nonzero(same & one, axis=1)
@@ -201,11 +228,13 @@ def _check_output(p, out, codes, cards, B, n) -> None:
 def run_dis(codes: Sequence[np.ndarray], categories: Sequence[Sequence], keys: Sequence[str],
             fraction: float, perturbations: Iterable, *, extra: dict | None = None,
             max_iter: int = 100, stable: int = 10, decimals: int = 3, batch: int | None = None,
-            seed: int = 0, state: str | Path | None = None) -> DISResult:
+            seed: int = 0, state: str | Path | None = None, orientation: str = "intruder"
+            ) -> DISResult:
     """pr(cm|um) of files perturbed by ``perturbations`` (applied in turn), until stable.
 
     ``codes`` are the records' codes per key (n,), ``categories`` the keys' categories, ``extra``
-    the codes of other columns the perturbations read. See the module docstring for the rule.
+    the codes of other columns the perturbations read. See the module docstring for the rule;
+    ``orientation`` as in :func:`tpf_counts`.
     """
     from .perturb.base import make_perturbation
 
@@ -238,7 +267,10 @@ def run_dis(codes: Sequence[np.ndarray], categories: Sequence[Sequence], keys: S
     T0, P0, F0 = tpf_counts(codes, [c[None, :] for c in codes], cards)
     th = float(pr_cm_um(T0, P0, F0, f)[0])
 
+    if orientation not in ORIENTATIONS:
+        raise BadInput(f"orientation={orientation!r} is not one of {', '.join(ORIENTATIONS)}")
     fp = _fingerprint(codes, extra, keys, cards, perts, seed, batch)
+    fp = f"{fp}:{orientation}"
     st = {"fingerprint": fp, "T": [], "P": [], "F": [], "info": {}}
     spath = Path(state) if state else None
     if spath is not None and spath.exists():
@@ -258,7 +290,7 @@ def run_dis(codes: Sequence[np.ndarray], categories: Sequence[Sequence], keys: S
             for name, val in (getattr(p, "last_info", None) or {}).items():
                 if isinstance(val, (int, float)):
                     info[f"{p.name}.{name}"] = info.get(f"{p.name}.{name}", 0) + val
-        T, P, F = tpf_counts(codes, cur, cards)
+        T, P, F = tpf_counts(codes, cur, cards, orientation)
         Ts += T.tolist()
         Ps += P.tolist()
         Fs += F.tolist()
@@ -272,13 +304,14 @@ def run_dis(codes: Sequence[np.ndarray], categories: Sequence[Sequence], keys: S
     mean = float(np.mean(vals))
     se = float(np.std(vals, ddof=1) / math.sqrt(iters)) if iters > 1 else math.nan
     return DISResult(mean, se, th, iters, conv, f, vals.tolist(), Ts[:iters], Ps[:iters],
-                     Fs[:iters], [repr(p) for p in perts], int(seed), batch, n, keys, info, reason)
+                     Fs[:iters], [repr(p) for p in perts], int(seed), batch, n, keys, info, reason,
+                     orientation)
 
 
 def dis(frame, keys: Sequence[str], fraction: float, perturb: Iterable, *, max_iter: int = 100,
         stable: int = 10, decimals: int = 3, batch: int | None = None, seed: int = 0,
         missing: str = "category", state: str | Path | None = None, sep: str | None = None,
-        encoding: str = "utf-8") -> DISResult:
+        encoding: str = "utf-8", orientation: str = "intruder") -> DISResult:
     """:func:`run_dis` on a frame (or a CSV / Parquet path): ``gpurisk dis``.
 
     ``perturb`` is a list of perturbations: instances, spec strings such as
@@ -309,4 +342,4 @@ def dis(frame, keys: Sequence[str], fraction: float, perturb: Iterable, *, max_i
         extra = {e.name: e.sample for e in encode_keys(frame, extra_cols, missing=missing)}
     return run_dis(record_codes(table), table.categories, keys, f, perts, extra=extra,
                    max_iter=max_iter, stable=stable, decimals=decimals, batch=batch, seed=seed,
-                   state=state)
+                   state=state, orientation=orientation)

@@ -42,6 +42,24 @@ def test_tpf_hand_examples():
     assert pr_cm_um(T, P, F, 0.3)[0] == pytest.approx(0.3 / (0.3 + 0.7 + 1))
 
 
+def test_release_orientation_hand_example_and_no_perturbation():
+    # original A B C C, released A C B C, matched against the ORIGINAL counts f^A = A1 B1 C2:
+    # r0 A=A, f^A(A)=1: T; r1 released C != B, f^A(C)=2: -; r2 released B != C, f^A(B)=1: F;
+    # r3 C=C, f^A(C)=2: P
+    T, P, F = tpf_counts([np.array([0, 1, 2, 2])], [np.array([[0, 2, 1, 2]])], [3], "release")
+    assert (T[0], P[0], F[0]) == (1, 1, 1)
+    T, P, F = tpf_counts([np.array([0, 0, 1, 2, 3])], [np.array([[0, 0, 1, 3, 3]])], [4], "release")
+    # f^A = A2 B1 C1 D1: r0, r1 P; r2 T; r3 released D != C, f^A(D) = 1: F; r4 D=D, f^A(D)=1: T
+    assert (T[0], P[0], F[0]) == (2, 2, 1)
+    rng = np.random.default_rng(0)
+    codes = [rng.integers(0, 15, 500), rng.integers(0, 9, 500)]
+    a = tpf_counts(codes, [c[None, :] for c in codes], [15, 9], "intruder")
+    b = tpf_counts(codes, [c[None, :] for c in codes], [15, 9], "release")
+    assert [int(x[0]) for x in a] == [int(x[0]) for x in b]
+    with pytest.raises(BadInput, match="orientation='sideways'"):
+        tpf_counts(codes, [c[None, :] for c in codes], [15, 9], "sideways")
+
+
 def test_tpf_formula_against_a_simulation_of_the_intrusion(fars30k):
     """Elliot's procedure simulated record by record on one swapped file (pandas look-ups, not
     our counting code): remove r, copy back with prob. f, look up r's true key in the released

@@ -36,13 +36,16 @@ def register(cli: click.Group) -> None:
     @click.option("--seed", type=int, default=0, show_default=True)
     @click.option("--state", default=None, metavar="FILE",
                   help="JSON file keeping finished batches: a rerun resumes from it")
+    @click.option("--orientation", type=click.Choice(["intruder", "release"]), default="intruder",
+                  show_default=True, help="match true keys against the released file (SPEC §6), "
+                  "or released records against the original file (the paper's text)")
     @click.option("--json", "as_json", is_flag=True, help="print the JSON document")
     @click.option("--sep", default=None, help="CSV separator (default: detected)")
     @click.option("--encoding", default="utf-8", show_default=True)
     @click.option("--missing", type=click.Choice(["category", "error"]), default="category",
                   show_default=True)
-    def dis(data, keys, fraction, perturb, max_iter, stable, decimals, batch, seed, state, as_json,
-            sep, encoding, missing):
+    def dis(data, keys, fraction, perturb, max_iter, stable, decimals, batch, seed, state,
+            orientation, as_json, sep, encoding, missing):
         """pr(cm|um) of DATA after a perturbation, by data intrusion simulation (Elliot 2001).
 
         Repeats perturb -> measure until the running mean is stable or --max-iter files were drawn;
@@ -56,7 +59,7 @@ def register(cli: click.Group) -> None:
                            "(gpurisk perturbations lists them)")
         res = run(data, split_list(keys) or [], fraction, list(perturb), max_iter=max_iter,
                   stable=stable, decimals=decimals, batch=batch, seed=seed, missing=missing,
-                  state=state, sep=sep, encoding=encoding)
+                  state=state, sep=sep, encoding=encoding, orientation=orientation)
         doc = res.to_dict()
         if as_json:
             json.dump(doc, sys.stdout, indent=2)

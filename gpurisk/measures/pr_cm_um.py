@@ -6,7 +6,7 @@ T: records whose released key is their own and unique in the released file; P: t
 F: records whose released key differs and whose true key is unique in the released file (a false
 unique match). Options: ``perturb`` — a perturbation spec (``"swap:fraction=0.1,geo=state"``) or a
 list of them; without one the file is released as it is and the value is θ̂ (eq. 7) exactly.
-``max_iter``, ``stable``, ``decimals``, ``batch`` as in :func:`gpurisk.dis.run_dis`.
+``max_iter``, ``stable``, ``decimals``, ``batch``, ``orientation`` as in :func:`gpurisk.dis.run_dis`.
 
 The measure sees only the key variables; a perturbation that reads other columns (pairing
 variables outside the keys, a higher region) needs ``gpurisk dis``, which reads them from the file.
@@ -24,7 +24,8 @@ class PrCmUm(Measure):
     description = "pr(cm|um) after a perturbation (swap, PRAM), by iterated data intrusion simulation"
     needs = frozenset({"fraction", "records"})
     reference = "Elliot (2001) §§11-14; SPEC §6"
-    options = {"perturb": None, "max_iter": 100, "stable": 10, "decimals": 3, "batch": None}
+    options = {"perturb": None, "max_iter": 100, "stable": 10, "decimals": 3, "batch": None,
+               "orientation": "intruder"}
 
     def compute(self, table, ctx: Context) -> Result:
         from ..dis import pr_cm_um, record_codes, run_dis, tpf_counts
