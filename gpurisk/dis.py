@@ -252,7 +252,7 @@ def run_dis(codes: Sequence[np.ndarray], categories: Sequence[Sequence], keys: S
             raise BadInput(f"{name}={val!r} must be an integer >= {lo}")
     perts = [make_perturbation(p) for p in perturbations]
     for p in perts:
-        p.check(keys, categories)
+        p.check(keys, categories, codes)
         miss = [c for c in p.columns(keys) if c not in extra]
         if miss:
             raise BadInput(f"perturbation {p.name!r} reads column(s) {', '.join(map(repr, miss))}, "

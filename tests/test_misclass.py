@@ -154,8 +154,32 @@ def test_bad_matrices_are_one_clear_line():
         _misclass(d, keys, 0.1, {"sex": [[1, 0], [0.5, 0.4]]})
     with pytest.raises(BadInput, match="keep probability 1.2"):
         _misclass(d, keys, 0.1, {"sex": 1.2})
-    with pytest.raises(BadInput, match="does not label the variable's categories"):
+    with pytest.raises(BadInput, match=r"does not label categories \['2'\] that occur in the file"):
         _misclass(d, keys, 0.1, {"sex": {"categories": [1, 3], "matrix": np.eye(2).tolist()}})
     a = assess(d, keys, fraction=0.1, measures=["theta_hat_misclass"])
     assert a.measures["theta_hat_misclass"].value is None
     assert "matrices" in a.measures["theta_hat_misclass"].reason
+
+
+def test_empty_integer_categories():
+    """water takes 1..9 without 8: the table has nine categories, one empty. A matrix over the
+    eight that occur, the 9 x 9 one with any row for the empty category, and a keep probability
+    (spread over the eight) give the same value."""
+    d = pd.read_csv(data_path("sdcmicro/testdata.csv"))
+    keys = ["urbrur", "water", "sex"]
+    W8 = keep(8, 0.9)
+    W9 = np.zeros((9, 9))
+    idx = [0, 1, 2, 3, 4, 5, 6, 8]
+    W9[np.ix_(idx, idx)] = W8
+    W9[7] = 1.0 / 9                       # the empty category's row is never used
+    a, _ = _misclass(d, keys, 0.1, {"water": W8.tolist()})
+    b, _ = _misclass(d, keys, 0.1, {"water": W9.tolist()})
+    c, _ = _misclass(d, keys, 0.1, {"water": 0.9})
+    assert a.value == pytest.approx(b.value, rel=1e-14) and a.value == pytest.approx(c.value, rel=1e-14)
+    # a labelled matrix may name a value outside the file: mass moved there matches nobody
+    lab = {"categories": [1, 2, 3, 4, 5, 6, 7, 9, 99], "matrix": np.eye(9).tolist()}
+    e, th = _misclass(d, keys, 0.1, {"water": lab})
+    assert e.value == pytest.approx(th.value, rel=1e-14)
+    with pytest.raises(BadInput, match="is 7 x 7, but the variable has 8 categories in the file "
+                                       r"\(9 in its code range\)"):
+        _misclass(d, keys, 0.1, {"water": np.eye(7).tolist()})

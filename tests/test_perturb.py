@@ -156,12 +156,25 @@ def test_invariant_pram_keeps_marginals_on_average(fars):
     assert (inv != codes[v][None, :]).mean() > 0.05  # it did perturb
 
 
+def test_pram_never_draws_an_empty_category():
+    d = pd.read_csv(data_path("sdcmicro/testdata.csv"))  # water: 1..9 without 8
+    keys = ["water", "sex"]
+    t, codes = _codes(d, keys)
+    assert t.categories[0][7] == 8 and not (codes[0] == 7).any()
+    out = Pram(vars="water", p=0.5).perturb_batch(codes, t.categories, np.random.default_rng(1),
+                                                  keys=keys, size=20)
+    assert not (out[0] == 7).any() and (out[0] != codes[0]).mean() > 0.4
+    with pytest.raises(BadInput, match="labels \\['99'\\], which are not categories"):
+        Pram(matrix={"water": {"categories": [1, 2, 3, 4, 5, 6, 7, 9, 99],
+                               "matrix": np.eye(9).tolist()}}).check(keys, t.categories, codes)
+
+
 def test_pram_bad_matrix_is_one_clear_line(fars):
     t, codes = _codes(fars, FARS_KEYS)
     bad = Pram(matrix={"isex": [[0.5, 0.4, 0.0], [0, 1, 0], [0, 0, 1]]})
     with pytest.raises(BadInput, match=r"rows of the matrix of 'isex' must sum to 1; row 0"):
         bad.perturb_batch(codes, t.categories, np.random.default_rng(0), keys=FARS_KEYS)
-    with pytest.raises(BadInput, match="is 2 x 2, but the variable has 3 categories"):
+    with pytest.raises(BadInput, match="is 2 x 2, but the variable has 3 categories in the file$"):
         Pram(matrix={"isex": [[1, 0], [0, 1]]}).check(FARS_KEYS, t.categories)
     with pytest.raises(BadInput, match="not key variables"):
         Pram(vars="tenure", p=0.9).check(FARS_KEYS, t.categories)

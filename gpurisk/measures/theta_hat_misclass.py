@@ -148,7 +148,14 @@ class ThetaHatMisclass(Measure):
         if spec is None:
             return Result.not_applicable("needs misclassification matrices: give "
                                          "--option theta_hat_misclass.matrices=FILE.json")
-        mats = key_matrices(spec, list(table.keys), table.categories, self.name)
+        codes, _ = _cells(table)
+        present = []
+        for c, cat in zip(codes, table.categories):
+            m = np.zeros(len(cat), bool)
+            m[c] = True
+            present.append(m)
+        mats = key_matrices(spec, list(table.keys), table.categories, self.name, present,
+                            allow_outside=True)
         r = theta_hat_misclass(table, ctx.fraction, mats,
                                method=str(ctx.option(self.name, "method", "auto")),
                                dense_limit=int(ctx.option(self.name, "dense_limit", DENSE_LIMIT)))

@@ -46,8 +46,9 @@ class Perturbation:
         """Columns besides the keys that :meth:`perturb` reads (their codes arrive in ``extra``)."""
         return []
 
-    def check(self, keys: Sequence[str], categories: Sequence[Sequence]) -> None:
-        """Raise :class:`BadInput` when the options do not fit these keys (called once)."""
+    def check(self, keys: Sequence[str], categories: Sequence[Sequence], codes=None) -> None:
+        """Raise :class:`BadInput` when the options do not fit these keys (called once, with the
+        records' codes when the host has them)."""
 
     def perturb(self, codes: list[np.ndarray], categories: list[list], rng: np.random.Generator,
                 *, keys: Sequence[str], extra: Mapping[str, np.ndarray] | None = None

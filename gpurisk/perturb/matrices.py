@@ -5,15 +5,17 @@ mapping key variable -> matrix, or a path to a JSON file holding that mapping. E
 
 - a number p in [0, 1]: keep the value with probability p, otherwise move to one of the other
   K − 1 categories uniformly (p I + (1 − p)/(K − 1) (J − I));
-- a K x K nested list (rows and columns in the table's category order: sorted values, a missing
-  category last);
+- a square nested list, rows and columns in the table's category order (sorted values, a missing
+  category last), over all K categories of the key or over the categories that occur in the file
+  (integer keys with a small range have every integer of the range as a category, some empty);
 - ``{"categories": [...], "matrix": [[...]]}``: rows and columns labelled, put into the table's
-  order here (labels compare as text, so 1 and "1" are the same category);
+  order here (labels compare as text, so 1 and "1" are the same category); every category that
+  occurs in the file needs a label;
 - a path to a CSV file: a header row of column labels (first cell empty) and one row per category,
-  its label first.
+  its label first; labelled like the mapping.
 
-Every matrix must be K x K for the variable's K categories, non-negative, with rows summing to 1
-(within 1e-9). Anything else is bad input naming the variable.
+Every matrix must be square, non-negative, with rows summing to 1 (within 1e-9). Categories without
+records get identity rows (never used). Anything else is bad input naming the variable.
 """
 from __future__ import annotations
 
@@ -63,69 +65,20 @@ def load_spec(spec: Any, who: str) -> Mapping[str, Any]:
     raise BadInput(f"{who}: matrices must be a mapping key variable -> matrix, or a JSON file")
 
 
-def _labels_to_order(key: str, labels: Sequence, categories: Sequence, who: str) -> np.ndarray:
-    """Position in ``labels`` of each of the table's categories."""
-    lab = [str(x) for x in labels]
-    cat = ["" if c is None else str(c) for c in categories]
-    if len(set(lab)) != len(lab):
-        raise BadInput(f"{who}: matrix of {key!r} repeats a category label")
-    missing = [c for c in cat if c not in lab]
-    extra = [x for x in lab if x not in cat]
-    if missing or extra:
-        raise BadInput(f"{who}: matrix of {key!r} does not label the variable's categories: "
-                       f"missing {missing[:5]}, unknown {extra[:5]}")
-    where = {x: i for i, x in enumerate(lab)}
-    return np.array([where[c] for c in cat])
-
-
 def _read_csv_matrix(key: str, path: Path, who: str):
     import pandas as pd
     try:
         df = pd.read_csv(path, index_col=0, dtype={0: str})
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the user's input
         raise BadInput(f"{who}: cannot read matrix file {path} for {key!r} ({exc})") from None
-    return list(df.columns), [str(i) for i in df.index], df.to_numpy(dtype=np.float64)
-
-
-def matrix_for(key: str, spec: Any, categories: Sequence, who: str) -> np.ndarray:
-    """The K x K matrix of one key variable, in the table's category order, checked."""
-    K = len(categories)
-    if isinstance(spec, (int, float)) and not isinstance(spec, bool):
-        p = float(spec)
-        if not 0.0 <= p <= 1.0:
-            raise BadInput(f"{who}: keep probability {p!r} for {key!r} is outside [0, 1]")
-        return keep_matrix(p, K)
-    if isinstance(spec, str) and not spec.strip().startswith(("[", "{")):
-        s = spec.strip()
-        try:
-            return matrix_for(key, float(s), categories, who)
-        except ValueError:
-            pass
-        p = Path(s)
-        if not p.exists():
-            raise BadInput(f"{who}: matrix of {key!r}: {s!r} is neither a number nor a file")
-        cols, rows, m = _read_csv_matrix(key, p, who)
-        if [str(c) for c in cols] != rows:
-            raise BadInput(f"{who}: matrix file {p} for {key!r}: the row labels differ from the "
-                           "column labels")
-        order = _labels_to_order(key, rows, categories, who)
-        return _check(key, m[np.ix_(order, order)], K, who)
-    if isinstance(spec, str):
-        try:
-            spec = json.loads(spec)
-        except json.JSONDecodeError as exc:
-            raise BadInput(f"{who}: matrix of {key!r} is not valid JSON ({exc.msg})") from None
-    if isinstance(spec, Mapping):
-        if "matrix" not in spec or "categories" not in spec:
-            raise BadInput(f"{who}: matrix of {key!r} as a mapping needs 'categories' and 'matrix'")
-        m = _as_array(key, spec["matrix"], who)
-        labels = list(spec["categories"])
-        if m.shape != (len(labels), len(labels)):
-            raise BadInput(f"{who}: matrix of {key!r} is {m.shape[0]} x {m.shape[1]} but labels "
-                           f"{len(labels)} categories")
-        order = _labels_to_order(key, labels, categories, who)
-        return _check(key, m[np.ix_(order, order)], K, who)
-    return _check(key, _as_array(key, spec, who), K, who)
+    cols, rows = [str(c) for c in df.columns], [str(i) for i in df.index]
+    if cols != rows:
+        raise BadInput(f"{who}: matrix file {path} for {key!r}: the row labels differ from the "
+                       "column labels")
+    try:
+        return rows, df.to_numpy(dtype=np.float64)
+    except ValueError:
+        raise BadInput(f"{who}: matrix file {path} for {key!r} holds non-numeric entries") from None
 
 
 def _as_array(key, m, who) -> np.ndarray:
@@ -133,15 +86,12 @@ def _as_array(key, m, who) -> np.ndarray:
         a = np.asarray(m, dtype=np.float64)
     except (TypeError, ValueError):
         raise BadInput(f"{who}: matrix of {key!r} is not a numeric matrix") from None
-    if a.ndim != 2:
-        raise BadInput(f"{who}: matrix of {key!r} is not two-dimensional (shape {a.shape})")
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise BadInput(f"{who}: matrix of {key!r} is not square (shape {a.shape})")
     return a
 
 
-def _check(key: str, m: np.ndarray, K: int, who: str) -> np.ndarray:
-    if m.shape != (K, K):
-        raise BadInput(f"{who}: matrix of {key!r} is {m.shape[0]} x {m.shape[1]}, but the variable "
-                       f"has {K} categories")
+def _check_stochastic(key: str, m: np.ndarray, who: str) -> np.ndarray:
     if not np.all(np.isfinite(m)) or (m < 0).any():
         raise BadInput(f"{who}: matrix of {key!r} has negative or non-finite entries")
     rs = m.sum(axis=1)
@@ -152,16 +102,107 @@ def _check(key: str, m: np.ndarray, K: int, who: str) -> np.ndarray:
     return m
 
 
-def key_matrices(spec: Any, keys: Sequence[str], categories: Sequence[Sequence], who: str
+def _embed(m: np.ndarray, pos: np.ndarray, K: int) -> np.ndarray:
+    """A K x K matrix with ``m`` on the rows/columns ``pos`` and identity rows elsewhere (those
+    categories hold no record, so their rows are never used)."""
+    out = np.eye(K)
+    out[pos, :] = 0.0
+    out[np.ix_(pos, pos)] = m
+    return out
+
+
+def _labelled(key, labels, m, categories, present, who, allow_outside) -> np.ndarray:
+    """Put a labelled matrix into the table's category order (labels compare as text)."""
+    lab = [str(x) for x in labels]
+    if len(set(lab)) != len(lab):
+        raise BadInput(f"{who}: matrix of {key!r} repeats a category label")
+    cat = ["" if c is None else str(c) for c in categories]
+    where = {c: i for i, c in enumerate(cat)}
+    unlabelled = [c for c, ok in zip(cat, present) if ok and c not in set(lab)]
+    if unlabelled:
+        raise BadInput(f"{who}: matrix of {key!r} does not label categories {unlabelled[:5]} "
+                       "that occur in the file")
+    inside = np.array([x in where for x in lab])
+    outside = [x for x in lab if x not in where]
+    if outside and not allow_outside:
+        raise BadInput(f"{who}: matrix of {key!r} labels {outside[:5]}, which are not categories "
+                       "of the variable in this file")
+    pos = np.array([where[x] for x in lab if x in where], dtype=np.int64)
+    # mass moving to labels outside the file's categories matches nobody: it is dropped
+    return _embed(m[np.ix_(inside, inside)], pos, len(cat))
+
+
+def matrix_for(key: str, spec: Any, categories: Sequence, who: str, present=None,
+               allow_outside: bool = False) -> np.ndarray:
+    """The K x K matrix of one key variable, in the table's category order, checked.
+
+    ``present`` marks the categories that occur in the file (default: all). Integer keys may carry
+    empty categories (every integer of a small range is a category): a keep probability spreads
+    over the other *present* categories, an unlabelled matrix may be given over the present
+    categories only, and a labelled one needs labels for the present categories only.
+    ``allow_outside`` lets a labelled matrix move mass to labels that are not categories of the
+    file (a misclassified value that matches nobody); PRAM cannot.
+    """
+    K = len(categories)
+    present = np.ones(K, bool) if present is None else np.asarray(present, bool)
+    pos = np.flatnonzero(present)
+    if isinstance(spec, (int, float)) and not isinstance(spec, bool):
+        p = float(spec)
+        if not 0.0 <= p <= 1.0:
+            raise BadInput(f"{who}: keep probability {p!r} for {key!r} is outside [0, 1]")
+        return _embed(keep_matrix(p, pos.size), pos, K) if pos.size else np.eye(K)
+    if isinstance(spec, str) and not spec.strip().startswith(("[", "{")):
+        s = spec.strip()
+        try:
+            return matrix_for(key, float(s), categories, who, present, allow_outside)
+        except ValueError:
+            pass
+        p = Path(s)
+        if not p.exists():
+            raise BadInput(f"{who}: matrix of {key!r}: {s!r} is neither a number nor a file")
+        labels, m = _read_csv_matrix(key, p, who)
+        m = _check_stochastic(key, _as_array(key, m, who), who)
+        return _labelled(key, labels, m, categories, present, who, allow_outside)
+    if isinstance(spec, str):
+        try:
+            spec = json.loads(spec)
+        except json.JSONDecodeError as exc:
+            raise BadInput(f"{who}: matrix of {key!r} is not valid JSON ({exc.msg})") from None
+    if isinstance(spec, Mapping):
+        if "matrix" not in spec or "categories" not in spec:
+            raise BadInput(f"{who}: matrix of {key!r} as a mapping needs 'categories' and 'matrix'")
+        m = _check_stochastic(key, _as_array(key, spec["matrix"], who), who)
+        labels = list(spec["categories"])
+        if m.shape[0] != len(labels):
+            raise BadInput(f"{who}: matrix of {key!r} is {m.shape[0]} x {m.shape[1]} but labels "
+                           f"{len(labels)} categories")
+        return _labelled(key, labels, m, categories, present, who, allow_outside)
+    m = _check_stochastic(key, _as_array(key, spec, who), who)
+    if m.shape[0] == K:
+        return m
+    if m.shape[0] == pos.size:
+        return _embed(m, pos, K)
+    in_file = f"{pos.size} categories in the file" + (f" ({K} in its code range)" if pos.size != K else "")
+    raise BadInput(f"{who}: matrix of {key!r} is {m.shape[0]} x {m.shape[1]}, but the variable has "
+                   f"{in_file}")
+
+
+def key_matrices(spec: Any, keys: Sequence[str], categories: Sequence[Sequence], who: str,
+                 present: Sequence | None = None, allow_outside: bool = False
                  ) -> dict[int, np.ndarray]:
-    """{key index: checked K x K matrix} for every key named in ``spec``."""
+    """{key index: checked K x K matrix} for every key named in ``spec``; ``present[v]`` marks the
+    categories of key v that occur in the file."""
     mapping = load_spec(spec, who)
     unknown = [k for k in mapping if k not in keys]
     if unknown:
         raise BadInput(f"{who}: matrices given for {', '.join(map(repr, unknown))}, which are not "
                        f"key variables (keys: {', '.join(keys)})")
-    return {keys.index(k): matrix_for(k, v, categories[keys.index(k)], who)
-            for k, v in mapping.items()}
+    out = {}
+    for k, v in mapping.items():
+        i = keys.index(k)
+        out[i] = matrix_for(k, v, categories[i], who, None if present is None else present[i],
+                            allow_outside)
+    return out
 
 
 def cumulative_rows(m: np.ndarray) -> np.ndarray:

@@ -4,7 +4,8 @@ transition matrix. SPEC §6.
 ``pram:vars=A+B[,p=0.9][,matrix=FILE.json][,invariant=true]``
 
 - ``vars``: the key variables to perturb (default: every key named in ``matrix``, else all keys);
-- ``p``: keep probability of the default matrix p I + (1 − p)/(K − 1)(J − I);
+- ``p``: keep probability of the default matrix p I + (1 − p)/(K − 1)(J − I) over the K categories
+  that occur in the file;
 - ``matrix``: per-variable matrices (JSON inline or a file; see :mod:`gpurisk.perturb.matrices`),
   which override ``p`` for the variables they name;
 - ``invariant``: replace each matrix P by the invariant R = P Q, Q_kl = P_lk π_l / Σ_j P_jk π_j,
@@ -22,7 +23,7 @@ import numpy as np
 from ..errors import BadInput
 from ..hookspecs import hookimpl
 from .base import Perturbation, as_bool, as_float, as_list, load_json_option, sample_rows
-from .matrices import cumulative_rows, keep_matrix, key_matrices
+from .matrices import cumulative_rows, key_matrices, matrix_for
 
 
 def invariant_matrix(P: np.ndarray, pi: np.ndarray) -> np.ndarray:
@@ -55,9 +56,14 @@ class Pram(Perturbation):
         if self.p is None and self.matrix is None:
             raise BadInput("perturbation 'pram': give p=KEEP_PROBABILITY or matrix=FILE.json")
 
-    def _matrices(self, keys, categories) -> dict[int, np.ndarray]:
+    def _matrices(self, keys, categories, codes=None) -> dict[int, np.ndarray]:
         keys = list(keys)
-        given = key_matrices(self.matrix, keys, categories, "perturbation 'pram'") if self.matrix else {}
+        present = None
+        if codes is not None:
+            present = [np.bincount(np.asarray(c).ravel().astype(np.int64), minlength=len(cat))[:len(cat)] > 0
+                       for c, cat in zip(codes, categories)]
+        given = (key_matrices(self.matrix, keys, categories, "perturbation 'pram'", present)
+                 if self.matrix else {})
         names = self.vars or ([keys[v] for v in given] if self.p is None else keys)
         unknown = [v for v in names if v not in keys]
         if unknown:
@@ -69,17 +75,18 @@ class Pram(Perturbation):
             if v in given:
                 out[v] = given[v]
             elif self.p is not None:
-                out[v] = keep_matrix(self.p, len(categories[v]))
+                out[v] = matrix_for(name, self.p, categories[v], "perturbation 'pram'",
+                                    None if present is None else present[v])
             else:
                 raise BadInput(f"perturbation 'pram': no matrix for {name!r} and no p=")
         return out
 
-    def check(self, keys, categories) -> None:
-        self._matrices(keys, categories)
+    def check(self, keys, categories, codes=None) -> None:
+        self._matrices(keys, categories, codes)
 
     def transition_matrices(self, codes, categories, keys) -> dict[int, np.ndarray]:
         """The matrix applied to each perturbed key (made invariant to ``codes`` if asked)."""
-        mats = self._matrices(keys, categories)
+        mats = self._matrices(keys, categories, codes)
         if self.invariant:
             for v, P in mats.items():
                 c = np.asarray(codes[v]).ravel()

@@ -57,7 +57,7 @@ class RecordSwap(Perturbation):
         want = ([self.region] if self.region else []) + self.pairing
         return [c for c in dict.fromkeys(want) if c not in keys]
 
-    def check(self, keys, categories) -> None:
+    def check(self, keys, categories, codes=None) -> None:
         if self.geo not in keys:
             raise BadInput(f"perturbation 'swap': geo={self.geo!r} is not a key variable "
                            f"(keys: {', '.join(keys)}); swapping it cannot change any key")
