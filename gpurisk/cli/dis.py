@@ -32,7 +32,7 @@ def register(cli: click.Group) -> None:
                        "over this many iterations")
     @click.option("--decimals", type=int, default=3, show_default=True)
     @click.option("--batch", type=int, default=None, help="perturbed files drawn at once "
-                  "(default: --stable, fewer for large files)")
+                  "(default: min(--stable, 250000 / records))")
     @click.option("--seed", type=int, default=0, show_default=True)
     @click.option("--state", default=None, metavar="FILE",
                   help="JSON file keeping finished batches: a rerun resumes from it")
