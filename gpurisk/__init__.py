@@ -18,7 +18,10 @@ from .assess import Assessment, assess, run_measures  # noqa: E402
 from .backends import config  # noqa: E402
 from .io import read_table  # noqa: E402
 from .validation import Validation, validate  # noqa: E402
+from .io import write_results  # noqa: E402
+from .freq.within import CellValueCounts, cell_value_counts  # noqa: E402
 
 __all__ = ["assess", "Assessment", "build_table", "run_measures", "FreqTable", "Measure", "Result",
            "Context", "hookimpl", "BadInput", "GpuriskError", "PluginError", "UnsupportedBackend",
            "config", "read_table", "__version__", "validate", "Validation"]
+__all__ += ["write_results", "cell_value_counts", "CellValueCounts"]

@@ -105,6 +105,39 @@ def run_measures(table: FreqTable, ctx: Context, names: Iterable[str] | None = N
     return out
 
 
+def option_columns(measures: Iterable[str] | None = None,
+                   options: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
+    """The sample columns that the chosen measures' column options name (see ``Measure.column_options``)."""
+    reg = measure_registry()
+    names = list(reg) if measures is None else [m for m in measures if m in reg]
+    options = options or {}
+    cols: list[str] = []
+    for name in names:
+        cls = reg[name].cls
+        for opt in cls.column_options:
+            col = options.get(name, {}).get(opt, cls.options.get(opt))
+            if col is not None and str(col) not in cols:
+                cols.append(str(col))
+    return cols
+
+
+def _column_values(frame, cols: list[str], sample_flag: str | None) -> dict[str, Any]:
+    """Each named column of the sample's records as a numpy array, in record order."""
+    import pandas as pd
+    if not cols or not isinstance(frame, pd.DataFrame):
+        return {}
+    missing = [c for c in cols if c not in frame.columns]
+    if missing:
+        shown = ", ".join(map(str, list(frame.columns)[:20]))
+        raise BadInput(f"column(s) {', '.join(map(repr, missing))} named by a measure option are not "
+                       f"in the sample (its columns: {shown})")
+    sub = frame[cols]
+    if sample_flag is not None:
+        from .freq.engine import sample_flag_mask
+        sub = sub[sample_flag_mask(frame, sample_flag)]
+    return {c: sub[c].to_numpy() for c in cols}
+
+
 def assess(frame, keys: Iterable[str], fraction: float | None = None, population=None,
            sample_flag: str | None = None, weights: str | None = None,
            measures: Iterable[str] | None = None, missing: str = "category", alpha: float = 0.01,
@@ -119,7 +152,10 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
     """
     from .io import read_table
     keys = [keys] if isinstance(keys, str) else list(keys)
+    measures = None if measures is None else list(measures)
+    extra_cols = option_columns(measures, options)
     need_cols = keys + [c for c in (sample_flag, weights) if c]
+    need_cols += [c for c in extra_cols if c not in need_cols]
     if isinstance(frame, (str, Path)):
         frame = read_table(frame, sep=sep, columns=need_cols)
     if isinstance(population, (str, Path)):
@@ -134,7 +170,8 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
         raise BadInput(f"the sample flag {sample_flag!r} marks no record as sampled")
     pi, source, notes = resolve_fraction(table, fraction)
     ctx = Context(fraction=pi, fraction_source=source, alpha=float(alpha), seed=int(seed),
-                  options=dict(options or {}))
+                  options=dict(options or {}),
+                  columns=_column_values(frame, extra_cols, sample_flag))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         results = run_measures(table, ctx, measures)

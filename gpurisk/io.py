@@ -1,7 +1,9 @@
 """Reading the files offices hold. Every failure is a :class:`BadInput` naming the file and problem.
 
 CSV (separator detected among , ; tab | unless given; gzip etc. by extension) and Parquet (a file or
-a directory dataset). ``example:adult`` names the bundled UCI Adult file.
+a directory dataset). ``example:adult`` names the bundled UCI Adult file. Stata ``.dta`` (pandas),
+SPSS ``.sav``/``.zsav`` (pyreadstat, the ``formats`` extra), SAS ``.sas7bdat`` and ``.xpt`` (pandas):
+see :mod:`gpurisk.formats`. Results are written by :func:`write_results` (JSON, CSV or Parquet).
 """
 from __future__ import annotations
 
@@ -71,6 +73,10 @@ def read_table(path, sep: str | None = None, columns: list[str] | None = None,
     p = resolve_path(path)
     if is_parquet(p):
         return _read_parquet(p, columns)
+    from . import formats
+    reader = formats.reader_for(p)
+    if reader is not None:
+        return reader(p, columns, encoding)
     if p.is_dir():
         raise BadInput(f"{p}: a directory with no .parquet files")
     if p.stat().st_size == 0:
@@ -128,3 +134,14 @@ def _read_parquet(p: Path, columns):
     except (pa.ArrowException, OSError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BadInput(f"{p}: not a readable Parquet file ({msg})") from None
+
+
+def write_results(result, path) -> Path:
+    """Write an :class:`~gpurisk.Assessment` (or its ``to_dict()``) to ``path``, by extension.
+
+    ``.json``: the JSON document of ``gpurisk assess --json``. ``.csv``, ``.csv.gz``, ``.parquet``:
+    one row per measure (keys, n, N, fraction, measure, value, se, upper, reason, extra as JSON).
+    Written atomically: a temporary file in the same folder, renamed over ``path``.
+    """
+    from .formats import write_atomic
+    return write_atomic(result, path)

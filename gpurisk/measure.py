@@ -17,6 +17,7 @@ NEEDS = {
     "population": "population counts F_j (--population or --sample-flag)",
     "weights": "design weights (--weights COL)",
     "records": "each record's cell (record-level)",
+    "columns": "other columns of the sample, named by the measure's column options (record-level)",
 }
 
 
@@ -71,9 +72,21 @@ class Context:
     alpha: float = 0.01
     seed: int = 0
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: values of the sample columns that measures' column options name, one numpy array per column,
+    #: in the order of ``table.record_cell()`` (filled by :func:`gpurisk.assess`)
+    columns: Mapping[str, Any] = field(default_factory=dict)
 
     def option(self, measure: str, key: str, default: Any = None) -> Any:
         return self.options.get(measure, {}).get(key, default)
+
+    def column(self, name: str):
+        """The sample's values of column ``name``, one per record in ``table.record_cell()`` order."""
+        name = str(name)
+        if name not in self.columns:
+            from .errors import BadInput
+            have = ", ".join(map(repr, self.columns)) or "none"
+            raise BadInput(f"column {name!r} was not passed to the measures (passed: {have})")
+        return self.columns[name]
 
 
 class Measure:
@@ -93,6 +106,9 @@ class Measure:
     #: name of the measure whose true value this one estimates ("theta" for theta_hat), or None;
     #: ``gpurisk validate`` pairs each estimate with that truth
     estimates: ClassVar[str | None] = None
+    #: options whose value names a column of the sample that the measure reads with
+    #: ``ctx.column(...)`` (declare ``"columns"`` in ``needs`` too), e.g. ("sensitive",)
+    column_options: ClassVar[tuple[str, ...]] = ()
 
     def compute(self, table, ctx: Context) -> Result:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -101,7 +117,7 @@ class Measure:
     def describe(cls) -> dict[str, Any]:
         return {"name": cls.name, "description": cls.description, "needs": sorted(cls.needs),
                 "level": cls.level, "reference": cls.reference, "options": dict(cls.options),
-                "estimates": cls.estimates}
+                "estimates": cls.estimates, "column_options": list(cls.column_options)}
 
 
 def missing_needs(measure: type[Measure], table, ctx: Context) -> str | None:
@@ -112,4 +128,13 @@ def missing_needs(measure: type[Measure], table, ctx: Context) -> str | None:
         return "needs the sampling fraction pi: give --fraction, --population or --sample-flag"
     if "weights" in measure.needs and table.w is None:
         return "needs design weights: give --weights COL"
+    if ("records" in measure.needs or "columns" in measure.needs) and \
+            getattr(table, "record_locator", None) is None and getattr(table, "_record_cell", None) is None:
+        return f"needs each record's cell, which the {table.backend} backend did not keep"
+    for opt in measure.column_options:
+        col = ctx.option(measure.name, opt, measure.options.get(opt))
+        if col is None:
+            return f"needs a column: give --option {measure.name}.{opt}=COLUMN"
+        if str(col) not in ctx.columns:
+            return f"the sample's column {col!r} (option {measure.name}.{opt}) was not passed to the measure"
     return None

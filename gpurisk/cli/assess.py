@@ -54,21 +54,31 @@ def register(cli: click.Group) -> None:
     @click.option("--option", "opts", multiple=True, metavar="MEASURE.NAME=VALUE",
                   help="a measure's option, e.g. theta_hat_dis.K=1000000 (repeatable)")
     @click.option("--json", "as_json", is_flag=True, help="print the JSON document")
+    @click.option("--output", "output", default=None, metavar="FILE",
+                  help="also write the results to FILE: .json, .csv, .csv.gz or .parquet")
     @input_options
     def assess(sample, keys, fraction, population, sample_flag, weights, measures, alpha, seed, opts,
-               as_json, sep, encoding, missing, backend):
-        """Risk measures of SAMPLE (CSV or Parquet, or example:adult) for one set of keys."""
-        from ..assess import assess as run
-        from ..io import read_table
+               as_json, output, sep, encoding, missing, backend):
+        """Risk measures of SAMPLE (CSV, Parquet, Stata .dta, SPSS .sav, SAS .sas7bdat/.xpt, or
+        example:adult) for one set of keys."""
+        from ..assess import assess as run, option_columns
+        from ..io import read_table, write_results
 
+        if output:
+            from ..formats import check_output
+            check_output(output)  # a bad name fails before the work, not after
         key_list = split_list(keys)
+        options = parse_options(opts)
         cols = key_list + [c for c in (sample_flag, weights) if c]
+        cols += [c for c in option_columns(split_list(measures), options) if c not in cols]
         frame = read_table(sample, sep=sep, columns=cols, encoding=encoding)
         pop = read_table(population, sep=sep, columns=key_list, encoding=encoding) if population else None
         res = run(frame, key_list, fraction=fraction, population=pop, sample_flag=sample_flag,
                   weights=weights, measures=split_list(measures), missing=missing, alpha=alpha,
-                  seed=seed, options=parse_options(opts), backend=backend)
+                  seed=seed, options=options, backend=backend)
         doc = res.to_dict()
+        if output:
+            write_results(doc, output)
         if as_json:
             json.dump(doc, sys.stdout, indent=2)
             sys.stdout.write("\n")

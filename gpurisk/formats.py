@@ -1,0 +1,200 @@
+"""The statistical packages' files (Stata, SPSS, SAS) in, results (JSON, CSV, Parquet) out.
+
+Value labels become pandas categories when they are unique and label every value present in the
+column; otherwise the column keeps its codes (two codes sharing one label would merge two groups
+of people, and a half-labelled column would mix labels with numbers). A missing value stays
+missing (a key's own category in the engine). SAS files carry no value labels (their formats live
+in a separate catalog), so they are read as stored.
+
+Readers take ``(path, columns, encoding)`` and return a pandas DataFrame holding ``columns`` (all
+when None), raising :class:`~gpurisk.BadInput` with one line naming the file and the problem.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from .errors import BadInput
+
+STATA = (".dta",)
+SPSS = (".sav", ".zsav")
+SAS = (".sas7bdat", ".xpt")
+RESULT_SUFFIXES = (".json", ".csv", ".csv.gz", ".parquet", ".pq")
+
+
+def reader_for(p: Path) -> Callable | None:
+    suffix = p.suffix.lower()
+    if suffix in STATA:
+        return read_stata
+    if suffix in SPSS:
+        return read_spss
+    if suffix in SAS:
+        return read_sas
+    return None
+
+
+def _check_columns(p: Path, columns, names) -> None:
+    if columns is None:
+        return
+    miss = [c for c in columns if c not in names]
+    if miss:
+        raise BadInput(f"column(s) {', '.join(map(repr, miss))} not in {p} "
+                       f"(its columns: {', '.join(map(str, list(names)[:20]))}"
+                       f"{' ...' if len(names) > 20 else ''})")
+
+
+def apply_labels(codes: pd.Series, labels: dict | None) -> pd.Series:
+    """``codes`` as a categorical of their labels when the labels are unique and cover every value."""
+    if not labels:
+        return codes
+    present = pd.unique(codes.dropna())
+    texts = list(labels.values())
+    if len(set(texts)) != len(texts) or not all(v in labels for v in present):
+        return codes
+    order = [labels[k] for k in sorted(labels)]
+    return pd.Series(pd.Categorical(codes.map(labels), categories=order), index=codes.index,
+                     name=codes.name)
+
+
+# --- Stata ----------------------------------------------------------------------------------------
+def read_stata(p: Path, columns=None, encoding: str = "utf-8") -> pd.DataFrame:
+    """Stata ``.dta`` through pandas; value labels become categories (see the module docstring)."""
+    try:
+        with pd.io.stata.StataReader(p) as rdr:
+            names = list(rdr.read(nrows=0, convert_categoricals=False).columns)
+    except (ValueError, OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{p}: not a readable Stata file ({_first_line(exc)})") from None
+    _check_columns(p, columns, names)
+    cols = list(columns) if columns is not None else names
+    raw = pd.read_stata(p, columns=cols, convert_categoricals=False)
+    try:
+        labelled = pd.read_stata(p, columns=cols, convert_categoricals=True)
+        candidates = {c: labelled[c] for c in cols}
+    except ValueError:  # some column's labels are not unique: find the others one by one
+        candidates = {}
+        for c in cols:
+            try:
+                candidates[c] = pd.read_stata(p, columns=[c], convert_categoricals=True)[c]
+            except ValueError:
+                continue
+    for c, lab in candidates.items():
+        # a half-labelled column comes back with numbers among its categories: keep the codes
+        if isinstance(lab.dtype, pd.CategoricalDtype) and all(isinstance(x, str) for x in lab.cat.categories):
+            raw[c] = lab.cat.as_unordered()
+    return raw
+
+
+# --- SPSS -----------------------------------------------------------------------------------------
+def _pyreadstat():
+    try:
+        import pyreadstat
+    except ImportError:
+        raise BadInput("reading SPSS files needs pyreadstat: pip install 'gpurisk[formats]'") from None
+    return pyreadstat
+
+
+def read_spss(p: Path, columns=None, encoding: str = "utf-8") -> pd.DataFrame:
+    """SPSS ``.sav``/``.zsav`` through pyreadstat; user-defined missing values become missing."""
+    prs = _pyreadstat()
+    try:
+        _, meta = prs.read_sav(str(p), metadataonly=True)
+    except Exception as exc:  # pyreadstat raises its own error types
+        raise BadInput(f"{p}: not a readable SPSS file ({_first_line(exc)})") from None
+    _check_columns(p, columns, meta.column_names)
+    df, meta = prs.read_sav(str(p), usecols=list(columns) if columns is not None else None,
+                            apply_value_formats=False, user_missing=False)
+    for c, labels in meta.variable_value_labels.items():
+        if c in df.columns:
+            df[c] = apply_labels(df[c], labels)
+    return df
+
+
+# --- SAS ------------------------------------------------------------------------------------------
+def read_sas(p: Path, columns=None, encoding: str = "utf-8", chunksize: int = 200_000) -> pd.DataFrame:
+    """SAS ``.sas7bdat`` or transport ``.xpt`` through pandas, read in chunks of the needed columns."""
+    fmt = "xport" if p.suffix.lower() == ".xpt" else "sas7bdat"
+    enc = "infer" if fmt == "sas7bdat" else encoding
+    parts = []
+    try:
+        with pd.read_sas(p, format=fmt, encoding=enc, chunksize=chunksize) as rdr:
+            for chunk in rdr:
+                if not parts:
+                    _check_columns(p, columns, list(chunk.columns))
+                parts.append(chunk if columns is None else chunk[list(columns)])
+    except BadInput:
+        raise
+    except Exception as exc:  # pandas' SAS readers raise ValueError, struct.error, ...
+        raise BadInput(f"{p}: not a readable SAS {fmt} file ({_first_line(exc)})") from None
+    if not parts:
+        raise BadInput(f"{p}: the SAS file holds no records")
+    return pd.concat(parts, ignore_index=True)
+
+
+# --- results --------------------------------------------------------------------------------------
+def result_rows(doc: dict[str, Any]) -> pd.DataFrame:
+    """One row per measure of an assessment document."""
+    rows = []
+    for name, m in doc["measures"].items():
+        extra = {k: v for k, v in m.items() if k not in ("value", "se", "upper", "reason")}
+        rows.append({"keys": ",".join(doc["keys"]), "n": doc["n"], "N": doc["N"],
+                     "fraction": doc["fraction"], "measure": name, "value": m.get("value"),
+                     "se": m.get("se"), "upper": m.get("upper"), "reason": m.get("reason"),
+                     "extra": json.dumps(extra, sort_keys=True, default=str)})
+    df = pd.DataFrame(rows, columns=["keys", "n", "N", "fraction", "measure", "value", "se", "upper",
+                                     "reason", "extra"])
+    for c in ("value", "se", "upper", "fraction"):
+        df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
+    df["N"] = df["N"].astype("Int64")
+    return df
+
+
+def _suffix(p: Path) -> str:
+    name = p.name.lower()
+    for s in sorted(RESULT_SUFFIXES, key=len, reverse=True):
+        if name.endswith(s):
+            return s
+    raise BadInput(f"output file {str(p)!r} has an unknown extension; use one of "
+                   f"{', '.join(RESULT_SUFFIXES)}")
+
+
+def check_output(path) -> tuple[Path, str]:
+    """(path, kind) of a results file that can be written; BadInput for a bad extension or folder."""
+    p = Path(path)
+    kind = _suffix(p)
+    if not p.parent.is_dir():
+        raise BadInput(f"output folder {str(p.parent)!r} does not exist")
+    if p.is_dir():
+        raise BadInput(f"output {str(p)!r} is a folder")
+    return p, kind
+
+
+def write_atomic(result, path) -> Path:
+    """See :func:`gpurisk.io.write_results`."""
+    p, kind = check_output(path)
+    doc = result.to_dict() if hasattr(result, "to_dict") else dict(result)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    try:
+        if kind == ".json":
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(doc, fh, indent=2, allow_nan=False)
+                fh.write("\n")
+        elif kind in (".csv", ".csv.gz"):
+            result_rows(doc).to_csv(tmp, index=False, compression="gzip" if kind == ".csv.gz" else None)
+        else:
+            result_rows(doc).to_parquet(tmp, index=False)
+        os.replace(tmp, p)
+    except OSError as exc:
+        raise BadInput(f"cannot write {str(p)!r}: {exc.strerror or exc}") from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return p
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

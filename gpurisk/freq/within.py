@@ -1,0 +1,74 @@
+"""How a variable other than the keys is distributed within each cell (l-diversity and the like).
+
+``cell_value_counts(table, values)`` takes one value per sample record (in the order of
+``table.record_cell()``, i.e. the sample's row order), encodes it with the engine's key encoder
+(a missing value is its own category, the last one), and counts the records of every
+(cell, value) pair with the engine's counting kernel: pair id = cell index * c + value code, sorted
+and run-length encoded. Nothing loops over records or cells.
+
+From the pairs: the number of distinct values in a cell, ``distinct()``, and the entropy of the
+cell's value distribution, ``entropy()`` = -Σ_v (f_jv / f_j) log(f_jv / f_j) (natural log).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import BadInput
+from .count import count_ids
+from .encode import encode_keys
+from .table import FreqTable, _to_numpy
+
+
+@dataclass
+class CellValueCounts:
+    """Counts of (cell, value) pairs, sorted by cell then value code (numpy arrays)."""
+
+    cell: np.ndarray          # index into the table's cell arrays
+    code: np.ndarray          # value code: index into ``categories``
+    count: np.ndarray         # records of the cell holding the value
+    categories: list          # value labels; a trailing None is the missing category
+    cell_f: np.ndarray        # f_j of every cell of the table (length = number of cells)
+
+    @property
+    def missing_code(self) -> int | None:
+        """Code of the missing category, or None when no value is missing."""
+        return len(self.categories) - 1 if self.categories and self.categories[-1] is None else None
+
+    @property
+    def ncells(self) -> int:
+        return int(self.cell_f.size)
+
+    def distinct(self) -> np.ndarray:
+        """Number of distinct values in each cell (a missing value counts as one value; 0 if f_j = 0)."""
+        return np.bincount(self.cell, minlength=self.ncells).astype(np.int64)
+
+    def entropy(self) -> np.ndarray:
+        """Entropy (natural log) of each cell's value distribution; 0 for empty cells."""
+        p = self.count / self.cell_f[self.cell]
+        return -np.bincount(self.cell, weights=p * np.log(p), minlength=self.ncells) + 0.0
+
+    def only_missing(self) -> np.ndarray:
+        """True for the cells whose records all have a missing value."""
+        out = np.zeros(self.ncells, bool)
+        mc = self.missing_code
+        if mc is not None:
+            alone = self.distinct()[self.cell] == 1
+            out[self.cell[alone & (self.code == mc)]] = True
+        return out
+
+
+def cell_value_counts(table: FreqTable, values, name: str = "values") -> CellValueCounts:
+    """Distribution of ``values`` (one per sample record, in record order) within each cell."""
+    rc = np.asarray(_to_numpy(table.record_cell()), dtype=np.int64)
+    s = values if isinstance(values, pd.Series) else pd.Series(_to_numpy(values))
+    if len(s) != rc.size:
+        raise BadInput(f"column {name!r} has {len(s)} values but the sample has {rc.size} records")
+    (enc,) = encode_keys(pd.DataFrame({name: s.reset_index(drop=True)}), [name])
+    card = max(enc.cardinality, 1)
+    pair = rc * card + enc.sample.astype(np.int64)
+    ids, cnt = count_ids(pair)
+    f = np.asarray(_to_numpy(table.f), dtype=np.int64)
+    return CellValueCounts(ids // card, ids % card, cnt, list(enc.categories), f)

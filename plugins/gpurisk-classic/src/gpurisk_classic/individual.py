@@ -1,0 +1,108 @@
+"""``indiv_risk``: Benedetti-Franconi individual risk, global risk and expected re-identifications.
+
+Per record i in cell k: r_i = r_k (see :mod:`gpurisk_classic.risk`). As sdcMicro's ``measure_risk``:
+
+    expected re-identifications  ER = Σ_i r_i = Σ_k f_k r_k
+    global risk                     = ER / n           (the measure's value)
+
+F̂_k, the estimated population count of cell k, is the first available of: the sum of the design
+weights in the cell (``--weights``, sdcMicro's Fk), the population count F_k (``--population`` or
+``--sample-flag``), f_k / π (``--fraction``), and finally f_k itself (sdcMicro's convention without
+weights, which makes every risk 1/f_k; a warning says so).
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from gpurisk import BadInput, Context, Measure, Result
+
+from .risk import METHODS, cell_risk
+
+FK_SOURCES = ("weights", "population", "fraction", "sample")
+
+
+def estimated_population(table, ctx: Context) -> tuple[np.ndarray, str]:
+    """(F̂_k for every cell, where it came from: one of :data:`FK_SOURCES`)."""
+    f = np.asarray(table.f, dtype=np.float64)
+    if table.w is not None:
+        return np.asarray(table.w, dtype=np.float64), "weights"
+    if table.F is not None:
+        return np.asarray(table.F, dtype=np.float64), "population"
+    if ctx.fraction:
+        return f / float(ctx.fraction), "fraction"
+    return f, "sample"
+
+
+def risk_options(name: str, ctx: Context, defaults) -> tuple[str, float]:
+    method = ctx.option(name, "method", defaults["method"])
+    if method not in METHODS:
+        raise BadInput(f"{name}.method={method!r} is not one of {', '.join(METHODS)}")
+    qual = ctx.option(name, "qual", defaults["qual"])
+    try:
+        qual = float(qual)
+    except (TypeError, ValueError):
+        raise BadInput(f"{name}.qual={qual!r} is not a number") from None
+    if not 0.0 < qual <= 1.0:
+        raise BadInput(f"{name}.qual={qual!r} is outside (0, 1]")
+    return method, qual
+
+
+def risk_of_cells(name: str, table, ctx: Context, defaults) -> tuple[np.ndarray | None, str, str | None]:
+    """(r_k per cell or None, F̂ source, reason when the risk cannot be computed)."""
+    method, qual = risk_options(name, ctx, defaults)
+    Fk, source = estimated_population(table, ctx)
+    f = np.asarray(table.f)
+    below = (f > 0) & (Fk < f * (1 - 1e-9))
+    if below.any():
+        return None, source, (f"the weights of {int(below.sum())} cell(s) sum to less than their "
+                              "sample count (design weights below 1?), so they cannot estimate F_k")
+    if source == "sample":
+        warnings.warn(f"{name}: no weights, population or sampling fraction, so F_k = f_k "
+                      "(sdcMicro's convention) and every risk is 1/f_k", stacklevel=2)
+    return cell_risk(f, Fk, method, qual), source, None
+
+
+def record_risk(table, method: str = "approx", qual: float = 1.0, fraction: float | None = None) -> np.ndarray:
+    """Each sample record's individual risk, in the sample's record order (sdcMicro's ``risk`` column).
+
+    F̂_k as for the measure: the table's weights, else its population, else f_k / ``fraction``, else f_k.
+    """
+    ctx = Context(fraction=fraction, options={IndividualRisk.name: {"method": method, "qual": qual}})
+    r, _, why = risk_of_cells(IndividualRisk.name, table, ctx, IndividualRisk.options)
+    if r is None:
+        raise BadInput(why)
+    return r[np.asarray(table.record_cell())]
+
+
+class IndividualRisk(Measure):
+    name = "indiv_risk"
+    description = "Benedetti-Franconi individual risk: global risk = expected re-identifications / n"
+    needs = frozenset()
+    level = "record"
+    reference = ("Benedetti & Franconi (1998); Franconi & Polettini (2004) PSD LNCS 3050; "
+                 "sdcMicro indivRisk / measure_risk")
+    options = {"method": "approx", "qual": 1.0, "threshold": 0.1}
+
+    def compute(self, table, ctx: Context) -> Result:
+        r, source, why = risk_of_cells(self.name, table, ctx, self.options)
+        if r is None:
+            return Result.not_applicable(why, Fk_from=source)
+        thr = ctx.option(self.name, "threshold", self.options["threshold"])
+        try:
+            thr = float(thr)
+        except (TypeError, ValueError):
+            raise BadInput(f"{self.name}.threshold={thr!r} is not a number") from None
+        f = np.asarray(table.f, dtype=np.float64)
+        er = float(np.dot(f, r))
+        n = table.n
+        return Result(value=er / n, extra={
+            "expected_reidentifications": er,
+            "global_risk_pct": 100.0 * er / n,
+            "max_risk": float(r.max(initial=0.0)),
+            "threshold": thr,
+            "records_above_threshold": int(f[r > thr].sum()),
+            "method": ctx.option(self.name, "method", self.options["method"]),
+            "Fk_from": source,
+        })
