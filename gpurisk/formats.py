@@ -65,7 +65,9 @@ def read_stata(p: Path, columns=None, encoding: str = "utf-8") -> pd.DataFrame:
     """Stata ``.dta`` through pandas; value labels become categories (see the module docstring)."""
     try:
         with pd.io.stata.StataReader(p) as rdr:
-            names = list(rdr.read(nrows=0, convert_categoricals=False).columns)
+            names = list(rdr.read(nrows=1, convert_categoricals=False).columns)
+    except StopIteration:
+        raise BadInput(f"{p}: the Stata file holds no records") from None
     except (ValueError, OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"{p}: not a readable Stata file ({_first_line(exc)})") from None
     _check_columns(p, columns, names)
@@ -85,7 +87,7 @@ def read_stata(p: Path, columns=None, encoding: str = "utf-8") -> pd.DataFrame:
         # a half-labelled column comes back with numbers among its categories: keep the codes
         if isinstance(lab.dtype, pd.CategoricalDtype) and all(isinstance(x, str) for x in lab.cat.categories):
             raw[c] = lab.cat.as_unordered()
-    return raw
+    return raw[cols]
 
 
 # --- SPSS -----------------------------------------------------------------------------------------
@@ -110,12 +112,13 @@ def read_spss(p: Path, columns=None, encoding: str = "utf-8") -> pd.DataFrame:
     for c, labels in meta.variable_value_labels.items():
         if c in df.columns:
             df[c] = apply_labels(df[c], labels)
-    return df
+    return df if columns is None else df[list(columns)]
 
 
 # --- SAS ------------------------------------------------------------------------------------------
 def read_sas(p: Path, columns=None, encoding: str = "utf-8", chunksize: int = 200_000) -> pd.DataFrame:
-    """SAS ``.sas7bdat`` or transport ``.xpt`` through pandas, read in chunks of the needed columns."""
+    """SAS ``.sas7bdat`` or transport ``.xpt`` through pandas, read in chunks of the needed columns;
+    what pandas cannot read (XPORT version 8, some compressed files) through pyreadstat when installed."""
     fmt = "xport" if p.suffix.lower() == ".xpt" else "sas7bdat"
     enc = "infer" if fmt == "sas7bdat" else encoding
     parts = []
@@ -128,10 +131,25 @@ def read_sas(p: Path, columns=None, encoding: str = "utf-8", chunksize: int = 20
     except BadInput:
         raise
     except Exception as exc:  # pandas' SAS readers raise ValueError, struct.error, ...
-        raise BadInput(f"{p}: not a readable SAS {fmt} file ({_first_line(exc)})") from None
+        return _read_sas_pyreadstat(p, fmt, columns, exc)
     if not parts:
         raise BadInput(f"{p}: the SAS file holds no records")
     return pd.concat(parts, ignore_index=True)
+
+
+def _read_sas_pyreadstat(p: Path, fmt: str, columns, first_error: Exception) -> pd.DataFrame:
+    try:
+        import pyreadstat
+    except ImportError:
+        raise BadInput(f"{p}: not a readable SAS {fmt} file ({_first_line(first_error)})") from None
+    read = pyreadstat.read_xport if fmt == "xport" else pyreadstat.read_sas7bdat
+    try:
+        _, meta = read(str(p), metadataonly=True)
+    except Exception:  # noqa: BLE001 - report pandas' reason, the first reader's
+        raise BadInput(f"{p}: not a readable SAS {fmt} file ({_first_line(first_error)})") from None
+    _check_columns(p, columns, meta.column_names)
+    df, _ = read(str(p), usecols=list(columns) if columns is not None else None)
+    return df if columns is None else df[list(columns)]
 
 
 # --- results --------------------------------------------------------------------------------------

@@ -1,0 +1,125 @@
+"""The conformance kit (gpurisk.testing) on every built-in measure, and the kit's own teeth: measures
+broken on purpose must fail the check that is about their fault."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import gpurisk
+from gpurisk import BadInput, Measure, Result
+from gpurisk.plugins import measure_registry
+from gpurisk.testing import (check_backends_agree, check_bad_input, check_measure, check_metadata,
+                             run_measure, table_from_counts)
+
+#: built-in measures only: a third-party plugin in the environment has its own tests
+BUILTIN = sorted(n for n, r in measure_registry().items() if r.package == "gpurisk")
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_builtin_measure_conforms(name):
+    report = check_measure(measure_registry()[name].cls)
+    assert "pandas" in report.results
+    for backend, why in report.skipped.items():
+        assert backend != "pandas" and why
+
+
+def test_builtins_are_all_checked():
+    assert {"theta_hat", "theta", "pr_pu", "pr_pu_su", "match_prob_a", "theta_hat_dis"} <= set(BUILTIN)
+
+
+class Good(Measure):
+    name = "good"
+    description = "share of sample uniques"
+    reference = "hand"
+
+    def compute(self, table, ctx):
+        return Result(value=table.n_r(1) / table.n)
+
+
+def _variant(name, compute, **attrs):
+    return type(name, (Good,), {"name": name, "compute": compute, **attrs})
+
+
+def test_a_good_measure_passes():
+    report = check_measure(Good)
+    assert report.results["pandas"].value == pytest.approx(report.results["pandas"].value)
+
+
+@pytest.mark.parametrize("attrs, expect", [
+    ({"name": "Bad-Name"}, "lower_snake_case"),
+    ({"description": ""}, "description is empty"),
+    ({"reference": "a\nb"}, "reference spans several lines"),
+    ({"needs": frozenset({"telepathy"})}, "needs ['telepathy']"),
+    ({"level": "cell"}, "level 'cell'"),
+    ({"options": {"x": object()}}, "not JSON"),
+    ({"column_options": ("col",), "options": {"col": None}}, "not 'columns' in needs"),
+    ({"column_options": ("col",), "needs": frozenset({"columns"})}, "has no entry"),
+])
+def test_metadata_check_catches(attrs, expect):
+    bad = type("Bad", (Good,), attrs)
+    with pytest.raises(AssertionError, match=expect.replace("[", r"\[").replace("]", r"\]")):
+        check_metadata(bad)
+
+
+def test_metadata_check_catches_missing_compute():
+    class NoCompute(Measure):
+        name = "nocompute"
+        description = "x"
+        reference = "y"
+    with pytest.raises(AssertionError, match="does not implement compute"):
+        check_metadata(NoCompute)
+
+
+@pytest.mark.parametrize("compute, expect", [
+    (lambda self, t, c: Result(value=math.nan), "None/NaN without a reason"),
+    (lambda self, t, c: Result(value=(t.n_r(1) - t.n_r(1)) / t.n_r(1) if t.n_r(1) == 0 else 1.0),
+     "raised ZeroDivisionError"),
+    (lambda self, t, c: Result(value=math.inf if t.n_r(1) == 0 else 0.5), "not finite"),
+    (lambda self, t, c: Result(value=0.5, reason="but why"), "comes with a reason"),
+    (lambda self, t, c: 0.5, "not a gpurisk.Result"),
+    (lambda self, t, c: Result(value=np.float64(0.1), extra={"obj": object()}), "to_dict() is not JSON"),
+    (lambda self, t, c: Result(value=1.0, se=math.nan), "se nan is not a finite number"),
+    (lambda self, t, c: (_ for _ in ()).throw(BadInput("two\nlines")), "not one line"),
+])
+def test_bad_input_check_catches(compute, expect):
+    with pytest.raises(AssertionError, match=expect.replace("(", r"\(").replace(")", r"\)")):
+        check_bad_input(_variant("broken", compute))
+
+
+def test_bad_input_check_accepts_a_one_line_bad_input():
+    def compute(self, t, c):
+        raise BadInput("option x is missing")
+    check_bad_input(_variant("strict", compute))
+
+
+def test_backend_comparison_catches_a_disagreement(monkeypatch):
+    """A fake second backend (pandas under another name) and a measure that looks at the name."""
+    from gpurisk import backends
+    from gpurisk.freq import engine
+
+    def fake(name, sample, keys, **kw):
+        if name != "dask":
+            raise gpurisk.UnsupportedBackend(f"{name} not here")
+        t = engine.build_table_pandas(sample, keys, kw.get("population"), kw.get("sample_flag"),
+                                      kw.get("weights"), kw.get("missing", "category"))
+        t.backend = "dask"
+        return t
+    monkeypatch.setattr(backends, "dispatch_build", fake)
+    report = check_backends_agree(Good)
+    assert report.compared == ["dask"] and set(report.skipped) == {"cudf", "dask-cudf"}
+
+    def compute(self, t, c):
+        return Result(value=0.25 if t.backend == "dask" else 0.5)
+    with pytest.raises(AssertionError, match="backend dask: value 0.25 != pandas 0.5"):
+        check_backends_agree(_variant("drift", compute))
+
+
+def test_table_from_counts_and_run_measure():
+    table, sample, register = table_from_counts([1, 2, 0, 3], [4, 2, 5, 9])
+    assert table.f.tolist() == [1, 2, 0, 3] and table.F.tolist() == [4, 2, 5, 9]
+    np.testing.assert_allclose(table.w, [4, 2, 0, 9])
+    assert len(sample) == 6 and len(register) == 20
+    res = run_measure(measure_registry()["pr_pu"].cls, table, gpurisk.Context())
+    assert res.value == pytest.approx(0 / 20)  # no cell has F_j = 1
