@@ -54,17 +54,25 @@ def test_global_risk_and_expected_reidentifications_testdata():
     assert res.extra["records_above_threshold"] == int((want["risk"] > 0.1).sum())
 
 
-def test_without_weights_is_sdcmicros_one_over_fk_with_a_warning():
+def test_without_weights_sdcmicros_one_over_fk_only_when_asked():
     df = _testdata()
     want = pd.read_csv(data_path("sdcmicro/reference/testdata_now_fk_Fk_risk.csv"))
     table = gpurisk.build_table(df, TESTDATA_KEYS)
-    with pytest.warns(UserWarning, match="F_k = f_k"):
-        got = gc.record_risk(table)
-    np.testing.assert_allclose(got, want["risk"], rtol=1e-8, atol=1e-12)
-    a = gpurisk.assess(df, TESTDATA_KEYS, measures=["indiv_risk"])
-    assert a.measures["indiv_risk"].extra["Fk_from"] == "sample"
-    assert any("F_k = f_k" in w for w in a.warnings)
-    assert a.measures["indiv_risk"].value == pytest.approx(want["risk"].mean(), rel=1e-10)
+    np.testing.assert_allclose(gc.record_risk(table, Fk="sample"), want["risk"], rtol=1e-8, atol=1e-12)
+    with pytest.raises(gpurisk.BadInput, match="indiv_risk.Fk=sample"):
+        gc.record_risk(table)
+    res = gpurisk.assess(df, TESTDATA_KEYS, measures=["indiv_risk"]).measures["indiv_risk"]
+    assert res.value is None and "--option indiv_risk.Fk=sample" in res.reason
+    res = gpurisk.assess(df, TESTDATA_KEYS, measures=["indiv_risk"],
+                         options={"indiv_risk": {"Fk": "sample"}}).measures["indiv_risk"]
+    assert res.extra["Fk_from"] == "sample"
+    assert res.value == pytest.approx(want["risk"].mean(), rel=1e-10)
+    # asking for a source that is not there says what is missing
+    res = gpurisk.assess(df, TESTDATA_KEYS, measures=["indiv_risk"],
+                         options={"indiv_risk": {"Fk": "weights"}}).measures["indiv_risk"]
+    assert res.value is None and "--weights" in res.reason
+    with pytest.raises(gpurisk.BadInput, match="indiv_risk.Fk='census'"):
+        gpurisk.assess(df, TESTDATA_KEYS, measures=["indiv_risk"], options={"indiv_risk": {"Fk": "census"}})
 
 
 def test_fraction_and_population_give_fk():
@@ -175,7 +183,7 @@ def test_exact_method_through_assess_and_options():
     want = 0.5 * float(np.dot(t.f, gc.cell_risk(t.f, t.w, "exact"))) / t.n
     assert res.value == pytest.approx(want, rel=1e-12) and res.extra["method"] == "exact"
     with pytest.raises(gpurisk.BadInput, match="indiv_risk.method"):
-        gpurisk.assess(df, TESTDATA_KEYS, measures=["indiv_risk"],
+        gpurisk.assess(df, TESTDATA_KEYS, measures=["indiv_risk"], fraction=0.01,
                        options={"indiv_risk": {"method": "bogus"}})
 
 
@@ -186,7 +194,7 @@ def test_cli_json_and_bad_option():
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["measures"]["indiv_risk"]["value"] == pytest.approx(0.005411326, abs=5e-10)
-    bad = run_cli("assess", path, "--keys", "sex", "--measures", "indiv_risk",
+    bad = run_cli("assess", path, "--keys", "sex", "--measures", "indiv_risk", "--fraction", "0.01",
                   "--option", "indiv_risk.method=fast")
     assert bad.returncode == 2
     assert bad.stderr.strip().count("\n") == 0 and "indiv_risk.method='fast'" in bad.stderr

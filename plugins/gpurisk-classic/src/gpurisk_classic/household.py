@@ -6,7 +6,8 @@ A household is re-identified when any of its members is: with r_i the individual
     r_h = 1 - Π_{i in h} (1 - r_i),
 
 and, over the n records, ER_hier = Σ_i r_{h(i)} (expected re-identifications) and the hierarchical
-risk ER_hier / n (the measure's value). Computed as r_h = -expm1(Σ_{i in h} log1p(-r_i)), one
+risk ER_hier / n (the measure's value). Options ``method``, ``qual`` and ``Fk`` as for ``indiv_risk``.
+Computed as r_h = -expm1(Σ_{i in h} log1p(-r_i)), one
 ``bincount`` over household codes.
 """
 from __future__ import annotations
@@ -43,7 +44,7 @@ class HouseholdRisk(Measure):
     needs = frozenset({"records", "columns"})
     level = "record"
     reference = "sdcMicro measure_risk (hid, fast_hier); Templ, Kowarik & Meindl (2015) JSS 67(4)"
-    options = {"household": None, "method": "approx", "qual": 1.0}
+    options = {"household": None, "method": "approx", "qual": 1.0, "Fk": "auto"}
     column_options = ("household",)
 
     def compute(self, table, ctx: Context) -> Result:

@@ -5,14 +5,15 @@ Per record i in cell k: r_i = r_k (see :mod:`gpurisk_classic.risk`). As sdcMicro
     expected re-identifications  ER = Σ_i r_i = Σ_k f_k r_k
     global risk                     = ER / n           (the measure's value)
 
-F̂_k, the estimated population count of cell k, is the first available of: the sum of the design
-weights in the cell (``--weights``, sdcMicro's Fk), the population count F_k (``--population`` or
-``--sample-flag``), f_k / π (``--fraction``), and finally f_k itself (sdcMicro's convention without
-weights, which makes every risk 1/f_k; a warning says so).
+F̂_k, the estimated population count of cell k, comes from the option ``Fk`` (default ``auto``: the
+first available of the next three): ``weights``, the sum of the design weights in the cell
+(``--weights``, sdcMicro's Fk); ``population``, the population count F_k (``--population`` or
+``--sample-flag``); ``fraction``, f_k / π (``--fraction``); or ``sample``, f_k itself: sdcMicro's
+convention for data without weights, which treats the file as the population and makes every risk
+1/f_k. That last one is never chosen by ``auto``: without weights, population or π the measure does
+not apply (and says how to give one).
 """
 from __future__ import annotations
-
-import warnings
 
 import numpy as np
 
@@ -23,16 +24,24 @@ from .risk import METHODS, cell_risk
 FK_SOURCES = ("weights", "population", "fraction", "sample")
 
 
-def estimated_population(table, ctx: Context) -> tuple[np.ndarray, str]:
-    """(F̂_k for every cell, where it came from: one of :data:`FK_SOURCES`)."""
+def estimated_population(table, ctx: Context, source: str = "auto",
+                         name: str = "indiv_risk") -> tuple[np.ndarray | None, str]:
+    """(F̂_k for every cell, or None when ``source`` is not available; the source used)."""
+    if source not in ("auto",) + FK_SOURCES:
+        raise BadInput(f"{name}.Fk={source!r} is not one of auto, {', '.join(FK_SOURCES)}")
     f = np.asarray(table.f, dtype=np.float64)
-    if table.w is not None:
-        return np.asarray(table.w, dtype=np.float64), "weights"
-    if table.F is not None:
-        return np.asarray(table.F, dtype=np.float64), "population"
-    if ctx.fraction:
-        return f / float(ctx.fraction), "fraction"
-    return f, "sample"
+    have = {"weights": None if table.w is None else np.asarray(table.w, dtype=np.float64),
+            "population": None if table.F is None else np.asarray(table.F, dtype=np.float64),
+            "fraction": f / float(ctx.fraction) if ctx.fraction else None,
+            "sample": f}
+    if source == "auto":
+        source = next((s for s in FK_SOURCES[:3] if have[s] is not None), "weights")
+    return have[source], source
+
+
+NO_FK = {"weights": "needs design weights (--weights COL)",
+         "population": "needs population counts (--population POP or --sample-flag COL)",
+         "fraction": "needs the sampling fraction (--fraction)"}
 
 
 def risk_options(name: str, ctx: Context, defaults) -> tuple[str, float]:
@@ -52,24 +61,32 @@ def risk_options(name: str, ctx: Context, defaults) -> tuple[str, float]:
 def risk_of_cells(name: str, table, ctx: Context, defaults) -> tuple[np.ndarray | None, str, str | None]:
     """(r_k per cell or None, F̂ source, reason when the risk cannot be computed)."""
     method, qual = risk_options(name, ctx, defaults)
-    Fk, source = estimated_population(table, ctx)
+    wanted = ctx.option(name, "Fk", defaults["Fk"])
+    Fk, source = estimated_population(table, ctx, wanted, name)
+    if Fk is None:
+        why = NO_FK[source]
+        if wanted == "auto":
+            why = (f"needs an estimate of the population counts F_k: give --weights, --population, "
+                   f"--sample-flag or --fraction (or --option {name}.Fk=sample for sdcMicro's "
+                   "unweighted convention F_k = f_k)")
+        return None, source, why
     f = np.asarray(table.f)
     below = (f > 0) & (Fk < f * (1 - 1e-9))
     if below.any():
         return None, source, (f"the weights of {int(below.sum())} cell(s) sum to less than their "
                               "sample count (design weights below 1?), so they cannot estimate F_k")
-    if source == "sample":
-        warnings.warn(f"{name}: no weights, population or sampling fraction, so F_k = f_k "
-                      "(sdcMicro's convention) and every risk is 1/f_k", stacklevel=2)
     return cell_risk(f, Fk, method, qual), source, None
 
 
-def record_risk(table, method: str = "approx", qual: float = 1.0, fraction: float | None = None) -> np.ndarray:
+def record_risk(table, method: str = "approx", qual: float = 1.0, fraction: float | None = None,
+                Fk: str = "auto") -> np.ndarray:
     """Each sample record's individual risk, in the sample's record order (sdcMicro's ``risk`` column).
 
-    F̂_k as for the measure: the table's weights, else its population, else f_k / ``fraction``, else f_k.
+    F̂_k as for the measure (option ``Fk``): the table's weights, else its population, else
+    f_k / ``fraction``; ``Fk="sample"`` takes F̂_k = f_k (sdcMicro without weights).
     """
-    ctx = Context(fraction=fraction, options={IndividualRisk.name: {"method": method, "qual": qual}})
+    ctx = Context(fraction=fraction,
+                  options={IndividualRisk.name: {"method": method, "qual": qual, "Fk": Fk}})
     r, _, why = risk_of_cells(IndividualRisk.name, table, ctx, IndividualRisk.options)
     if r is None:
         raise BadInput(why)
@@ -83,7 +100,7 @@ class IndividualRisk(Measure):
     level = "record"
     reference = ("Benedetti & Franconi (1998); Franconi & Polettini (2004) PSD LNCS 3050; "
                  "sdcMicro indivRisk / measure_risk")
-    options = {"method": "approx", "qual": 1.0, "threshold": 0.1}
+    options = {"method": "approx", "qual": 1.0, "threshold": 0.1, "Fk": "auto"}
 
     def compute(self, table, ctx: Context) -> Result:
         r, source, why = risk_of_cells(self.name, table, ctx, self.options)
