@@ -4,6 +4,11 @@ A measure is a class registered through the ``gpurisk_register_measures`` hook (
 :mod:`gpurisk.hookspecs`). The host instantiates it and calls :meth:`Measure.compute` with a
 :class:`~gpurisk.freq.table.FreqTable` (counts only, never records or backend frames) and a
 :class:`Context` (sampling fraction, options, seed). It returns a :class:`Result`.
+
+A measure that needs a non-key variable (l-diversity's sensitive variable, a household id) names it
+with an option listed in ``column_options``; the host then passes that column's values, one numpy
+array in record order, as ``ctx.column(name)`` (and ``gpurisk.cell_value_counts`` tabulates them
+within cells).
 """
 from __future__ import annotations
 
