@@ -97,6 +97,7 @@ def main(argv=None):
     ap.add_argument("--scale", default="1,10")
     ap.add_argument("--data", default=None)
     ap.add_argument("--no-png", action="store_true")
+    ap.add_argument("--no-pycanon-l", action="store_true", help="skip pycanon's l-diversity (slow)")
     args = ap.parse_args(argv)
     base = pd.read_csv(data_file(args.data), sep=";")
     try:
@@ -135,7 +136,7 @@ def main(argv=None):
             t_c, k_c = timed(lambda: pycanon.k_anonymity(df, KEYS), rep, warm)
             rows.append((n, "pycanon k_anonymity", t_c,
                          f"k = {k_c}; equals gpurisk's k achieved: {k_c == res_k.extra['k_achieved']}"))
-            if n <= 200_000:  # pycanon's l-diversity loops over classes in Python: minutes beyond
+            if n <= 200_000 and not args.no_pycanon_l:  # pycanon's l-diversity loops over classes in Python: minutes beyond
                 keys7 = [k for k in KEYS if k != "iinjury"]
                 t_cl, l_c = timed(lambda: pycanon.l_diversity(df, keys7, ["iinjury"]), 1, False)
                 rows.append((n, "pycanon l_diversity (one run)", t_cl,
