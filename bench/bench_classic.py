@@ -170,10 +170,11 @@ def plot(rows):
     out = ROOT / "bench" / "out"
     out.mkdir(parents=True, exist_ok=True)
     sel = [r for r in rows if not np.isnan(r[2]) and not r[1].startswith("cell_risk")]
-    labels = [f"{r[1][:48]} (n={r[0]:,})" for r in sel]
+    labels = [f"{r[1][:56]} (n={r[0]:,})" for r in sel]
     fig, ax = plt.subplots(figsize=(10, 0.45 * len(sel) + 1.2))
-    ax.barh(range(len(sel)), [r[2] * 1000 for r in sel], color=["tab:blue" if "gpurisk" in r[1] or
-            r[1].startswith(("indiv", "k_an", "l_div")) else "tab:gray" for r in sel])
+    ax.barh(range(len(sel)), [r[2] * 1000 for r in sel],
+            color=["tab:gray" if r[1].startswith(("pandas", "pycanon", "sdcMicro")) else "tab:blue"
+                   for r in sel])
     ax.set_yticks(range(len(sel)), labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xscale("log")
