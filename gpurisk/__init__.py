@@ -25,3 +25,5 @@ __all__ = ["assess", "Assessment", "build_table", "run_measures", "FreqTable", "
            "Context", "hookimpl", "BadInput", "GpuriskError", "PluginError", "UnsupportedBackend",
            "config", "read_table", "__version__", "validate", "Validation"]
 __all__ += ["write_results", "cell_value_counts", "CellValueCounts"]
+from .scan import ScanResult, read_scan, scan  # noqa: E402
+__all__ += ["scan", "ScanResult", "read_scan"]

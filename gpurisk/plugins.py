@@ -38,6 +38,13 @@ BUILTIN_PLUGINS = (
     "gpurisk.measures.theta_hat_weighted",
     "gpurisk.perturb.swap",
     "gpurisk.perturb.pram",
+    "gpurisk.measures.pop_uniques",
+    "gpurisk.measures.sample_uniques",
+    "gpurisk.measures.risk_fishing",
+    "gpurisk.measures.risk_fishing_subsample",
+    "gpurisk.measures.risk_response",
+    "gpurisk.measures.risk_broad",
+    "gpurisk.measures.bethlehem_flag",
 )
 
 _pm: pluggy.PluginManager | None = None

@@ -1,0 +1,537 @@
+"""Roll a :class:`FreqTable` up the lattice of key subsets, and regroup categories, by summing counts.
+
+A table over keys (a, b, c, d) holds everything needed for the table over any subset, say (b, d):
+each fine cell belongs to exactly one coarse cell, whose mixed-radix id is computed from the fine
+cell's codes, and f, F and w are summed per coarse cell. The same pass can map categories through a
+lookup table (a recode: 111 single years of age -> 20 five-year bands), so a recode never touches the
+records either. The cost is proportional to the fine table's cells, never to the records.
+
+Two ways to sum, both vectorised and written against ``table.xp`` (numpy or cupy):
+
+- dense: when the coarse id space is small, ``bincount`` over the coarse ids (one pass; f and F are
+  packed into one float64 weight when the totals allow it exactly, so one ``bincount`` sums both);
+- sorted: otherwise, sort the coarse ids, mark run starts, give each fine cell its run's index, and
+  ``bincount`` over those indices.
+
+When the coarse key space overflows int64 the ids are surrogate (dense ranks, densified left to right
+exactly as :func:`gpurisk.freq.cellid.surrogate_ids` does, so the cells come out in the same order as a
+recount) and the coarse table keeps each cell's codes.
+
+:class:`Lattice` plans a whole family of subsets: every table is summed from the smallest table
+already built that contains it, adding intermediate tables where that is cheaper overall (estimated
+from a sample of the finest table's cells).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import BadInput
+from .cellid import INT64_LIMIT, decode_radix
+from .table import FreqTable
+
+#: coarse id spaces up to this many cells are summed into a dense accumulator ...
+DENSE_LIMIT = 1 << 24
+#: ... provided the space is at most this many times the fine table's cells (or below DENSE_MIN)
+DENSE_FACTOR = 8
+DENSE_MIN = 1 << 16
+#: rows per chunk when decoding cell ids (keeps the working set in cache)
+CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class CodeMap:
+    """A regrouping of one key's categories: ``lut[old_code] = new_code``, and the new labels."""
+
+    lut: np.ndarray
+    categories: list
+
+    def __post_init__(self):
+        if len(self.lut) and (int(np.max(self.lut)) >= len(self.categories) or int(np.min(self.lut)) < 0):
+            raise ValueError("CodeMap.lut points outside its categories")
+
+
+def _smallest_int(card: int):
+    for dt in (np.int8, np.int16, np.int32):
+        if card <= np.iinfo(dt).max:
+            return dt
+    return np.int64
+
+
+def cell_codes(table: FreqTable) -> list:
+    """Per key, the code of each cell, in the smallest integer dtype (``table.xp`` arrays).
+
+    Faster than :meth:`FreqTable.cell_codes` on numpy: the mixed-radix ids are divided in float64
+    (exact for id spaces below 2**50, see below) chunk by chunk.
+    """
+    xp = table.xp
+    cards = table.cards
+    if table.stored_cell_codes is not None:
+        return [xp.asarray(c).astype(_smallest_int(k), copy=False)
+                for c, k in zip(table.stored_cell_codes, cards)]
+    ids = table.cell_id
+    space = math.prod(cards)
+    if xp is not np or space >= 2**50:
+        return [c.astype(_smallest_int(k)) for c, k in zip(decode_radix(ids, cards), cards)]
+    # For an integer 0 <= a < 2**50 and k >= 2, floor((a + 0.5) * fl(1/k)) is exactly a // k: the
+    # exact (a + 0.5) / k is at least 0.5 / k away from an integer, the float error is below
+    # (a + 0.5) / k * 2**-51 < 0.5 / k.
+    m = ids.shape[0]
+    out = [np.empty(m, dtype=_smallest_int(k)) for k in cards]
+    for start in range(0, m, CHUNK):
+        rest = ids[start:start + CHUNK].astype(np.float64)
+        for v in range(len(cards) - 1, 0, -1):
+            k = float(cards[v])
+            q = np.floor((rest + 0.5) * (1.0 / k))
+            out[v][start:start + CHUNK] = rest - q * k
+            rest = q
+        out[0][start:start + CHUNK] = rest
+    return out
+
+
+def _key_index(table: FreqTable, keys: Sequence[str]) -> list[int]:
+    keys = list(keys)
+    if not keys:
+        raise BadInput("a roll-up needs at least one key")
+    dup = sorted({k for k in keys if keys.count(k) > 1})
+    if dup:
+        raise BadInput(f"key(s) {', '.join(map(repr, dup))} named more than once")
+    missing = [k for k in keys if k not in table.keys]
+    if missing:
+        raise BadInput(f"key(s) {', '.join(map(repr, missing))} are not in the table "
+                       f"(its keys: {', '.join(table.keys)})")
+    return [table.keys.index(k) for k in keys]
+
+
+def _radix(xp, codes, cards):
+    """Mixed-radix ids of the code tuples, in the smallest integer type that holds them."""
+    space = math.prod(int(k) for k in cards)
+    dt = xp.int16 if space <= 2**15 else xp.int32 if space <= 2**31 else xp.int64
+    ids = codes[0].astype(dt)
+    for c, k in zip(codes[1:], cards[1:]):
+        ids *= dt(int(k))
+        ids += c
+    return ids
+
+
+def _surrogate(xp, codes, cards):
+    """Order-preserving dense ranks of the code tuples, densified when the next key would overflow."""
+    acc = codes[0].astype(xp.int64)
+    space = int(cards[0])
+    for c, k in zip(codes[1:], cards[1:]):
+        if space * int(k) > INT64_LIMIT:
+            uniq, acc = xp.unique(acc, return_inverse=True)
+            acc = acc.reshape(-1).astype(xp.int64)
+            space = int(uniq.shape[0])
+        acc = acc * int(k) + c
+        space *= int(k)
+    return acc
+
+
+def pack_limit_ok(n: int, N: int) -> int | None:
+    """Bits to shift F by when f and F can share one float64 weight exactly, else None."""
+    b = max(1, int(n).bit_length())
+    return b if N * (1 << b) + n < 2**53 else None
+
+
+def regroup(table: FreqTable, keys: Sequence[str], maps: Mapping[str, CodeMap] | None = None,
+            codes: list | None = None, return_inverse: bool = False, packed=None):
+    """The table over ``keys`` (a subset of ``table.keys``, in this order), categories mapped by ``maps``.
+
+    Sums f, F and w of the fine cells into the coarse cells. ``codes`` are the fine table's cell codes
+    when already known (see :func:`cell_codes`). With ``return_inverse`` also returns, per fine cell,
+    the index of its coarse cell.
+    """
+    xp = table.xp
+    keys = tuple(keys)
+    idx = _key_index(table, keys)
+    maps = dict(maps or {})
+    unknown = [k for k in maps if k not in keys]
+    if unknown:
+        raise BadInput(f"recode for key(s) {', '.join(map(repr, unknown))} that are not in the table")
+    if codes is None:
+        codes = cell_codes(table)
+    sub_codes, cards, cats = [], [], []
+    for k, i in zip(keys, idx):
+        c = codes[i]
+        m = maps.get(k)
+        if m is not None:
+            if len(m.lut) != table.cards[i]:
+                raise BadInput(f"recode of {k!r} maps {len(m.lut)} categories but the table has "
+                               f"{table.cards[i]}")
+            c = xp.asarray(m.lut)[c]
+            cards.append(len(m.categories))
+            cats.append(list(m.categories))
+        else:
+            cards.append(table.cards[i])
+            cats.append(table.categories[i])
+        sub_codes.append(c)
+    m_cells = int(table.cell_id.shape[0])
+    space = math.prod(cards)
+    radix = space <= INT64_LIMIT
+    sub = _radix(xp, sub_codes, cards) if radix else _surrogate(xp, sub_codes, cards)
+    dense = radix and space <= DENSE_LIMIT and (space <= DENSE_MIN or space <= DENSE_FACTOR * m_cells)
+    if dense:
+        target, length = sub, int(space)
+    else:
+        order = xp.argsort(sub)
+        s = sub[order]
+        bound = s[1:] != s[:-1]
+        starts = xp.concatenate([xp.zeros(1, dtype=bool), bound]) if m_cells else bound
+        run = xp.cumsum(starts, dtype=xp.int64)
+        inv = xp.empty(m_cells, dtype=xp.int64)
+        inv[order] = run
+        first = xp.flatnonzero(xp.concatenate([xp.ones(1, dtype=bool), bound])) if m_cells else run
+        target, length = inv, int(first.shape[0])
+    if packed is None:
+        packed = pack_weights(table)
+    acc = xp.bincount(target, weights=packed[0], minlength=length)
+    acc2 = (xp.bincount(target, weights=packed[1], minlength=length)
+            if packed[1] is not None else None)
+    w_sum = (xp.bincount(target, weights=table.w, minlength=length)
+             if table.w is not None else None)
+    stored = None
+    if dense:
+        present = xp.flatnonzero(acc)
+        cell_id = present.astype(xp.int64)
+        acc = acc[present]
+        acc2 = acc2[present] if acc2 is not None else None
+        w_sum = w_sum[present] if w_sum is not None else None
+        if return_inverse:
+            lut = xp.zeros(length, dtype=xp.int64)
+            lut[present] = xp.arange(present.shape[0], dtype=xp.int64)
+            inverse = lut[sub]
+    else:
+        cell_id = s[first].astype(xp.int64)
+        if not radix:
+            rep = order[first]
+            stored = [c[rep].astype(xp.int64) for c in sub_codes]
+        inverse = inv if return_inverse else None
+    f_sum, F_sum = unpack_counts(xp, acc, acc2, packed[2], table.F is not None)
+    child = FreqTable(keys, cats, cell_id, f_sum, F_sum, w_sum, radix, xp, stored, None,
+                      table.backend)
+    if table.record_locator is not None:
+        child.record_locator = _locator(table, keys, maps)
+    return (child, inverse) if return_inverse else child
+
+
+def pack_weights(table: FreqTable):
+    """(weights, second weights or None, bits) to sum f and F with one or two ``bincount`` calls.
+
+    With a population, f and F share one float64 weight ``F * 2**bits + f`` whenever every sum stays
+    an exact integer below 2**53; the accumulator is then non-zero exactly on the cells with F > 0.
+    """
+    xp = table.xp
+    if table.F is None:
+        return table.f, None, None
+    bits = pack_limit_ok(int(table.f.sum()), int(table.F.sum()))
+    if bits is None:
+        return table.F, table.f, None
+    return table.F.astype(xp.float64) * float(1 << bits) + table.f, None, bits
+
+
+def unpack_counts(xp, acc, acc2, bits, has_F):
+    """Inverse of :func:`pack_weights` on the summed accumulators: (f, F) as int64."""
+    tot = xp.rint(acc).astype(xp.int64)
+    if not has_F:
+        return tot, None
+    if bits is None:
+        return xp.rint(acc2).astype(xp.int64), tot
+    return tot & ((1 << bits) - 1), tot >> bits
+
+
+def _locator(parent: FreqTable, keys, maps):
+    def locate():
+        _, inv = regroup(parent, keys, maps, return_inverse=True)
+        return inv[parent.record_cell()]
+    return locate
+
+
+def rollup(table: FreqTable, keys: Sequence[str]) -> FreqTable:
+    """The table over a subset of ``table.keys`` (in the given order), summed from ``table``."""
+    return regroup(table, keys)
+
+
+def recode_table(table: FreqTable, maps: Mapping[str, CodeMap]) -> FreqTable:
+    """``table`` with the categories of some keys regrouped (same keys, same order)."""
+    if not maps:
+        return table
+    return regroup(table, table.keys, maps)
+
+
+# --------------------------------------------------------------------------------------------
+# planning a family of subsets
+
+
+def _mask(idx: Iterable[int]) -> int:
+    m = 0
+    for i in idx:
+        m |= 1 << i
+    return m
+
+
+def _bits(mask: int) -> list[int]:
+    return [i for i in range(mask.bit_length()) if mask >> i & 1]
+
+
+@dataclass
+class Plan:
+    """Which tables to build, in which order, each from which parent (all by root-key bitmasks)."""
+
+    order: list[int]                      # masks, parents before children
+    parent: dict[int, int]                # mask -> parent mask (root: absent)
+    targets: list[int]                    # the wanted masks, in the caller's order
+    estimate: dict[int, float] = field(default_factory=dict)
+    intermediates: list[int] = field(default_factory=list)
+
+    def needed(self, wanted: Iterable[int]) -> set[int]:
+        """The masks to build to obtain ``wanted``: themselves and their chains of parents."""
+        need: set[int] = set()
+        for m in wanted:
+            while m in self.parent and m not in need:
+                need.add(m)
+                m = self.parent[m]
+        return need
+
+
+class Lattice:
+    """Tables for many key subsets of one finest ``root`` table, each summed from a small parent.
+
+    ``tables(targets)`` yields ``(i, table)`` for every target key tuple (in an order where parents
+    come first), keeping a table only while a later one will be summed from it.
+    """
+
+    #: roots with fewer cells than this are planned without intermediates (everything is cheap)
+    PLAN_MIN_CELLS = 1 << 17
+    #: cells sampled from the root to estimate the size of a subset's table
+    SAMPLE = 1 << 13
+    #: a roll-up's fixed cost, in cells, charged when weighing an intermediate table
+    OVERHEAD = 1 << 14
+    #: a roll-up that must sort reads each fine cell this many times more slowly than a bincount
+    SORT_PENALTY = 8.0
+    #: at most this many candidate intermediates are weighed
+    MAX_CANDIDATES = 400
+    #: families with more tables than this are planned without intermediates, parents found locally
+    MAX_PLANNED = 3000
+
+    def __init__(self, root: FreqTable, codes: list | None = None):
+        self.root = root
+        self.keys = tuple(root.keys)
+        self.full = (1 << len(self.keys)) - 1
+        self._root_codes = codes
+        self._sample_codes = None
+        self.built = 0        # roll-ups done by the last tables() call
+        self.cells_read = 0   # fine cells read by them
+
+    # --- helpers -------------------------------------------------------------------------------
+    @property
+    def root_codes(self) -> list:
+        if self._root_codes is None:
+            self._root_codes = cell_codes(self.root)
+        return self._root_codes
+
+    def mask_of(self, keys: Sequence[str]) -> int:
+        return _mask(_key_index(self.root, keys))
+
+    @property
+    def root_cells(self) -> int:
+        return int(self.root.cell_id.shape[0])
+
+    def _space(self, mask: int) -> int:
+        return math.prod(self.root.cards[i] for i in _bits(mask))
+
+    def estimate(self, mask: int) -> float:
+        """Estimated number of cells of the table over ``mask`` (GEE estimator on sampled cells)."""
+        m = self.root_cells
+        if mask == self.full:
+            return float(m)
+        bound = float(min(m, self._space(mask)))
+        if self._sample_codes is None:
+            rng = np.random.default_rng(0)
+            take = min(m, self.SAMPLE)
+            pick = np.sort(rng.choice(m, size=take, replace=False)) if take < m else np.arange(m)
+            xp = self.root.xp
+            pick_x = xp.asarray(pick)
+            self._sample_codes = [np.asarray(_np(c[pick_x])).astype(np.int64) for c in self.root_codes]
+        idx = _bits(mask)
+        cards = [self.root.cards[i] for i in idx]
+        codes = [self._sample_codes[i] for i in idx]
+        sub = _radix(np, codes, cards) if self._space(mask) <= INT64_LIMIT else _surrogate(np, codes, cards)
+        _, cnt = np.unique(sub, return_counts=True)
+        d = cnt.size
+        s = codes[0].size
+        if s >= m:
+            return float(d)
+        f1 = int((cnt == 1).sum())
+        gee = math.sqrt(m / s) * f1 + (d - f1)
+        return float(min(bound, max(d, gee)))
+
+    # --- planning ------------------------------------------------------------------------------
+    def plan(self, targets: Sequence[Sequence[str]]) -> Plan:
+        masks = [self.mask_of(t) for t in targets]
+        uniq = list(dict.fromkeys(masks))
+        big = self.root_cells >= self.PLAN_MIN_CELLS
+        est: dict[int, float] = {self.full: float(self.root_cells)}
+        for m in uniq:
+            if m not in est:
+                est[m] = self.estimate(m) if big else float(min(self.root_cells, self._space(m)))
+        chosen: list[int] = []
+        if big and len(uniq) <= self.MAX_PLANNED:
+            chosen = self._choose_intermediates(uniq, est)
+        nodes = [m for m in dict.fromkeys(uniq + chosen) if m != self.full]
+        parent = self._parents(nodes, est)
+        order = sorted(nodes, key=lambda m: (-bin(m).count("1"), m))
+        return Plan(order, parent, masks, est, chosen)
+
+    def _parents(self, nodes: list[int], est: dict[int, float]) -> dict[int, int]:
+        """Each node's parent: the strict superset among the nodes (or the root) with fewest cells."""
+        if not nodes:
+            return {}
+        if len(nodes) <= self.MAX_PLANNED:
+            vm = np.array(nodes, dtype=np.uint64)
+            ve = np.array([est[m] for m in nodes])
+            sup = ((vm[:, None] & ~vm[None, :]) == 0) & (vm[:, None] != vm[None, :])
+            e = np.where(sup, ve[None, :], np.inf)
+            j = np.argmin(e, axis=1)
+            best = e[np.arange(len(nodes)), j]
+            return {m: (nodes[int(jj)] if b < est[self.full] else self.full)
+                    for m, jj, b in zip(nodes, j, best)}
+        # many nodes: look only at supersets with one or two more keys
+        have = set(nodes)
+        n = len(self.keys)
+        out = {}
+        for m in nodes:
+            best, be = self.full, est[self.full]
+            free = [i for i in range(n) if not m >> i & 1]
+            for a, i in enumerate(free):
+                for c in [m | 1 << i] + [m | 1 << i | 1 << j for j in free[a + 1:]]:
+                    if c in have and est[c] < be:
+                        best, be = c, est[c]
+            out[m] = best
+        return out
+
+    def _choose_intermediates(self, targets: list[int], est: dict[int, float]) -> list[int]:
+        """Greedy choice of extra tables that lower the total cells read (HRU-style benefit)."""
+        tset = set(targets) | {self.full}
+        cands: dict[int, int] = {}
+        n = len(self.keys)
+        pairs = len(targets) * n * n <= 200_000
+        for t in targets:
+            free = [i for i in range(n) if not t >> i & 1]
+            for a, i in enumerate(free):
+                c = t | 1 << i
+                if c not in tset:
+                    cands[c] = cands.get(c, 0) + 1
+                for j in (free[a + 1:] if pairs else ()):
+                    c2 = c | 1 << j
+                    if c2 not in tset:
+                        cands[c2] = cands.get(c2, 0) + 1
+        if not cands:
+            return []
+        cand = sorted(cands, key=lambda c: (-cands[c], c))[: self.MAX_CANDIDATES]
+        for c in cand:
+            if c not in est:
+                est[c] = self.estimate(c)
+        V = [v for v in targets if v != self.full]
+        vm = np.array(V, dtype=np.uint64)
+        cm = np.array(cand, dtype=np.uint64)
+        ve = np.array([est[v] for v in V])
+        ce = np.array([est[c] for c in cand])
+        vpen = np.array([self._penalty(v) for v in V])
+        cpen = np.array([self._penalty(c) for c in cand])
+        root = float(self.root_cells)
+
+        def smallest_superset(masks):
+            sup = ((masks[:, None] & ~vm[None, :]) == 0) & (masks[:, None] != vm[None, :])
+            return np.minimum(np.where(sup, ve[None, :], np.inf).min(axis=1, initial=np.inf), root)
+
+        vcost = vpen * smallest_superset(vm)    # cells read to build each target, as things stand
+        ccost = cpen * smallest_superset(cm)    # ... and each candidate
+        # sub[i, j]: node j is a strict subset of candidate i (nodes: targets, then chosen ones)
+        sub = ((vm[None, :] & ~cm[:, None]) == 0) & (vm[None, :] != cm[:, None])
+        npen = vpen.copy()
+        alive = np.ones(len(cand), dtype=bool)
+        chosen = []
+        while alive.any():
+            gain = (sub * np.maximum(0.0, vcost[None, :] - npen[None, :] * ce[:, None])).sum(axis=1)
+            benefit = np.where(alive, gain - ccost - self.OVERHEAD, -np.inf)
+            i = int(np.argmax(benefit))
+            if benefit[i] <= 0:
+                break
+            chosen.append(int(cand[i]))
+            alive[i] = False
+            vcost = np.where(sub[i], np.minimum(vcost, npen * ce[i]), vcost)
+            below = ((cm & ~cm[i]) == 0) & (cm != cm[i])
+            ccost = np.where(below, np.minimum(ccost, cpen * ce[i]), ccost)
+            sub = np.concatenate([sub, ((cm[i] & ~cm) == 0)[:, None] & (cm != cm[i])[:, None]], axis=1)
+            vcost = np.append(vcost, ccost[i])
+            npen = np.append(npen, cpen[i])
+        return chosen
+
+    def _penalty(self, mask: int) -> float:
+        """Relative cost per fine cell of building a table: sorting costs more than a bincount."""
+        space = self._space(mask)
+        return 1.0 if space <= DENSE_LIMIT else self.SORT_PENALTY
+
+    # --- running -------------------------------------------------------------------------------
+    def tables(self, targets: Sequence[Sequence[str]], skip: Iterable[int] = (),
+               plan: Plan | None = None) -> Iterator[tuple[int, FreqTable]]:
+        """Yield ``(i, table)`` for every target ``i`` not in ``skip``; parents before children.
+
+        The table of target i has exactly the keys ``targets[i]`` in that order. The set of roll-ups
+        done for a target never depends on ``skip`` (the plan is fixed by the targets), so every
+        table comes out bit-identical whichever targets are skipped.
+        """
+        targets = [tuple(t) for t in targets]
+        plan = plan or self.plan(targets)
+        skip = set(skip)
+        by_mask: dict[int, list[int]] = {}
+        for i, m in enumerate(plan.targets):
+            if i not in skip:
+                by_mask.setdefault(m, []).append(i)
+        need = plan.needed(by_mask)
+        children: dict[int, int] = {}
+        for m in need:
+            p = plan.parent[m]
+            children[p] = children.get(p, 0) + 1
+        cache: dict[int, list] = {self.full: [self.root, self._root_codes, None]}
+        self.built = 0
+        self.cells_read = 0
+        for i in by_mask.get(self.full, []):
+            t = targets[i]
+            yield i, (self.root if t == self.keys else regroup(self.root, t, codes=self.root_codes))
+        for m in plan.order:
+            if m not in need:
+                continue
+            p = plan.parent[m]
+            node = cache[p]
+            ptab = node[0]
+            if node[1] is None:
+                node[1] = cell_codes(ptab)
+                if p == self.full:
+                    self._root_codes = node[1]
+            if node[2] is None:
+                node[2] = pack_weights(ptab)
+            tab = regroup(ptab, tuple(self.keys[j] for j in _bits(m)), codes=node[1], packed=node[2])
+            self.built += 1
+            self.cells_read += int(ptab.cell_id.shape[0])
+            children[p] -= 1
+            if children[p] == 0 and p != self.full:
+                del cache[p]
+            if children.get(m):
+                cache[m] = [tab, None, None]
+            for i in by_mask.get(m, []):
+                t = targets[i]
+                yield i, (tab if t == tab.keys else _reorder(tab, t))
+
+
+def _reorder(table: FreqTable, keys: tuple[str, ...]) -> FreqTable:
+    """The same table with its keys in another order (cells re-sorted to the new ids)."""
+    return regroup(table, keys)
+
+
+def _np(a):
+    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else a

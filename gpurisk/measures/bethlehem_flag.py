@@ -1,0 +1,36 @@
+"""bethlehem_flag: 1 when Pr(PU) exceeds Bethlehem et al.'s rule of thumb, else 0. SPEC §3.
+
+    flag = I(N1 / N > threshold),  threshold = 0.001 (0.1 %) by default (option ``threshold``)
+
+Bethlehem, Keller & Pannekoek (1990), as used by Kim & Jeong (2007) §4.
+"""
+from __future__ import annotations
+
+from ..errors import BadInput
+from ..hookspecs import hookimpl
+from ..measure import Context, Measure, Result
+
+
+class BethlehemFlag(Measure):
+    name = "bethlehem_flag"
+    description = "1 when Pr(PU) = N1/N exceeds Bethlehem's 0.1 % threshold, else 0"
+    needs = frozenset({"population"})
+    reference = "Bethlehem et al. (1990); Kim & Jeong (2007) §4; SPEC §3"
+    options = {"threshold": 0.001}
+
+    def compute(self, table, ctx: Context) -> Result:
+        t = ctx.option(self.name, "threshold", self.options["threshold"])
+        try:
+            t = float(t)
+        except (TypeError, ValueError):
+            raise BadInput(f"option {self.name}.threshold={t!r} is not a number") from None
+        if not 0.0 < t < 1.0:
+            raise BadInput(f"option {self.name}.threshold={t!r} must lie in (0, 1)")
+        N1 = int((table.F == 1).sum())
+        pu = N1 / table.N
+        return Result(value=1.0 if pu > t else 0.0, extra={"pr_pu": pu, "threshold": t, "N1": N1})
+
+
+@hookimpl
+def gpurisk_register_measures():
+    return [BethlehemFlag]

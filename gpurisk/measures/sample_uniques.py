@@ -1,0 +1,23 @@
+"""sample_uniques: the number of sample uniques n1 = #{j : f_j = 1}. SPEC §1, §3.
+
+Kim & Jeong (2007) count sample uniques beside population uniques; with no population this is the
+only uniqueness count a release's own file gives.
+"""
+from __future__ import annotations
+
+from ..hookspecs import hookimpl
+from ..measure import Context, Measure, Result
+
+
+class SampleUniques(Measure):
+    name = "sample_uniques"
+    description = "Number of sample uniques n1 (records alone in their sample cell)"
+    reference = "Kim & Jeong (2007); SPEC §1, §3"
+
+    def compute(self, table, ctx: Context) -> Result:
+        return Result(value=float(table.n_r(1)))
+
+
+@hookimpl
+def gpurisk_register_measures():
+    return [SampleUniques]

@@ -1,0 +1,10 @@
+"""Scanning many key-variable combinations (SPEC §7): plan, lattice roll-up, streaming Parquet sink.
+
+``gpurisk.scan(...)`` is :func:`gpurisk.scan.runner.scan`; ``read_scan(path)`` reads a scan's output.
+"""
+from .plan import Combination, build_plan, combo_seed
+from .runner import ScanResult, scan, top_combinations
+from .sink import read_scan
+
+__all__ = ["scan", "ScanResult", "Combination", "build_plan", "combo_seed", "read_scan",
+           "top_combinations"]

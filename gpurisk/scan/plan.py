@@ -1,0 +1,147 @@
+"""Which key combinations a scan evaluates.
+
+Three ways to name them, combinable:
+
+- every subset of a pool of key variables with ``min_size <= size <= max_size`` (pool order kept
+  inside each combination; subsets listed by size, then lexicographically in pool order);
+- named scenarios from a TOML file (``[scenarios]`` table: ``name = ["age", "sex"]`` or
+  ``[scenarios.name] keys = [...]``), keys in the order written;
+- a fundamental key plus each other pool variable in turn (Elliot's "additional impact" analysis):
+  the fundamental key itself, then fundamental + v for every pool variable v outside it.
+
+Each combination has a unique ``combo`` id (the scenario name for scenarios, else the key names joined
+by commas) and a seed derived from the scan's seed and its key *set*, so its random numbers never
+depend on the order in which combinations run.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from ..errors import BadInput
+
+
+@dataclass(frozen=True)
+class Combination:
+    keys: tuple[str, ...]
+    combo: str
+    scenario: str | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.keys)
+
+
+def combo_seed(seed: int, keys: Iterable[str]) -> int:
+    """A 63-bit seed from the scan seed and the combination's key set (order-free)."""
+    text = f"{int(seed)}\x1f" + "\x1f".join(sorted(keys))
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") >> 1
+
+
+def _check_names(keys: Sequence[str], what: str) -> tuple[str, ...]:
+    keys = tuple(str(k) for k in keys)
+    if not keys:
+        raise BadInput(f"{what}: no key variables")
+    dup = sorted({k for k in keys if keys.count(k) > 1})
+    if dup:
+        raise BadInput(f"{what}: key(s) {', '.join(map(repr, dup))} named more than once")
+    return keys
+
+
+def subsets(pool: Sequence[str], max_size: int | None = None, min_size: int = 1) -> list[Combination]:
+    pool = _check_names(pool, "--keys")
+    max_size = len(pool) if max_size is None else int(max_size)
+    if min_size < 1:
+        raise BadInput(f"--min-size must be at least 1, got {min_size}")
+    if max_size < min_size:
+        raise BadInput(f"--max-size {max_size} is below --min-size {min_size}")
+    max_size = min(max_size, len(pool))
+    out = []
+    for r in range(int(min_size), max_size + 1):
+        for c in itertools.combinations(pool, r):
+            out.append(Combination(c, ",".join(c)))
+    return out
+
+
+def plus_each(fundamental: Sequence[str], pool: Sequence[str]) -> list[Combination]:
+    fund = _check_names(fundamental, "--fundamental")
+    pool = tuple(pool or ())
+    out = [Combination(fund, ",".join(fund), "fundamental")]
+    for v in pool:
+        if v in fund:
+            continue
+        keys = fund + (v,)
+        out.append(Combination(keys, ",".join(keys), f"+{v}"))
+    if len(out) == 1:
+        raise BadInput("--plus-each: the pool (--keys) has no variable outside the fundamental key")
+    return out
+
+
+def load_scenarios(path) -> list[Combination]:
+    """Named scenarios from a TOML file (see the module docstring)."""
+    p = Path(path)
+    if not p.exists():
+        raise BadInput(f"scenario file {str(path)!r} does not exist")
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ModuleNotFoundError:
+            raise BadInput("reading a TOML scenario file needs Python 3.11 or the tomli package") from None
+    try:
+        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise BadInput(f"scenario file {p}: not valid TOML ({exc})") from None
+    table = doc.get("scenarios")
+    if not isinstance(table, dict) or not table:
+        raise BadInput(f"scenario file {p}: no [scenarios] table (write name = [\"key\", ...] under it)")
+    out = []
+    for name, spec in table.items():
+        keys = spec.get("keys") if isinstance(spec, dict) else spec
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            raise BadInput(f"scenario file {p}: scenario {name!r} needs a list of key names")
+        keys = _check_names(keys, f"scenario {name!r}")
+        out.append(Combination(keys, str(name), str(name)))
+    return out
+
+
+def build_plan(pool: Sequence[str] | None = None, max_size: int | None = None, min_size: int = 1,
+               scenarios=None, fundamental: Sequence[str] | None = None,
+               plus_each_flag: bool = False) -> list[Combination]:
+    """The combinations of one scan, in their reporting order, with unique ``combo`` ids."""
+    combos: list[Combination] = []
+    if fundamental:
+        if not plus_each_flag:
+            raise BadInput("--fundamental needs --plus-each (evaluate the key plus each other variable)")
+        combos += plus_each(fundamental, pool or ())
+    elif plus_each_flag:
+        raise BadInput("--plus-each needs --fundamental KEYS")
+    if scenarios is not None:
+        combos += scenarios if isinstance(scenarios, list) else load_scenarios(scenarios)
+    if pool and (max_size is not None or not combos):
+        combos += subsets(pool, max_size, min_size)
+    if not combos:
+        raise BadInput("nothing to scan: give --keys POOL (with --max-size), --scenarios FILE "
+                       "or --fundamental KEYS --plus-each")
+    seen: dict[str, Combination] = {}
+    out = []
+    for c in combos:
+        if c.combo in seen:
+            if seen[c.combo].keys == c.keys:
+                continue
+            raise BadInput(f"combination id {c.combo!r} names two different key sets")
+        seen[c.combo] = c
+        out.append(c)
+    return out
+
+
+def root_keys(pool: Sequence[str] | None, combos: Sequence[Combination]) -> list[str]:
+    """Every key any combination uses: pool order first, then first appearance."""
+    used = dict.fromkeys(k for c in combos for k in c.keys)
+    out = [k for k in (pool or ()) if k in used]
+    out += [k for k in used if k not in out]
+    return out

@@ -1,0 +1,266 @@
+"""The scan runner: one finest table, every combination rolled up from it, measures per combination.
+
+The records are read once (``build_table`` over every key any combination uses); recodes regroup that
+table's categories; a :class:`~gpurisk.freq.lattice.Lattice` then yields each combination's table,
+summed from the smallest table already built. Each combination's row (key names, never key values;
+counts; every measure's value, se, upper bound and reason) goes to the sink as soon as it is done.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from ..errors import BadInput
+from ..freq.engine import build_table
+from ..freq.lattice import Lattice, regroup
+from ..measure import Context
+from ..recode import code_maps, parse_recodes
+from .plan import Combination, build_plan, combo_seed, root_keys
+from .sink import ParquetSink, read_scan, row_schema
+
+#: per-scan defaults of measure options, applied unless the user sets them. theta_hat_dis costs
+#: K random draws per combination; 20 000 keep its s.e. near 0.01 at θ ≈ 0.5 (the s.e. is reported),
+#: and ``--option theta_hat_dis.K=200000`` restores the single-assessment default.
+SCAN_DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {"theta_hat_dis": {"K": 20_000}}
+
+#: measures used to rank combinations in the closing summary, first available wins
+RANK_PREFERENCE = ("theta_hat", "pr_pu", "n1")
+
+
+@dataclass
+class ScanResult:
+    """What :func:`scan` returns: the rows (sorted by plan order) and how the scan went."""
+
+    results: pd.DataFrame
+    path: Path | None
+    measures: list[str]
+    settings: dict
+    timings: dict = field(default_factory=dict)
+    rollups: int = 0
+    cells_read: int = 0
+    skipped: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def rank_by(self) -> str:
+        return rank_column(self.results)
+
+    def top(self, k: int = 10, by: str | None = None) -> pd.DataFrame:
+        """The ``k`` riskiest combinations (key names and numbers only)."""
+        return top_combinations(self.results, k, by)
+
+
+def rank_column(results: pd.DataFrame) -> str:
+    for col in RANK_PREFERENCE:
+        if col in results.columns and results[col].notna().any():
+            return col
+    return "n1"
+
+
+def top_combinations(results: pd.DataFrame, k: int = 10, by: str | None = None) -> pd.DataFrame:
+    by = by or rank_column(results)
+    if by not in results.columns:
+        raise BadInput(f"cannot rank by {by!r}: not a column of the scan "
+                       f"(columns: {', '.join(c for c in results.columns if not c.endswith('_reason'))})")
+    ranked = results.assign(_r=results[by].astype(float).fillna(-math.inf))
+    ranked = ranked.sort_values(["_r", "size", "order"], ascending=[False, True, True], kind="stable")
+    return ranked.drop(columns="_r").head(k).reset_index(drop=True)
+
+
+def _num(v):
+    if v is None:
+        return None
+    if hasattr(v, "item"):
+        v = v.item()
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def _scan_options(names: Sequence[str], options: Mapping | None) -> dict:
+    opts = copy.deepcopy(dict(options or {}))
+    for m, defaults in SCAN_DEFAULT_OPTIONS.items():
+        if m in names:
+            mine = dict(opts.get(m, {}))
+            for k, v in defaults.items():
+                mine.setdefault(k, v)
+            opts[m] = mine
+    return opts
+
+
+def _measure_names(measures: Iterable[str] | None) -> list[str]:
+    from ..plugins import measure_registry
+    reg = measure_registry()
+    if measures is None:
+        return [n for n, r in reg.items() if getattr(r.cls, "level", "file") == "file"]
+    names = [measures] if isinstance(measures, str) else list(measures)
+    unknown = [m for m in names if m not in reg]
+    if unknown:
+        raise BadInput(f"unknown measure(s) {', '.join(map(repr, unknown))}; registered: {', '.join(reg)}")
+    return names
+
+
+def combination_row(i: int, combo: Combination, table, ctx: Context, names: Sequence[str]) -> dict:
+    """One result row: counts and every measure of one combination's table."""
+    from ..assess import run_measures
+    fof = table.freq_of_freq()
+    F = table.F
+    row = {"order": i, "combo": combo.combo, "scenario": combo.scenario, "keys": list(combo.keys),
+           "size": len(combo.keys), "n": table.n, "N": table.N, "cells": table.sample_cells,
+           "pop_cells": None if F is None else int((F > 0).sum()),
+           "n1": fof.get(1, 0), "n2": fof.get(2, 0), "n3": fof.get(3, 0),
+           "N1": None if F is None else int((F == 1).sum()), "seed": ctx.seed}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = run_measures(table, ctx, names)
+    for m in names:
+        r = res[m]
+        row[m] = _num(r.value)
+        row[f"{m}_se"] = _num(r.se)
+        row[f"{m}_upper"] = _num(r.upper)
+        row[f"{m}_reason"] = r.reason
+    msgs = list(dict.fromkeys(str(w.message) for w in caught))
+    row["warnings"] = "; ".join(msgs) if msgs else None
+    return row
+
+
+def _progress(enabled: bool, total: int):
+    if not enabled:
+        return None
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+    prog = Progress(TextColumn("scanning"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("combinations"), TimeElapsedColumn(), TimeRemainingColumn(),
+                    console=Console(stderr=True), transient=False)
+    prog.start()
+    prog.add_task("scan", total=total)
+    return prog
+
+
+def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = None,
+         min_size: int = 1, scenarios=None, fundamental: Sequence[str] | str | None = None,
+         plus_each: bool = False, fraction: float | None = None, population=None,
+         sample_flag: str | None = None, weights: str | None = None,
+         measures: Iterable[str] | None = None, options: Mapping | None = None,
+         alpha: float = 0.01, seed: int = 0, recode=None, missing: str = "category",
+         backend: str | None = None, output=None, resume: bool = False, overwrite: bool = False,
+         batch_rows: int = 256, flush_seconds: float = 2.0, progress: bool = False,
+         sep: str | None = None, encoding: str = "utf-8") -> ScanResult:
+    """Risk of many key-variable combinations from one pass over the records.
+
+    ``keys`` is the pool; every subset with ``min_size <= size <= max_size`` is evaluated, and/or the
+    named ``scenarios`` (a TOML path or a list of :class:`Combination`), and/or ``fundamental`` plus
+    each other pool variable (``plus_each=True``). ``recode`` is a list of ``KEY=SPEC`` strings
+    (see :mod:`gpurisk.recode`). With ``output`` rows stream to a Parquet dataset (a directory);
+    ``resume=True`` finishes an interrupted scan there. Returns a :class:`ScanResult`.
+    """
+    from ..assess import resolve_fraction
+    from ..io import read_table
+    t_start = time.perf_counter()
+    split = (lambda v: [s.strip() for s in v.split(",") if s.strip()] if isinstance(v, str) else v)
+    pool = split(keys)
+    fundamental = split(fundamental)
+    combos = build_plan(pool, max_size, min_size, scenarios, fundamental, plus_each)
+    rkeys = root_keys(pool, combos)
+    if not 0.0 < float(alpha) < 0.5:
+        raise BadInput(f"alpha={alpha!r} is outside (0, 0.5)")
+    recodes = parse_recodes(recode)
+    names = _measure_names(measures)
+    opts = _scan_options(names, options)
+
+    data_name = str(data) if isinstance(data, (str, Path)) else f"<{type(data).__name__}>"
+    pop_name = (str(population) if isinstance(population, (str, Path))
+                else None if population is None else f"<{type(population).__name__}>")
+    if isinstance(data, (str, Path)):
+        data = read_table(data, sep=sep, columns=rkeys + [c for c in (sample_flag, weights) if c],
+                          encoding=encoding)
+    if isinstance(population, (str, Path)):
+        population = read_table(population, sep=sep, columns=rkeys, encoding=encoding)
+    if len(data) == 0:
+        raise BadInput("the sample has no records")
+    t0 = time.perf_counter()
+    root = build_table(data, rkeys, population=population, sample_flag=sample_flag,
+                       weights=weights, missing=missing, backend=backend)
+    t_build = time.perf_counter() - t0
+    del data, population
+    if root.n == 0:
+        raise BadInput(f"the sample flag {sample_flag!r} marks no record as sampled")
+    unused = [r.key for r in recodes if r.key not in rkeys]
+    if unused:
+        raise BadInput(f"--recode {unused[0]!r}: not a key of any combination ({', '.join(rkeys)})")
+    t0 = time.perf_counter()
+    if recodes:
+        root = regroup(root, root.keys, code_maps(root, recodes))
+    t_recode = time.perf_counter() - t0
+    pi, source, notes = resolve_fraction(root, fraction)
+
+    settings = {
+        "data": data_name, "population": pop_name, "sample_flag": sample_flag, "weights": weights,
+        "keys": rkeys, "n": root.n, "N": root.N, "fraction": pi, "fraction_source": source,
+        "alpha": float(alpha), "seed": int(seed), "measures": names, "options": opts,
+        "recode": [str(r) for r in recodes], "missing": missing,
+        "combinations": len(combos),
+        "plan_sha": hashlib.sha256(json.dumps([[c.combo, list(c.keys), c.scenario] for c in combos])
+                                   .encode()).hexdigest()[:16],
+    }
+    settings = json.loads(json.dumps(settings, default=str))
+    sink = None
+    done: set[str] = set()
+    if output is not None:
+        sink = ParquetSink(output, settings, names, resume=resume, overwrite=overwrite,
+                           batch_rows=batch_rows, flush_seconds=flush_seconds)
+        done = sink.finished() if resume else set()
+    elif resume:
+        raise BadInput("--resume needs --output (the scan directory to finish)")
+    skip = {i for i, c in enumerate(combos) if c.combo in done}
+
+    lattice = Lattice(root)
+    rows: list[dict] = []
+    t_roll = t_meas = 0.0
+    prog = _progress(progress, len(combos) - len(skip))
+    try:
+        it = lattice.tables([c.keys for c in combos], skip=skip)
+        while True:
+            t0 = time.perf_counter()
+            try:
+                i, table = next(it)
+            except StopIteration:
+                break
+            t1 = time.perf_counter()
+            c = combos[i]
+            ctx = Context(fraction=pi, fraction_source=source, alpha=float(alpha),
+                          seed=combo_seed(seed, c.keys), options=opts)
+            row = combination_row(i, c, table, ctx, names)
+            del table
+            if sink is not None:
+                sink.add(row)
+            else:
+                rows.append(row)
+            t_roll += t1 - t0
+            t_meas += time.perf_counter() - t1
+            if prog is not None:
+                prog.advance(prog.task_ids[0])
+        if sink is not None:
+            sink.close()
+    finally:
+        if prog is not None:
+            prog.stop()
+    if sink is not None:
+        results = read_scan(output)
+    else:
+        import pyarrow as pa
+        results = (pa.Table.from_pylist(rows, schema=row_schema(names)).to_pandas()
+                   .sort_values("order", kind="stable").reset_index(drop=True))
+    timings = {"build_s": t_build, "recode_s": t_recode, "rollup_s": t_roll, "measures_s": t_meas,
+               "total_s": time.perf_counter() - t_start}
+    return ScanResult(results, Path(output) if output is not None else None, names, settings, timings,
+                      lattice.built, lattice.cells_read, len(skip), notes)

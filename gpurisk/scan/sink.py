@@ -1,0 +1,173 @@
+"""Streaming scan rows into a Parquet dataset (a directory), so that a scan can be resumed.
+
+Layout of ``OUT.parquet/``::
+
+    _scan.json                 the scan's settings (checked on --resume) and the row schema
+    part-000000.parquet        rows, one file per batch, each written under a temporary name
+    part-000001.parquet        (``.part-*.tmp``) and renamed into place: a killed scan leaves only
+    ...                        whole files behind
+
+Readers (pyarrow, pandas, DuckDB, Spark) skip names starting with ``.`` or ``_``. The finished
+combinations are the ``combo`` values of the part files; a resumed scan skips them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import BadInput
+
+MANIFEST = "_scan.json"
+PART_RE = re.compile(r"^part-(\d+)\.parquet$")
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def row_schema(measures: list[str]) -> pa.Schema:
+    fields = [
+        ("order", pa.int64()), ("combo", pa.string()), ("scenario", pa.string()),
+        ("keys", pa.list_(pa.string())), ("size", pa.int32()),
+        ("n", pa.int64()), ("N", pa.int64()), ("cells", pa.int64()), ("pop_cells", pa.int64()),
+        ("n1", pa.int64()), ("n2", pa.int64()), ("n3", pa.int64()), ("N1", pa.int64()),
+        ("seed", pa.int64()),
+    ]
+    for m in measures:
+        fields += [(m, pa.float64()), (f"{m}_se", pa.float64()), (f"{m}_upper", pa.float64()),
+                   (f"{m}_reason", pa.string())]
+    fields.append(("warnings", pa.string()))
+    return pa.schema(fields)
+
+
+class ParquetSink:
+    """Rows in, part files out; ``finished()`` lists the combos already on disk."""
+
+    def __init__(self, path, settings: dict[str, Any], measures: list[str], resume: bool = False,
+                 overwrite: bool = False, batch_rows: int = 256, flush_seconds: float = 2.0):
+        self.path = Path(path)
+        self.schema = row_schema(measures)
+        self.batch_rows = max(1, int(batch_rows))
+        self.flush_seconds = float(flush_seconds)
+        self.rows: list[dict] = []
+        self._last = time.monotonic()
+        self.settings = settings
+        self._open(resume, overwrite)
+
+    # --- setup ---------------------------------------------------------------------------------
+    def _open(self, resume: bool, overwrite: bool) -> None:
+        p = self.path
+        if p.exists() and not p.is_dir():
+            raise BadInput(f"--output {str(p)!r} exists and is a file; a scan writes a directory")
+        existing = p.is_dir() and any(p.iterdir())
+        if existing and overwrite:
+            self._clear()
+            existing = False
+        if existing:
+            man = p / MANIFEST
+            if not man.exists():
+                raise BadInput(f"--output {str(p)!r} is a non-empty directory that is not a scan "
+                               "(no _scan.json); choose another path")
+            if not resume:
+                raise BadInput(f"--output {str(p)!r} already holds a scan; use --resume to finish it "
+                               "or --overwrite to start again")
+            old = json.loads(man.read_text(encoding="utf-8"))
+            self._check_same(old.get("settings", {}))
+            for tmp in p.glob(".part-*"):
+                tmp.unlink(missing_ok=True)
+        else:
+            p.mkdir(parents=True, exist_ok=True)
+            doc = {"format": "gpurisk-scan/1", "settings": self.settings,
+                   "columns": self.schema.names}
+            _atomic_write(p / MANIFEST, json.dumps(doc, indent=2, sort_keys=True).encode())
+        self._next = 1 + max((int(m.group(1)) for f in p.iterdir()
+                              if (m := PART_RE.match(f.name))), default=-1)
+
+    def _clear(self) -> None:
+        if not (self.path / MANIFEST).exists():
+            raise BadInput(f"--overwrite: {str(self.path)!r} is not a scan output (no _scan.json); "
+                           "not deleting it")
+        for f in self.path.iterdir():
+            if PART_RE.match(f.name) or f.name == MANIFEST or f.name.startswith(".part-"):
+                f.unlink()
+
+    def _check_same(self, old: dict) -> None:
+        new = json.loads(json.dumps(self.settings, sort_keys=True))
+        diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        if diff:
+            k = diff[0]
+            raise BadInput(f"--resume: {str(self.path)!r} was written by a different scan "
+                           f"({k}: {old.get(k)!r} there, {new.get(k)!r} now); "
+                           "use --overwrite or another --output")
+
+    def finished(self) -> set[str]:
+        files = sorted(f for f in self.path.iterdir() if PART_RE.match(f.name))
+        done: set[str] = set()
+        for f in files:
+            try:
+                col = pq.read_table(f, columns=["combo"]).column("combo").to_pylist()
+            except (pa.ArrowException, OSError) as exc:
+                raise BadInput(f"{f}: unreadable part file ({exc}); delete it and --resume") from None
+            done.update(col)
+        return done
+
+    # --- writing -------------------------------------------------------------------------------
+    def add(self, row: dict) -> None:
+        self.rows.append(row)
+        if len(self.rows) >= self.batch_rows or time.monotonic() - self._last >= self.flush_seconds:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        table = pa.Table.from_pylist(self.rows, schema=self.schema)
+        final = self.path / f"part-{self._next:06d}.parquet"
+        tmp = self.path / f".{final.name}.tmp-{os.getpid()}"
+        pq.write_table(table, tmp)
+        os.replace(tmp, final)
+        self._next += 1
+        self.rows = []
+        self._last = time.monotonic()
+
+    def close(self) -> None:
+        self.flush()
+
+
+def read_scan(path) -> "pd.DataFrame":  # noqa: F821
+    """Every row of a scan output directory (or single Parquet file), sorted by plan order."""
+    import pandas as pd
+    p = Path(path)
+    if not p.exists():
+        raise BadInput(f"scan output {str(path)!r} does not exist")
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if PART_RE.match(f.name))
+        if not files:
+            raise BadInput(f"{p}: no part files (is it a gpurisk scan output?)")
+        frame = pa.concat_tables([pq.read_table(f) for f in files],
+                                 promote_options="default").to_pandas()
+    else:
+        try:
+            frame = pq.read_table(p).to_pandas()
+        except (pa.ArrowException, OSError) as exc:
+            raise BadInput(f"{p}: not a readable Parquet file ({exc})") from None
+    if "order" not in frame.columns or "combo" not in frame.columns:
+        raise BadInput(f"{p}: not a gpurisk scan output (no 'order'/'combo' columns)")
+    frame = frame.sort_values("order", kind="stable").reset_index(drop=True)
+    return frame
+
+
+def read_manifest(path) -> dict:
+    p = Path(path) / MANIFEST
+    return json.loads(p.read_text(encoding="utf-8")) if p.exists() else {}
