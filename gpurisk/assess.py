@@ -142,13 +142,14 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
            sample_flag: str | None = None, weights: str | None = None,
            measures: Iterable[str] | None = None, missing: str = "category", alpha: float = 0.01,
            seed: int = 0, options: Mapping[str, Mapping[str, Any]] | None = None,
-           backend: str | None = None, sep: str | None = None) -> Assessment:
+           backend: str | None = None, sep: str | None = None, recode=None) -> Assessment:
     """Risk measures of one release for one set of key variables.
 
     ``frame`` is a pandas DataFrame (or a path to CSV/Parquet). ``population`` is a frame (or path)
     holding the population's records; ``sample_flag`` names a boolean column of ``frame`` marking the
     released records (``frame`` then being the whole register). ``fraction`` is π; with a population
-    it defaults to n/N.
+    it defaults to n/N. ``recode`` regroups categories (``["age=bands:5", ...]``, see
+    :mod:`gpurisk.recode`) on the counted table, never on the records.
     """
     from .io import read_table
     keys = [keys] if isinstance(keys, str) else list(keys)
@@ -168,6 +169,9 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
                         weights=weights, missing=missing, backend=backend)
     if table.n == 0:
         raise BadInput(f"the sample flag {sample_flag!r} marks no record as sampled")
+    if recode:
+        from .recode import apply_recodes
+        table = apply_recodes(table, recode)
     pi, source, notes = resolve_fraction(table, fraction)
     ctx = Context(fraction=pi, fraction_source=source, alpha=float(alpha), seed=int(seed),
                   options=dict(options or {}),

@@ -56,9 +56,11 @@ def register(cli: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True, help="print the JSON document")
     @click.option("--output", "output", default=None, metavar="FILE",
                   help="also write the results to FILE: .json, .csv, .csv.gz or .parquet")
+    @click.option("--recode", multiple=True, metavar="KEY=SPEC",
+                  help="regroup a key: bands:W[:ORIGIN], breaks:B1,B2, map:FILE, hierarchy:FILE:LEVEL")
     @input_options
     def assess(sample, keys, fraction, population, sample_flag, weights, measures, alpha, seed, opts,
-               as_json, output, sep, encoding, missing, backend):
+               as_json, output, recode, sep, encoding, missing, backend):
         """Risk measures of SAMPLE (CSV, Parquet, Stata .dta, SPSS .sav, SAS .sas7bdat/.xpt, or
         example:adult) for one set of keys."""
         from ..assess import assess as run, option_columns
@@ -75,7 +77,7 @@ def register(cli: click.Group) -> None:
         pop = read_table(population, sep=sep, columns=key_list, encoding=encoding) if population else None
         res = run(frame, key_list, fraction=fraction, population=pop, sample_flag=sample_flag,
                   weights=weights, measures=split_list(measures), missing=missing, alpha=alpha,
-                  seed=seed, options=options, backend=backend)
+                  seed=seed, options=options, backend=backend, recode=list(recode))
         doc = res.to_dict()
         if output:
             write_results(doc, output)

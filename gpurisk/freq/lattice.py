@@ -481,9 +481,10 @@ class Lattice:
                plan: Plan | None = None) -> Iterator[tuple[int, FreqTable]]:
         """Yield ``(i, table)`` for every target ``i`` not in ``skip``; parents before children.
 
-        The table of target i has exactly the keys ``targets[i]`` in that order. The set of roll-ups
-        done for a target never depends on ``skip`` (the plan is fixed by the targets), so every
-        table comes out bit-identical whichever targets are skipped.
+        The table of target i has the keys of ``targets[i]`` in the root's order (measures do not
+        depend on the order of keys; use :func:`rollup` for another order). The chain of roll-ups
+        behind a target never depends on ``skip`` (the plan is fixed by the targets), so every table
+        comes out bit-identical whichever targets are skipped.
         """
         targets = [tuple(t) for t in targets]
         plan = plan or self.plan(targets)
@@ -501,8 +502,7 @@ class Lattice:
         self.built = 0
         self.cells_read = 0
         for i in by_mask.get(self.full, []):
-            t = targets[i]
-            yield i, (self.root if t == self.keys else regroup(self.root, t, codes=self.root_codes))
+            yield i, self.root
         for m in plan.order:
             if m not in need:
                 continue
@@ -524,13 +524,7 @@ class Lattice:
             if children.get(m):
                 cache[m] = [tab, None, None]
             for i in by_mask.get(m, []):
-                t = targets[i]
-                yield i, (tab if t == tab.keys else _reorder(tab, t))
-
-
-def _reorder(table: FreqTable, keys: tuple[str, ...]) -> FreqTable:
-    """The same table with its keys in another order (cells re-sorted to the new ids)."""
-    return regroup(table, keys)
+                yield i, tab
 
 
 def _np(a):

@@ -187,6 +187,9 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
         population = read_table(population, sep=sep, columns=rkeys, encoding=encoding)
     if len(data) == 0:
         raise BadInput("the sample has no records")
+    # keys in name order: every combination's table then has one cell order whatever the pool or
+    # scenario order, so seeded Monte Carlo measures give the same value for the same key set
+    rkeys = sorted(rkeys)
     t0 = time.perf_counter()
     root = build_table(data, rkeys, population=population, sample_flag=sample_flag,
                        weights=weights, missing=missing, backend=backend)

@@ -1,0 +1,21 @@
+"""``gpurisk report``: a self-contained HTML page about a scan output."""
+from __future__ import annotations
+
+import click
+
+
+def register(cli: click.Group) -> None:
+    @cli.command()
+    @click.argument("scan_output")
+    @click.option("--html", "html_path", required=True, metavar="FILE", help="HTML file to write")
+    @click.option("--measure", default=None, help="column to plot and rank by (default theta_hat, pr_pu or n1)")
+    @click.option("--threshold", type=float, default=0.1, show_default=True,
+                  help="risk threshold drawn against θ̂ and its upper bound")
+    @click.option("--top", type=int, default=20, show_default=True, help="combinations in the top plots")
+    @click.option("--title", default=None, help="page title")
+    def report(scan_output, html_path, measure, threshold, top, title):
+        """Write an HTML report (plots inline) of SCAN_OUTPUT, a directory written by gpurisk scan."""
+        from ..report import write_report
+        out = write_report(scan_output, html_path, measure=measure, threshold=threshold, top=top,
+                           title=title)
+        click.echo(f"report: {out}")

@@ -1,0 +1,137 @@
+"""``gpurisk scan``: many key combinations in one pass; rows stream to a Parquet dataset."""
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import click
+
+from ._common import input_options, parse_options, split_list
+
+
+def _fmt(v, digits=4):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def summary_doc(res, k: int, by: str | None) -> dict:
+    """The closing summary as JSON-able data: key NAMES and numbers only, never key values."""
+    top = res.top(k, by)
+    by = by or res.rank_by
+    cols = ["combo", "scenario", "size", "cells", "n1", "n2", "N1", by]
+    if f"{by}_upper" in top.columns:
+        cols.append(f"{by}_upper")
+    rows = []
+    for _, r in top.iterrows():
+        d = {c: _py(r.get(c)) for c in dict.fromkeys(cols) if c in top.columns}
+        d["keys"] = list(r["keys"])
+        rows.append(d)
+    s = res.settings
+    return {"n": s.get("n"), "N": s.get("N"), "fraction": s.get("fraction"),
+            "combinations": int(len(res.results)), "skipped": res.skipped,
+            "rollups": res.rollups, "output": str(res.path) if res.path else None,
+            "rank_by": by, "top": rows, "timings": res.timings, "warnings": res.warnings}
+
+
+def _py(v):
+    if v is None:
+        return None
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def print_summary(doc: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    con = Console()
+    head = (f"n = {doc['n']}" + (f", N = {doc['N']}" if doc["N"] is not None else "")
+            + (f", π = {doc['fraction']:.6g}" if doc["fraction"] else ", π not given")
+            + f"   combinations: {doc['combinations']}"
+            + (f" ({doc['skipped']} already done, resumed)" if doc["skipped"] else "")
+            + f"   time: {doc['timings']['total_s']:.2f} s")
+    con.print(head)
+    by = doc["rank_by"]
+    t = Table(title=f"riskiest combinations by {by} (key names only)", show_header=True,
+              header_style="bold")
+    cols = ["#", "combination", "size", "cells", "n1", "N1", by]
+    if doc["top"] and f"{by}_upper" in doc["top"][0]:
+        cols.append("upper")
+    for c in cols:
+        t.add_column(c, overflow="fold")
+    for i, r in enumerate(doc["top"], 1):
+        vals = [str(i), r.get("scenario") or ", ".join(r["keys"]), _fmt(r.get("size")),
+                _fmt(r.get("cells")), _fmt(r.get("n1")), _fmt(r.get("N1")), _fmt(r.get(by))]
+        if "upper" in cols:
+            vals.append(_fmt(r.get(f"{by}_upper")))
+        t.add_row(*vals)
+    con.print(t)
+    if doc["output"]:
+        con.print(f"results: {doc['output']} ({doc['combinations']} rows)")
+    for w in doc.get("warnings", []):
+        con.print(f"[yellow]warning:[/yellow] {w}")
+
+
+def register(cli: click.Group) -> None:
+    @cli.command()
+    @click.argument("data")
+    @click.option("--keys", default=None, help="pool of key variables (comma-separated)")
+    @click.option("--max-size", type=int, default=None,
+                  help="evaluate every subset of the pool up to this size")
+    @click.option("--min-size", type=int, default=1, show_default=True, help="smallest subset size")
+    @click.option("--scenarios", default=None, metavar="FILE",
+                  help="TOML file with named scenarios: [scenarios] name = [\"key\", ...]")
+    @click.option("--fundamental", default=None, metavar="KEYS",
+                  help="a fundamental key (comma-separated) for --plus-each")
+    @click.option("--plus-each", is_flag=True,
+                  help="evaluate the fundamental key plus each other pool variable in turn")
+    @click.option("--fraction", type=float, default=None, help="sampling fraction π in (0, 1]")
+    @click.option("--population", default=None, help="file with the population's records")
+    @click.option("--sample-flag", default=None, help="boolean column marking the sample in a register")
+    @click.option("--weights", default=None, help="design-weight column")
+    @click.option("--measures", default=None, help="comma-separated measures (default: every file-level one)")
+    @click.option("--option", "opts", multiple=True, metavar="MEASURE.NAME=VALUE",
+                  help="a measure's option, e.g. theta_hat_dis.K=200000 (repeatable)")
+    @click.option("--alpha", type=float, default=0.01, show_default=True, help="one-sided level of upper bounds")
+    @click.option("--seed", type=int, default=0, show_default=True,
+                  help="scan seed; each combination's seed is derived from it and its keys")
+    @click.option("--recode", multiple=True, metavar="KEY=SPEC",
+                  help="regroup a key: bands:W[:ORIGIN], breaks:B1,B2, map:FILE, hierarchy:FILE:LEVEL")
+    @click.option("--output", "-o", default=None, metavar="OUT.parquet",
+                  help="Parquet dataset (directory) the rows stream to")
+    @click.option("--resume", is_flag=True, help="finish an interrupted scan in --output")
+    @click.option("--overwrite", is_flag=True, help="replace an existing scan in --output")
+    @click.option("--batch-rows", type=int, default=256, show_default=True,
+                  help="rows per Parquet part file (a part is also written every 2 s)")
+    @click.option("--top", type=int, default=10, show_default=True, help="rows in the closing summary")
+    @click.option("--rank-by", default=None, help="column ranking the summary (default theta_hat, pr_pu or n1)")
+    @click.option("--progress/--no-progress", default=None,
+                  help="progress bar on stderr (default: when stderr is a terminal)")
+    @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
+    @input_options
+    def scan(data, keys, max_size, min_size, scenarios, fundamental, plus_each, fraction, population,
+             sample_flag, weights, measures, opts, alpha, seed, recode, output, resume, overwrite,
+             batch_rows, top, rank_by, progress, as_json, sep, encoding, missing, backend):
+        """Risk of many key combinations of DATA: subsets of a pool, scenarios, or a key plus each."""
+        from ..scan import scan as run
+        if progress is None:
+            progress = sys.stderr.isatty()
+        res = run(data, keys=split_list(keys), max_size=max_size, min_size=min_size,
+                  scenarios=scenarios, fundamental=split_list(fundamental), plus_each=plus_each,
+                  fraction=fraction, population=population, sample_flag=sample_flag,
+                  weights=weights, measures=split_list(measures), options=parse_options(opts),
+                  alpha=alpha, seed=seed, recode=list(recode), missing=missing, backend=backend,
+                  output=output, resume=resume, overwrite=overwrite, batch_rows=batch_rows,
+                  progress=progress, sep=sep, encoding=encoding)
+        doc = summary_doc(res, top, rank_by)
+        if as_json:
+            json.dump(doc, sys.stdout, indent=2, default=str)
+            sys.stdout.write("\n")
+        else:
+            print_summary(doc)

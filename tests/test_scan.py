@@ -1,0 +1,168 @@
+"""gpurisk scan: plans, equality with per-combination assess, streaming output, resume after kill -9."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpurisk
+from gpurisk.scan import build_plan, combo_seed, read_scan
+
+from conftest import ROOT, data_path, run_cli
+
+ADULT8 = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass",
+          "occupation"]
+
+
+@pytest.fixture(scope="module")
+def adult():
+    df = pd.read_csv(data_path("arx/adult.csv"), sep=";")
+    df["s"] = np.random.default_rng(0).random(len(df)) < 0.1
+    return df
+
+
+def test_plan_sizes_and_modes(tmp_path):
+    assert len(build_plan(ADULT8, 4)) == 8 + 28 + 56 + 70 == 162
+    pe = build_plan(["region", "income"], fundamental=["age", "sex"], plus_each_flag=True)
+    assert [c.keys for c in pe] == [("age", "sex"), ("age", "sex", "region"), ("age", "sex", "income")]
+    assert [c.scenario for c in pe] == ["fundamental", "+region", "+income"]
+    f = tmp_path / "s.toml"
+    f.write_text('[scenarios]\nneighbour = ["age", "sex", "marital"]\n[scenarios.employer]\nkeys = ["age", "occ"]\n')
+    sc = build_plan(scenarios=str(f))
+    assert [(c.combo, c.keys) for c in sc] == [("neighbour", ("age", "sex", "marital")),
+                                               ("employer", ("age", "occ"))]
+    with pytest.raises(gpurisk.BadInput, match="nothing to scan"):
+        build_plan()
+    with pytest.raises(gpurisk.BadInput, match="--plus-each"):
+        build_plan(["a"], fundamental=["b"])
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[scenarios]\nx = 3\n")
+    with pytest.raises(gpurisk.BadInput, match="list of key names"):
+        build_plan(scenarios=str(bad))
+    # seeds depend on the key set only, not on the order or the run
+    assert combo_seed(5, ["a", "b"]) == combo_seed(5, ["b", "a"]) != combo_seed(6, ["a", "b"])
+
+
+def test_scan_rows_equal_assess_of_each_combination(adult):
+    keys = ["sex", "age", "race", "marital-status", "education"]
+    res = gpurisk.scan(adult, keys=keys, max_size=3, sample_flag="s")
+    df = res.results
+    assert len(df) == 5 + 10 + 10 and list(df["order"]) == list(range(25))
+    assert "theta_hat_dis" in res.measures and "pop_uniques" in res.measures
+    for i in (0, 4, 7, 13, 20, 24):
+        row = df.iloc[i]
+        ks = list(row["keys"])
+        # scan counts every key set with its keys in name order (one cell order per key set)
+        a = gpurisk.assess(adult, sorted(ks), sample_flag="s", seed=combo_seed(0, ks),
+                           options={"theta_hat_dis": {"K": 20_000}}).to_dict()
+        fof = a["freq_of_freq"]
+        assert (row["n1"], row["n2"], row["n3"]) == (fof.get("1", 0), fof.get("2", 0), fof.get("3", 0))
+        assert row["cells"] == a["cells"] and row["pop_cells"] == a["population_cells"]
+        for m, r in a["measures"].items():
+            assert row[m] == pytest.approx(r["value"], rel=1e-12, nan_ok=True) if r["value"] is not None \
+                else pd.isna(row[m]), (ks, m)
+            if r["upper"] is not None:
+                assert row[f"{m}_upper"] == pytest.approx(r["upper"], rel=1e-12)
+
+
+def test_combination_results_do_not_depend_on_the_plan(adult):
+    """A combination scanned alone (as a scenario, keys reordered) gives the same row values."""
+    full = gpurisk.scan(adult, keys=ADULT8[:5], max_size=3, fraction=0.1).results
+    from gpurisk.scan import Combination
+    alone = gpurisk.scan(adult, scenarios=[Combination(("education", "age", "sex"), "x", "x")],
+                         fraction=0.1).results.iloc[0]
+    row = full[full["combo"] == "sex,age,education"].iloc[0]
+    for m in ("theta_hat", "theta_hat_dis", "theta_hat_dis_se", "n1", "cells", "seed"):
+        assert row[m] == alone[m], m
+
+
+def test_plus_each_and_weights(adult):
+    res = gpurisk.scan(adult, keys=["race", "education", "workclass"], fundamental="age,sex",
+                       plus_each=True, fraction=0.1, measures=["theta_hat", "sample_uniques"])
+    df = res.results
+    assert list(df["scenario"]) == ["fundamental", "+race", "+education", "+workclass"]
+    assert (df["n1"].iloc[1:] >= df["n1"].iloc[0]).all()    # adding a variable never removes uniques
+
+
+def test_cli_scan_summary_and_output_hold_no_key_values(tmp_path, adult):
+    out = tmp_path / "out.parquet"
+    path = data_path("arx/adult.csv")
+    p = run_cli("scan", path, "--keys", ",".join(ADULT8[:6]), "--max-size", "2", "--fraction", "0.1",
+                "-o", out, "--json", "--top", "5", check=True)
+    doc = json.loads(p.stdout)
+    assert doc["combinations"] == 6 + 15 and len(doc["top"]) == 5 and doc["rank_by"] == "theta_hat"
+    df = read_scan(out)
+    assert len(df) == 21
+    values = set()
+    for k in ADULT8[:6]:
+        values |= {str(v) for v in adult[k].unique() if len(str(v)) > 3}
+    text = p.stdout + p.stderr
+    strings = pd.concat([df[c].astype(str) for c in df.columns if df[c].dtype == object])
+    for v in values:
+        assert v not in text, v
+        assert not strings.str.contains(v, regex=False).any(), v
+    # rerunning onto the same output needs --resume or --overwrite
+    with pytest.raises(gpurisk.BadInput, match="--resume"):
+        gpurisk.scan(path, keys=ADULT8[:6], max_size=2, fraction=0.1, output=out)
+    other = run_cli("scan", path, "--keys", ",".join(ADULT8[:6]), "--max-size", "2", "--fraction",
+                    "0.2", "-o", out, "--resume")
+    assert other.returncode == 2 and "different scan" in other.stderr
+    assert len(other.stderr.strip().splitlines()) == 1
+
+
+def test_cli_progress_bar_and_bad_input():
+    path = data_path("arx/adult.csv")
+    p = run_cli("scan", path, "--keys", "sex,age", "--max-size", "2", "--fraction", "0.1",
+                "--progress", check=True)
+    assert "scanning" in p.stderr and "3/3" in p.stderr
+    with pytest.raises(gpurisk.BadInput, match="'nope'"):
+        gpurisk.scan(path, keys=["sex", "nope"], max_size=2, fraction=0.1)
+
+
+def _parts(out):
+    return sorted(f for f in os.listdir(out) if f.startswith("part-")) if os.path.isdir(out) else []
+
+
+def test_resume_after_kill9_gives_the_identical_table(tmp_path):
+    """Kill a real scan process with SIGKILL at random points, resume until done, compare."""
+    path = str(data_path("arx/adult.csv"))
+    keys = ",".join(ADULT8)
+    opts = dict(keys=ADULT8, max_size=3, fraction=0.1, options={"theta_hat_dis": {"K": 100_000}})
+    ref = gpurisk.scan(path, **opts).results
+    out = tmp_path / "killed.parquet"
+    args = [sys.executable, "-m", "gpurisk", "scan", path, "--keys", keys, "--max-size", "3",
+            "--fraction", "0.1", "--option", "theta_hat_dis.K=100000", "--batch-rows", "4",
+            "--no-progress", "-o", str(out), "--resume"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    rng = random.Random(int(os.environ.get("GPURISK_TEST_SEED", "20240607")))
+    kills, done_after_kill = 0, []
+    for attempt in range(8):
+        proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if attempt < 2:
+            before = len(_parts(out))
+            deadline = time.monotonic() + 60
+            while proc.poll() is None and len(_parts(out)) <= before and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(rng.uniform(0.0, 0.4))      # a random point while parts are being written
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+                kills += 1
+                done_after_kill.append(len(read_scan(out)) if _parts(out) else 0)
+                continue
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()
+        break
+    assert kills >= 2
+    assert 0 < done_after_kill[0] < len(ref)              # the first kill really cut the scan short
+    got = read_scan(out)
+    assert not [f for f in os.listdir(out) if f.startswith(".")]   # no temp file left behind
+    pd.testing.assert_frame_equal(got, ref)
