@@ -196,3 +196,18 @@ def test_rollup_rejects_unknown_keys():
         rollup(finest, ["k1", "nope"])
     with pytest.raises(gpurisk.BadInput, match="more than once"):
         rollup(finest, ["k1", "k1"])
+
+
+def test_lattice_without_packed_counts_equals_recount(monkeypatch):
+    """Populations too large to pack f and F in one float64 are summed with two accumulators."""
+    from gpurisk.freq import lattice
+    monkeypatch.setattr(lattice, "pack_limit_ok", lambda n, N: None)
+    df, keys = _register(5_000, seed=9)
+    df["w"] = np.random.default_rng(1).uniform(1, 9, len(df))
+    sample = df[df["s"]]
+    finest = gpurisk.build_table(sample, keys, population=df, weights="w")
+    targets = [c for r in (2, 3) for c in itertools.combinations(keys, r)]
+    got = dict(Lattice(finest).tables(targets))
+    for i in (0, 5, len(targets) - 1):
+        assert_same_table(got[i], gpurisk.build_table(sample, list(targets[i]), population=df,
+                                                      weights="w"))

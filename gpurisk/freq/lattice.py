@@ -36,10 +36,11 @@ from .table import FreqTable
 #: coarse id spaces up to this many cells are summed into a dense accumulator ...
 DENSE_LIMIT = 1 << 24
 #: ... provided the space is at most this many times the fine table's cells (or below DENSE_MIN)
-DENSE_FACTOR = 8
+DENSE_FACTOR = 32
 DENSE_MIN = 1 << 16
-#: rows per chunk when decoding cell ids (keeps the working set in cache)
+#: cells per chunk of a fused roll-up, and when decoding cell ids (keeps the working set in cache)
 CHUNK = 1 << 16
+DECODE_CHUNK = 1 << 14
 
 
 @dataclass(frozen=True)
@@ -81,14 +82,22 @@ def cell_codes(table: FreqTable) -> list:
     # (a + 0.5) / k * 2**-51 < 0.5 / k.
     m = ids.shape[0]
     out = [np.empty(m, dtype=_smallest_int(k)) for k in cards]
-    for start in range(0, m, CHUNK):
-        rest = ids[start:start + CHUNK].astype(np.float64)
+    ch = DECODE_CHUNK
+    qbuf, rbuf = np.empty(ch), np.empty(ch)
+    for start in range(0, m, ch):
+        stop = min(m, start + ch)
+        rest = ids[start:stop].astype(np.float64)
+        q, r = qbuf[: stop - start], rbuf[: stop - start]
         for v in range(len(cards) - 1, 0, -1):
             k = float(cards[v])
-            q = np.floor((rest + 0.5) * (1.0 / k))
-            out[v][start:start + CHUNK] = rest - q * k
-            rest = q
-        out[0][start:start + CHUNK] = rest
+            np.add(rest, 0.5, out=q)
+            np.multiply(q, 1.0 / k, out=q)
+            np.floor(q, out=q)               # q = rest // k
+            np.multiply(q, -k, out=r)
+            r += rest                        # r = rest % k
+            out[v][start:stop] = r
+            rest, q = q, rest
+        out[0][start:stop] = rest
     return out
 
 
@@ -137,14 +146,30 @@ def pack_limit_ok(n: int, N: int) -> int | None:
     return b if N * (1 << b) + n < 2**53 else None
 
 
-def regroup(table: FreqTable, keys: Sequence[str], maps: Mapping[str, CodeMap] | None = None,
-            codes: list | None = None, return_inverse: bool = False, packed=None):
-    """The table over ``keys`` (a subset of ``table.keys``, in this order), categories mapped by ``maps``.
+@dataclass
+class _Child:
+    """A coarse table being built: its keys, their (mapped) codes in the fine table, its space."""
 
-    Sums f, F and w of the fine cells into the coarse cells. ``codes`` are the fine table's cell codes
-    when already known (see :func:`cell_codes`). With ``return_inverse`` also returns, per fine cell,
-    the index of its coarse cell.
-    """
+    keys: tuple
+    sub_codes: list
+    cards: list
+    cats: list
+    maps: dict
+
+    @property
+    def space(self) -> int:
+        return math.prod(self.cards)
+
+    @property
+    def radix(self) -> bool:
+        return self.space <= INT64_LIMIT
+
+    def dense(self, m_cells: int) -> bool:
+        s = self.space
+        return self.radix and s <= DENSE_LIMIT and (s <= DENSE_MIN or s <= DENSE_FACTOR * m_cells)
+
+
+def _child(table: FreqTable, keys, maps, codes) -> _Child:
     xp = table.xp
     keys = tuple(keys)
     idx = _key_index(table, keys)
@@ -152,8 +177,6 @@ def regroup(table: FreqTable, keys: Sequence[str], maps: Mapping[str, CodeMap] |
     unknown = [k for k in maps if k not in keys]
     if unknown:
         raise BadInput(f"recode for key(s) {', '.join(map(repr, unknown))} that are not in the table")
-    if codes is None:
-        codes = cell_codes(table)
     sub_codes, cards, cats = [], [], []
     for k, i in zip(keys, idx):
         c = codes[i]
@@ -169,13 +192,26 @@ def regroup(table: FreqTable, keys: Sequence[str], maps: Mapping[str, CodeMap] |
             cards.append(table.cards[i])
             cats.append(table.categories[i])
         sub_codes.append(c)
+    return _Child(keys, sub_codes, cards, cats, maps)
+
+
+def regroup(table: FreqTable, keys: Sequence[str], maps: Mapping[str, CodeMap] | None = None,
+            codes: list | None = None, return_inverse: bool = False, packed=None):
+    """The table over ``keys`` (a subset of ``table.keys``, in this order), categories mapped by ``maps``.
+
+    Sums f, F and w of the fine cells into the coarse cells. ``codes`` are the fine table's cell codes
+    when already known (see :func:`cell_codes`). With ``return_inverse`` also returns, per fine cell,
+    the index of its coarse cell.
+    """
+    xp = table.xp
+    if codes is None:
+        codes = cell_codes(table)
+    ch = _child(table, keys, maps, codes)
     m_cells = int(table.cell_id.shape[0])
-    space = math.prod(cards)
-    radix = space <= INT64_LIMIT
-    sub = _radix(xp, sub_codes, cards) if radix else _surrogate(xp, sub_codes, cards)
-    dense = radix and space <= DENSE_LIMIT and (space <= DENSE_MIN or space <= DENSE_FACTOR * m_cells)
+    sub = _radix(xp, ch.sub_codes, ch.cards) if ch.radix else _surrogate(xp, ch.sub_codes, ch.cards)
+    dense = ch.dense(m_cells)
     if dense:
-        target, length = sub, int(space)
+        target, length = sub, int(ch.space)
     else:
         order = xp.argsort(sub)
         s = sub[order]
@@ -193,29 +229,89 @@ def regroup(table: FreqTable, keys: Sequence[str], maps: Mapping[str, CodeMap] |
             if packed[1] is not None else None)
     w_sum = (xp.bincount(target, weights=table.w, minlength=length)
              if table.w is not None else None)
-    stored = None
     if dense:
-        present = xp.flatnonzero(acc)
-        cell_id = present.astype(xp.int64)
-        acc = acc[present]
-        acc2 = acc2[present] if acc2 is not None else None
-        w_sum = w_sum[present] if w_sum is not None else None
+        child, present = _finish_dense(table, ch, acc, acc2, w_sum, packed[2])
         if return_inverse:
             lut = xp.zeros(length, dtype=xp.int64)
             lut[present] = xp.arange(present.shape[0], dtype=xp.int64)
             inverse = lut[sub]
     else:
+        stored = None
         cell_id = s[first].astype(xp.int64)
-        if not radix:
+        if not ch.radix:
             rep = order[first]
-            stored = [c[rep].astype(xp.int64) for c in sub_codes]
+            stored = [c[rep].astype(xp.int64) for c in ch.sub_codes]
         inverse = inv if return_inverse else None
-    f_sum, F_sum = unpack_counts(xp, acc, acc2, packed[2], table.F is not None)
-    child = FreqTable(keys, cats, cell_id, f_sum, F_sum, w_sum, radix, xp, stored, None,
+        f_sum, F_sum = unpack_counts(xp, acc, acc2, packed[2], table.F is not None)
+        child = FreqTable(ch.keys, ch.cats, cell_id, f_sum, F_sum, w_sum, ch.radix, xp, stored, None,
+                          table.backend)
+        if table.record_locator is not None:
+            child.record_locator = _locator(table, ch.keys, ch.maps)
+    return (child, inverse) if return_inverse else child
+
+
+def _finish_dense(table, ch: _Child, acc, acc2, w_sum, bits):
+    """The child table from dense accumulators (indexed by mixed-radix id); also the present ids."""
+    xp = table.xp
+    present = xp.flatnonzero(acc != 0)
+    cell_id = present.astype(xp.int64, copy=False)
+    acc = acc[present]
+    acc2 = acc2[present] if acc2 is not None else None
+    w_sum = w_sum[present] if w_sum is not None else None
+    f_sum, F_sum = unpack_counts(xp, acc, acc2, bits, table.F is not None)
+    child = FreqTable(ch.keys, ch.cats, cell_id, f_sum, F_sum, w_sum, True, xp, None, None,
                       table.backend)
     if table.record_locator is not None:
-        child.record_locator = _locator(table, keys, maps)
-    return (child, inverse) if return_inverse else child
+        child.record_locator = _locator(table, ch.keys, ch.maps)
+    return child, present
+
+
+def regroup_many(table: FreqTable, keys_list: Sequence[Sequence[str]], codes: list | None = None,
+                 packed=None) -> list[FreqTable]:
+    """Several coarser tables of one table in a single pass over its cells.
+
+    The fine table is read chunk by chunk; each chunk's codes and weights stay in cache while every
+    child's ids are formed and added into its accumulator (``np.add.at``, in cell order, so the sums
+    are bit-identical to :func:`regroup`'s). Children that need sorting, and non-numpy tables, fall
+    back to :func:`regroup`.
+    """
+    xp = table.xp
+    if codes is None:
+        codes = cell_codes(table)
+    if packed is None:
+        packed = pack_weights(table)
+    m_cells = int(table.cell_id.shape[0])
+    children = [_child(table, k, None, codes) for k in keys_list]
+    fused = [i for i, ch in enumerate(children) if xp is np and ch.dense(m_cells)]
+    out: list = [None] * len(children)
+    if len(fused) > 1:
+        accs = {i: [np.zeros(children[i].space), None, None] for i in fused}
+        for i in fused:
+            if packed[1] is not None:
+                accs[i][1] = np.zeros(children[i].space)
+            if table.w is not None:
+                accs[i][2] = np.zeros(children[i].space)
+        for start in range(0, m_cells, CHUNK):
+            sl = slice(start, start + CHUNK)
+            w0 = packed[0][sl]
+            w1 = packed[1][sl] if packed[1] is not None else None
+            ww = table.w[sl] if table.w is not None else None
+            for i in fused:
+                ch = children[i]
+                ids = _radix(np, [c[sl] for c in ch.sub_codes], ch.cards)
+                a = accs[i]
+                np.add.at(a[0], ids, w0)
+                if w1 is not None:
+                    np.add.at(a[1], ids, w1)
+                if ww is not None:
+                    np.add.at(a[2], ids, ww)
+        for i in fused:
+            a = accs.pop(i)
+            out[i] = _finish_dense(table, children[i], a[0], a[1], a[2], packed[2])[0]
+    for i, ch in enumerate(children):
+        if out[i] is None:
+            out[i] = regroup(table, ch.keys, codes=codes, packed=packed)
+    return out
 
 
 def pack_weights(table: FreqTable):
@@ -235,11 +331,11 @@ def pack_weights(table: FreqTable):
 
 def unpack_counts(xp, acc, acc2, bits, has_F):
     """Inverse of :func:`pack_weights` on the summed accumulators: (f, F) as int64."""
-    tot = xp.rint(acc).astype(xp.int64)
+    tot = acc.astype(xp.int64)      # exact: the sums are integers below 2**53
     if not has_F:
         return tot, None
     if bits is None:
-        return xp.rint(acc2).astype(xp.int64), tot
+        return acc2.astype(xp.int64), tot
     return tot & ((1 << bits) - 1), tot >> bits
 
 
@@ -307,7 +403,7 @@ class Lattice:
     #: roots with fewer cells than this are planned without intermediates (everything is cheap)
     PLAN_MIN_CELLS = 1 << 17
     #: cells sampled from the root to estimate the size of a subset's table
-    SAMPLE = 1 << 13
+    SAMPLE = 1 << 12
     #: a roll-up's fixed cost, in cells, charged when weighing an intermediate table
     OVERHEAD = 1 << 14
     #: a roll-up that must sort reads each fine cell this many times more slowly than a bincount
@@ -494,34 +590,41 @@ class Lattice:
             if i not in skip:
                 by_mask.setdefault(m, []).append(i)
         need = plan.needed(by_mask)
-        children: dict[int, int] = {}
-        for m in need:
-            p = plan.parent[m]
-            children[p] = children.get(p, 0) + 1
         cache: dict[int, list] = {self.full: [self.root, self._root_codes, None]}
         self.built = 0
         self.cells_read = 0
         for i in by_mask.get(self.full, []):
             yield i, self.root
+        kids: dict[int, list[int]] = {}
+        for m in plan.order:
+            if m in need:
+                kids.setdefault(plan.parent[m], []).append(m)
+        ready: dict[int, FreqTable] = {}
         for m in plan.order:
             if m not in need:
                 continue
             p = plan.parent[m]
-            node = cache[p]
-            ptab = node[0]
-            if node[1] is None:
-                node[1] = cell_codes(ptab)
-                if p == self.full:
-                    self._root_codes = node[1]
-            if node[2] is None:
-                node[2] = pack_weights(ptab)
-            tab = regroup(ptab, tuple(self.keys[j] for j in _bits(m)), codes=node[1], packed=node[2])
-            self.built += 1
-            self.cells_read += int(ptab.cell_id.shape[0])
-            children[p] -= 1
-            if children[p] == 0 and p != self.full:
-                del cache[p]
-            if children.get(m):
+            if m not in ready:
+                # build every remaining child of this parent in one pass over its cells
+                node = cache[p]
+                ptab = node[0]
+                if node[1] is None:
+                    node[1] = cell_codes(ptab)
+                    if p == self.full:
+                        self._root_codes = node[1]
+                if node[2] is None:
+                    node[2] = pack_weights(ptab)
+                todo = [c for c in kids[p] if c not in ready]
+                tabs = regroup_many(ptab, [tuple(self.keys[j] for j in _bits(c)) for c in todo],
+                                    codes=node[1], packed=node[2])
+                ready.update(zip(todo, tabs))
+                self.built += len(todo)
+                self.cells_read += int(ptab.cell_id.shape[0])
+                kids[p] = []
+                if p != self.full:
+                    del cache[p]
+            tab = ready.pop(m)
+            if kids.get(m):
                 cache[m] = [tab, None, None]
             for i in by_mask.get(m, []):
                 yield i, tab

@@ -42,7 +42,15 @@ def p_f2(ctx, measure: str):
     return option(ctx, measure, "p_f2", 1.0)
 
 
+def pop_uniques(table) -> int:
+    """N1 = #{j : F_j = 1}, remembered on the table (several measures of a scan read it)."""
+    memo = table.__dict__.setdefault("_gpurisk_memo", {})
+    if "N1" not in memo:
+        memo["N1"] = int((table.F == 1).sum())
+    return memo["N1"]
+
+
 def pr_pu(table) -> tuple[float, int]:
     """(Pr(PU) = N1 / N, N1)."""
-    N1 = int((table.F == 1).sum())
+    N1 = pop_uniques(table)
     return N1 / table.N, N1

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..errors import BadInput
 from ..hookspecs import hookimpl
 from ..measure import Context, Measure, Result
+from . import _kim_jeong as kj
 
 
 class BethlehemFlag(Measure):
@@ -26,8 +27,7 @@ class BethlehemFlag(Measure):
             raise BadInput(f"option {self.name}.threshold={t!r} is not a number") from None
         if not 0.0 < t < 1.0:
             raise BadInput(f"option {self.name}.threshold={t!r} must lie in (0, 1)")
-        N1 = int((table.F == 1).sum())
-        pu = N1 / table.N
+        pu, N1 = kj.pr_pu(table)
         return Result(value=1.0 if pu > t else 0.0, extra={"pr_pu": pu, "threshold": t, "N1": N1})
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..hookspecs import hookimpl
 from ..measure import Context, Measure, Result
+from . import _kim_jeong as kj
 
 
 class PopUniques(Measure):
@@ -16,7 +17,7 @@ class PopUniques(Measure):
     reference = "Kim & Jeong (2007) Table 2; SPEC §3"
 
     def compute(self, table, ctx: Context) -> Result:
-        return Result(value=float(int((table.F == 1).sum())))
+        return Result(value=float(kj.pop_uniques(table)))
 
 
 @hookimpl

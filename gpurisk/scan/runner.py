@@ -23,6 +23,7 @@ from ..errors import BadInput
 from ..freq.engine import build_table
 from ..freq.lattice import Lattice, regroup
 from ..measure import Context
+from ..measures import _kim_jeong as kj
 from ..recode import code_maps, parse_recodes
 from .plan import Combination, build_plan, combo_seed, root_keys
 from .sink import ParquetSink, read_scan, row_schema
@@ -115,9 +116,10 @@ def combination_row(i: int, combo: Combination, table, ctx: Context, names: Sequ
     F = table.F
     row = {"order": i, "combo": combo.combo, "scenario": combo.scenario, "keys": list(combo.keys),
            "size": len(combo.keys), "n": table.n, "N": table.N, "cells": table.sample_cells,
-           "pop_cells": None if F is None else int((F > 0).sum()),
+           # with a population every cell has F_j >= 1 (f_j <= F_j is checked when counting)
+           "pop_cells": None if F is None else int(F.shape[0]),
            "n1": fof.get(1, 0), "n2": fof.get(2, 0), "n3": fof.get(3, 0),
-           "N1": None if F is None else int((F == 1).sum()), "seed": ctx.seed}
+           "N1": None if F is None else kj.pop_uniques(table), "seed": ctx.seed}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = run_measures(table, ctx, names)

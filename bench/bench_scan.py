@@ -1,0 +1,198 @@
+"""Benchmark of ``gpurisk scan`` against building the finest table alone and a loop of pandas groupbys.
+
+For each data set (a synthetic register, FARS, Adult; each a register with a seeded 10 % sample flag)
+and every subset of its 8 keys of size <= 4 (162 combinations), with every file-level measure:
+
+- build: ``gpurisk.build_table`` over all 8 keys (what the scan does once);
+- scan:  ``gpurisk.scan(..., output=DIR)`` end to end (read nothing: the frame is in memory; build,
+         roll-ups, measures, Parquet rows);
+- groupby loop: per combination ``frame.groupby(keys)["s"].agg(["size", "sum"])`` (F and f), then the
+         same measures on those counts. On large data only ``--groupby-combos`` combinations are timed
+         (spread over the sizes) and the total is extrapolated per size: said so in the table.
+
+Targets (issue #4): scan <= 3 x build and >= 30 x faster than the groupby loop on the 10 M-row register.
+Prints a table (wall and CPU seconds) and writes bench/out/bench_scan.png.
+
+    python bench/bench_scan.py                       # 10 M rows + FARS + Adult
+    python bench/bench_scan.py --rows 1000000 --datasets synthetic
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import gpurisk  # noqa: E402
+from gpurisk.assess import run_measures  # noqa: E402
+from gpurisk.measure import Context  # noqa: E402
+from gpurisk.scan.runner import SCAN_DEFAULT_OPTIONS, _measure_names  # noqa: E402
+
+CARDS = [2, 100, 6, 17, 10, 50, 12, 5]
+
+
+def find_data() -> Path:
+    for cand in (ROOT.parent / "shared" / "data", Path("/work/shared/data")):
+        if (cand / "README.md").exists():
+            return cand
+    raise SystemExit("real data not found (../shared/data)")
+
+
+def synthetic(rows: int, seed: int = 1) -> tuple[pd.DataFrame, list[str]]:
+    """8 skewed categorical keys (probabilities ~ 1/rank^1.1) and a 10 % Bernoulli sample flag."""
+    rng = np.random.default_rng(seed)
+    cols = {}
+    for i, c in enumerate(CARDS):
+        p = 1.0 / np.arange(1, c + 1) ** 1.1
+        cols[f"k{i}"] = rng.choice(c, size=rows, p=p / p.sum()).astype(np.int16)
+    cols["s"] = rng.random(rows) < 0.1
+    return pd.DataFrame(cols), [f"k{i}" for i in range(len(CARDS))]
+
+
+def real(name: str) -> tuple[pd.DataFrame, list[str]]:
+    data = find_data()
+    if name == "fars":
+        df = pd.read_csv(data / "arx_genetic" / "fars_int.csv", sep=";")
+        keys = list(df.columns)
+    else:
+        df = pd.read_csv(data / "arx" / "adult.csv", sep=";")
+        keys = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass",
+                "occupation"]
+    df["s"] = np.random.default_rng(7).random(len(df)) < 0.1
+    return df, keys
+
+
+def timed(fn):
+    w, c = time.perf_counter(), time.process_time()
+    out = fn()
+    return out, time.perf_counter() - w, time.process_time() - c
+
+
+def groupby_one(df: pd.DataFrame, keys, names, opts, pi, seed=0):
+    g = df.groupby(list(keys), observed=True, sort=False)["s"].agg(["size", "sum"])
+    F = g["size"].to_numpy(np.int64)
+    f = g["sum"].to_numpy(np.int64)
+    t = gpurisk.FreqTable(tuple(keys), [[0]] * len(keys), np.arange(F.size), f, F)
+    ctx = Context(fraction=pi, fraction_source="n/N", seed=seed, options=opts)
+    return run_measures(t, ctx, names)
+
+
+def bench(name: str, df: pd.DataFrame, keys: list[str], max_size: int, gb_combos: int | None,
+          repeat: int) -> dict:
+    names = _measure_names(None)
+    opts = {m: dict(v) for m, v in SCAN_DEFAULT_OPTIONS.items()}
+    combos = [c for r in range(1, max_size + 1) for c in itertools.combinations(keys, r)]
+    best = lambda runs: min(runs, key=lambda x: x[1])  # noqa: E731
+    b = best([timed(lambda: gpurisk.build_table(df, sorted(keys), sample_flag="s")) for _ in range(repeat)])
+    table = b[0]
+    pi = table.n / table.N
+    tmp = Path(tempfile.mkdtemp(prefix="bench_scan_"))
+    runs = []
+    for i in range(repeat):
+        out = tmp / f"scan{i}.parquet"
+        runs.append(timed(lambda: gpurisk.scan(df, keys=keys, max_size=max_size, sample_flag="s",
+                                               output=out)))
+    s = best(runs)
+    res = s[0]
+    assert len(res.results) == len(combos)
+    shutil.rmtree(tmp, ignore_errors=True)
+    # the groupby loop: all combinations, or a spread-out subset extrapolated per size
+    if gb_combos is None or gb_combos >= len(combos):
+        chosen = combos
+    else:
+        chosen = []
+        for r in range(1, max_size + 1):
+            sized = [c for c in combos if len(c) == r]
+            k = max(1, round(gb_combos * len(sized) / len(combos)))
+            chosen += [sized[int(j)] for j in np.linspace(0, len(sized) - 1, k)]
+    per_size: dict[int, list[tuple[float, float]]] = {}
+    for c in chosen:
+        _, w, cpu = timed(lambda: groupby_one(df, c, names, opts, pi))
+        per_size.setdefault(len(c), []).append((w, cpu))
+    count = {r: sum(1 for c in combos if len(c) == r) for r in per_size}
+    gb_w = sum(np.mean([x[0] for x in v]) * count[r] for r, v in per_size.items())
+    gb_c = sum(np.mean([x[1] for x in v]) * count[r] for r, v in per_size.items())
+    # the cost of theta_hat_dis per combination at the scan default K and at the assess default
+    tabs = [gpurisk.freq.lattice.rollup(table, list(c)) for c in combos[-10:]]
+    from gpurisk.measures.theta_hat_dis import ThetaHatDIS
+    dis = {}
+    for K in (SCAN_DEFAULT_OPTIONS["theta_hat_dis"]["K"], 200_000):
+        ctx = Context(fraction=pi, options={"theta_hat_dis": {"K": K}})
+        _, w, _ = timed(lambda: [ThetaHatDIS().compute(t, ctx) for t in tabs])
+        dis[K] = w / len(tabs)
+    return {"data": name, "rows": len(df), "cells": int(table.cell_id.size), "combos": len(combos),
+            "build_w": b[1], "build_c": b[2], "scan_w": s[1], "scan_c": s[2],
+            "gb_w": gb_w, "gb_c": gb_c, "gb_timed": len(chosen), "timings": res.timings,
+            "rollups": res.rollups, "cells_read": res.cells_read, "dis": dis}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=10_000_000, help="rows of the synthetic register")
+    ap.add_argument("--datasets", default="synthetic,fars,adult")
+    ap.add_argument("--max-size", type=int, default=4)
+    ap.add_argument("--groupby-combos", type=int, default=16,
+                    help="combinations timed in the groupby loop on the synthetic data (extrapolated)")
+    ap.add_argument("--repeat", type=int, default=1, help="best of N for build and scan")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "out"))
+    args = ap.parse_args(argv)
+    rows = []
+    for name in args.datasets.split(","):
+        if name == "synthetic":
+            df, keys = synthetic(args.rows)
+            gb = args.groupby_combos
+        else:
+            df, keys = real(name)
+            gb = None
+        print(f"[{name}] {len(df):,} rows, {len(keys)} keys ...", flush=True)
+        rows.append(bench(name, df, keys, args.max_size, gb, args.repeat))
+        del df
+    hdr = (f"{'data':10s} {'rows':>11s} {'cells':>9s} {'combos':>6s} {'build s':>8s} {'scan s':>8s} "
+           f"{'scan/build':>10s} {'groupby s':>10s} {'groupby/scan':>12s}  notes")
+    print("\n" + hdr + "\n" + "-" * len(hdr))
+    for r in rows:
+        note = ("groupby timed on all combinations" if r["gb_timed"] == r["combos"] else
+                f"groupby timed on {r['gb_timed']} combinations, extrapolated per size")
+        for kind, b, s, g in (("wall", r["build_w"], r["scan_w"], r["gb_w"]),
+                              ("cpu", r["build_c"], r["scan_c"], r["gb_c"])):
+            print(f"{r['data'] + ' ' + kind:10s} {r['rows']:>11,d} {r['cells']:>9,d} {r['combos']:>6d} "
+                  f"{b:>8.2f} {s:>8.2f} {s / b:>10.2f} {g:>10.2f} {g / s:>12.1f}  "
+                  f"{note if kind == 'wall' else ''}")
+    print()
+    for r in rows:
+        t = r["timings"]
+        print(f"{r['data']}: scan breakdown (wall s) build {t['build_s']:.2f}, roll-ups {t['rollup_s']:.2f} "
+              f"({r['rollups']} roll-ups reading {r['cells_read']:,} cells), measures+rows "
+              f"{t['measures_s']:.2f}; theta_hat_dis per combination: "
+              + ", ".join(f"K={k}: {v * 1000:.1f} ms" for k, v in r["dis"].items()))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4))
+    x = np.arange(len(rows))
+    for j, (lab, key) in enumerate((("build finest table", "build_w"), ("scan (162 combos)", "scan_w"),
+                                    ("pandas groupby loop", "gb_w"))):
+        ax.bar(x + (j - 1) * 0.27, [r[key] for r in rows], 0.27, label=lab)
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"{r['data']}\n{r['rows']:,} rows" for r in rows])
+    ax.set_yscale("log")
+    ax.set_ylabel("seconds (wall, log scale)")
+    ax.set_title("gpurisk scan: every subset of 8 keys up to size 4, all file-level measures")
+    ax.legend()
+    fig.savefig(out / "bench_scan.png", dpi=110, bbox_inches="tight")
+    print(f"\nplot: {out / 'bench_scan.png'}")
+
+
+if __name__ == "__main__":
+    main()
