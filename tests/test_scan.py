@@ -62,7 +62,7 @@ def test_scan_rows_equal_assess_of_each_combination(adult):
         ks = list(row["keys"])
         # scan counts every key set with its keys in name order (one cell order per key set)
         a = gpurisk.assess(adult, sorted(ks), sample_flag="s", seed=combo_seed(0, ks),
-                           options={"theta_hat_dis": {"K": 20_000}}).to_dict()
+                           options={"theta_hat_dis": {"K": 10_000}}).to_dict()
         fof = a["freq_of_freq"]
         assert (row["n1"], row["n2"], row["n3"]) == (fof.get("1", 0), fof.get("2", 0), fof.get("3", 0))
         assert row["cells"] == a["cells"] and row["pop_cells"] == a["population_cells"]

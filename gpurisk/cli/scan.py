@@ -66,7 +66,10 @@ def print_summary(doc: dict) -> None:
     for c in cols:
         t.add_column(c, overflow="fold")
     for i, r in enumerate(doc["top"], 1):
-        vals = [str(i), r.get("scenario") or ", ".join(r["keys"]), _fmt(r.get("size")),
+        name = ", ".join(r["keys"])
+        if r.get("scenario"):
+            name = f"{r['scenario']}: {name}"
+        vals = [str(i), name, _fmt(r.get("size")),
                 _fmt(r.get("cells")), _fmt(r.get("n1")), _fmt(r.get("N1")), _fmt(r.get(by))]
         if "upper" in cols:
             vals.append(_fmt(r.get(f"{by}_upper")))

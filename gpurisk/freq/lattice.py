@@ -261,6 +261,8 @@ def _finish_dense(table, ch: _Child, acc, acc2, w_sum, bits):
     f_sum, F_sum = unpack_counts(xp, acc, acc2, bits, table.F is not None)
     child = FreqTable(ch.keys, ch.cats, cell_id, f_sum, F_sum, w_sum, True, xp, None, None,
                       table.backend)
+    if bits is not None:
+        child.__dict__["_gpurisk_packed"] = (acc, None, bits)   # its own packed weights, for free
     if table.record_locator is not None:
         child.record_locator = _locator(table, ch.keys, ch.maps)
     return child, present
@@ -323,6 +325,8 @@ def pack_weights(table: FreqTable):
     xp = table.xp
     if table.F is None:
         return table.f, None, None
+    if "_gpurisk_packed" in table.__dict__:
+        return table.__dict__["_gpurisk_packed"]
     bits = pack_limit_ok(int(table.f.sum()), int(table.F.sum()))
     if bits is None:
         return table.F, table.f, None
@@ -406,6 +410,10 @@ class Lattice:
     SAMPLE = 1 << 12
     #: a roll-up's fixed cost, in cells, charged when weighing an intermediate table
     OVERHEAD = 1 << 14
+    #: per id-space element (allocating and scanning a dense accumulator), relative to a fine cell
+    SPACE_COST = 0.5
+    #: per cell and key of a table decoded to serve as a parent, relative to a fine cell
+    DECODE_COST = 0.2
     #: a roll-up that must sort reads each fine cell this many times more slowly than a bincount
     SORT_PENALTY = 8.0
     #: at most this many candidate intermediates are weighed
@@ -545,7 +553,11 @@ class Lattice:
             return np.minimum(np.where(sup, ve[None, :], np.inf).min(axis=1, initial=np.inf), root)
 
         vcost = vpen * smallest_superset(vm)    # cells read to build each target, as things stand
-        ccost = cpen * smallest_superset(cm)    # ... and each candidate
+        # a candidate costs the cells read to build it, a pass over its id space, and decoding its
+        # cells when it serves as a parent
+        fixed = np.array([self.SPACE_COST * min(self._space(c), DENSE_LIMIT)
+                          + self.DECODE_COST * est[c] * bin(c).count("1") for c in cand])
+        ccost = cpen * smallest_superset(cm)
         # sub[i, j]: node j is a strict subset of candidate i (nodes: targets, then chosen ones)
         sub = ((vm[None, :] & ~cm[:, None]) == 0) & (vm[None, :] != cm[:, None])
         npen = vpen.copy()
@@ -553,7 +565,7 @@ class Lattice:
         chosen = []
         while alive.any():
             gain = (sub * np.maximum(0.0, vcost[None, :] - npen[None, :] * ce[:, None])).sum(axis=1)
-            benefit = np.where(alive, gain - ccost - self.OVERHEAD, -np.inf)
+            benefit = np.where(alive, gain - ccost - fixed - self.OVERHEAD, -np.inf)
             i = int(np.argmax(benefit))
             if benefit[i] <= 0:
                 break
