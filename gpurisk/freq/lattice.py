@@ -9,7 +9,9 @@ records either. The cost is proportional to the fine table's cells, never to the
 Two ways to sum, both vectorised and written against ``table.xp`` (numpy or cupy):
 
 - dense: when the coarse id space is small, ``bincount`` over the coarse ids (one pass; f and F are
-  packed into one float64 weight when the totals allow it exactly, so one ``bincount`` sums both);
+  packed into one float64 weight ``F * 2**b + f`` when the totals allow it exactly, so one
+  ``bincount`` sums both); :func:`regroup_many` builds several children of one table in a single
+  chunked pass (``np.add.at`` per chunk, the chunk's codes and weights staying in cache);
 - sorted: otherwise, sort the coarse ids, mark run starts, give each fine cell its run's index, and
   ``bincount`` over those indices.
 
@@ -293,14 +295,25 @@ def regroup_many(table: FreqTable, keys_list: Sequence[Sequence[str]], codes: li
                 accs[i][1] = np.zeros(children[i].space)
             if table.w is not None:
                 accs[i][2] = np.zeros(children[i].space)
+        # children in key order, so that ids of a shared leading-key prefix are formed once per chunk
+        fused.sort(key=lambda i: children[i].keys)
+        dt = np.int32 if max(children[i].space for i in fused) <= 2**31 else np.int64
         for start in range(0, m_cells, CHUNK):
             sl = slice(start, start + CHUNK)
             w0 = packed[0][sl]
             w1 = packed[1][sl] if packed[1] is not None else None
             ww = table.w[sl] if table.w is not None else None
+            prefix: dict[tuple, np.ndarray] = {}
             for i in fused:
                 ch = children[i]
-                ids = _radix(np, [c[sl] for c in ch.sub_codes], ch.cards)
+                j = len(ch.keys)
+                while j and ch.keys[:j] not in prefix:
+                    j -= 1
+                ids = prefix[ch.keys[:j]] if j else None
+                for t in range(j, len(ch.keys)):
+                    c = ch.sub_codes[t][sl]
+                    ids = c.astype(dt) if ids is None else ids * dt(ch.cards[t]) + c
+                    prefix[ch.keys[:t + 1]] = ids
                 a = accs[i]
                 np.add.at(a[0], ids, w0)
                 if w1 is not None:
@@ -353,13 +366,6 @@ def _locator(parent: FreqTable, keys, maps):
 def rollup(table: FreqTable, keys: Sequence[str]) -> FreqTable:
     """The table over a subset of ``table.keys`` (in the given order), summed from ``table``."""
     return regroup(table, keys)
-
-
-def recode_table(table: FreqTable, maps: Mapping[str, CodeMap]) -> FreqTable:
-    """``table`` with the categories of some keys regrouped (same keys, same order)."""
-    if not maps:
-        return table
-    return regroup(table, table.keys, maps)
 
 
 # --------------------------------------------------------------------------------------------

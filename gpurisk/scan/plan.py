@@ -24,6 +24,10 @@ from typing import Iterable, Sequence
 from ..errors import BadInput
 
 
+#: without --max-size, a pool may have at most this many subsets
+MAX_UNBOUNDED = 10_000
+
+
 @dataclass(frozen=True)
 class Combination:
     keys: tuple[str, ...]
@@ -53,6 +57,9 @@ def _check_names(keys: Sequence[str], what: str) -> tuple[str, ...]:
 
 def subsets(pool: Sequence[str], max_size: int | None = None, min_size: int = 1) -> list[Combination]:
     pool = _check_names(pool, "--keys")
+    if max_size is None and 2 ** len(pool) - 1 > MAX_UNBOUNDED:
+        raise BadInput(f"--keys names {len(pool)} variables, {2 ** len(pool) - 1} subsets in all; "
+                       "give --max-size")
     max_size = len(pool) if max_size is None else int(max_size)
     if min_size < 1:
         raise BadInput(f"--min-size must be at least 1, got {min_size}")

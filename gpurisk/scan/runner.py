@@ -181,7 +181,9 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     names = _measure_names(measures)
     opts = _scan_options(names, options)
 
-    data_name = str(data) if isinstance(data, (str, Path)) else f"<{type(data).__name__}>"
+    data_name = (str(Path(data).resolve()) if isinstance(data, Path) or
+                 (isinstance(data, str) and not data.startswith("example:")) else
+                 str(data) if isinstance(data, str) else f"<{type(data).__name__}>")
     pop_name = (str(population) if isinstance(population, (str, Path))
                 else None if population is None else f"<{type(population).__name__}>")
     if isinstance(data, (str, Path)):
