@@ -454,7 +454,14 @@ class Lattice:
         return math.prod(self.root.cards[i] for i in _bits(mask))
 
     def estimate(self, mask: int) -> float:
-        """Estimated number of cells of the table over ``mask`` (GEE estimator on sampled cells)."""
+        """Estimated number of cells of the table over ``mask``.
+
+        Shlosser's estimator of the number of distinct values from a uniform sample of the root's
+        cells (fraction q): d + f1 Σ(1-q)^i f_i / Σ i q (1-q)^(i-1) f_i, with f_i the number of
+        sub-ids seen i times; bounded by the root's cells and the subset's id space. It errs high
+        rather than low when most sampled sub-ids are distinct, which keeps the planner from
+        building intermediates that turn out large.
+        """
         m = self.root_cells
         if mask == self.full:
             return float(m)
@@ -475,9 +482,13 @@ class Lattice:
         s = codes[0].size
         if s >= m:
             return float(d)
-        f1 = int((cnt == 1).sum())
-        gee = math.sqrt(m / s) * f1 + (d - f1)
-        return float(min(bound, max(d, gee)))
+        q = s / m
+        fr = np.bincount(cnt).astype(np.float64)
+        i = np.arange(fr.size)
+        num = float(np.sum((1.0 - q) ** i * fr))
+        den = float(np.sum(i * q * (1.0 - q) ** np.maximum(i - 1, 0) * fr))
+        est = d + fr[1] * num / den if fr.size > 1 and den > 0 else d
+        return float(min(bound, max(d, est)))
 
     # --- planning ------------------------------------------------------------------------------
     def plan(self, targets: Sequence[Sequence[str]]) -> Plan:
