@@ -66,7 +66,8 @@ def test_scan_rows_equal_assess_of_each_combination(adult):
         fof = a["freq_of_freq"]
         assert (row["n1"], row["n2"], row["n3"]) == (fof.get("1", 0), fof.get("2", 0), fof.get("3", 0))
         assert row["cells"] == a["cells"] and row["pop_cells"] == a["population_cells"]
-        for m, r in a["measures"].items():
+        for m in res.measures:
+            r = a["measures"][m]
             assert row[m] == pytest.approx(r["value"], rel=1e-12, nan_ok=True) if r["value"] is not None \
                 else pd.isna(row[m]), (ks, m)
             if r["upper"] is not None:

@@ -99,11 +99,21 @@ def _scan_options(names: Sequence[str], options: Mapping | None) -> dict:
     return opts
 
 
+#: what a measure may need and still run on a combination's counts alone
+COUNT_NEEDS = frozenset({"fraction", "population", "weights"})
+
+
 def _measure_names(measures: Iterable[str] | None) -> list[str]:
+    """The measures named, or by default every file-level measure that reads counts only.
+
+    Measures that need each record's cell or other columns (``records``, ``columns``) cost a pass
+    over the records for every combination; a scan runs them only when named.
+    """
     from ..plugins import measure_registry
     reg = measure_registry()
     if measures is None:
-        return [n for n, r in reg.items() if getattr(r.cls, "level", "file") == "file"]
+        return [n for n, r in reg.items() if getattr(r.cls, "level", "file") == "file"
+                and set(r.cls.needs) <= COUNT_NEEDS and not getattr(r.cls, "column_options", ())]
     names = [measures] if isinstance(measures, str) else list(measures)
     unknown = [m for m in names if m not in reg]
     if unknown:
@@ -186,9 +196,12 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
                  str(data) if isinstance(data, str) else f"<{type(data).__name__}>")
     pop_name = (str(population) if isinstance(population, (str, Path))
                 else None if population is None else f"<{type(population).__name__}>")
+    from ..assess import _column_values, option_columns
+    extra_cols = [c for c in option_columns(names, opts)
+                  if c not in rkeys and c not in (sample_flag, weights)]
     if isinstance(data, (str, Path)):
-        data = read_table(data, sep=sep, columns=rkeys + [c for c in (sample_flag, weights) if c],
-                          encoding=encoding)
+        data = read_table(data, sep=sep, columns=rkeys + [c for c in (sample_flag, weights) if c]
+                          + extra_cols, encoding=encoding)
     if isinstance(population, (str, Path)):
         population = read_table(population, sep=sep, columns=rkeys, encoding=encoding)
     if len(data) == 0:
@@ -200,6 +213,7 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     root = build_table(data, rkeys, population=population, sample_flag=sample_flag,
                        weights=weights, missing=missing, backend=backend)
     t_build = time.perf_counter() - t0
+    columns = _column_values(data, option_columns(names, opts), sample_flag)
     del data, population
     if root.n == 0:
         raise BadInput(f"the sample flag {sample_flag!r} marks no record as sampled")
@@ -247,7 +261,7 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
             t1 = time.perf_counter()
             c = combos[i]
             ctx = Context(fraction=pi, fraction_source=source, alpha=float(alpha),
-                          seed=combo_seed(seed, c.keys), options=opts)
+                          seed=combo_seed(seed, c.keys), options=opts, columns=columns)
             row = combination_row(i, c, table, ctx, names)
             del table
             if sink is not None:
