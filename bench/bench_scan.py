@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import shutil
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +33,8 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# gpurisk's own measures only: a third-party plugin installed in the environment would change the work
+os.environ.setdefault("GPURISK_DISABLE_PLUGIN_AUTOLOAD", "1")
 
 import gpurisk  # noqa: E402
 from gpurisk.assess import run_measures  # noqa: E402
@@ -77,13 +81,16 @@ def timed(fn):
     return out, time.perf_counter() - w, time.process_time() - c
 
 
-def groupby_one(df: pd.DataFrame, keys, names, opts, pi, seed=0):
+def groupby_one(df: pd.DataFrame, keys, names, opts, pi, cards, seed=0):
     g = df.groupby(list(keys), observed=True, sort=False)["s"].agg(["size", "sum"])
     F = g["size"].to_numpy(np.int64)
     f = g["sum"].to_numpy(np.int64)
-    t = gpurisk.FreqTable(tuple(keys), [[0]] * len(keys), np.arange(F.size), f, F)
+    cats = [list(range(cards[k])) for k in keys]      # measures read only the cardinalities
+    t = gpurisk.FreqTable(tuple(keys), cats, np.arange(F.size), f, F)
     ctx = Context(fraction=pi, fraction_source="n/N", seed=seed, options=opts)
-    return run_measures(t, ctx, names)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return run_measures(t, ctx, names)
 
 
 def bench(name: str, df: pd.DataFrame, keys: list[str], max_size: int, gb_combos: int | None,
@@ -115,8 +122,9 @@ def bench(name: str, df: pd.DataFrame, keys: list[str], max_size: int, gb_combos
             k = max(1, round(gb_combos * len(sized) / len(combos)))
             chosen += [sized[int(j)] for j in np.linspace(0, len(sized) - 1, k)]
     per_size: dict[int, list[tuple[float, float]]] = {}
+    cards = {k: int(df[k].nunique(dropna=False)) for k in keys}
     for c in chosen:
-        _, w, cpu = timed(lambda: groupby_one(df, c, names, opts, pi))
+        _, w, cpu = timed(lambda: groupby_one(df, c, names, opts, pi, cards))
         per_size.setdefault(len(c), []).append((w, cpu))
     count = {r: sum(1 for c in combos if len(c) == r) for r in per_size}
     gb_w = sum(np.mean([x[0] for x in v]) * count[r] for r, v in per_size.items())
@@ -145,6 +153,7 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=1, help="best of N for build and scan")
     ap.add_argument("--out", default=str(ROOT / "bench" / "out"))
     args = ap.parse_args(argv)
+    print("measures per combination:", ", ".join(_measure_names(None)))
     rows = []
     for name in args.datasets.split(","):
         if name == "synthetic":
