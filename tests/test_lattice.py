@@ -103,12 +103,21 @@ def test_rollup_of_surrogate_ids_equals_recount():
         assert_same_table(got, recount)
 
 
-def test_cell_codes_fast_decode_matches_integer_decode():
+@pytest.mark.parametrize("cards", [
+    [97, 1001, 13, 7919, 2, 251],          # space ~ 2**44: float64 decoding
+    [3, 127, 5, 1101],                      # space 2_097_255, just over 2**21: float64
+    [2, 128, 8, 1024],                      # space 2**21 exactly: float32, every id
+    [7, 9, 11, 13, 17, 19],                 # 2_909_907 > 2**21: float64
+    [3, 5, 7, 11, 13, 17, 19],              # 4_849_845: float64
+    [1021, 2047],                           # 2_089_987 < 2**21: float32, every id
+])
+def test_cell_codes_fast_decode_matches_integer_decode(cards):
     rng = np.random.default_rng(1)
-    cards = [97, 1001, 13, 7919, 2, 251]          # space ~ 2**44
     space = int(np.prod(cards))
     ids = np.unique(np.concatenate([rng.integers(0, space, 200_000), [0, space - 1]]))
-    table = gpurisk.FreqTable(tuple("abcdef"), [list(range(c)) for c in cards], ids,
+    if space < 2**21 + 1:
+        ids = np.arange(space)            # small float32 spaces: check every id
+    table = gpurisk.FreqTable(tuple("abcdefg"[:len(cards)]), [list(range(c)) for c in cards], ids,
                               np.ones(ids.size, np.int64))
     fast = cell_codes(table)
     slow = cellid.decode_radix(ids, cards)
