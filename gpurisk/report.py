@@ -112,7 +112,10 @@ def _fmt(v) -> str:
 def write_report(scan, html_path, measure: str | None = None, threshold: float = 0.1,
                  top: int = 20, title: str | None = None) -> Path:
     """Write the report of ``scan`` (an output path or a DataFrame of scan rows) to ``html_path``."""
-    import matplotlib
+    try:
+        import matplotlib
+    except ModuleNotFoundError:
+        raise BadInput("gpurisk report draws its plots with matplotlib: pip install 'gpurisk[plot]'") from None
     matplotlib.use("Agg")
     settings = {}
     if isinstance(scan, (str, Path)):
