@@ -151,19 +151,24 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
     it defaults to n/N. ``recode`` regroups categories (``["age=bands:5", ...]``, see
     :mod:`gpurisk.recode`) on the counted table, never on the records.
     """
-    from .io import read_table
+    from .backends import resolve_backend
+    from .io import read_lazy, read_table
     keys = [keys] if isinstance(keys, str) else list(keys)
     measures = None if measures is None else list(measures)
     extra_cols = option_columns(measures, options)
     need_cols = keys + [c for c in (sample_flag, weights) if c]
     need_cols += [c for c in extra_cols if c not in need_cols]
+    distributed = resolve_backend(backend, frame) in ("dask", "dask-cudf")
+    # on Dask, files are read partition-wise by the workers (a Parquet directory or a CSV glob)
+    read = (lambda p, cols: read_lazy(p, sep=sep, columns=cols)) if distributed else \
+        (lambda p, cols: read_table(p, sep=sep, columns=cols))
     if isinstance(frame, (str, Path)):
-        frame = read_table(frame, sep=sep, columns=need_cols)
+        frame = read(frame, need_cols)
     if isinstance(population, (str, Path)):
-        population = read_table(population, sep=sep, columns=keys)
+        population = read(population, keys)
     if not 0.0 < float(alpha) < 0.5:
         raise BadInput(f"alpha={alpha!r} is outside (0, 0.5)")
-    if len(frame) == 0:
+    if not distributed and len(frame) == 0:  # the Dask engine checks while counting
         raise BadInput("the sample has no records")
     table = build_table(frame, keys, population=population, sample_flag=sample_flag,
                         weights=weights, missing=missing, backend=backend)

@@ -1,38 +1,232 @@
 """Which backend counts: a name from ``--backend``, ``gpurisk.config.backend`` or ``GPURISK_BACKEND``.
 
-Names: ``pandas`` (in-process default), ``dask``, ``cudf``, ``dask-cudf``, ``auto``.
+Names: ``pandas`` (in-process default), ``dask`` (pandas partitions on a Dask cluster), ``cudf`` (one
+GPU), ``dask-cudf`` (cuDF partitions on a dask-cuda cluster) and ``auto``. With no name set anywhere,
+the input decides (a Dask collection counts on ``dask``/``dask-cudf``, a cuDF frame on ``cudf``,
+anything else on ``pandas``). ``auto`` also takes a GPU when one is really usable: ``import cudf``
+succeeds on machines without a GPU, so a device is detected by CuPy's device count, never by an
+import; each backend not taken is logged (logger ``gpurisk.backends``) with the reason.
+
+Dask backends run on the cluster at ``--scheduler ADDRESS`` (``config.scheduler``,
+``GPURISK_SCHEDULER``), else on the Dask client already active in the process, else on a local
+cluster started for the run and closed after it (``--workers N`` worker processes, one thread each;
+a dask-cuda ``LocalCUDACluster``, one worker per GPU, for ``dask-cudf``).
 """
 from __future__ import annotations
 
+import importlib
 import logging
 import os
+from contextlib import contextmanager
 
 from .errors import BadInput, UnsupportedBackend
 
 log = logging.getLogger("gpurisk.backends")
 BACKENDS = ("auto", "pandas", "dask", "cudf", "dask-cudf")
 ENV_BACKEND = "GPURISK_BACKEND"
+ENV_SCHEDULER = "GPURISK_SCHEDULER"
+ENV_WORKERS = "GPURISK_WORKERS"
 
 
 class _Config:
-    """Process-wide settings; ``gpurisk.config.backend = "dask"``."""
+    """Process-wide settings; ``gpurisk.config.backend = "dask"``.
+
+    ``scheduler``: address of an existing Dask scheduler; ``workers``: worker processes of a local
+    cluster; ``memory_limit``: memory limit per local worker (Dask's syntax, e.g. ``"2GiB"``).
+    """
 
     def __init__(self):
         self.backend: str | None = None
+        self.scheduler: str | None = None
+        self.workers: int | None = None
+        self.memory_limit: str | int | None = None
 
 
 config = _Config()
 
 
-def resolve_backend(name: str | None = None) -> str:
-    name = name or config.backend or os.environ.get(ENV_BACKEND) or "pandas"
+# --- what is usable here --------------------------------------------------------------------------
+
+def gpu_devices() -> tuple[int, str]:
+    """(number of usable CUDA devices, why) -- never raises."""
+    try:
+        import cupy
+    except Exception as exc:
+        return 0, f"cupy is not importable ({type(exc).__name__}: {exc})"
+    try:
+        n = int(cupy.cuda.runtime.getDeviceCount())
+    except Exception as exc:
+        return 0, f"no usable CUDA device ({type(exc).__name__}: {exc})"
+    if n < 1:
+        return 0, "no CUDA device"
+    return n, f"{n} CUDA device(s)"
+
+
+def _missing_modules(*mods: str) -> str | None:
+    for m in mods:
+        try:
+            importlib.import_module(m)
+        except Exception as exc:
+            return f"{m} is not importable ({type(exc).__name__}: {exc})"
+    return None
+
+
+def data_kind(data) -> str | None:
+    """The backend a collection belongs to, or None for paths and other objects."""
+    from .freq.plan import is_cudf
+    if hasattr(data, "__dask_graph__") and hasattr(data, "npartitions"):
+        meta = getattr(data, "_meta", None)
+        return "dask-cudf" if meta is not None and is_cudf(meta) else "dask"
+    if is_cudf(data):
+        return "cudf"
+    if type(data).__module__.split(".")[0] == "pandas":
+        return "pandas"
+    return None
+
+
+def _auto(data) -> str:
+    kind = data_kind(data)
+    if kind in ("dask", "dask-cudf", "cudf"):
+        log.info("auto: the input is a %s collection: backend %s", kind, kind)
+        return kind
+    n, why = gpu_devices()
+    if n == 0:
+        log.info("auto: cudf and dask-cudf not taken: %s; backend pandas", why)
+        return "pandas"
+    miss = _missing_modules("cudf")
+    if miss:
+        log.info("auto: %s but cudf not taken: %s; backend pandas", why, miss)
+        return "pandas"
+    if n > 1:
+        miss = _missing_modules("dask_cudf", "dask_cuda")
+        if miss is None:
+            log.info("auto: %s: backend dask-cudf", why)
+            return "dask-cudf"
+        log.info("auto: %s but dask-cudf not taken: %s", why, miss)
+    log.info("auto: %s: backend cudf", why)
+    return "cudf"
+
+
+def resolve_backend(name: str | None = None, data=None) -> str:
+    """The backend to count ``data`` on: ``name``, else the config, the environment, the input."""
+    name = name or config.backend or os.environ.get(ENV_BACKEND)
+    if not name:
+        kind = data_kind(data)
+        return kind if kind in ("dask", "dask-cudf", "cudf") else "pandas"
     name = name.strip().lower()
     if name not in BACKENDS:
         raise BadInput(f"backend {name!r} is not one of {', '.join(BACKENDS)}")
     if name == "auto":
-        return "pandas"
+        return _auto(data)
     return name
 
 
+def require(name: str) -> None:
+    """Raise :class:`UnsupportedBackend` (one line, the reason) when ``name`` cannot run here."""
+    if name in ("dask", "dask-cudf"):
+        miss = _missing_modules("dask.dataframe", "distributed")
+        if miss:
+            raise UnsupportedBackend(f"backend {name!r} needs dask[dataframe] and distributed "
+                                     f"(pip install 'gpurisk[dask]'): {miss}")
+    if name in ("cudf", "dask-cudf"):
+        n, why = gpu_devices()
+        if n == 0:
+            raise UnsupportedBackend(f"backend {name!r} needs a CUDA GPU: {why}")
+        mods = ("cudf",) if name == "cudf" else ("cudf", "dask_cudf", "dask_cuda")
+        miss = _missing_modules(*mods)
+        if miss:
+            raise UnsupportedBackend(f"backend {name!r} needs RAPIDS (pip install 'gpurisk[cuda12]' "
+                                     f"or 'gpurisk[cuda13]'): {miss}")
+
+
 def dispatch_build(name: str, sample, keys, **kw):
+    """build_table on a backend other than pandas."""
+    require(name)
+    if name in ("dask", "dask-cudf"):
+        from .freq._dask import build_table_dask
+        return build_table_dask(sample, keys, gpu=(name == "dask-cudf"), **kw)
+    if name == "cudf":
+        from .freq._cudf import build_table_cudf
+        return build_table_cudf(sample, keys, **kw)
     raise UnsupportedBackend(f"backend {name!r} is not available in this build")
+
+
+# --- Dask clusters -----------------------------------------------------------------------------
+
+def _workers(workers) -> int | None:
+    w = workers or config.workers or os.environ.get(ENV_WORKERS)
+    if w in (None, ""):
+        return None
+    try:
+        w = int(w)
+    except ValueError:
+        raise BadInput(f"number of workers {w!r} is not an integer") from None
+    if w < 1:
+        raise BadInput(f"number of workers must be at least 1, got {w}")
+    return w
+
+
+def _reachable(address: str) -> None:
+    """Fail fast, in one line, when a tcp:// scheduler address refuses connections."""
+    import socket
+    from urllib.parse import urlsplit
+    if "://" not in address:
+        address = "tcp://" + address
+    u = urlsplit(address)
+    if u.scheme != "tcp" or not u.hostname:
+        return
+    try:
+        with socket.create_connection((u.hostname, u.port or 8786), timeout=10):
+            pass
+    except OSError as exc:
+        raise BadInput(f"cannot reach the Dask scheduler at {address!r} ({exc})") from None
+
+
+@contextmanager
+def dask_client(gpu: bool = False, scheduler: str | None = None, workers: int | None = None,
+                memory_limit=None):
+    """A ``distributed.Client`` for one run (see the module docstring for which cluster)."""
+    require("dask-cudf" if gpu else "dask")
+    from distributed import Client, LocalCluster
+
+    address = scheduler or config.scheduler or os.environ.get(ENV_SCHEDULER)
+    if address:
+        _reachable(address)
+        try:
+            client = Client(address, timeout="30s")
+        except (OSError, TimeoutError) as exc:
+            raise BadInput(f"cannot reach the Dask scheduler at {address!r} ({exc})") from None
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    try:
+        from distributed import default_client
+        client = default_client()
+    except ValueError:
+        client = None
+    if client is not None and client.status == "running":
+        yield client
+        return
+    n = _workers(workers)
+    limit = memory_limit or config.memory_limit
+    if gpu:
+        from dask_cuda import LocalCUDACluster
+        kw = {"n_workers": n} if n else {}
+        if limit:
+            kw["memory_limit"] = limit
+        cluster = LocalCUDACluster(silence_logs=logging.ERROR, dashboard_address=None, **kw)
+    else:
+        n = n or max(1, min(os.cpu_count() or 1, 8))
+        kw = {"memory_limit": limit} if limit else {}
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                               dashboard_address=None, silence_logs=logging.ERROR, **kw)
+    client = Client(cluster)
+    log.info("started a local %s cluster with %d worker(s)", "dask-cuda" if gpu else "Dask",
+             len(cluster.workers))
+    try:
+        yield client
+    finally:
+        client.close()
+        cluster.close()

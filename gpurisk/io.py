@@ -69,7 +69,14 @@ def detect_separator(p: Path, encoding: str = "utf-8") -> str:
 
 def read_table(path, sep: str | None = None, columns: list[str] | None = None,
                encoding: str = "utf-8") -> pd.DataFrame:
-    """Read CSV or Parquet into pandas; only ``columns`` when given (checked to exist)."""
+    """Read CSV or Parquet into pandas; only ``columns`` when given (checked to exist).
+
+    ``path`` may also be a glob (``"parts/*.csv"``): the files, in name order, one after another.
+    """
+    if any(ch in str(path) for ch in GLOB_CHARS) and not Path(str(path)).exists():
+        files = expand_input(path)
+        return pd.concat([read_table(f, sep=sep, columns=columns, encoding=encoding) for f in files],
+                         ignore_index=True)
     p = resolve_path(path)
     if is_parquet(p):
         return _read_parquet(p, columns)
@@ -145,3 +152,86 @@ def write_results(result, path) -> Path:
     """
     from .formats import write_atomic
     return write_atomic(result, path)
+
+
+# --- lazy, partition-wise reading (Dask) ---------------------------------------------------------
+
+GLOB_CHARS = "*?["
+#: bytes of CSV per Dask partition (compressed files are one partition each: they cannot be split)
+CSV_BLOCKSIZE = "64MiB"
+
+
+def expand_input(path) -> list[Path]:
+    """The files a SAMPLE names: one file, a Parquet directory, or a glob of files."""
+    import glob
+    s = str(path)
+    if s.startswith("example:"):
+        return [example_path(s.split(":", 1)[1])]
+    if any(ch in s for ch in GLOB_CHARS) and not Path(s).exists():
+        files = sorted(Path(f) for f in glob.glob(s, recursive=True) if Path(f).is_file())
+        if not files:
+            raise BadInput(f"no file matches {s!r}")
+        return files
+    return [resolve_path(s)]
+
+
+def read_lazy(path, sep: str | None = None, columns: list[str] | None = None,
+              encoding: str = "utf-8", blocksize=CSV_BLOCKSIZE, gpu: bool = False):
+    """A Dask DataFrame over CSV (a file or a glob) or Parquet (a file, a directory, or a glob).
+
+    Nothing is read but the schema or the header: partitions are read by the workers, one at a
+    time per worker thread. CSV columns are typed by pandas on each block (integers as floats, so
+    that a block with a missing value types like one without); a column whose values change type
+    between blocks is an error when counted. ``gpu`` gives cuDF partitions.
+    """
+    import dask.dataframe as dd
+
+    files = expand_input(path)
+    if all(is_parquet(p) for p in files):
+        target = str(files[0]) if len(files) == 1 else [str(p) for p in files]
+        names = _parquet_names(files[0])
+        if columns is not None:
+            miss = [c for c in columns if c not in names]
+            if miss:
+                raise BadInput(f"column(s) {', '.join(map(repr, miss))} not in {path} "
+                               f"(its columns: {', '.join(names[:20])})")
+        try:
+            ddf = dd.read_parquet(target, columns=columns)
+        except Exception as exc:  # pyarrow / fsspec errors: one line naming the input
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise BadInput(f"{path}: not a readable Parquet dataset ({msg})") from None
+    else:
+        if any(p.is_dir() for p in files):
+            raise BadInput(f"{path}: a directory with no .parquet files")
+        first = files[0]
+        if first.stat().st_size == 0:
+            raise BadInput(f"{first}: the file is empty")
+        sep = sep or detect_separator(first, encoding)
+        try:
+            header = pd.read_csv(first, sep=sep, nrows=0, encoding=encoding).columns.tolist()
+        except pd.errors.EmptyDataError:
+            raise BadInput(f"{first}: the file is empty") from None
+        if columns is not None:
+            miss = [c for c in columns if c not in header]
+            if miss:
+                raise BadInput(f"column(s) {', '.join(map(repr, miss))} not in {first} "
+                               f"(its columns: {', '.join(map(str, header[:20]))}"
+                               f"{' ...' if len(header) > 20 else ''})")
+        compressed = any(p.suffix.lower() in (".gz", ".bz2", ".xz", ".zip", ".zst") for p in files)
+        ddf = dd.read_csv([str(p) for p in files], sep=sep, usecols=columns, encoding=encoding,
+                          blocksize=None if compressed else blocksize, assume_missing=True,
+                          keep_default_na=True, na_values=[""])
+    if gpu:
+        ddf = ddf.to_backend("cudf")
+    return ddf
+
+
+def _parquet_names(p: Path) -> list[str]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    try:
+        schema = pq.read_schema(p) if p.is_file() else pq.ParquetDataset(p).schema
+    except (pa.ArrowException, OSError) as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BadInput(f"{p}: not a readable Parquet file ({msg})") from None
+    return list(schema.names)

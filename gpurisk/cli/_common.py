@@ -31,8 +31,26 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, dict]:
     return out
 
 
+def _set_config(name):
+    """A click callback storing an option in gpurisk.config (commands need no extra parameter)."""
+    def cb(ctx, param, value):
+        if value is not None:
+            from ..backends import config
+            setattr(config, name, value)
+        return value
+    return cb
+
+
 def input_options(f):
-    """--sep, --encoding, --missing, --backend."""
+    """--sep, --encoding, --missing, --backend, --scheduler, --workers."""
+    f = click.option("--workers", type=click.IntRange(min=1), default=None, expose_value=False,
+                     callback=_set_config("workers"), metavar="N",
+                     help="worker processes of the local Dask cluster (default: $GPURISK_WORKERS, "
+                          "else the cores, at most 8; dask-cudf: one per GPU)")(f)
+    f = click.option("--scheduler", default=None, expose_value=False, metavar="ADDRESS",
+                     callback=_set_config("scheduler"),
+                     help="address of an existing Dask scheduler, e.g. tcp://10.0.0.5:8786 "
+                          "(default: $GPURISK_SCHEDULER, else a local cluster for the run)")(f)
     f = click.option("--backend", default=None, metavar="NAME",
                      help="auto|pandas|dask|cudf|dask-cudf (default: $GPURISK_BACKEND or pandas)")(f)
     f = click.option("--missing", type=click.Choice(["category", "error"]), default="category",

@@ -62,9 +62,14 @@ def register(cli: click.Group) -> None:
     def assess(sample, keys, fraction, population, sample_flag, weights, measures, alpha, seed, opts,
                as_json, output, recode, sep, encoding, missing, backend):
         """Risk measures of SAMPLE (CSV, Parquet, Stata .dta, SPSS .sav, SAS .sas7bdat/.xpt, or
-        example:adult) for one set of keys."""
+        example:adult) for one set of keys.
+
+        SAMPLE may be a Parquet directory or a quoted CSV glob ("parts/*.csv"); on --backend dask
+        or dask-cudf it is read partition-wise by the workers.
+        """
         from ..assess import assess as run, option_columns
-        from ..io import read_table, write_results
+        from ..backends import resolve_backend
+        from ..io import read_lazy, read_table, write_results
 
         if output:
             from ..formats import check_output
@@ -73,8 +78,13 @@ def register(cli: click.Group) -> None:
         options = parse_options(opts)
         cols = key_list + [c for c in (sample_flag, weights) if c]
         cols += [c for c in option_columns(split_list(measures), options) if c not in cols]
-        frame = read_table(sample, sep=sep, columns=cols, encoding=encoding)
-        pop = read_table(population, sep=sep, columns=key_list, encoding=encoding) if population else None
+        name = resolve_backend(backend)
+        if name in ("dask", "dask-cudf"):  # partition-wise: a Parquet directory or a CSV glob
+            read = lambda p, c: read_lazy(p, sep=sep, columns=c, encoding=encoding)  # noqa: E731
+        else:
+            read = lambda p, c: read_table(p, sep=sep, columns=c, encoding=encoding)  # noqa: E731
+        frame = read(sample, cols)
+        pop = read(population, key_list) if population else None
         res = run(frame, key_list, fraction=fraction, population=pop, sample_flag=sample_flag,
                   weights=weights, measures=split_list(measures), missing=missing, alpha=alpha,
                   seed=seed, options=options, backend=backend, recode=list(recode))

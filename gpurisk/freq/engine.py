@@ -69,7 +69,7 @@ def build_table(sample, keys, population=None, sample_flag: str | None = None,
     whole register. At most one of the two.
     """
     from ..backends import resolve_backend, dispatch_build
-    name = resolve_backend(backend)
+    name = resolve_backend(backend, sample)
     if name != "pandas":
         return dispatch_build(name, sample, list(keys), population=population,
                               sample_flag=sample_flag, weights=weights, missing=missing)

@@ -1,0 +1,335 @@
+"""The counting engine on Dask (pandas partitions) and dask-cuda (cuDF partitions).
+
+Two passes over the partitions, each a tree reduction (fan-in ``SPLIT_EVERY``) of small results:
+
+1. each partition's distinct key values and missing counts -> the global encoding plan
+   (:mod:`gpurisk.freq.plan`), so that a code means the same category in every partition;
+2. each partition's partial counts by cell (:mod:`gpurisk.freq.partial`), cut into ``buckets``
+   ranges of cells; bucket ``b`` of every partition merges into the cells of range ``b``.
+
+Records never leave their worker. :func:`build_table_dask` brings the merged cell table (cells <=
+records; about 16-32 bytes a cell) to the client as a FreqTable with numpy arrays -- that table must
+fit in the client's memory. :func:`summary_dask` keeps the cells on the workers and brings back
+only frequencies of frequencies (the distributed path for cell tables too large to gather), and
+:func:`write_records_dask` writes each record's cell counts partition by partition to Parquet.
+"""
+from __future__ import annotations
+
+import math
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import BadInput
+from . import partial as P
+from .plan import check_columns, make_plan, merge_uniques, partition_uniques, uniques_to_pandas
+
+SPLIT_EVERY = 8
+ROWS_PER_PARTITION = 1_000_000   # in-memory frames are cut into partitions of about this size
+CELLS_PER_BUCKET = 1_000_000     # default buckets: at most this many cells merge in one task
+MAX_BUCKETS = 256
+
+
+# --- inputs --------------------------------------------------------------------------------------
+
+def to_dask(data, columns, gpu: bool, nworkers: int, sep=None, where="the sample", **check):
+    """A Dask DataFrame of ``columns`` (checked to exist) from a path, a frame or a Dask frame."""
+    import dask.dataframe as dd
+
+    from ..backends import data_kind
+    if isinstance(data, (str, Path)):
+        from ..io import read_lazy
+        ddf = read_lazy(data, sep=sep, columns=None, gpu=gpu)
+        in_memory = False
+    else:
+        kind = data_kind(data)
+        if kind in ("dask", "dask-cudf"):
+            ddf, in_memory = data, False
+        elif kind == "pandas" and hasattr(data, "columns"):
+            nparts = max(nworkers, math.ceil(len(data) / ROWS_PER_PARTITION), 1)
+            check_columns(data.columns, **check, where=where)
+            ddf = dd.from_pandas(data[list(dict.fromkeys(columns))], npartitions=nparts, sort=False)
+            in_memory = True
+        elif kind == "cudf":  # pragma: no cover - needs a GPU
+            import dask_cudf
+            nparts = max(nworkers, math.ceil(len(data) / ROWS_PER_PARTITION), 1)
+            check_columns(data.columns, **check, where=where)
+            ddf = dask_cudf.from_cudf(data[list(dict.fromkeys(columns))], npartitions=nparts)
+            in_memory = True
+        else:
+            raise BadInput(f"expected a DataFrame, a Dask DataFrame or a path, got {type(data).__name__}")
+    check_columns(ddf.columns, **check, where=where)
+    ddf = ddf[list(dict.fromkeys(columns))]
+    meta_gpu = data_kind(ddf) == "dask-cudf"
+    if gpu and not meta_gpu:
+        ddf = ddf.to_backend("cudf")
+    elif not gpu and meta_gpu:
+        ddf = ddf.to_backend("pandas")
+    return ddf, in_memory
+
+
+def _nworkers(client) -> int:
+    try:
+        return max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
+    except TypeError:  # older distributed
+        return max(1, len(client.scheduler_info()["workers"]))
+
+
+def _tree(items, fn, split_every=SPLIT_EVERY):
+    from dask import delayed
+    items = list(items)
+    if not items:
+        raise BadInput("the input has no partitions")
+    while len(items) > 1:
+        items = [delayed(fn, pure=True)(*items[i:i + split_every])
+                 for i in range(0, len(items), split_every)]
+    return items[0]
+
+
+def _compute(client, obj):
+    """client.compute(...).result(), with Dask's CSV type errors turned into one line."""
+    try:
+        return client.compute(obj, sync=True)
+    except ValueError as exc:
+        msg = str(exc)
+        if "Mismatched dtypes" in msg or "dtype" in msg and "read_csv" in msg:
+            cols = [ln.split("|")[1].strip() for ln in msg.splitlines()
+                    if ln.count("|") >= 3 and "Column" not in ln and "---" not in ln]
+            raise BadInput("CSV column type differs between blocks of the input "
+                           f"(column(s) {', '.join(cols) or '?'}): a later block holds values the "
+                           "first block did not; convert the input to Parquet, or give --backend pandas") from None
+        raise
+
+
+# --- the two passes ------------------------------------------------------------------------------
+
+class _Run:
+    """Inputs of one distributed count: partitions, plan, roles."""
+
+    def __init__(self, client, sample, keys, population, sample_flag, weights, missing, gpu, sep,
+                 carry=()):
+        from dask import delayed
+
+        if population is not None and sample_flag is not None:
+            raise BadInput("give either a population frame or a sample flag, not both")
+        self.client, self.keys, self.gpu = client, list(keys), gpu
+        self.sample_flag, self.weights = sample_flag, weights
+        nw = _nworkers(client)
+        extra = [c for c in (sample_flag, weights) if c] + [c for c in carry if c not in self.keys]
+        self.sample, mem = to_dask(sample, self.keys + extra, gpu, nw, sep=sep, keys=self.keys,
+                                   sample_flag=sample_flag, weights=weights)
+        self.population = None
+        pmem = False
+        if population is not None:
+            self.population, pmem = to_dask(population, self.keys, gpu, nw, sep=sep,
+                                            where="the population", keys=self.keys)
+        if mem:
+            self.sample = client.persist(self.sample)
+        if pmem:
+            self.population = client.persist(self.population)
+        self.s_parts = self.sample.to_delayed()
+        self.p_parts = self.population.to_delayed() if self.population is not None else []
+        # pass 1: distinct values -> plan
+        us = _tree([delayed(partition_uniques)(d, self.keys) for d in self.s_parts], merge_uniques)
+        todo = [delayed(uniques_to_pandas)(us)]
+        if self.p_parts:
+            up = _tree([delayed(partition_uniques)(d, self.keys) for d in self.p_parts], merge_uniques)
+            todo.append(delayed(uniques_to_pandas)(up))
+        got = _compute(client, todo)
+        u_s, u_p = got[0], (got[1] if len(got) > 1 else None)
+        if u_s["n"] == 0:
+            raise BadInput("the sample has no records")
+        self.plan = make_plan(self.keys, u_s["uniq"], u_p["uniq"] if u_p else None, u_s["na"],
+                              u_p["na"] if u_p else None, missing)
+        # a literal in the graph: sent to each worker once, and recomputable if a worker dies
+        self.plan_f = delayed(self.plan, name=f"gpurisk-plan-{uuid.uuid4().hex}")
+        self.role = "register" if sample_flag else "sample"
+        self.records = u_s["n"] + (u_p["n"] if u_p else 0)
+
+    def default_buckets(self) -> int:
+        """Enough ranges that no bucket can hold more than CELLS_PER_BUCKET cells (cells <=
+        records), and at least one per SPLIT_EVERY partitions; at most MAX_BUCKETS."""
+        nparts = len(self.s_parts) + len(self.p_parts)
+        return max(1, min(MAX_BUCKETS, max(nparts // SPLIT_EVERY,
+                                           math.ceil(self.records / CELLS_PER_BUCKET))))
+
+    def bucket_roots(self, nbuckets: int):
+        """Pass 2: one delayed partial per range bucket of cells (still on the cluster)."""
+        from dask import delayed
+        parts = [delayed(P.partial)(self.plan_f, d, self.role, self.sample_flag, self.weights)
+                 for d in self.s_parts]
+        parts += [delayed(P.partial)(self.plan_f, d, "population") for d in self.p_parts]
+        if nbuckets == 1:
+            return [_tree(parts, P.merge)]
+        width = self.plan.bucket_width(nbuckets)
+        splits = [delayed(P.split, nout=nbuckets)(p, width, nbuckets) for p in parts]
+        return [_tree([sp[b] for sp in splits], P.merge) for b in range(nbuckets)]
+
+
+def build_table_dask(sample, keys, population=None, sample_flag=None, weights=None,
+                     missing="category", gpu=False, sep=None, buckets=None):
+    """A FreqTable (numpy arrays, ``backend="dask"``/``"dask-cudf"``, no record locator)."""
+    from dask import delayed
+
+    from ..backends import dask_client
+    with dask_client(gpu=gpu) as client:
+        run = _Run(client, sample, keys, population, sample_flag, weights, missing, gpu, sep)
+        roots = run.bucket_roots(buckets or run.default_buckets())
+        parts = _compute(client, [delayed(P.to_host)(r) for r in roots])
+    part = P.concat(parts) if len(parts) > 1 else parts[0]
+    return P.finish(run.plan, part, backend="dask-cudf" if gpu else "dask")
+
+
+# --- the distributed summary -------------------------------------------------------------------
+
+def bucket_summary(part: dict) -> dict:
+    """Frequencies of frequencies and totals of one bucket of cells (small)."""
+    part = P.to_host(part)
+    out = {"cells": 0, "n": 0, "N": None, "fof": {}, "pop_fof": None, "joint": {}, "w": None,
+           "bad": 0, "bad_cells": None}
+    f = part.get("f", np.zeros(P.size(part), np.int64))
+    out["cells"] = int((f > 0).sum())
+    out["n"] = int(f.sum())
+    out["fof"] = _fof(f)
+    if "w" in part:
+        out["w"] = float(part["w"].sum())
+    if "F" in part:
+        F = part["F"]
+        out["N"] = int(F.sum())
+        out["pop_cells"] = int((F > 0).sum())
+        out["pop_fof"] = _fof(F)
+        small = (f > 0) & (f <= 3)
+        if small.any():
+            pairs, cnt = np.unique(np.stack([f[small], F[small]]), axis=1, return_counts=True)
+            out["joint"] = {(int(a), int(b)): int(c) for a, b, c in zip(pairs[0], pairs[1], cnt)}
+        bad = np.flatnonzero(f > F)
+        out["bad"] = int(bad.size)
+        if bad.size:
+            sel = bad[:3]
+            out["bad_cells"] = {"words": [w[sel] for w in part["words"]], "f": f[sel], "F": F[sel]}
+    return out
+
+
+def _fof(c) -> dict:
+    c = c[c > 0]
+    if c.size == 0:
+        return {}
+    b = np.bincount(c)
+    return {int(r): int(b[r]) for r in np.flatnonzero(b)}
+
+
+def summary_dask(sample, keys, population=None, sample_flag=None, weights=None, missing="category",
+                 gpu=False, sep=None, buckets=None):
+    """(plan, list of per-bucket summaries), the cells never leaving the workers."""
+    from dask import delayed
+
+    from ..backends import dask_client
+    with dask_client(gpu=gpu) as client:
+        run = _Run(client, sample, keys, population, sample_flag, weights, missing, gpu, sep)
+        roots = run.bucket_roots(buckets or run.default_buckets())
+        got = _compute(client, [delayed(bucket_summary)(r) for r in roots])
+    return run.plan, got
+
+
+# --- record-level output ------------------------------------------------------------------------
+
+def record_words(plan, frame, sample_flag=None):
+    """The words of each (sampled) record of a partition."""
+    from .plan import encode_words
+    words = encode_words(plan, frame)
+    if sample_flag:
+        mask = P._flag(frame, sample_flag)
+        words = [w[mask] for w in words]
+    return words
+
+
+def lookup_bucket(acc, words, cells: dict, width: int, bucket: int, nbuckets: int) -> dict:
+    """Fill ``acc`` (per record: f, F, w) for the records whose cells fall in ``bucket``."""
+    xp = P.namespace(words[0])
+    n = int(words[0].shape[0])
+    if acc is None:
+        acc = {k: xp.zeros(n, xp.float64 if k == "w" else xp.int64) for k in P.FIELDS if k in cells}
+    if nbuckets == 1:
+        sel = None
+        rec = words
+    else:
+        sel = xp.flatnonzero(P.bucket_ids(xp, words, width) == bucket)
+        rec = [w[sel] for w in words]
+    idx = P.locate(rec, cells["words"])
+    if bool((idx < 0).any()):  # pragma: no cover - a broken invariant, not bad input
+        raise RuntimeError("a record's cell is missing from the cell table")
+    for k in acc:
+        if sel is None:
+            acc[k] = cells[k][idx]
+        else:
+            acc[k][sel] = cells[k][idx]
+    return acc
+
+
+def write_part(frame, acc: dict, path: str, carry, sample_flag=None) -> int:
+    """Write one partition's record-level counts to ``path``; returns its number of rows."""
+    from .plan import is_cudf
+    if is_cudf(frame) or (acc and P.namespace(next(iter(acc.values()))) is not np):  # pragma: no cover
+        import cudf
+        out = cudf.DataFrame()
+    else:
+        import pandas as pd
+        out = pd.DataFrame()
+    if carry:
+        sub = frame.reset_index(drop=True)
+        if sample_flag:
+            mask = P._flag(sub, sample_flag)
+            if is_cudf(sub):  # pragma: no cover - needs a GPU
+                import cudf
+                mask = cudf.Series(mask)
+            sub = sub[mask]
+        for c in carry:
+            out[c] = sub[c].reset_index(drop=True)
+    for k, v in acc.items():
+        out[k] = v
+    out.to_parquet(path, index=False)
+    return int(len(out))
+
+
+def write_records_dask(sample, keys, out_dir, population=None, sample_flag=None, weights=None,
+                       missing="category", gpu=False, sep=None, carry=(), buckets=None) -> dict:
+    """Partition ``i`` of the (sampled) records -> ``out_dir/part.{i:05d}.parquet``."""
+    from dask import delayed
+
+    from ..backends import dask_client
+    out = Path(out_dir)
+    carry = list(carry or ())
+    with dask_client(gpu=gpu) as client:
+        _check_carry(sample, carry, sep)
+        run = _Run(client, sample, keys, population, sample_flag, weights, missing, gpu, sep, carry)
+        nb = buckets or run.default_buckets()
+        roots = client.persist(run.bucket_roots(nb))
+        width = run.plan.bucket_width(nb)
+        out.mkdir(parents=True, exist_ok=True)
+        tok = uuid.uuid4().hex
+        writes = []
+        for i, d in enumerate(run.s_parts):
+            words = delayed(record_words, name=f"gpurisk-words-{tok}-{i}")(run.plan_f, d, sample_flag)
+            acc = None
+            for b, root in enumerate(roots):
+                acc = delayed(lookup_bucket, pure=False)(acc, words, root, width, b, nb)
+            writes.append(delayed(write_part, pure=False)(d if carry else None, acc,
+                                                          str(out / f"part.{i:05d}.parquet"), carry,
+                                                          sample_flag))
+        rows = _compute(client, writes)
+    return {"files": len(rows), "rows": int(sum(rows)), "buckets": nb}
+
+
+def _check_carry(sample, carry, sep):
+    if not carry:
+        return
+    if isinstance(sample, (str, Path)):
+        from ..io import read_lazy
+        cols = list(read_lazy(sample, sep=sep).columns)
+    else:
+        cols = list(sample.columns)
+    miss = [c for c in carry if c not in cols]
+    if miss:
+        raise BadInput(f"column(s) {', '.join(map(repr, miss))} to carry are not in the sample "
+                       f"(its columns: {', '.join(map(str, cols[:20]))})")

@@ -1,0 +1,293 @@
+"""A global encoding plan for data that arrives in pieces (Dask partitions, a cuDF frame).
+
+Codes must mean the same category in every partition, so the categories of each key are fixed first
+from the distinct values of the whole input (each partition's ``drop_duplicates``, combined), by the
+very function the pandas backend uses (:func:`gpurisk.freq.encode.encode_keys`, run on the distinct
+values only): the categories, their order, the missing category and the int-versus-hash decision are
+therefore those of the pandas backend. Each partition is then encoded on its own against the plan
+(:func:`encode_partition`), on numpy for pandas partitions and on CuPy for cuDF partitions.
+
+Codes are packed into int64 *words* (:func:`word_layout`): one mixed-radix word when the product of
+the cardinalities fits in int64 (then the word is the pandas backend's cell id), else several words,
+each the mixed radix of a run of keys; cells then sort by their words exactly as by their codes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import BadInput
+from .cellid import INT64_LIMIT
+from .encode import MISSING_POLICIES, _series_parts, check_keys, encode_keys
+
+#: int keys whose value range is at most this are encoded through a lookup table, else by search
+LUT_RANGE_LIMIT = 1 << 24
+
+
+@dataclass
+class KeyPlan:
+    name: str
+    categories: list
+    has_missing: bool
+    kind: str                      # "int": integral values, looked up by value; "obj": hashed labels
+    lo: int = 0
+    lut: np.ndarray | None = None  # int kind, modest range: code of value v is lut[v - lo] (int32)
+    ints: np.ndarray | None = None  # int kind: the sorted integer categories (searchsorted)
+    labels: Any = None             # obj kind: pd.Index of the non-missing categories
+    _gpu: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def ncat(self) -> int:
+        """Number of non-missing categories (the missing category's code)."""
+        return len(self.categories) - (1 if self.has_missing else 0)
+
+    @property
+    def cardinality(self) -> int:
+        return len(self.categories)
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        d["_gpu"] = {}
+        return d
+
+
+@dataclass
+class Plan:
+    keys: tuple[str, ...]
+    key_plans: list[KeyPlan]
+    layout: list[list[int]]        # key indices of each word
+
+    @property
+    def cards(self) -> list[int]:
+        return [k.cardinality for k in self.key_plans]
+
+    @property
+    def categories(self) -> list[list]:
+        return [k.categories for k in self.key_plans]
+
+    @property
+    def radix(self) -> bool:
+        return len(self.layout) == 1
+
+    def bucket_width(self, nbuckets: int) -> int:
+        """Width of ``nbuckets`` equal ranges of the first word's space (range buckets)."""
+        space = 1
+        for i in self.layout[0]:
+            space *= max(int(self.cards[i]), 1)
+        return max(1, -(-space // max(int(nbuckets), 1)))
+
+
+def word_layout(cards) -> list[list[int]]:
+    """Runs of consecutive keys whose cardinality product fits in int64 (greedy, left to right)."""
+    out, cur, space = [], [], 1
+    for i, c in enumerate(cards):
+        c = max(int(c), 1)
+        if cur and space * c > INT64_LIMIT:
+            out.append(cur)
+            cur, space = [], 1
+        cur.append(i)
+        space *= c
+    out.append(cur)
+    return out
+
+
+def check_columns(columns, keys, sample_flag=None, weights=None, where="the sample") -> None:
+    """The same column checks, and messages, as the pandas backend, on any frame's column list."""
+    c = SimpleNamespace(columns=list(columns))  # check_keys only reads .columns
+    check_keys(c, keys, where)
+    if sample_flag is not None and sample_flag not in c.columns:
+        raise BadInput(f"sample flag column {sample_flag!r} not in the register "
+                       f"(its columns: {', '.join(map(str, c.columns[:20]))})")
+    if weights is not None and weights not in c.columns:
+        raise BadInput(f"weight column {weights!r} not in the sample")
+
+
+def make_plan(keys, uniq_sample: dict, uniq_pop: dict | None = None, na_sample: dict | None = None,
+              na_pop: dict | None = None, missing: str = "category") -> Plan:
+    """The plan from each key's distinct values (pandas Series) in the sample and the population."""
+    if missing not in MISSING_POLICIES:
+        raise BadInput(f"missing={missing!r} is not one of {', '.join(MISSING_POLICIES)}")
+    keys = list(keys)
+    if missing == "error":
+        for nas, where in ((na_sample, "the sample"), (na_pop, "the population")):
+            for k in keys:
+                if nas and nas.get(k, 0):
+                    raise BadInput(f"key column {k!r} has {int(nas[k])} missing value(s) in {where}; "
+                                   "use missing='category' to treat them as a category")
+    plans = []
+    for k in keys:
+        parts = [pd.Series(uniq_sample[k]).reset_index(drop=True)]
+        if uniq_pop is not None:
+            parts.append(pd.Series(uniq_pop[k]).reset_index(drop=True))
+        frames = [p.to_frame(k) for p in parts]
+        (enc,) = encode_keys(frames[0], [k], frames[1] if len(frames) > 1 else None, "category")
+        kinds = [_series_parts(p)[2] for p in parts]
+        plans.append(_key_plan(k, enc.categories, enc.has_missing, all(x == "int" for x in kinds)))
+    return Plan(tuple(keys), plans, word_layout([p.cardinality for p in plans]))
+
+
+def _key_plan(name, categories, has_missing, int_kind) -> KeyPlan:
+    labels = categories[:-1] if has_missing else categories
+    if int_kind:
+        ints = np.asarray([int(v) for v in labels], dtype=np.int64)
+        kp = KeyPlan(name, list(categories), has_missing, "int", ints=ints)
+        if ints.size and int(ints[-1]) - int(ints[0]) < LUT_RANGE_LIMIT:
+            kp.lo = int(ints[0])
+            kp.lut = np.zeros(int(ints[-1]) - kp.lo + 1, dtype=np.int32)
+            kp.lut[ints - kp.lo] = np.arange(ints.size, dtype=np.int32)
+        return kp
+    return KeyPlan(name, list(categories), has_missing, "obj", labels=pd.Index(labels, dtype=object))
+
+
+# --- encoding one partition ---------------------------------------------------------------------
+
+def is_cudf(frame) -> bool:
+    return type(frame).__module__.split(".")[0] == "cudf"
+
+
+def encode_partition(plan: Plan, frame):
+    """Per key (lazily, one at a time), int64 codes of ``frame``'s records (numpy for pandas,
+    CuPy for cuDF)."""
+    enc = _encode_cudf if is_cudf(frame) else _encode_pandas
+    return (enc(kp, frame[kp.name]) for kp in plan.key_plans)
+
+
+def frame_namespace(frame):
+    """The array namespace of a frame's columns: cupy for cuDF, else numpy."""
+    if is_cudf(frame):  # pragma: no cover - needs a GPU
+        import cupy
+        return cupy
+    return np
+
+
+def encode_words(plan: Plan, frame) -> list:
+    """The int64 words of ``frame``'s records; one key's codes are held at a time."""
+    return pack_words(plan, encode_partition(plan, frame), frame_namespace(frame))
+
+
+def _encode_pandas(kp: KeyPlan, s: pd.Series) -> np.ndarray:
+    if kp.kind == "int":
+        vals, na, kind = _series_parts(s)
+        if kind != "int":
+            raise BadInput(f"key column {kp.name!r} holds non-integral values in one partition "
+                           "but integers elsewhere (column types differ between partitions)")
+        vals = np.asarray(vals, dtype=np.int64)
+        if na is not None:
+            vals = np.where(na, kp.ints[0] if kp.ints.size else 0, vals)
+        if kp.lut is not None:
+            codes = (kp.lut[vals - kp.lo] if kp.lo else kp.lut[vals]).astype(np.int64)
+        else:
+            codes = np.searchsorted(kp.ints, vals).astype(np.int64)
+        if na is not None:
+            codes = np.where(na, kp.ncat, codes)
+        return codes
+    vals = s.to_numpy(dtype=object) if isinstance(s.dtype, pd.CategoricalDtype) else s
+    codes = kp.labels.get_indexer(vals).astype(np.int64)
+    if kp.has_missing:
+        codes = np.where(codes < 0, kp.ncat, codes)
+    return codes
+
+
+def _encode_cudf(kp: KeyPlan, s):  # pragma: no cover - needs a GPU
+    import cupy as cp
+    import cudf
+
+    if isinstance(s.dtype, cudf.CategoricalDtype):
+        s = s.astype(s.dtype.categories.dtype)
+    if kp.kind == "int":
+        na = s.isna().values
+        vals = s.fillna(int(kp.ints[0]) if kp.ints.size else 0).astype("int64").values
+        if kp.lut is not None:
+            lut = kp._gpu.get("lut")
+            if lut is None:
+                lut = kp._gpu["lut"] = cp.asarray(kp.lut)
+            codes = lut[vals - kp.lo].astype(cp.int64)
+        else:
+            ints = kp._gpu.get("ints")
+            if ints is None:
+                ints = kp._gpu["ints"] = cp.asarray(kp.ints)
+            codes = cp.searchsorted(ints, vals).astype(cp.int64)
+        return cp.where(na, kp.ncat, codes)
+    cats = kp._gpu.get("cats")
+    if cats is None:
+        cats = kp._gpu["cats"] = cudf.Series(list(kp.labels))
+    codes = s.astype(cudf.CategoricalDtype(categories=cats, ordered=True)).cat.codes
+    codes = codes.astype("int64").fillna(-1).values
+    return cp.where(codes < 0, kp.ncat, codes)
+
+
+def pack_words(plan: Plan, codes, xp=np) -> list:
+    """The int64 words of each record: mixed radix of the codes of each run of keys. ``codes`` is
+    a sequence or an iterator of per-key code arrays, in key order."""
+    cards = plan.cards
+    it = iter(codes)
+    out = []
+    for run in plan.layout:
+        acc = xp.asarray(next(it)).astype(xp.int64, copy=True)
+        for i in run[1:]:
+            acc *= int(cards[i])
+            acc += next(it)
+        out.append(acc)
+    return out
+
+
+def unpack_words(plan: Plan, words: list, xp=np) -> list:
+    """Inverse of :func:`pack_words`: per key, int64 codes."""
+    cards = plan.cards
+    out: list = [None] * len(cards)
+    for run, w in zip(plan.layout, words):
+        rest = w.copy()
+        for i in reversed(run):
+            out[i] = rest % int(cards[i])
+            rest //= int(cards[i])
+    return out
+
+
+# --- distinct values of one partition -------------------------------------------------------------
+
+def partition_uniques(frame, keys) -> dict:
+    """{'n': rows, 'uniq': {key: distinct values}, 'na': {key: missing count}} of one partition."""
+    return {"n": int(len(frame)),
+            "uniq": {k: _distinct(frame[k]) for k in keys},
+            "na": {k: int(frame[k].isna().sum()) for k in keys}}
+
+
+def _distinct(s):
+    """The distinct values of a column, in its dtype: by min/max and a presence count for plain
+    integer columns of modest range, else by hashing (``drop_duplicates``)."""
+    if not is_cudf(s) and isinstance(s.dtype, np.dtype) and s.dtype.kind in "iu" and len(s) > 1024:
+        v = s.to_numpy()
+        lo, hi = int(v.min()), int(v.max())
+        if hi - lo < min(LUT_RANGE_LIMIT, 4 * len(v)):
+            present = np.flatnonzero(np.bincount(v - lo if lo else v, minlength=hi - lo + 1)) + lo
+            return pd.Series(present.astype(v.dtype), name=s.name)
+    return s.drop_duplicates()
+
+
+def merge_uniques(*parts) -> dict:
+    """Combine :func:`partition_uniques` results (a tree-reduction step)."""
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    concat = _concat_for(first["uniq"])
+    return {"n": sum(p["n"] for p in parts),
+            "uniq": {k: concat([p["uniq"][k] for p in parts]).drop_duplicates() for k in first["uniq"]},
+            "na": {k: sum(p["na"][k] for p in parts) for k in first["na"]}}
+
+
+def uniques_to_pandas(u: dict) -> dict:
+    """Bring a uniques result to pandas (cuDF series are moved to the host)."""
+    return {"n": u["n"], "na": u["na"],
+            "uniq": {k: (s.to_pandas() if is_cudf(s) else s) for k, s in u["uniq"].items()}}
+
+
+def _concat_for(uniq: dict):
+    s = next(iter(uniq.values()), None)
+    if s is not None and is_cudf(s):  # pragma: no cover - needs a GPU
+        import cudf
+        return cudf.concat
+    return lambda items: pd.concat(items, ignore_index=True)

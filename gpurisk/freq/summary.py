@@ -1,0 +1,124 @@
+"""Small summaries of a cell table, for cell tables too large to bring into one process.
+
+When most cells are unique the cell table is as large as the input. On the Dask backends
+:func:`summarize` keeps the cells on the workers, in ranges of cells (buckets), and brings back only
+what file-level measures of f_j and F_j read: numbers of cells and records, frequencies of
+frequencies n_r = #{j : f_j = r} (and N_r), and the joint counts #{j : f_j = a, F_j = b} for a <= 3
+(enough for theta, Pr(PU|SU), the method-A match probability and theta_hat). On the in-process
+backends it reads the same numbers off the FreqTable.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import BadInput
+
+JOINT_MAX_F = 3
+
+
+@dataclass
+class CellSummary:
+    n: int
+    cells: int
+    freq_of_freq: dict[int, int]
+    N: int | None = None
+    population_cells: int | None = None
+    pop_freq_of_freq: dict[int, int] | None = None
+    #: {(f_j, F_j): cells} for 1 <= f_j <= 3 (with a population)
+    joint: dict[tuple[int, int], int] = field(default_factory=dict)
+    weight_total: float | None = None
+    backend: str = "pandas"
+    buckets: int = 1
+
+    def n_r(self, r: int) -> int:
+        return self.freq_of_freq.get(int(r), 0)
+
+    def to_dict(self) -> dict:
+        return {"n": self.n, "N": self.N, "cells": self.cells, "population_cells": self.population_cells,
+                "freq_of_freq": {str(r): c for r, c in sorted(self.freq_of_freq.items())},
+                "pop_freq_of_freq": (None if self.pop_freq_of_freq is None else
+                                     {str(r): c for r, c in sorted(self.pop_freq_of_freq.items())}),
+                "joint": {f"{a},{b}": c for (a, b), c in sorted(self.joint.items())},
+                "weight_total": self.weight_total, "backend": self.backend, "buckets": self.buckets}
+
+
+def summary_of_table(table) -> CellSummary:
+    """The summary of a FreqTable (any array namespace)."""
+    t = table.to_numpy()
+    s = CellSummary(n=t.n, cells=t.sample_cells, freq_of_freq=dict(t.freq_of_freq()),
+                    backend=table.backend)
+    if t.w is not None:
+        s.weight_total = float(t.w.sum())
+    if t.F is not None:
+        s.N = t.N
+        s.population_cells = int((t.F > 0).sum())
+        s.pop_freq_of_freq = dict(t.pop_freq_of_freq())
+        small = (t.f > 0) & (t.f <= JOINT_MAX_F)
+        if small.any():
+            pairs, cnt = np.unique(np.stack([t.f[small], t.F[small]]), axis=1, return_counts=True)
+            s.joint = {(int(a), int(b)): int(c) for a, b, c in zip(pairs[0], pairs[1], cnt)}
+    return s
+
+
+def summarize(source, keys, population=None, sample_flag=None, weights=None, missing="category",
+              backend=None, sep=None, buckets=None) -> CellSummary:
+    """A :class:`CellSummary` of ``source`` (a frame, a Dask frame or a path) over ``keys``.
+
+    On ``dask``/``dask-cudf`` the cells stay distributed in ``buckets`` ranges (default: one per
+    eight partitions, at most 64); elsewhere the FreqTable is built and summarised.
+    """
+    from ..backends import require, resolve_backend
+    keys = [keys] if isinstance(keys, str) else list(keys)
+    name = resolve_backend(backend, source)
+    if name not in ("dask", "dask-cudf"):
+        from .engine import build_table
+        if isinstance(source, str) or hasattr(source, "__fspath__"):
+            from ..io import read_table
+            source = read_table(source, sep=sep, columns=keys + [c for c in (sample_flag, weights) if c])
+            if isinstance(population, str) or hasattr(population, "__fspath__"):
+                population = read_table(population, sep=sep, columns=keys)
+        return summary_of_table(build_table(source, keys, population=population,
+                                            sample_flag=sample_flag, weights=weights,
+                                            missing=missing, backend=name))
+    require(name)
+    from ._dask import summary_dask
+    plan, parts = summary_dask(source, keys, population=population, sample_flag=sample_flag,
+                               weights=weights, missing=missing, gpu=(name == "dask-cudf"), sep=sep,
+                               buckets=buckets)
+    return combine(plan, parts, name)
+
+
+def combine(plan, parts: list[dict], backend: str) -> CellSummary:
+    """Add up per-bucket summaries; raise the f_j > F_j error when any bucket found one."""
+    bad = sum(p["bad"] for p in parts)
+    if bad:
+        from .partial import f_over_F_error, labels_of
+        labels, f, F = [], [], []
+        for p in parts:
+            if p["bad_cells"] is not None:
+                labels += labels_of(plan, p["bad_cells"]["words"])
+                f += list(p["bad_cells"]["f"])
+                F += list(p["bad_cells"]["F"])
+        raise f_over_F_error(labels[:3], f[:3], F[:3], bad)
+    s = CellSummary(n=sum(p["n"] for p in parts), cells=sum(p["cells"] for p in parts),
+                    freq_of_freq=_add([p["fof"] for p in parts]), backend=backend, buckets=len(parts))
+    if s.n == 0:
+        raise BadInput("the sample has no records")
+    if parts[0]["w"] is not None:
+        s.weight_total = float(sum(p["w"] for p in parts))
+    if parts[0]["N"] is not None:
+        s.N = sum(p["N"] for p in parts)
+        s.population_cells = sum(p["pop_cells"] for p in parts)
+        s.pop_freq_of_freq = _add([p["pop_fof"] for p in parts])
+        s.joint = _add([p["joint"] for p in parts])
+    return s
+
+
+def _add(dicts):
+    out: dict = {}
+    for d in dicts:
+        for k, v in d.items():
+            out[k] = out.get(k, 0) + v
+    return dict(sorted(out.items()))

@@ -1,0 +1,331 @@
+"""The Dask backend gives the pandas backend's counts and measures, on every real data set.
+
+One module-scoped ``distributed.LocalCluster`` (two worker processes, one thread each, loopback,
+memory limit per worker ``WORKER_MEMORY``) serves every test; build_table on ``dask`` uses it as the
+active client. Inputs are cut into several partitions, so the records of a cell straddle them.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import data_path, run_cli
+
+dd = pytest.importorskip("dask.dataframe")
+distributed = pytest.importorskip("distributed")
+
+from gpurisk.assess import run_measures  # noqa: E402
+from gpurisk.errors import BadInput  # noqa: E402
+from gpurisk.freq import build_table, summarize, write_record_counts  # noqa: E402
+from gpurisk.freq.summary import summary_of_table  # noqa: E402
+from gpurisk.io import read_lazy, read_table  # noqa: E402
+from gpurisk.measure import Context  # noqa: E402
+
+WORKER_MEMORY = "400MiB"
+WORKER_MEMORY_BYTES = 400 * 2**20
+
+#: the csvs of ../shared/data/README.md with their natural keys (and weights where the README has them)
+DATASETS = [
+    ("sdcmicro/testdata.csv", ["urbrur", "roof", "walls", "water", "electcon", "relat", "sex", "age"],
+     "sampling_weight"),
+    ("sdcmicro/testdata2.csv", ["urbrur", "roof", "walls", "water", "electcon", "relat", "sex", "age"],
+     "sampling_weight"),
+    ("sdcmicro/francdat.csv", ["Key1", "Key2", "Key3", "Key4"], "w"),
+    ("sdcmicro/free1.csv", ["REGION", "SEX", "AGE", "MARSTAT", "KINDPERS", "ETNI"], "WEIGHT"),
+    ("arx/adult.csv", ["sex", "age", "race", "marital-status", "education", "native-country",
+                       "workclass", "occupation"], None),
+    ("uci_adult/adult_full_48842.csv", ["sex", "age", "race", "marital-status", "education",
+                                        "native-country", "workclass", "occupation"], None),
+    ("arx_genetic/fars_int.csv", ["iage", "irace", "ideathmon", "ideathday", "isex", "ihispanic",
+                                  "istatenum", "iinjury"], None),
+    ("arx_genetic/cup_int.csv", ["ZIP", "AGE", "GENDER", "INCOME", "STATE", "RAMNTALL", "NGIFTALL",
+                                 "MINRAMNT"], None),
+    ("arx_genetic/mach2019_int.csv", ["age", "familysize", "gender", "married", "race", "religion"],
+     None),
+    ("arx_bench/cup.csv", ["ZIP", "AGE", "GENDER", "INCOME", "STATE", "RAMNTALL", "NGIFTALL",
+                           "MINRAMNT"], None),
+    ("arx_bench/fars_subset.csv", ["iage", "irace", "ideathmon", "ideathday", "isex", "ihispanic",
+                                   "istatenum", "iinjury"], None),
+]
+
+
+@pytest.fixture(scope="module")
+def client():
+    # Arrow's default allocator keeps freed pages, which Dask counts as unmanaged memory
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       host="127.0.0.1", dashboard_address=None,
+                                       memory_limit=WORKER_MEMORY, silence_logs=40,
+                                       env={"ARROW_DEFAULT_MEMORY_POOL": "system"})
+    c = distributed.Client(cluster)
+    try:
+        yield c
+    finally:
+        c.close()
+        cluster.close()
+
+
+def assert_same_table(a, b, where=""):
+    assert b.backend == "dask" and b.record_locator is None
+    assert a.keys == b.keys and a.radix == b.radix, where
+    assert a.categories == b.categories, where
+    np.testing.assert_array_equal(a.cell_id, b.cell_id, err_msg=where)
+    np.testing.assert_array_equal(a.f, b.f, err_msg=where)
+    for x, y in zip(a.cell_codes(), b.cell_codes()):
+        np.testing.assert_array_equal(x, y, err_msg=where)
+    if a.F is None:
+        assert b.F is None
+    else:
+        np.testing.assert_array_equal(a.F, b.F, err_msg=where)
+    if a.w is None:
+        assert b.w is None
+    else:  # sums of floats in another order: equal to rounding
+        np.testing.assert_allclose(a.w, b.w, rtol=1e-12, err_msg=where)
+    assert a.freq_of_freq() == b.freq_of_freq()
+
+
+def assert_same_measures(a, b, ctx):
+    ra, rb = run_measures(a, ctx), run_measures(b, ctx)
+    assert ra.keys() == rb.keys()
+    for name in ra:
+        assert ra[name].to_dict() == rb[name].to_dict(), name
+
+
+def _blocksize(path) -> int:
+    """About four CSV blocks per file, so that the lazy reader makes several partitions."""
+    return max(4096, math.ceil(os.path.getsize(path) / 4))
+
+
+@pytest.mark.parametrize("rel,keys,weights", DATASETS, ids=[d[0] for d in DATASETS])
+def test_real_data_same_counts_and_measures(client, rel, keys, weights):
+    path = data_path(rel)
+    cols = keys + ([weights] if weights else [])
+    frame = read_table(path, columns=cols)
+    a = build_table(frame, keys, weights=weights)
+    # the CSV read partition-wise by the workers (cells straddle the blocks)
+    lazy = read_lazy(path, columns=cols, blocksize=_blocksize(path))
+    if lazy.npartitions < 2:  # a file smaller than a block: cut the frame instead
+        lazy = dd.from_pandas(frame, npartitions=3, sort=False)
+    b = build_table(lazy, keys, weights=weights)
+    assert_same_table(a, b, rel)
+    assert_same_measures(a, b, Context(fraction=0.01, fraction_source="given"))
+
+    # a register with a sample flag (a seeded 30 % Bernoulli sample): F, and every measure
+    reg = frame.copy()
+    reg["in_sample"] = np.random.default_rng(7).random(len(reg)) < 0.3
+    a2 = build_table(reg, keys, sample_flag="in_sample", weights=weights)
+    b2 = build_table(dd.from_pandas(reg, npartitions=5, sort=False), keys, sample_flag="in_sample",
+                     weights=weights)
+    assert_same_table(a2, b2, rel + " (flag)")
+    ctx = Context(fraction=a2.n / a2.N, fraction_source="n/N")
+    assert_same_measures(a2, b2, ctx)
+
+
+def test_missing_keys_and_surrogate_ids(client):
+    """All 15 columns of UCI Adult: 3 620 rows with an empty key, and a key space beyond int64
+    (surrogate cell ids); a separate population frame."""
+    path = data_path("uci_adult/adult_full_48842.csv")
+    frame = read_table(path)
+    keys = list(frame.columns)
+    a = build_table(frame, keys)
+    assert not a.radix and any(c[-1] is None for c in a.categories)
+    b = build_table(read_lazy(path, blocksize=_blocksize(path)), keys)
+    assert_same_table(a, b)
+    sample = frame.iloc[::7]
+    k8 = ["age", "workclass", "education", "marital-status", "occupation", "race", "sex",
+          "native-country"]
+    a = build_table(sample, k8, population=frame)
+    b = build_table(dd.from_pandas(sample, npartitions=3, sort=False), k8,
+                    population=dd.from_pandas(frame, npartitions=4, sort=False))
+    assert_same_table(a, b)
+    assert_same_measures(a, b, Context(fraction=a.n / a.N, fraction_source="n/N"))
+
+
+def test_f_over_F_and_missing_error_messages(client):
+    path = data_path("sdcmicro/testdata.csv")
+    frame = read_table(path)
+    keys = ["urbrur", "water", "sex", "age"]
+    pop = frame.iloc[: len(frame) // 2]
+    with pytest.raises(BadInput) as ea:
+        build_table(frame, keys, population=pop)
+    with pytest.raises(BadInput) as eb:
+        build_table(dd.from_pandas(frame, npartitions=3, sort=False), keys,
+                    population=dd.from_pandas(pop, npartitions=2, sort=False))
+    assert str(ea.value) == str(eb.value)
+    with pytest.raises(BadInput, match="more records than the population"):
+        summarize(dd.from_pandas(frame, npartitions=3, sort=False), keys,
+                  population=dd.from_pandas(pop, npartitions=2, sort=False), buckets=3)
+    adult = read_table(data_path("uci_adult/adult_full_48842.csv"), columns=["workclass", "sex"])
+    with pytest.raises(BadInput, match="'workclass' has 2799 missing value"):
+        build_table(dd.from_pandas(adult, npartitions=3, sort=False), ["sex", "workclass"],
+                    missing="error")
+    with pytest.raises(BadInput, match="not in the sample"):
+        build_table(dd.from_pandas(adult, npartitions=2, sort=False), ["sex", "nope"])
+
+
+def test_record_counts_partition_wise_match_sdcmicro(client, tmp_path):
+    """fk and Fk per record, written partition by partition, equal sdcMicro 5.8.1's (independent)."""
+    path = data_path("sdcmicro/testdata.csv")
+    ref = pd.read_csv(data_path("sdcmicro/reference/testdata_w_fk_Fk_risk.csv"))
+    keys = ["urbrur", "water", "sex", "age"]
+    lazy = read_lazy(path, blocksize=_blocksize(path))
+    assert lazy.npartitions >= 3
+    for buckets in (1, 3):
+        out = tmp_path / f"rc{buckets}"
+        res = write_record_counts(lazy, keys, out, weights="sampling_weight", carry=["ori_hid"],
+                                  buckets=buckets)
+        files = sorted(glob.glob(str(out / "*.parquet")))
+        assert res == {"files": lazy.npartitions, "rows": len(ref), "buckets": buckets}
+        assert len(files) == lazy.npartitions
+        got = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+        np.testing.assert_array_equal(got["f"].to_numpy(), ref["fk"].to_numpy())
+        np.testing.assert_allclose(got["w"].to_numpy(), ref["Fk"].to_numpy(), rtol=1e-12)
+        np.testing.assert_array_equal(got["ori_hid"].to_numpy(),
+                                      read_table(path, columns=["ori_hid"])["ori_hid"].to_numpy())
+
+
+def test_record_counts_and_summary_equal_pandas(client, tmp_path):
+    """Surrogate ids, missing keys and a sample flag: records and summaries as on pandas."""
+    frame = read_table(data_path("uci_adult/adult_full_48842.csv"))
+    keys = [c for c in frame.columns if c != "fnlwgt"]
+    frame["flag"] = np.random.default_rng(3).random(len(frame)) < 0.2
+    a = build_table(frame, keys, sample_flag="flag", weights="fnlwgt")
+    ddf = client.persist(dd.from_pandas(frame, npartitions=6, sort=False))
+    res = write_record_counts(ddf, keys, tmp_path / "rc", sample_flag="flag", weights="fnlwgt",
+                              buckets=4)
+    got = pd.concat([pd.read_parquet(f) for f in sorted(glob.glob(str(tmp_path / "rc" / "*.parquet")))],
+                    ignore_index=True)
+    assert res["rows"] == a.n == len(got)
+    rc = a.record_cell()
+    np.testing.assert_array_equal(got["f"].to_numpy(), a.record_counts())
+    np.testing.assert_array_equal(got["F"].to_numpy(), a.F[rc])
+    np.testing.assert_allclose(got["w"].to_numpy(), a.w[rc], rtol=1e-12)
+    ref = summary_of_table(a).to_dict()
+    for buckets in (1, 5):
+        s = summarize(ddf, keys, sample_flag="flag", weights="fnlwgt", buckets=buckets).to_dict()
+        assert s.pop("backend") == "dask" and s.pop("buckets") == buckets
+        wa, wb = ref["weight_total"], s.pop("weight_total")
+        assert wb == pytest.approx(wa, rel=1e-12)
+        assert s == {k: v for k, v in ref.items() if k not in ("backend", "buckets", "weight_total")}
+
+
+def _write_big(root, cards, rows_per_file):
+    """Cell c (the mixed-radix number of the key values) has 1 + c % 30 records. Records go out in
+    30 rounds (round k: every cell with c % 30 >= k, ascending), cut into files of
+    ``rows_per_file`` rows, so each cell's records lie in many files."""
+    C = math.prod(cards)
+    c = np.arange(C, dtype=np.int64)
+    nfile, total = 0, 0
+
+    def flush(ids):
+        nonlocal nfile
+        digits, rest = {}, ids.copy()
+        for i in reversed(range(len(cards))):
+            digits[f"k{i}"] = (rest % cards[i]).astype(np.int64)
+            rest //= cards[i]
+        pd.DataFrame({f"k{i}": digits[f"k{i}"] for i in range(len(cards))}).to_parquet(
+            root / f"part-{nfile:04d}.parquet", index=False)
+        nfile += 1
+
+    pending = np.zeros(0, np.int64)
+    for k in range(30):
+        pending = np.concatenate([pending, c[c % 30 >= k]])
+        while pending.size >= rows_per_file:
+            flush(pending[:rows_per_file])
+            total += rows_per_file
+            pending = pending[rows_per_file:]
+    if pending.size:
+        flush(pending)
+        total += pending.size
+    return C, total, nfile
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_larger_than_worker_memory(client, tmp_path):
+    """12.1 M records in 25 Parquet files, 8 int64 key columns: 777 MB in memory as read (97 MB
+    more as int64 cell ids), against workers limited to 400 MiB each (about half of it); the cells
+    merge in 13 ranges (at most 1 M cells each). Counts known by construction; the per-worker peak
+    RSS is sampled every 50 ms."""
+    cards = (2, 8, 6, 17, 10, 12, 2, 2)
+    C, N, nfiles = _write_big(tmp_path, cards, 500_000)
+    assert nfiles == 25 and N * 8 * len(cards) > 1.8 * WORKER_MEMORY_BYTES
+    keys = [f"k{i}" for i in range(len(cards))]
+
+    pids = client.run(os.getpid)
+    peak = {a: 0 for a in pids}
+    stop = threading.Event()
+
+    def sample():
+        import psutil
+        procs = {a: psutil.Process(p) for a, p in pids.items()}
+        while not stop.is_set():
+            for a, pr in procs.items():
+                try:
+                    peak[a] = max(peak[a], pr.memory_info().rss)
+                except psutil.Error:
+                    pass
+            time.sleep(0.05)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    try:
+        t = build_table(str(tmp_path), keys, backend="dask")
+    finally:
+        stop.set()
+        th.join()
+    assert client.run(os.getpid) == pids, "a worker was restarted"
+    assert t.radix and t.n == N
+    assert t.freq_of_freq() == {r: C // 30 for r in range(1, 31)}
+    np.testing.assert_array_equal(t.cell_id, np.arange(C))
+    np.testing.assert_array_equal(t.f, 1 + np.arange(C) % 30)
+    assert max(peak.values()) < WORKER_MEMORY_BYTES, {a: v / 2**20 for a, v in peak.items()}
+
+
+def test_cli_assess_parquet_dir_on_existing_scheduler(client, tmp_path):
+    frame = read_table(data_path("sdcmicro/testdata.csv"))
+    d = tmp_path / "pq"
+    d.mkdir()
+    for i, part in enumerate(np.array_split(np.arange(len(frame)), 4)):
+        frame.iloc[part].to_parquet(d / f"part.{i}.parquet", index=False)
+    keys = "urbrur,water,sex,age"
+    args = ["assess", str(d), "--keys", keys, "--weights", "sampling_weight", "--fraction", "0.01",
+            "--json"]
+    a = json.loads(run_cli(*args, check=True).stdout)
+    b = json.loads(run_cli(*args, "--backend", "dask", "--scheduler", client.scheduler.address,
+                           check=True).stdout)
+    assert a.pop("backend") == "pandas" and b.pop("backend") == "dask"
+    assert a == b
+    assert a["freq_of_freq"]["1"] == 330  # sdcMicro: 330 records with fk = 1
+
+
+def test_cli_bad_backends():
+    p = run_cli("assess", "example:adult", "--keys", "age,sex", "--backend", "cudf")
+    assert p.returncode == 2
+    assert p.stderr.startswith("gpurisk: error: backend 'cudf' needs") and p.stderr.count("\n") == 1
+    p = run_cli("assess", "example:adult", "--keys", "age,sex", "--backend", "spark")
+    assert p.returncode == 2 and "is not one of auto, pandas, dask, cudf, dask-cudf" in p.stderr
+    p = run_cli("assess", "example:adult", "--keys", "age,sex", "--backend", "dask",
+                "--scheduler", "tcp://127.0.0.1:9")
+    assert p.returncode == 2 and "cannot reach the Dask scheduler" in p.stderr
+
+
+@pytest.mark.slow
+def test_cli_csv_glob_on_a_local_cluster(tmp_path):
+    """--workers 2: a local cluster started for the run; a CSV glob read partition-wise."""
+    frame = read_table(data_path("arx_bench/fars_subset.csv"))
+    for i, part in enumerate(np.array_split(np.arange(len(frame)), 3)):
+        frame.iloc[part].to_csv(tmp_path / f"fars_{i}.csv", sep=";", index=False)
+    args = ["assess", str(tmp_path / "fars_*.csv"), "--keys", "iage,isex,istatenum,irace",
+            "--fraction", "0.1", "--json"]
+    a = json.loads(run_cli(*args, check=True).stdout)
+    b = json.loads(run_cli(*args, "--backend", "dask", "--workers", "2", check=True).stdout)
+    assert a.pop("backend") == "pandas" and b.pop("backend") == "dask"
+    assert a == b and a["n"] == len(frame)

@@ -1,0 +1,165 @@
+"""The pieces of distributed counting, on numpy, against references computed another way (pandas
+groupby, Python dicts, ``np.lexsort``): the global plan, words, partial counts, merges, range
+buckets and record lookup. No cluster needed."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpurisk.freq import partial as P
+from gpurisk.freq.cellid import INT64_LIMIT
+from gpurisk.freq.encode import encode_keys
+from gpurisk.freq.plan import (encode_partition, make_plan, merge_uniques, pack_words,
+                               partition_uniques, unpack_words, word_layout)
+
+
+def _frame(rng, n=3000):
+    cat = pd.Categorical(rng.choice(["x", "y", "z"], n), categories=["z", "y", "x", "unused"])
+    flt = rng.choice([1.0, 2.0, 7.0, np.nan], n)
+    return pd.DataFrame({
+        "int": rng.integers(-5, 40, n),
+        "wide": rng.choice([0, 10**9, 3 * 10**9, -(10**8)], n),           # beyond the dense range
+        "nint": pd.array(np.where(rng.random(n) < 0.1, None, rng.integers(0, 9, n)), dtype="Int64"),
+        "fint": flt,                                                      # integral floats + NaN
+        "fdec": rng.choice([0.5, 1.25, np.nan], n),                       # non-integral floats
+        "txt": pd.Series(np.where(rng.random(n) < 0.05, None, rng.choice(["b", "a", "c"], n)),
+                         dtype="object"),
+        "cat": cat,
+        "flag": rng.random(n) < 0.4,
+        "w": rng.uniform(0.5, 3.0, n),
+    })
+
+
+def _pieces(frame, cuts):
+    bounds = [0, *cuts.tolist(), len(frame)]
+    return [frame.iloc[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+KEYS = ["int", "wide", "nint", "fint", "fdec", "txt", "cat", "flag"]
+
+
+def _cuts(n, k, rng):
+    return np.sort(rng.choice(np.arange(1, n), k - 1, replace=False))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_plan_from_partitions_equals_encode_keys(seed):
+    """Categories fixed from per-partition distinct values, then codes per partition, equal the
+    pandas backend's encoding of the whole frame (with a population too)."""
+    rng = np.random.default_rng(seed)
+    sample, pop = _frame(rng, 2000), _frame(rng, 5000)
+    ref = encode_keys(sample, KEYS, pop)
+    s_parts = _pieces(sample, _cuts(len(sample), 4, rng))
+    p_parts = _pieces(pop, _cuts(len(pop), 3, rng))
+    us = merge_uniques(*[partition_uniques(p, KEYS) for p in s_parts])
+    up = merge_uniques(*[partition_uniques(p, KEYS) for p in p_parts])
+    assert us["n"] == len(sample) and us["na"]["txt"] == int(sample["txt"].isna().sum())
+    plan = make_plan(KEYS, us["uniq"], up["uniq"], us["na"], up["na"])
+    assert plan.categories == [e.categories for e in ref]
+    for parts, attr in ((s_parts, "sample"), (p_parts, "population")):
+        codes = [np.concatenate(c) for c in zip(*[list(encode_partition(plan, p)) for p in parts])]
+        for e, c in zip(ref, codes):
+            np.testing.assert_array_equal(c, getattr(e, attr), err_msg=e.name)
+
+
+def test_word_layout_and_order():
+    rng = np.random.default_rng(5)
+    cards = [3000, 2**20, 2**30, 17, 2**40, 5]
+    layout = word_layout(cards)
+    assert [i for run in layout for i in run] == list(range(len(cards)))
+    for a, b in zip(layout, layout[1:]):
+        assert math.prod(cards[i] for i in a) <= INT64_LIMIT
+        assert math.prod(cards[i] for i in a + [b[0]]) > INT64_LIMIT   # greedy: runs are maximal
+    assert word_layout([10, 20, 30]) == [[0, 1, 2]]
+
+    class _Plan:  # pack/unpack read .cards and .layout only
+        pass
+    plan = _Plan()
+    plan.cards, plan.layout = cards, layout
+    codes = [rng.integers(0, min(c, 4), 500) for c in cards]
+    words = pack_words(plan, codes)
+    back = unpack_words(plan, words)
+    for a, b in zip(codes, back):
+        np.testing.assert_array_equal(a, b)
+    # sorting by words is sorting by the code tuples
+    by_words = np.lexsort(words[::-1])
+    by_codes = np.lexsort(codes[::-1])
+    np.testing.assert_array_equal(np.stack(codes)[:, by_words], np.stack(codes)[:, by_codes])
+
+
+def _reference(words, flag=None, w=None):
+    """Counts by cell from a pandas groupby (sorted)."""
+    df = pd.DataFrame({f"w{i}": x for i, x in enumerate(words)})
+    df["one"] = 1
+    if flag is not None:
+        df["f"] = flag.astype(np.int64)
+    if w is not None:
+        df["wt"] = w
+    g = df.groupby([f"w{i}" for i in range(len(words))], sort=True).sum()
+    return g
+
+
+@pytest.mark.parametrize("nwords", [1, 2])
+def test_partials_merge_in_any_grouping(nwords):
+    rng = np.random.default_rng(nwords)
+    n = 20000
+    words = [rng.integers(0, 300, n) * 7 for _ in range(nwords)]
+    flag = rng.random(n) < 0.3
+    w = rng.uniform(1, 2, n)
+    ref = _reference(words, flag, w)
+    pieces = np.split(np.arange(n), _cuts(n, 9, rng))
+    parts = [P.reduce_cells(np, [x[idx] for x in words], {"F": None, "f": flag[idx]},
+                            {"w": w[idx]})[0] for idx in pieces]
+    for grouping in ([parts], [parts[:2], parts[2:5], parts[5:]], [[p] for p in parts]):
+        level = [P.merge(*g) for g in grouping]
+        out = P.merge(*level)
+        got_words = np.stack(out["words"])
+        np.testing.assert_array_equal(got_words, np.stack([ref.index.get_level_values(i)
+                                                            for i in range(nwords)]))
+        np.testing.assert_array_equal(out["F"], ref["one"].to_numpy())
+        np.testing.assert_array_equal(out["f"], ref["f"].to_numpy())
+        np.testing.assert_allclose(out["w"], ref["wt"].to_numpy(), rtol=1e-13)
+
+
+def test_merge_fills_missing_fields_with_zeros_and_inverse():
+    a = {"words": [np.array([1, 5, 9])], "f": np.array([2, 1, 4]), "w": np.array([1.0, 2.0, 3.0])}
+    b = {"words": [np.array([0, 5, 11])], "F": np.array([3, 6, 1])}
+    out, inv = P.merge(a, b, want_inverse=True)
+    np.testing.assert_array_equal(out["words"][0], [0, 1, 5, 9, 11])
+    np.testing.assert_array_equal(out["f"], [0, 2, 1, 4, 0])
+    np.testing.assert_array_equal(out["F"], [3, 0, 6, 0, 1])
+    np.testing.assert_array_equal(out["w"], [0.0, 1.0, 2.0, 3.0, 0.0])
+    np.testing.assert_array_equal(inv, [1, 2, 3, 0, 2, 4])  # a's cells, then b's
+
+
+@pytest.mark.parametrize("nwords", [1, 3])
+def test_split_concat_and_locate(nwords):
+    rng = np.random.default_rng(11)
+    words = [rng.integers(0, 50, 5000) for _ in range(nwords)]
+    part, inv = P.reduce_cells(np, words, {"f": None}, {}, want_inverse=True)
+    width = -(-50 // 6)
+    pieces = P.split(part, width, 6)
+    assert sum(P.size(p) for p in pieces) == P.size(part)
+    for b, p in enumerate(pieces):
+        assert np.all(p["words"][0] // width == b)
+    joined = P.concat(pieces)
+    for x, y in zip(joined["words"], part["words"]):
+        np.testing.assert_array_equal(x, y)
+    # locate: each record's cell, against a dict of tuples
+    idx = P.locate(words, part["words"])
+    np.testing.assert_array_equal(idx, inv)
+    table = {tuple(int(c[i]) for c in part["words"]): i for i in range(P.size(part))}
+    probe = [np.append(x[:50], 10**6) for x in words]
+    want = [table.get(tuple(int(c[i]) for c in probe), -1) for i in range(51)]
+    np.testing.assert_array_equal(P.locate(probe, part["words"]), want)
+
+
+def test_empty_piece():
+    part, inv = P.reduce_cells(np, [np.zeros(0, np.int64)], {"f": None}, {"w": np.zeros(0)}, True)
+    assert P.size(part) == 0 and inv.size == 0 and part["w"].dtype == np.float64
+    full = {"words": [np.array([3])], "f": np.array([2])}
+    out = P.merge(part, full)
+    np.testing.assert_array_equal(out["f"], [2])
