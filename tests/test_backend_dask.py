@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from _datasets import DATASETS, IDS
 from conftest import data_path, run_cli
 
 dd = pytest.importorskip("dask.dataframe")
@@ -31,30 +32,6 @@ from gpurisk.measure import Context  # noqa: E402
 
 WORKER_MEMORY = "400MiB"
 WORKER_MEMORY_BYTES = 400 * 2**20
-
-#: the csvs of ../shared/data/README.md with their natural keys (and weights where the README has them)
-DATASETS = [
-    ("sdcmicro/testdata.csv", ["urbrur", "roof", "walls", "water", "electcon", "relat", "sex", "age"],
-     "sampling_weight"),
-    ("sdcmicro/testdata2.csv", ["urbrur", "roof", "walls", "water", "electcon", "relat", "sex", "age"],
-     "sampling_weight"),
-    ("sdcmicro/francdat.csv", ["Key1", "Key2", "Key3", "Key4"], "w"),
-    ("sdcmicro/free1.csv", ["REGION", "SEX", "AGE", "MARSTAT", "KINDPERS", "ETNI"], "WEIGHT"),
-    ("arx/adult.csv", ["sex", "age", "race", "marital-status", "education", "native-country",
-                       "workclass", "occupation"], None),
-    ("uci_adult/adult_full_48842.csv", ["sex", "age", "race", "marital-status", "education",
-                                        "native-country", "workclass", "occupation"], None),
-    ("arx_genetic/fars_int.csv", ["iage", "irace", "ideathmon", "ideathday", "isex", "ihispanic",
-                                  "istatenum", "iinjury"], None),
-    ("arx_genetic/cup_int.csv", ["ZIP", "AGE", "GENDER", "INCOME", "STATE", "RAMNTALL", "NGIFTALL",
-                                 "MINRAMNT"], None),
-    ("arx_genetic/mach2019_int.csv", ["age", "familysize", "gender", "married", "race", "religion"],
-     None),
-    ("arx_bench/cup.csv", ["ZIP", "AGE", "GENDER", "INCOME", "STATE", "RAMNTALL", "NGIFTALL",
-                           "MINRAMNT"], None),
-    ("arx_bench/fars_subset.csv", ["iage", "irace", "ideathmon", "ideathday", "isex", "ihispanic",
-                                   "istatenum", "iinjury"], None),
-]
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +80,7 @@ def _blocksize(path) -> int:
     return max(4096, math.ceil(os.path.getsize(path) / 4))
 
 
-@pytest.mark.parametrize("rel,keys,weights", DATASETS, ids=[d[0] for d in DATASETS])
+@pytest.mark.parametrize("rel,keys,weights", DATASETS, ids=IDS)
 def test_real_data_same_counts_and_measures(client, rel, keys, weights):
     path = data_path(rel)
     cols = keys + ([weights] if weights else [])

@@ -163,3 +163,25 @@ def test_empty_piece():
     full = {"words": [np.array([3])], "f": np.array([2])}
     out = P.merge(part, full)
     np.testing.assert_array_equal(out["f"], [2])
+
+
+def test_narrow_integer_keys_with_negative_values():
+    """int8/int16 keys spanning more than their type's positive range (hand-checked counts)."""
+    rng = np.random.default_rng(2)
+    frame = pd.DataFrame({"a": np.array([-100, 100, 5, 5, -100, 100, 100] * 300, dtype=np.int8),
+                          "b": np.array([-30000, 30000, 0, 0, 1, 1, 1] * 300, dtype=np.int16)})
+    (ea, eb) = encode_keys(frame, ["a", "b"])
+    for e, vals in ((ea, [-100, 5, 100]), (eb, [-30000, 0, 1, 30000])):
+        assert set(vals) <= set(e.categories) and e.categories == sorted(e.categories)
+    pieces = _pieces(frame, _cuts(len(frame), 5, rng))
+    u = merge_uniques(*[partition_uniques(p, ["a", "b"]) for p in pieces])
+    plan = make_plan(["a", "b"], u["uniq"])
+    assert plan.categories == [ea.categories, eb.categories]
+    codes = [np.concatenate(c) for c in zip(*[list(encode_partition(plan, p)) for p in pieces])]
+    np.testing.assert_array_equal(codes[0], ea.sample)
+    np.testing.assert_array_equal(codes[1], eb.sample)
+    # cells (a, b): (-100,-30000) x300, (100,30000) x300, (5,0) x600, (-100,1) x300, (100,1) x600
+    part = P.partial(plan, frame, "sample")
+    got = {tuple(plan.categories[v][int(c[i])] for v, c in enumerate(unpack_words(plan, part["words"]))):
+           int(part["f"][i]) for i in range(P.size(part))}
+    assert got == {(-100, -30000): 300, (100, 30000): 300, (5, 0): 600, (-100, 1): 300, (100, 1): 600}

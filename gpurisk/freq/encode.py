@@ -87,6 +87,8 @@ def _encode_int(name, parts, missing):
     if span <= SMALL_RANGE:
         out = []
         for v, na in parts:
+            if lo and v.dtype == np.int8 and span > 128:  # v - lo would wrap around in int8
+                v = v.astype(np.int16)
             codes = v if lo == 0 else v - lo
             if na is not None and na.any():
                 codes = np.where(na, span, codes)
@@ -96,7 +98,8 @@ def _encode_int(name, parts, missing):
     for v, na in parts:
         vv = v if na is None else v[~na]
         if vv.size:
-            present |= np.bincount(vv - lo if lo else vv, minlength=span).astype(bool)
+            present |= np.bincount(np.subtract(vv, lo, dtype=np.int64) if lo else vv,
+                                   minlength=span).astype(bool)
     ncat = int(present.sum())
     card = ncat + (1 if any_na else 0)
     dt = _smallest_int(card)
@@ -107,7 +110,7 @@ def _encode_int(name, parts, missing):
         if identity:
             codes = v.astype(dt, copy=False) if v.dtype != dt else v
         else:
-            idx = v - lo if lo else v
+            idx = np.subtract(v, lo, dtype=np.int64) if lo else v  # no wrap-around in int8/int16
             if na is not None:
                 idx = np.where(na, 0, idx)
             codes = remap[idx]

@@ -200,7 +200,9 @@ def _encode_cudf(kp: KeyPlan, s):  # pragma: no cover - needs a GPU
         s = s.astype(s.dtype.categories.dtype)
     if kp.kind == "int":
         na = s.isna().values
-        vals = s.fillna(int(kp.ints[0]) if kp.ints.size else 0).astype("int64").values
+        if s.null_count:
+            s = s.fillna(int(kp.ints[0]) if kp.ints.size else 0)
+        vals = s.astype("int64").values
         if kp.lut is not None:
             lut = kp._gpu.get("lut")
             if lut is None:
@@ -263,7 +265,8 @@ def _distinct(s):
         v = s.to_numpy()
         lo, hi = int(v.min()), int(v.max())
         if hi - lo < min(LUT_RANGE_LIMIT, 4 * len(v)):
-            present = np.flatnonzero(np.bincount(v - lo if lo else v, minlength=hi - lo + 1)) + lo
+            present = np.flatnonzero(np.bincount(np.subtract(v, lo, dtype=np.int64),
+                                                 minlength=hi - lo + 1)) + lo
             return pd.Series(present.astype(v.dtype), name=s.name)
     return s.drop_duplicates()
 

@@ -1,0 +1,145 @@
+"""cuDF (one GPU) and dask-cudf (a dask-cuda LocalCUDACluster) give the pandas backend's counts,
+measures and record-level counts, on every real data set. Marked ``gpu``: the conftest skips them,
+with the reason, where no CUDA device is usable. Run them with ``pytest -m gpu``."""
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from _datasets import DATASETS, IDS
+from conftest import data_path, run_cli
+from gpurisk.assess import run_measures
+from gpurisk.freq import build_table, summarize, write_record_counts
+from gpurisk.freq.summary import summary_of_table
+from gpurisk.io import read_lazy, read_table
+from gpurisk.measure import Context
+
+pytestmark = pytest.mark.gpu
+
+
+def assert_same(a, b, backend, where=""):
+    """b (any namespace) equals the pandas table a."""
+    assert b.backend == backend, where
+    assert a.categories == b.categories and a.radix == b.radix, where
+    h = b.to_numpy()
+    np.testing.assert_array_equal(a.cell_id, h.cell_id, err_msg=where)
+    np.testing.assert_array_equal(a.f, h.f, err_msg=where)
+    if a.F is not None:
+        np.testing.assert_array_equal(a.F, h.F, err_msg=where)
+    if a.w is not None:  # device sums use atomics: equal to rounding
+        np.testing.assert_allclose(a.w, h.w, rtol=1e-12, err_msg=where)
+    for x, y in zip(a.cell_codes(), h.cell_codes()):
+        np.testing.assert_array_equal(x, y, err_msg=where)
+    assert a.freq_of_freq() == b.freq_of_freq()
+
+
+def assert_same_measures(a, b, ctx):
+    ra, rb = run_measures(a, ctx), run_measures(b, ctx)
+    for name in ra:
+        da, db = ra[name].to_dict(), rb[name].to_dict()
+        assert da.keys() == db.keys(), name
+        for k in da:
+            if isinstance(da[k], float):
+                assert db[k] == pytest.approx(da[k], rel=1e-12), (name, k)
+            else:
+                assert da[k] == db[k], (name, k)
+
+
+@pytest.fixture(scope="module")
+def cuda_client():
+    dask_cuda = pytest.importorskip("dask_cuda")
+    distributed = pytest.importorskip("distributed")
+    cluster = dask_cuda.LocalCUDACluster(dashboard_address=None, silence_logs=40)
+    client = distributed.Client(cluster)
+    try:
+        yield client
+    finally:
+        client.close()
+        cluster.close()
+
+
+@pytest.mark.parametrize("rel,keys,weights", DATASETS, ids=IDS)
+def test_cudf_equals_pandas(rel, keys, weights):
+    cudf = pytest.importorskip("cudf")
+    import cupy
+    cols = keys + ([weights] if weights else [])
+    frame = read_table(data_path(rel), columns=cols)
+    a = build_table(frame, keys, weights=weights)
+    b = build_table(cudf.from_pandas(frame), keys, weights=weights)
+    assert b.xp is cupy and isinstance(b.f, cupy.ndarray)
+    assert_same(a, b, "cudf", rel)
+    np.testing.assert_array_equal(a.record_counts(), cupy.asnumpy(b.record_counts()))
+    assert_same_measures(a, b, Context(fraction=0.01, fraction_source="given"))
+    reg = frame.copy()
+    reg["in_sample"] = np.random.default_rng(7).random(len(reg)) < 0.3
+    a2 = build_table(reg, keys, sample_flag="in_sample", weights=weights)
+    b2 = build_table(reg, keys, sample_flag="in_sample", weights=weights, backend="cudf")
+    assert_same(a2, b2, "cudf", rel + " (flag)")
+    np.testing.assert_array_equal(a2.record_counts(), cupy.asnumpy(b2.record_counts()))
+    assert_same_measures(a2, b2, Context(fraction=a2.n / a2.N, fraction_source="n/N"))
+
+
+@pytest.mark.parametrize("rel,keys,weights", DATASETS, ids=IDS)
+def test_dask_cudf_equals_pandas(cuda_client, rel, keys, weights):
+    path = data_path(rel)
+    cols = keys + ([weights] if weights else [])
+    frame = read_table(path, columns=cols)
+    a = build_table(frame, keys, weights=weights)
+    lazy = read_lazy(path, columns=cols, blocksize=max(4096, math.ceil(os.path.getsize(path) / 4)),
+                     gpu=True)
+    b = build_table(lazy, keys, weights=weights)
+    assert_same(a, b, "dask-cudf", rel)
+    assert_same_measures(a, b, Context(fraction=0.01, fraction_source="given"))
+
+
+def test_surrogate_ids_missing_keys_population_on_gpu(cuda_client):
+    cudf = pytest.importorskip("cudf")
+    frame = read_table(data_path("uci_adult/adult_full_48842.csv"))
+    keys = list(frame.columns)
+    a = build_table(frame, keys)
+    assert not a.radix
+    assert_same(a, build_table(frame, keys, backend="cudf"), "cudf")
+    assert_same(a, build_table(frame, keys, backend="dask-cudf"), "dask-cudf")
+    sample = frame.iloc[::7]
+    k8 = ["age", "workclass", "education", "marital-status", "occupation", "race", "sex",
+          "native-country"]
+    a = build_table(sample, k8, population=frame)
+    b = build_table(cudf.from_pandas(sample), k8, population=cudf.from_pandas(frame))
+    assert_same(a, b, "cudf")
+    import cupy
+    np.testing.assert_array_equal(a.record_counts(), cupy.asnumpy(b.record_counts()))
+    s = summarize(frame, k8, sample_flag=None, backend="dask-cudf", buckets=3).to_dict()
+    ref = summary_of_table(build_table(frame, k8)).to_dict()
+    for d in (s, ref):
+        d.pop("backend"), d.pop("buckets")
+    assert s == ref
+
+
+@pytest.mark.parametrize("backend", ["cudf", "dask-cudf"])
+def test_record_counts_match_sdcmicro_on_gpu(cuda_client, tmp_path, backend):
+    path = data_path("sdcmicro/testdata.csv")
+    ref = pd.read_csv(data_path("sdcmicro/reference/testdata_w_fk_Fk_risk.csv"))
+    res = write_record_counts(str(path), ["urbrur", "water", "sex", "age"], tmp_path / backend,
+                              backend=backend, weights="sampling_weight", buckets=2)
+    files = sorted(glob.glob(str(tmp_path / backend / "*.parquet")))
+    got = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+    assert res["rows"] == len(ref)
+    np.testing.assert_array_equal(got["f"].to_numpy(), ref["fk"].to_numpy())
+    np.testing.assert_allclose(got["w"].to_numpy(), ref["Fk"].to_numpy(), rtol=1e-12)
+
+
+def test_auto_takes_the_gpu_and_cli_matches_pandas():
+    from gpurisk.backends import resolve_backend
+    assert resolve_backend("auto") in ("cudf", "dask-cudf")
+    args = ["assess", str(data_path("sdcmicro/testdata.csv")), "--keys", "urbrur,water,sex,age",
+            "--weights", "sampling_weight", "--fraction", "0.01", "--json"]
+    a = json.loads(run_cli(*args, check=True).stdout)
+    b = json.loads(run_cli(*args, "--backend", "cudf", check=True).stdout)
+    assert a.pop("backend") == "pandas" and b.pop("backend") == "cudf"
+    assert a == b
