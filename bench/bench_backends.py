@@ -4,9 +4,10 @@
     python bench/bench_backends.py --rows 2e6      # a quick run
     python bench/bench_backends.py --pandas-max 1e8   # also pandas on 100 M (needs ~4 GB)
 
-Data: 8 key columns with cardinalities 2, 100, 6, 17, 10, 50, 12, 5 (61.2 M possible cells), drawn
-uniformly (seeded), stored as int8 in files of 1 M rows under /tmp (``--dir``). At 100 M rows about
-49 M cells are occupied: the cell table is about half the size of the input.
+Data: 8 key columns with cardinalities 2, 100, 6, 17, 10, 50, 12, 5 (612 M possible cells), drawn
+uniformly (seeded), stored as int8 in files of 1 M rows under /tmp (``--dir``). At 20 M rows about
+19.7 M cells are occupied, at 100 M about 92 M: nearly every cell is unique, so the cell table is as
+large as the input (the hard case for a distributed count).
 
 Rows of the table:
 
@@ -16,8 +17,8 @@ Rows of the table:
 - ``dask summary``: ``summarize(dir, backend="dask")``: the cells stay on the workers (range
   buckets), only frequencies of frequencies come back
 
-Peak memory: RSS sampled every 50 ms, of this process (pandas, and the client side of Dask) and of
-each Dask worker process. Cluster start-up is timed separately. Also printed: a data-movement
+Peak memory: RSS sampled every 50 ms, of each Dask worker process (peak per worker), and of this
+process as the increase over its RSS at the start of the run (pandas; the client side of Dask). Cluster start-up is timed separately. Also printed: a data-movement
 estimate for a 1-billion-row, 8-key count on one H100 (about 3 TB/s); no GPU timing is taken here
 unless a CUDA device is usable, and the script says so.
 """
@@ -62,12 +63,13 @@ def make_dataset(root: Path, rows: int, seed: int = 0) -> Path:
 
 
 class Peak:
-    """Peak RSS of some processes, sampled in a thread."""
+    """Peak RSS of some processes, sampled in a thread; ``start`` holds their RSS at the start."""
 
     def __init__(self, pids: dict):
         import psutil
         self.procs = {name: psutil.Process(pid) for name, pid in pids.items()}
-        self.peak = {name: 0 for name in pids}
+        self.start = {name: p.memory_info().rss for name, p in self.procs.items()}
+        self.peak = dict(self.start)
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
 
@@ -103,7 +105,7 @@ def run_pandas(d: Path):
         t2 = time.perf_counter()
     del frame
     return {"read_s": t1 - t0, "count_s": t2 - t1, "total_s": t2 - t0, "cells": table.sample_cells,
-            "n1": fof.get(1, 0), "client_peak": pk.peak["client"], "worker_peak": None,
+            "n1": fof.get(1, 0), "client_peak": pk.peak["client"] - pk.start["client"], "worker_peak": None,
             "table": table}
 
 
@@ -124,7 +126,7 @@ def run_dask(d: Path, client, what: str):
     if client.run(os.getpid) != pids:
         raise RuntimeError("a Dask worker was restarted during the run")
     return {"read_s": None, "count_s": None, "total_s": t2 - t0, "cells": cells, "n1": n1,
-            "client_peak": pk.peak["client"], "worker_peak": max(workers.values()),
+            "client_peak": pk.peak["client"] - pk.start["client"], "worker_peak": max(workers.values()),
             "table": table}
 
 
@@ -141,9 +143,9 @@ def h100_estimate(rows: int = 10**9, keys: int = 8, bw: float = 3.0e12):
     Device-memory traffic only, each array read or written once per pass:
     - lower bound: the keys must be read once (1 B per key per row);
     - fused encode + dense histogram: keys read, one 8 B atomic read-modify-write per row into a
-      counter array of the 61.2 M-cell space (4 B per cell), read once for n_r;
+      counter array of the 612 M-cell space (4 B per cell), read once for n_r;
     - sort-based, fused encode+pack: keys read, int64 ids written (8 B), an LSD radix sort over
-      the 26 significant bits (4 passes of 8 bits, each reading and writing 8 B keys), one read for
+      the 30 significant bits (4 passes of 8 bits, each reading and writing 8 B keys), one read for
       the run-length encoding, 12 B per occupied cell written;
     - gpurisk's cuDF path as written (unfused CuPy): per key read 1 B, write 8 B codes, pack reads
       16 B and writes 8 B; argsort moves (key, index) pairs (16 B) per pass; then ~4 gathers of 8 B.
@@ -153,7 +155,7 @@ def h100_estimate(rows: int = 10**9, keys: int = 8, bw: float = 3.0e12):
     cells = space * (1 - math.exp(-rows / space))
     plans = [
         ("read the int8 keys once (lower bound)", keys * rows),
-        ("fused encode + dense histogram (int32 counter per possible cell)",
+        ("fused encode + dense histogram (int32 counter per possible cell, 2.4 GB)",
          keys * rows + 8 * rows + 4 * space),
         (f"fused encode+pack to int64 ids, {passes}-pass radix sort, run-length encode",
          keys * rows + 8 * rows + passes * 2 * 8 * rows + 8 * rows + 12 * cells),
@@ -218,7 +220,7 @@ def main(argv=None):
             ref = r.pop("table")
             results.append(("pandas build", rows, r))
             print(f"  pandas build   {r['total_s']:7.1f} s  (read {r['read_s']:.1f} s, count {r['count_s']:.1f} s)"
-                  f"  peak {r['client_peak'] / 2**20:,.0f} MiB", flush=True)
+                  f"  peak +{r['client_peak'] / 2**20:,.0f} MiB", flush=True)
             gc.collect()
         else:
             print(f"  pandas not run at {rows:,} rows: it holds the whole input and its int64 ids and "
@@ -243,7 +245,7 @@ def main(argv=None):
                 r["start_s"] = start_s
                 results.append((f"dask {what}", rows, r))
                 print(f"  dask {what:8s} {r['total_s']:7.1f} s  peak per worker "
-                      f"{r['worker_peak'] / 2**20:,.0f} MiB, client {r['client_peak'] / 2**20:,.0f} MiB"
+                      f"{r['worker_peak'] / 2**20:,.0f} MiB, client +{r['client_peak'] / 2**20:,.0f} MiB"
                       f"  (cluster start {start_s:.1f} s, not included)", flush=True)
                 del tb
                 gc.collect()
@@ -255,13 +257,13 @@ def main(argv=None):
 
     print()
     print(f"{'run':14s} {'rows':>12s} {'time s':>8s} {'rows/s':>12s} {'cells':>12s} {'n1':>11s} "
-          f"{'peak/worker MiB':>16s} {'client MiB':>11s}")
+          f"{'peak/worker MiB':>16s} {'client +MiB':>11s}")
     for name, rows, r in results:
         wp = "-" if r["worker_peak"] is None else f"{r['worker_peak'] / 2**20:,.0f}"
         print(f"{name:14s} {rows:>12,d} {r['total_s']:8.1f} {rows / r['total_s']:12,.0f} {r['cells']:12,d} "
               f"{r['n1']:11,d} {wp:>16s} {r['client_peak'] / 2**20:11,.0f}")
 
-    print("\nOne H100 (about 3 TB/s HBM), a 1-billion-row, 8-key count (int8 keys, 61.2 M-cell space):")
+    print("\nOne H100 (about 3 TB/s HBM), a 1-billion-row, 8-key count (int8 keys, 612 M-cell space):")
     for name, nbytes, secs in h100_estimate():
         print(f"  {nbytes / 1e9:8.1f} GB  {secs * 1e3:8.1f} ms   {name}")
     print("  (device memory traffic only: moving 8 GB of keys from host memory over PCIe 5 x16, "
@@ -292,8 +294,8 @@ def _plot(results, png):
     mem = [(r["worker_peak"] if r["worker_peak"] is not None else r["client_peak"]) / 2**20
            for _, _, r in results]
     a2.bar(labels, mem, color="tab:orange")
-    a2.set_ylabel("peak RSS MiB (per worker; pandas: process)")
-    a2.set_title("peak memory")
+    a2.set_ylabel("peak RSS, MiB")
+    a2.set_title("peak memory (per Dask worker; pandas: process)", fontsize=9)
     for ax in (a1, a2):
         ax.tick_params(axis="x", labelsize=7)
     fig.tight_layout()

@@ -216,12 +216,12 @@ def dask_client(gpu: bool = False, scheduler: str | None = None, workers: int | 
         kw = {"n_workers": n} if n else {}
         if limit:
             kw["memory_limit"] = limit
-        cluster = LocalCUDACluster(silence_logs=logging.ERROR, dashboard_address=None, **kw)
+        cluster = LocalCUDACluster(silence_logs=logging.CRITICAL, dashboard_address=None, **kw)
     else:
         n = n or max(1, min(os.cpu_count() or 1, 8))
         kw = {"memory_limit": limit} if limit else {}
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=None, silence_logs=logging.ERROR, **kw)
+                               dashboard_address=None, silence_logs=logging.CRITICAL, **kw)
     client = Client(cluster)
     log.info("started a local %s cluster with %d worker(s)", "dask-cuda" if gpu else "Dask",
              len(cluster.workers))

@@ -147,6 +147,14 @@ def test_f_over_F_and_missing_error_messages(client):
         build_table(dd.from_pandas(adult, npartitions=2, sort=False), ["sex", "nope"])
 
 
+def test_csv_type_change_between_blocks_is_one_line(client, tmp_path):
+    p = tmp_path / "mixed.csv"
+    p.write_text("a,b\n" + "".join(f"{i % 7},{i % 5}\n" for i in range(3000))
+                 + "".join(f"x{i % 3},{i % 5}\n" for i in range(20)))
+    with pytest.raises(BadInput, match=r"CSV column type differs between blocks .*column\(s\) a\)"):
+        build_table(read_lazy(p, blocksize=4096), ["a", "b"])
+
+
 def test_record_counts_partition_wise_match_sdcmicro(client, tmp_path):
     """fk and Fk per record, written partition by partition, equal sdcMicro 5.8.1's (independent)."""
     path = data_path("sdcmicro/testdata.csv")

@@ -245,7 +245,10 @@ def record_words(plan, frame, sample_flag=None):
 
 
 def lookup_bucket(acc, words, cells: dict, width: int, bucket: int, nbuckets: int) -> dict:
-    """Fill ``acc`` (per record: f, F, w) for the records whose cells fall in ``bucket``."""
+    """Fill ``acc`` (per record: f, F, w) for the records whose cells fall in ``bucket``.
+
+    ``acc`` is the previous step's output, its only consumer; it is filled in place (a retried
+    step writes the same values again)."""
     xp = P.namespace(words[0])
     n = int(words[0].shape[0])
     if acc is None:
