@@ -9,11 +9,13 @@ import; each backend not taken is logged (logger ``gpurisk.backends``) with the 
 
 Dask backends run on the cluster at ``--scheduler ADDRESS`` (``config.scheduler``,
 ``GPURISK_SCHEDULER``), else on the Dask client already active in the process, else on a local
-cluster started for the run and closed after it (``--workers N`` worker processes, one thread each;
-a dask-cuda ``LocalCUDACluster``, one worker per GPU, for ``dask-cudf``).
+cluster started for the run (``--workers N`` worker processes, one thread each; a dask-cuda
+``LocalCUDACluster``, one worker per GPU, for ``dask-cudf``), kept for later counts of the same
+process and closed when it exits.
 """
 from __future__ import annotations
 
+import atexit
 import importlib
 import logging
 import os
@@ -182,18 +184,64 @@ def _reachable(address: str) -> None:
         raise BadInput(f"cannot reach the Dask scheduler at {address!r} ({exc})") from None
 
 
+#: local clusters started by gpurisk, kept for the process's later counts: {(gpu, workers, limit): client}
+_LOCAL: dict = {}
+
+
+def _close_local() -> None:
+    for client in list(_LOCAL.values()):
+        cluster = client.cluster
+        try:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+    _LOCAL.clear()
+
+
+def _local_client(gpu: bool, workers, limit):
+    """The process's local cluster of this shape, started on first use and closed at exit."""
+    from distributed import Client, LocalCluster
+
+    key = (gpu, workers, limit)
+    client = _LOCAL.get(key)
+    if client is not None and client.status == "running":
+        return client
+    if gpu:
+        from dask_cuda import LocalCUDACluster
+        kw = {"n_workers": workers} if workers else {}
+        if limit:
+            kw["memory_limit"] = limit
+        cluster = LocalCUDACluster(silence_logs=logging.CRITICAL, dashboard_address=None, **kw)
+    else:
+        kw = {"memory_limit": limit} if limit else {}
+        cluster = LocalCluster(n_workers=workers or max(1, min(os.cpu_count() or 1, 8)),
+                               threads_per_worker=1, processes=True, host="127.0.0.1",
+                               dashboard_address=None, silence_logs=logging.CRITICAL, **kw)
+    client = Client(cluster, set_as_default=False)
+    if not _LOCAL:
+        atexit.register(_close_local)
+    _LOCAL[key] = client
+    log.info("started a local %s cluster with %d worker(s)", "dask-cuda" if gpu else "Dask",
+             len(cluster.workers))
+    return client
+
+
 @contextmanager
 def dask_client(gpu: bool = False, scheduler: str | None = None, workers: int | None = None,
                 memory_limit=None):
-    """A ``distributed.Client`` for one run (see the module docstring for which cluster)."""
+    """A ``distributed.Client`` for one count: the scheduler at ``scheduler`` (or the config, or
+    ``GPURISK_SCHEDULER``), else the process's active Dask client, else a local cluster started on
+    first use and kept for the process's later counts (closed at exit)."""
     require("dask-cudf" if gpu else "dask")
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     address = scheduler or config.scheduler or os.environ.get(ENV_SCHEDULER)
     if address:
         _reachable(address)
         try:
-            client = Client(address, timeout="30s")
+            client = Client(address, timeout="30s", set_as_default=False)
         except (OSError, TimeoutError) as exc:
             raise BadInput(f"cannot reach the Dask scheduler at {address!r} ({exc})") from None
         try:
@@ -209,24 +257,4 @@ def dask_client(gpu: bool = False, scheduler: str | None = None, workers: int | 
     if client is not None and client.status == "running":
         yield client
         return
-    n = _workers(workers)
-    limit = memory_limit or config.memory_limit
-    if gpu:
-        from dask_cuda import LocalCUDACluster
-        kw = {"n_workers": n} if n else {}
-        if limit:
-            kw["memory_limit"] = limit
-        cluster = LocalCUDACluster(silence_logs=logging.CRITICAL, dashboard_address=None, **kw)
-    else:
-        n = n or max(1, min(os.cpu_count() or 1, 8))
-        kw = {"memory_limit": limit} if limit else {}
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=None, silence_logs=logging.CRITICAL, **kw)
-    client = Client(cluster)
-    log.info("started a local %s cluster with %d worker(s)", "dask-cuda" if gpu else "Dask",
-             len(cluster.workers))
-    try:
-        yield client
-    finally:
-        client.close()
-        cluster.close()
+    yield _local_client(gpu, _workers(workers), memory_limit or config.memory_limit)

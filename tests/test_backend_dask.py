@@ -29,6 +29,7 @@ from gpurisk.freq import build_table, summarize, write_record_counts  # noqa: E4
 from gpurisk.freq.summary import summary_of_table  # noqa: E402
 from gpurisk.io import read_lazy, read_table  # noqa: E402
 from gpurisk.measure import Context  # noqa: E402
+from gpurisk.plugins import measure_registry  # noqa: E402
 
 WORKER_MEMORY = "400MiB"
 WORKER_MEMORY_BYTES = 400 * 2**20
@@ -69,10 +70,31 @@ def assert_same_table(a, b, where=""):
 
 
 def assert_same_measures(a, b, ctx):
+    """Every measure gives pandas' answer on the Dask table, except that a record-level measure
+    declines there (the Dask table keeps no record cells: record-level output is partition-wise)."""
     ra, rb = run_measures(a, ctx), run_measures(b, ctx)
     assert ra.keys() == rb.keys()
+    reg = measure_registry()
+    compared = 0
     for name in ra:
+        if "records" in reg[name].cls.needs:
+            assert rb[name].value is None and "did not keep" in rb[name].reason, name
+            continue
         assert ra[name].to_dict() == rb[name].to_dict(), name
+        compared += 1
+    assert compared >= 6
+
+
+def assert_same_docs(a: dict, b: dict):
+    """Two `assess --json` documents agree; record-level measures decline on Dask."""
+    reg = measure_registry()
+    ma, mb = a.pop("measures"), b.pop("measures")
+    assert a == b and ma.keys() == mb.keys()
+    for name in ma:
+        if "records" in reg[name].cls.needs:
+            assert mb[name]["value"] is None and "did not keep" in mb[name]["reason"], name
+        else:
+            assert ma[name] == mb[name], name
 
 
 def _blocksize(path) -> int:
@@ -287,7 +309,7 @@ def test_cli_assess_parquet_dir_on_existing_scheduler(client, tmp_path):
     b = json.loads(run_cli(*args, "--backend", "dask", "--scheduler", client.scheduler.address,
                            check=True).stdout)
     assert a.pop("backend") == "pandas" and b.pop("backend") == "dask"
-    assert a == b
+    assert_same_docs(a, b)
     assert a["freq_of_freq"]["1"] == 330  # sdcMicro: 330 records with fk = 1
 
 
@@ -313,4 +335,5 @@ def test_cli_csv_glob_on_a_local_cluster(tmp_path):
     a = json.loads(run_cli(*args, check=True).stdout)
     b = json.loads(run_cli(*args, "--backend", "dask", "--workers", "2", check=True).stdout)
     assert a.pop("backend") == "pandas" and b.pop("backend") == "dask"
-    assert a == b and a["n"] == len(frame)
+    assert_same_docs(a, b)
+    assert a["n"] == len(frame)

@@ -19,6 +19,7 @@ from gpurisk.freq import build_table, summarize, write_record_counts
 from gpurisk.freq.summary import summary_of_table
 from gpurisk.io import read_lazy, read_table
 from gpurisk.measure import Context
+from gpurisk.plugins import measure_registry
 
 pytestmark = pytest.mark.gpu
 
@@ -40,8 +41,13 @@ def assert_same(a, b, backend, where=""):
 
 
 def assert_same_measures(a, b, ctx):
+    """Every measure as on pandas; on dask-cudf a record-level measure declines (no record cells)."""
     ra, rb = run_measures(a, ctx), run_measures(b, ctx)
+    reg = measure_registry()
     for name in ra:
+        if b.record_locator is None and "records" in reg[name].cls.needs:
+            assert rb[name].value is None and "did not keep" in rb[name].reason, name
+            continue
         da, db = ra[name].to_dict(), rb[name].to_dict()
         assert da.keys() == db.keys(), name
         for k in da:
