@@ -31,6 +31,7 @@ BUILTIN_PLUGINS = (
     "gpurisk.measures.pr_pu_su",
     "gpurisk.measures.match_prob_a",
     "gpurisk.measures.theta_hat_dis",
+    "gpurisk.measures.search_risk",
 )
 
 _pm: pluggy.PluginManager | None = None

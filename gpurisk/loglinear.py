@@ -1,0 +1,174 @@
+"""Log-linear fit of the sample counts by iterative proportional fitting (IPF). SPEC §5.
+
+p̂_x = μ̂_x / n, where μ̂ is the maximum-likelihood fit of the Poisson (equivalently multinomial)
+log-linear model with all main effects and all two-way interactions to the sample counts f_x over the
+full table of K = Π_v c_v cells (c_v = number of categories of key v; empty cells included). The MLE
+reproduces every observed two-way margin; IPF (Deming-Stephan) converges to it from a uniform start:
+cycle over the pairs (a, b) and rescale μ so that its (a, b) margin equals the observed one,
+
+    μ_x ← μ_x · m^obs_ab(x_a, x_b) / m^fit_ab(x_a, x_b),      0/0 = 0,
+
+until the largest |m^fit − m^obs| over every pair and margin entry is below ``tol`` (in records).
+Cells in a zero observed margin get μ̂ = 0 (the extended MLE, which a Poisson GLM only approaches).
+With one key variable the model is the one-way margin itself (μ̂ = f).
+
+μ is a dense tensor of shape (c_1, ..., c_d) in the table's array namespace (numpy or cupy); a margin
+is a reduction over the other axes, a rescaling is one broadcast multiply. The Python loop runs over
+iterations and pairs only. The observed margins come from the sample cells (``bincount``), so f is
+never materialised densely. Skinner (2007) section 6; Agresti (2002) section 8.7.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import BadInput
+
+#: default largest K = Π c_v fitted densely (μ alone takes 8 K bytes)
+MAX_CELLS = 50_000_000
+TOL = 1e-6          # largest |fitted − observed| margin entry, in records
+MAX_ITER = 1000
+_MIN_INNER = 4096   # numpy: multiply over contiguous tails of at least this many cells
+
+
+@dataclass
+class LoglinearFit:
+    """μ̂ (dense, shape ``cards``), the margins fitted, and how IPF converged."""
+
+    mu: object                  # xp array of shape cards, Σ μ = n
+    cards: tuple
+    margins: list               # axis tuples, e.g. [(0, 1), (0, 2), ...]
+    n: float
+    iterations: int
+    discrepancy: float          # final max |fitted − observed| over every margin entry
+    converged: bool
+    tol: float
+
+    @property
+    def K(self) -> int:
+        return math.prod(self.cards)
+
+    def p_hat(self, flat_ids):
+        """p̂ = μ̂ / n of the cells with these C-order flat indices (= mixed-radix cell ids)."""
+        return self.mu.reshape(-1)[flat_ids] / self.n
+
+
+def two_way_margins(d: int) -> list[tuple[int, ...]]:
+    """All pairs of axes; the one-way margin when there is a single key."""
+    return [(0,)] if d == 1 else list(itertools.combinations(range(d), 2))
+
+
+def check_cells(cards, max_cells: float = MAX_CELLS) -> int:
+    """K = Π cards, or BadInput naming K and the limit."""
+    K = math.prod(int(c) for c in cards)
+    if max_cells is None or K > float(max_cells):
+        shape = " × ".join(str(int(c)) for c in cards)
+        raise BadInput(f"the log-linear fit needs a dense table of K = {shape} = {K:,} cells, above the "
+                       f"limit max_cells = {int(float(max_cells)):,} ({8 * K / 2**30:.1f} GiB for μ̂); "
+                       "use fewer or coarser key variables, or raise max_cells")
+    return K
+
+
+def observed_margins(xp, codes, f, cards, margins) -> list:
+    """Each margin of the counts f over the cells whose per-key codes are ``codes``."""
+    out = []
+    w = f.astype(xp.float64)
+    for axes in margins:
+        flat = xp.zeros(codes[0].shape[0], dtype=xp.int64)
+        for a in axes:
+            flat = flat * int(cards[a]) + codes[a].astype(xp.int64)
+        size = math.prod(int(cards[a]) for a in axes)
+        m = xp.bincount(flat, weights=w, minlength=size)
+        out.append(m.reshape(tuple(int(cards[a]) for a in axes)))
+    return out
+
+
+def _margin(xp, mu, axes):
+    d = mu.ndim
+    if xp is np:
+        return np.einsum(mu, list(range(d)), list(axes))  # one pass, no temporaries
+    return mu.sum(axis=tuple(i for i in range(d) if i not in axes))
+
+
+def _tail_split(cards) -> tuple[int, int]:
+    """(s, inner): the axes s.. are merged into one contiguous tail of at least _MIN_INNER cells."""
+    s, inner = len(cards), 1
+    while s > 0 and inner < _MIN_INNER:
+        s -= 1
+        inner *= int(cards[s])
+    return s, inner
+
+
+def _rescale(xp, mu, ratio, axes, split):
+    """μ ← μ · ratio broadcast over the other axes (in place)."""
+    cards = mu.shape
+    d = len(cards)
+    fshape = [1] * d
+    for a in axes:
+        fshape[a] = cards[a]
+    factor = ratio.reshape(fshape)
+    s, inner = split
+    if xp is not np or s == 0 or inner == 1:
+        xp.multiply(mu, factor, out=mu)
+        return
+    # numpy's broadcast multiply is slow when the broadcast axis is short and innermost: expand the
+    # factor over the contiguous tail (a tile of at most c_a·c_b·inner cells) so the inner loop is long.
+    head = fshape[:s]
+    tile = np.broadcast_to(factor, head + list(cards[s:])).reshape(head + [inner])
+    view = mu.reshape(list(cards[:s]) + [inner])
+    np.multiply(view, tile, out=view)
+
+
+def fit_two_way(codes, f, cards, xp=np, tol: float = TOL, max_iter: int = MAX_ITER,
+                max_cells: float = MAX_CELLS, margins=None) -> LoglinearFit:
+    """IPF fit of the all-two-way-interaction model to counts ``f`` of cells with codes ``codes``.
+
+    ``codes[v][j]`` is the category code of key v in cell j (cells with f_j = 0 may be included or
+    not); ``cards[v]`` the number of categories of key v. ``margins`` overrides the fitted margins
+    (a list of axis tuples; default: every pair).
+    """
+    cards = tuple(int(c) for c in cards)
+    check_cells(cards, max_cells)
+    if not tol > 0:
+        raise BadInput(f"IPF tolerance must be > 0, got {tol!r}")
+    if int(max_iter) < 1:
+        raise BadInput(f"IPF max_iter must be >= 1, got {max_iter!r}")
+    d = len(cards)
+    margins = two_way_margins(d) if margins is None else [tuple(m) for m in margins]
+    obs = observed_margins(xp, codes, f, cards, margins)
+    n = float(f.sum())
+    K = math.prod(cards)
+    mu = xp.full(cards, n / K, dtype=xp.float64)
+    split = _tail_split(cards)
+    converged = False
+    it = 0
+    for it in range(1, int(max_iter) + 1):
+        worst = 0.0
+        for axes, m_obs in zip(margins, obs):
+            m_fit = _margin(xp, mu, axes)
+            worst = max(worst, float(xp.abs(m_fit - m_obs).max()))
+            ratio = xp.where(m_fit > 0, m_obs / xp.where(m_fit > 0, m_fit, 1.0), 0.0)
+            _rescale(xp, mu, ratio, axes, split)
+        if worst < tol:
+            converged = True
+            break
+    disc = max(float(xp.abs(_margin(xp, mu, axes) - m_obs).max()) for axes, m_obs in zip(margins, obs))
+    return LoglinearFit(mu, cards, margins, n, it, disc, converged and disc < tol, float(tol))
+
+
+def fit_table(table, tol: float = TOL, max_iter: int = MAX_ITER, max_cells: float = MAX_CELLS) -> LoglinearFit:
+    """:func:`fit_two_way` on a :class:`~gpurisk.freq.table.FreqTable`'s sample counts."""
+    cards = table.cards
+    check_cells(cards, max_cells)
+    if not table.radix:  # pragma: no cover - K > 2**63 is caught by check_cells
+        raise BadInput("the key space overflows int64; the log-linear fit needs a dense table")
+    xp = table.xp
+    sampled = table.f > 0
+    ids = table.cell_id[sampled]
+    from .freq.cellid import decode_radix
+    codes = decode_radix(ids, cards)
+    return fit_two_way(codes, table.f[sampled], cards, xp=xp, tol=tol, max_iter=max_iter,
+                       max_cells=max_cells)
