@@ -12,10 +12,19 @@ until the largest |m^fit − m^obs| over every pair and margin entry is below ``
 Cells in a zero observed margin get μ̂ = 0 (the extended MLE, which a Poisson GLM only approaches).
 With one key variable the model is the one-way margin itself (μ̂ = f).
 
-μ is a dense tensor of shape (c_1, ..., c_d) in the table's array namespace (numpy or cupy); a margin
-is a reduction over the other axes, a rescaling is one broadcast multiply. The Python loop runs over
-iterations and pairs only. The observed margins come from the sample cells (``bincount``), so f is
-never materialised densely. Skinner (2007) section 6; Agresti (2002) section 8.7.
+Only cells whose every observed two-way margin is positive (the *support*) can have μ̂ > 0: IPF zeroes
+the rest in its first cycle. μ starts uniform on the support. When the support is dense, μ is a tensor
+of shape (c_1, ..., c_d) in the table's array namespace (numpy or cupy): a margin is a reduction over
+the other axes, a rescaling one broadcast multiply. Sample tables are usually sparse (n ≪ K) and the
+support then is a small fraction of K; IPF runs on the support cells alone (margins by ``bincount``,
+rescaling by a gather), which costs O(|support|) instead of O(K) per step. The Python loop runs over
+iterations and pairs only; the observed margins come from the sample cells, so f is never dense.
+
+Convergence: from sparse data the MLE often lies on the boundary (some empty cells in the support
+have μ̂ = 0 without a zero margin forcing it); IPF then converges sublinearly (the discrepancy falls
+like 1/iterations) and a tight ``tol`` may need thousands of cycles. The fit reports its iterations
+and final discrepancy, and ``converged`` says whether the tolerance was reached.
+Skinner (2007) section 6; Agresti (2002) section 8.7; Bishop, Fienberg & Holland (1975) ch. 3.
 """
 from __future__ import annotations
 
@@ -29,16 +38,21 @@ from .errors import BadInput
 
 #: default largest K = Π c_v fitted densely (μ alone takes 8 K bytes)
 MAX_CELLS = 50_000_000
-TOL = 1e-6          # largest |fitted − observed| margin entry, in records
-MAX_ITER = 1000
+TOL = 0.01          # largest |fitted − observed| margin entry, in records (see above)
+MAX_ITER = 5000
 _MIN_INNER = 4096   # numpy: multiply over contiguous tails of at least this many cells
+SPARSE_FRACTION = 8  # IPF on the support cells alone when they are at most K / 8
 
 
 @dataclass
 class LoglinearFit:
-    """μ̂ (dense, shape ``cards``), the margins fitted, and how IPF converged."""
+    """μ̂, the margins fitted, and how IPF converged.
 
-    mu: object                  # xp array of shape cards, Σ μ = n
+    μ̂ is held densely (``dense``, shape ``cards``) or, after a sparse fit, as its values
+    ``mu_support`` on the sorted flat ids ``support`` (every other cell has μ̂ = 0).
+    """
+
+    dense: object               # xp array of shape cards, or None after a sparse fit
     cards: tuple
     margins: list               # axis tuples, e.g. [(0, 1), (0, 2), ...]
     n: float
@@ -46,14 +60,43 @@ class LoglinearFit:
     discrepancy: float          # final max |fitted − observed| over every margin entry
     converged: bool
     tol: float
+    support: object = None      # sparse fit: flat ids of the cells that can be positive
+    mu_support: object = None   # sparse fit: μ̂ there
 
     @property
     def K(self) -> int:
         return math.prod(self.cards)
 
+    @property
+    def sparse(self) -> bool:
+        return self.dense is None
+
+    @property
+    def mu(self):
+        """μ̂ as a dense tensor of shape ``cards`` (built on demand after a sparse fit)."""
+        if self.dense is not None:
+            return self.dense
+        xp = _namespace(self.mu_support)
+        out = xp.zeros(self.K, dtype=xp.float64)
+        out[self.support] = self.mu_support
+        return out.reshape(self.cards)
+
     def p_hat(self, flat_ids):
         """p̂ = μ̂ / n of the cells with these C-order flat indices (= mixed-radix cell ids)."""
-        return self.mu.reshape(-1)[flat_ids] / self.n
+        if self.dense is not None:
+            return self.dense.reshape(-1)[flat_ids] / self.n
+        xp = _namespace(self.mu_support)
+        if self.support.size == 0:
+            return xp.zeros(flat_ids.shape, dtype=xp.float64)
+        pos = xp.minimum(xp.searchsorted(self.support, flat_ids), self.support.size - 1)
+        return xp.where(self.support[pos] == flat_ids, self.mu_support[pos], 0.0) / self.n
+
+
+def _namespace(a):
+    if type(a).__module__.startswith("cupy"):
+        import cupy
+        return cupy
+    return np
 
 
 def two_way_margins(d: int) -> list[tuple[int, ...]]:
@@ -122,13 +165,27 @@ def _rescale(xp, mu, ratio, axes, split):
     np.multiply(view, tile, out=view)
 
 
+def support_of(xp, obs, cards, margins):
+    """Flat ids (sorted) of the cells whose every observed margin is positive: μ̂ = 0 elsewhere."""
+    d = len(cards)
+    mask = xp.ones(cards, dtype=bool)
+    for axes, m in zip(margins, obs):
+        shape = [1] * d
+        for a in axes:
+            shape[a] = cards[a]
+        mask &= (m > 0).reshape(shape)
+    return xp.flatnonzero(mask.reshape(-1))
+
+
 def fit_two_way(codes, f, cards, xp=np, tol: float = TOL, max_iter: int = MAX_ITER,
-                max_cells: float = MAX_CELLS, margins=None) -> LoglinearFit:
+                max_cells: float = MAX_CELLS, margins=None, sparse: bool | None = None) -> LoglinearFit:
     """IPF fit of the all-two-way-interaction model to counts ``f`` of cells with codes ``codes``.
 
     ``codes[v][j]`` is the category code of key v in cell j (cells with f_j = 0 may be included or
     not); ``cards[v]`` the number of categories of key v. ``margins`` overrides the fitted margins
-    (a list of axis tuples; default: every pair).
+    (a list of axis tuples; default: every pair). IPF runs on the dense tensor, or, when the cells
+    with every observed margin positive (the only cells where μ̂ can be positive) are at most
+    1/8 of K (``sparse=None``; force with True/False), on those cells alone.
     """
     cards = tuple(int(c) for c in cards)
     check_cells(cards, max_cells)
@@ -141,22 +198,77 @@ def fit_two_way(codes, f, cards, xp=np, tol: float = TOL, max_iter: int = MAX_IT
     obs = observed_margins(xp, codes, f, cards, margins)
     n = float(f.sum())
     K = math.prod(cards)
-    mu = xp.full(cards, n / K, dtype=xp.float64)
-    split = _tail_split(cards)
-    converged = False
+    support = support_of(xp, obs, cards, margins)
+    if sparse is None:
+        sparse = support.size * SPARSE_FRACTION <= K
+    if sparse:
+        mu_s, it, worst = _ipf_sparse(xp, support, obs, cards, margins, n, tol, max_iter)
+        fit = LoglinearFit(None, cards, margins, n, it, worst, False, float(tol), support, mu_s)
+    else:
+        mu = xp.zeros(K, dtype=xp.float64)
+        mu[support] = n / max(int(support.size), 1)
+        mu = mu.reshape(cards)
+        it, worst = _ipf_dense(xp, mu, obs, margins, tol, max_iter)
+        fit = LoglinearFit(mu, cards, margins, n, it, worst, False, float(tol))
+    fit.converged = fit.discrepancy < tol
+    return fit
+
+
+_TINY = float(np.finfo(np.float64).tiny)
+
+
+def _ratio(xp, m_obs, m_fit):
+    """m_obs / m_fit with 0/0 = 0. From a start positive exactly on the support, m_fit = 0 only
+    where no support cell lies, and there m_obs = 0 too."""
+    return m_obs / xp.maximum(m_fit, _TINY)
+
+
+def _ipf_dense(xp, mu, obs, margins, tol, max_iter):
+    """Cycles of IPF on the dense tensor ``mu`` (in place): (iterations, final discrepancy)."""
+    split = _tail_split(mu.shape)
     it = 0
     for it in range(1, int(max_iter) + 1):
         worst = 0.0
         for axes, m_obs in zip(margins, obs):
             m_fit = _margin(xp, mu, axes)
             worst = max(worst, float(xp.abs(m_fit - m_obs).max()))
-            ratio = xp.where(m_fit > 0, m_obs / xp.where(m_fit > 0, m_fit, 1.0), 0.0)
-            _rescale(xp, mu, ratio, axes, split)
+            _rescale(xp, mu, _ratio(xp, m_obs, m_fit), axes, split)
         if worst < tol:
-            converged = True
             break
     disc = max(float(xp.abs(_margin(xp, mu, axes) - m_obs).max()) for axes, m_obs in zip(margins, obs))
-    return LoglinearFit(mu, cards, margins, n, it, disc, converged and disc < tol, float(tol))
+    return it, disc
+
+
+def _ipf_sparse(xp, support, obs, cards, margins, n, tol, max_iter):
+    """IPF on the support cells only: margins by ``bincount``, rescaling by a gather."""
+    from .freq.cellid import decode_radix
+    codes = decode_radix(support, cards)
+    idx = []
+    for axes in margins:
+        flat = xp.zeros(support.size, dtype=xp.int64)
+        for a in axes:
+            flat = flat * cards[a] + codes[a]
+        idx.append(flat.astype(xp.int32) if math.prod(cards[a] for a in axes) < 2**31 else flat)
+    del codes
+    obs_flat = [m.reshape(-1) for m in obs]
+    mu = xp.full(support.size, n / max(int(support.size), 1), dtype=xp.float64)
+
+    sizes = [m.size for m in obs_flat]
+
+    def margin(j):
+        return xp.bincount(idx[j], weights=mu, minlength=sizes[j])
+
+    it = 0
+    for it in range(1, int(max_iter) + 1):
+        worst = 0.0
+        for j, m_obs in enumerate(obs_flat):
+            m_fit = margin(j)
+            worst = max(worst, float(xp.abs(m_fit - m_obs).max()))
+            mu *= (m_obs / xp.maximum(m_fit, _TINY))[idx[j]]
+        if worst < tol:
+            break
+    disc = max(float(xp.abs(margin(j) - m_obs).max()) for j, m_obs in enumerate(obs_flat))
+    return mu, it, disc
 
 
 def fit_table(table, tol: float = TOL, max_iter: int = MAX_ITER, max_cells: float = MAX_CELLS) -> LoglinearFit:

@@ -7,6 +7,7 @@ import sys
 import click
 
 from ..errors import BadInput
+from ..loglinear import MAX_CELLS, MAX_ITER, TOL
 from ._common import input_options, split_list
 
 
@@ -87,11 +88,11 @@ def register(cli: click.Group) -> None:
     @click.option("--all-records", is_flag=True, help="every record, not only the sample uniques")
     @click.option("--thresholds", default="0.1,0.5", show_default=True,
                   help="count records whose risk exceeds these")
-    @click.option("--max-cells", type=float, default=5e7, show_default=True,
+    @click.option("--max-cells", type=float, default=MAX_CELLS, show_default=True,
                   help="largest K = Π categories fitted as a dense table")
-    @click.option("--tol", type=float, default=1e-6, show_default=True,
+    @click.option("--tol", type=float, default=TOL, show_default=True,
                   help="IPF stops when every fitted two-way margin is within tol records of the observed")
-    @click.option("--max-iter", type=int, default=1000, show_default=True, help="IPF iteration limit")
+    @click.option("--max-iter", type=int, default=MAX_ITER, show_default=True, help="IPF iteration limit")
     @click.option("--show-records", is_flag=True,
                   help="print the key values of the minimum/median/maximum p̂ records")
     @click.option("--output", default=None, help="Parquet file: one row per record with p̂ and risks")
