@@ -41,7 +41,8 @@ MAX_CELLS = 50_000_000
 TOL = 0.01          # largest |fitted − observed| margin entry, in records (see above)
 MAX_ITER = 5000
 _MIN_INNER = 4096   # numpy: multiply over contiguous tails of at least this many cells
-SPARSE_FRACTION = 8  # IPF on the support cells alone when they are at most K / 8
+SPARSE_FRACTION = 3  # IPF on the support cells alone when they are at most K / 3 ...
+SPARSE_INDEX_BYTES = 1 << 30  # ... and their per-margin int32 indices take at most 1 GiB
 
 
 @dataclass
@@ -110,7 +111,7 @@ def check_cells(cards, max_cells: float = MAX_CELLS) -> int:
     if max_cells is None or K > float(max_cells):
         shape = " × ".join(str(int(c)) for c in cards)
         raise BadInput(f"the log-linear fit needs a dense table of K = {shape} = {K:,} cells, above the "
-                       f"limit max_cells = {int(float(max_cells)):,} ({8 * K / 2**30:.1f} GiB for μ̂); "
+                       f"limit max_cells = {int(float(max_cells)):,} ({8 * K / 2**20:,.0f} MiB for μ̂); "
                        "use fewer or coarser key variables, or raise max_cells")
     return K
 
@@ -185,7 +186,7 @@ def fit_two_way(codes, f, cards, xp=np, tol: float = TOL, max_iter: int = MAX_IT
     not); ``cards[v]`` the number of categories of key v. ``margins`` overrides the fitted margins
     (a list of axis tuples; default: every pair). IPF runs on the dense tensor, or, when the cells
     with every observed margin positive (the only cells where μ̂ can be positive) are at most
-    1/8 of K (``sparse=None``; force with True/False), on those cells alone.
+    1/3 of K (``sparse=None``; force with True/False), on those cells alone.
     """
     cards = tuple(int(c) for c in cards)
     check_cells(cards, max_cells)
@@ -200,7 +201,8 @@ def fit_two_way(codes, f, cards, xp=np, tol: float = TOL, max_iter: int = MAX_IT
     K = math.prod(cards)
     support = support_of(xp, obs, cards, margins)
     if sparse is None:
-        sparse = support.size * SPARSE_FRACTION <= K
+        sparse = (support.size * SPARSE_FRACTION <= K
+                  and support.size * len(margins) * 4 <= SPARSE_INDEX_BYTES)
     if sparse:
         mu_s, it, worst = _ipf_sparse(xp, support, obs, cards, margins, n, tol, max_iter)
         fit = LoglinearFit(None, cards, margins, n, it, worst, False, float(tol), support, mu_s)

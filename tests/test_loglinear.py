@@ -100,7 +100,7 @@ def test_sparse_and_dense_ipf_agree_and_switch():
     assert np.allclose(auto.mu, dense.mu, rtol=1e-9, atol=1e-12)
     ids = np.arange(K)
     assert np.allclose(auto.p_hat(ids), dense.p_hat(ids), rtol=1e-9, atol=1e-15)
-    assert auto.support.size * 8 <= K
+    assert auto.support.size * 3 <= K
     assert np.all(dense.mu.ravel()[np.setdiff1d(ids, auto.support)] == 0)
 
 
