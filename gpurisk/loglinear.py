@@ -106,9 +106,9 @@ def two_way_margins(d: int) -> list[tuple[int, ...]]:
 
 
 def check_cells(cards, max_cells: float = MAX_CELLS) -> int:
-    """K = Π cards, or BadInput naming K and the limit."""
+    """K = Π cards, or BadInput naming K and the limit (``max_cells=None``: no limit)."""
     K = math.prod(int(c) for c in cards)
-    if max_cells is None or K > float(max_cells):
+    if max_cells is not None and K > float(max_cells):
         shape = " × ".join(str(int(c)) for c in cards)
         raise BadInput(f"the log-linear fit needs a dense table of K = {shape} = {K:,} cells, above the "
                        f"limit max_cells = {int(float(max_cells)):,} ({8 * K / 2**20:,.0f} MiB for μ̂); "
@@ -179,14 +179,16 @@ def support_of(xp, obs, cards, margins):
 
 
 def fit_two_way(codes, f, cards, xp=np, tol: float = TOL, max_iter: int = MAX_ITER,
-                max_cells: float = MAX_CELLS, margins=None, sparse: bool | None = None) -> LoglinearFit:
+                max_cells: float = MAX_CELLS, margins=None, sparse: bool | None = None,
+                trace: list | None = None) -> LoglinearFit:
     """IPF fit of the all-two-way-interaction model to counts ``f`` of cells with codes ``codes``.
 
     ``codes[v][j]`` is the category code of key v in cell j (cells with f_j = 0 may be included or
     not); ``cards[v]`` the number of categories of key v. ``margins`` overrides the fitted margins
     (a list of axis tuples; default: every pair). IPF runs on the dense tensor, or, when the cells
     with every observed margin positive (the only cells where μ̂ can be positive) are at most
-    1/3 of K (``sparse=None``; force with True/False), on those cells alone.
+    1/3 of K (``sparse=None``; force with True/False), on those cells alone. ``trace``, a list,
+    receives the largest margin discrepancy seen in each cycle.
     """
     cards = tuple(int(c) for c in cards)
     check_cells(cards, max_cells)
@@ -204,13 +206,13 @@ def fit_two_way(codes, f, cards, xp=np, tol: float = TOL, max_iter: int = MAX_IT
         sparse = (support.size * SPARSE_FRACTION <= K
                   and support.size * len(margins) * 4 <= SPARSE_INDEX_BYTES)
     if sparse:
-        mu_s, it, worst = _ipf_sparse(xp, support, obs, cards, margins, n, tol, max_iter)
+        mu_s, it, worst = _ipf_sparse(xp, support, obs, cards, margins, n, tol, max_iter, trace)
         fit = LoglinearFit(None, cards, margins, n, it, worst, False, float(tol), support, mu_s)
     else:
         mu = xp.zeros(K, dtype=xp.float64)
         mu[support] = n / max(int(support.size), 1)
         mu = mu.reshape(cards)
-        it, worst = _ipf_dense(xp, mu, obs, margins, tol, max_iter)
+        it, worst = _ipf_dense(xp, mu, obs, margins, tol, max_iter, trace)
         fit = LoglinearFit(mu, cards, margins, n, it, worst, False, float(tol))
     fit.converged = fit.discrepancy < tol
     return fit
@@ -225,7 +227,7 @@ def _ratio(xp, m_obs, m_fit):
     return m_obs / xp.maximum(m_fit, _TINY)
 
 
-def _ipf_dense(xp, mu, obs, margins, tol, max_iter):
+def _ipf_dense(xp, mu, obs, margins, tol, max_iter, trace):
     """Cycles of IPF on the dense tensor ``mu`` (in place): (iterations, final discrepancy)."""
     split = _tail_split(mu.shape)
     it = 0
@@ -235,13 +237,15 @@ def _ipf_dense(xp, mu, obs, margins, tol, max_iter):
             m_fit = _margin(xp, mu, axes)
             worst = max(worst, float(xp.abs(m_fit - m_obs).max()))
             _rescale(xp, mu, _ratio(xp, m_obs, m_fit), axes, split)
+        if trace is not None:
+            trace.append(worst)
         if worst < tol:
             break
     disc = max(float(xp.abs(_margin(xp, mu, axes) - m_obs).max()) for axes, m_obs in zip(margins, obs))
     return it, disc
 
 
-def _ipf_sparse(xp, support, obs, cards, margins, n, tol, max_iter):
+def _ipf_sparse(xp, support, obs, cards, margins, n, tol, max_iter, trace):
     """IPF on the support cells only: margins by ``bincount``, rescaling by a gather."""
     from .freq.cellid import decode_radix
     codes = decode_radix(support, cards)
@@ -267,6 +271,8 @@ def _ipf_sparse(xp, support, obs, cards, margins, n, tol, max_iter):
             m_fit = margin(j)
             worst = max(worst, float(xp.abs(m_fit - m_obs).max()))
             mu *= (m_obs / xp.maximum(m_fit, _TINY))[idx[j]]
+        if trace is not None:
+            trace.append(worst)
         if worst < tol:
             break
     disc = max(float(xp.abs(margin(j) - m_obs).max()) for j, m_obs in enumerate(obs_flat))
