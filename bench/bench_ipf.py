@@ -3,7 +3,8 @@
 1. Skinner's (2007) table: area 2 × sex 2 × age 18 × marital status 6 × ethnicity 17 × economic
    activity 10 = 73 440 cells; a population of 950 000 drawn from a random two-way log-linear model and
    a simple random sample of 4 750 (the paper's sizes).
-2. A 10^7-cell table (7 keys of 10 categories): a dense sample (n = 10^6) and a sparse one (n = 20 000).
+2. 10^7-cell tables: 7 keys of 10 categories with n = 10^6 (IPF on the dense tensor), and
+   100 × 50 × 40 × 50 with n = 20 000 (a sparse support: IPF on the support cells).
 3. record-risk on 20 M synthetic records (5 keys, K = 201 600): counting, IPF, the file-level summary,
    and writing the sample uniques (and, with --all-records, every record) to Parquet.
 
@@ -217,7 +218,7 @@ def main(argv=None) -> int:
         n_rec = 200_000
     else:
         bench_table("10^7 dense n=1e6", (10,) * 7, 20_000_000, 1_000_000, rng, rows, traces, 1)
-        bench_table("10^7 sparse n=2e4", (10,) * 7, 20_000_000, 20_000, rng, rows, traces, 1)
+        bench_table("10^7 4 keys n=2e4", (100, 50, 40, 50), 20_000_000, 20_000, rng, rows, traces, 1)
         n_rec = args.records
     rows += real_traces(traces)
     rec_rows = []

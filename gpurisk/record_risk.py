@@ -57,7 +57,9 @@ def resolve_population_size(table, population_size=None, fraction=None) -> tuple
     else:
         raise BadInput("record-level risk needs the population size N: give --population-size, "
                        "a population (--population / --sample-flag) or the sampling fraction --fraction")
-    if not math.isfinite(N) or N < n:
+    if not math.isfinite(N):
+        raise BadInput(f"population size N = {N:g} is not a finite number")
+    if N < n:
         raise BadInput(f"population size N = {N:g} is smaller than the sample size n = {n}")
     return N, source
 
