@@ -63,6 +63,7 @@ class LoglinearFit:
     tol: float
     support: object = None      # sparse fit: flat ids of the cells that can be positive
     mu_support: object = None   # sparse fit: μ̂ there
+    level_maps: list | None = None  # fit_table: table code -> fit code per key (−1: not in sample)
 
     @property
     def K(self) -> int:
@@ -93,6 +94,20 @@ class LoglinearFit:
         return xp.where(self.support[pos] == flat_ids, self.mu_support[pos], 0.0) / self.n
 
 
+    def p_hat_codes(self, codes):
+        """p̂ of cells given by their table codes (one array per key); 0 where a category is not in
+        the fit (``level_maps``), i.e. no sample record has it."""
+        maps = self.level_maps or [None] * len(self.cards)
+        xp = _namespace(codes[0])
+        flat = xp.zeros(codes[0].shape[0], dtype=xp.int64)
+        valid = xp.ones(codes[0].shape[0], dtype=bool)
+        for m, c, k in zip(maps, codes, self.cards):
+            cc = c.astype(xp.int64) if m is None else m[c]
+            valid &= cc >= 0
+            flat = flat * int(k) + xp.maximum(cc, 0)
+        return xp.where(valid, self.p_hat(flat), 0.0)
+
+
 def _namespace(a):
     if type(a).__module__.startswith("cupy"):
         import cupy
@@ -105,11 +120,12 @@ def two_way_margins(d: int) -> list[tuple[int, ...]]:
     return [(0,)] if d == 1 else list(itertools.combinations(range(d), 2))
 
 
-def check_cells(cards, max_cells: float = MAX_CELLS) -> int:
+def check_cells(cards, max_cells: float = MAX_CELLS, keys=None) -> int:
     """K = Π cards, or BadInput naming K and the limit (``max_cells=None``: no limit)."""
     K = math.prod(int(c) for c in cards)
     if max_cells is not None and K > float(max_cells):
-        shape = " × ".join(str(int(c)) for c in cards)
+        shape = " × ".join(str(int(c)) + (f" ({k})" if keys else "") for c, k in
+                           zip(cards, keys if keys else cards))
         raise BadInput(f"the log-linear fit needs a dense table of K = {shape} = {K:,} cells, above the "
                        f"limit max_cells = {int(float(max_cells)):,} ({8 * K / 2**20:,.0f} MiB for μ̂); "
                        "use fewer or coarser key variables, or raise max_cells")
@@ -279,16 +295,34 @@ def _ipf_sparse(xp, support, obs, cards, margins, n, tol, max_iter, trace):
     return mu, it, disc
 
 
-def fit_table(table, tol: float = TOL, max_iter: int = MAX_ITER, max_cells: float = MAX_CELLS) -> LoglinearFit:
-    """:func:`fit_two_way` on a :class:`~gpurisk.freq.table.FreqTable`'s sample counts."""
-    cards = table.cards
-    check_cells(cards, max_cells)
-    if not table.radix:  # pragma: no cover - K > 2**63 is caught by check_cells
-        raise BadInput("the key space overflows int64; the log-linear fit needs a dense table")
+def sample_levels(table):
+    """Per key, the categories that some sample record has: (code maps, their numbers).
+
+    ``maps[v][c]`` is the position of category c of key v among the sample's categories, or −1. The
+    log-linear table is formed over these: a category no sample record has gets μ̂ = 0 in every cell
+    (its margins are zero) and changes no other cell's fit, so leaving it out changes no p̂ and keeps
+    K free of empty categories (population-only ones, or gaps in an integer range).
+    """
     xp = table.xp
     sampled = table.f > 0
-    ids = table.cell_id[sampled]
-    from .freq.cellid import decode_radix
-    codes = decode_radix(ids, cards)
-    return fit_two_way(codes, table.f[sampled], cards, xp=xp, tol=tol, max_iter=max_iter,
-                       max_cells=max_cells)
+    maps, cards = [], []
+    for v, codes in enumerate(table.cell_codes()):
+        present = xp.zeros(int(table.cards[v]), dtype=bool)
+        present[codes[sampled]] = True
+        maps.append(xp.where(present, xp.cumsum(present) - 1, -1).astype(xp.int64))
+        cards.append(int(present.sum()))
+    return maps, tuple(cards)
+
+
+def fit_table(table, tol: float = TOL, max_iter: int = MAX_ITER, max_cells: float = MAX_CELLS) -> LoglinearFit:
+    """:func:`fit_two_way` on a :class:`~gpurisk.freq.table.FreqTable`'s sample counts, over the
+    categories the sample has (:func:`sample_levels`). ``fit.level_maps`` maps the table's codes to
+    the fit's; :meth:`LoglinearFit.p_hat_codes` gives p̂ from the table's codes."""
+    maps, cards = sample_levels(table)
+    check_cells(cards, max_cells, table.keys)
+    sampled = table.f > 0
+    codes = [m[c[sampled]] for m, c in zip(maps, table.cell_codes())]
+    fit = fit_two_way(codes, table.f[sampled], cards, xp=table.xp, tol=tol, max_iter=max_iter,
+                      max_cells=max_cells)
+    fit.level_maps = maps
+    return fit

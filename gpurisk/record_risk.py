@@ -83,7 +83,7 @@ class RiskModel:
             sm.check_params(m, self.N, self.table.n, self.y, self.database_size)
         if self.p_tilde is not None and not 0.0 <= float(self.p_tilde) <= 1.0:
             raise BadInput(f"p_tilde = {self.p_tilde!r} is outside [0, 1]")
-        self.p_cell = self.fit.p_hat(self.table.cell_id)
+        self.p_cell = self.fit.p_hat_codes(self.table.cell_codes())
 
     @property
     def n(self) -> int:
@@ -162,6 +162,7 @@ def summarize(model: RiskModel, all_records: bool = False,
     doc = {
         "records": "every record" if all_records else "sample uniques",
         "n": t.n, "N": model.N, "N_source": model.N_source, "K": model.fit.K,
+        "fit_categories": list(model.fit.cards),
         "sample_uniques": int((f == 1).sum()),
         "ipf": {"iterations": model.fit.iterations, "discrepancy": model.fit.discrepancy,
                 "converged": model.fit.converged, "tol": model.fit.tol},

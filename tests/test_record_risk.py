@@ -92,7 +92,7 @@ def test_cli_errors(adult_sample, tmp_path):
     assert p.returncode == 2 and "population size N" in p.stderr
     p = run_cli("record-risk", src, "--keys", keys, "--population-size", 1e6, "--max-cells", 1000)
     cards = [adult_sample[k].nunique() for k in ADULT_KEYS]
-    shape = " × ".join(map(str, cards)) + f" = {math.prod(cards):,} cells"
+    shape = " × ".join(f"{c} ({k})" for c, k in zip(cards, ADULT_KEYS)) + f" = {math.prod(cards):,} cells"
     assert p.returncode == 2 and f"K = {shape}" in p.stderr and "max_cells = 1,000" in p.stderr
     p = run_cli("record-risk", src, "--keys", keys, "--population-size", 1e6, "--methods", "r1,r3")
     assert p.returncode == 2 and "r3 needs y" in p.stderr
@@ -215,6 +215,20 @@ def test_real_population_validation_adult(adult):
     # and using a wrong N (ten times too large) would have missed the truth by far
     wrong = sm.r1u_risk(model.p_cell[su], 10 * t.N, t.n).sum()
     assert not 0.6 < wrong / truth < 1.4
+
+
+def test_categories_absent_from_the_sample_change_nothing(adult, adult_sample):
+    # with the whole file as the population, categories only the population has (and empty
+    # categories of any encoding) are left out of the log-linear table: same K, same p̂
+    small = adult_sample.iloc[:1500]
+    alone = build_model(build_table(small, ADULT_KEYS), ("r2",), population_size=len(adult))
+    with_pop = build_model(build_table(small, ADULT_KEYS, population=adult[ADULT_KEYS]), ("r2",))
+    assert with_pop.table.cards != alone.table.cards          # the population adds categories
+    assert with_pop.fit.K == alone.fit.K == math.prod(small[k].nunique() for k in ADULT_KEYS)
+    pa = alone.p_cell[alone.table.record_cell()]
+    pb = with_pop.p_cell[with_pop.table.record_cell()]
+    np.testing.assert_allclose(pa, pb, rtol=1e-12)
+    assert np.all(with_pop.p_cell[with_pop.table.f == 0][:1000] >= 0)
 
 
 def test_summary_over_every_record_counts_records_not_cells(adult_sample):

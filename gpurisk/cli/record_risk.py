@@ -26,7 +26,8 @@ def print_summary(doc: dict) -> None:
     con = Console()
     ipf = doc["ipf"]
     con.print(f"n = {doc['n']}, N = {doc['N']:.10g} ({doc['N_source']}), keys: {', '.join(doc['keys'])}, "
-              f"K = {doc['K']:,} cells, sample uniques: {doc['sample_uniques']}")
+              f"K = {' × '.join(map(str, doc['fit_categories']))} = {doc['K']:,} cells, "
+              f"sample uniques: {doc['sample_uniques']}")
     con.print(f"log-linear model (all two-way interactions) by IPF: {ipf['iterations']} iterations, "
               f"final margin discrepancy {ipf['discrepancy']:.3g}"
               + ("" if ipf["converged"] else f" [red](not converged, tol {ipf['tol']:g})[/red]"))

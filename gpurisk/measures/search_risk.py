@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import BadInput
 from ..freq.table import _to_numpy
 from ..hookspecs import hookimpl
-from ..loglinear import MAX_CELLS, MAX_ITER, TOL, check_cells
+from ..loglinear import MAX_CELLS, MAX_ITER, TOL, check_cells, sample_levels
 from ..measure import Context, Measure, Result
 from . import search_methods as sm
 
@@ -49,7 +49,7 @@ class SearchRisk(Measure):
                                          f"--option {self.name}.database_size=D")
         max_cells = float(self.opt(ctx, "max_cells"))
         try:
-            check_cells(table.cards, max_cells)
+            check_cells(sample_levels(table)[1], max_cells, table.keys)
         except BadInput as exc:
             return Result.not_applicable(str(exc))
         model = build_model(table, (self.method,), population_size=N_given, fraction=ctx.fraction,
