@@ -10,7 +10,9 @@ cycle over the pairs (a, b) and rescale μ so that its (a, b) margin equals the 
 
 until the largest |m^fit − m^obs| over every pair and margin entry is below ``tol`` (in records).
 Cells in a zero observed margin get μ̂ = 0 (the extended MLE, which a Poisson GLM only approaches).
-With one key variable the model is the one-way margin itself (μ̂ = f).
+With one key variable the model is the one-way margin itself (μ̂ = f). :func:`fit_table` forms the
+table over the categories that the sample has (a category no sample record has only adds cells with
+μ̂ = 0 and changes no other cell's fit), so K = Π_v (categories of v in the sample).
 
 Only cells whose every observed two-way margin is positive (the *support*) can have μ̂ > 0: IPF zeroes
 the rest in its first cycle. μ starts uniform on the support. When the support is dense, μ is a tensor
