@@ -77,7 +77,7 @@ def run_measures(table: FreqTable, ctx: Context, names: Iterable[str] | None = N
     """Every registered measure (or those named) on one table; one failing measure never stops the rest."""
     reg = measure_registry()
     if names is None:
-        names = list(reg)
+        names = [m for m, r in reg.items() if getattr(r.cls, "default", True)]
     else:
         names = list(names)
         unknown = [m for m in names if m not in reg]

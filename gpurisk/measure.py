@@ -114,6 +114,8 @@ class Measure:
     #: options whose value names a column of the sample that the measure reads with
     #: ``ctx.column(...)`` (declare ``"columns"`` in ``needs`` too), e.g. ("sensitive",)
     column_options: ClassVar[tuple[str, ...]] = ()
+    #: run when no measures are named; costly measures (a model fit) set False and run when named
+    default: ClassVar[bool] = True
 
     def compute(self, table, ctx: Context) -> Result:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -122,7 +124,8 @@ class Measure:
     def describe(cls) -> dict[str, Any]:
         return {"name": cls.name, "description": cls.description, "needs": sorted(cls.needs),
                 "level": cls.level, "reference": cls.reference, "options": dict(cls.options),
-                "estimates": cls.estimates, "column_options": list(cls.column_options)}
+                "estimates": cls.estimates, "column_options": list(cls.column_options),
+                "default": cls.default}
 
 
 def missing_needs(measure: type[Measure], table, ctx: Context) -> str | None:

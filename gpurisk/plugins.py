@@ -45,6 +45,7 @@ BUILTIN_PLUGINS = (
     "gpurisk.measures.risk_response",
     "gpurisk.measures.risk_broad",
     "gpurisk.measures.bethlehem_flag",
+    "gpurisk.measures.search_risk",
 )
 
 _pm: pluggy.PluginManager | None = None

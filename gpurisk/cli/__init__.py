@@ -14,7 +14,7 @@ from .. import __version__
 from ..errors import GpuriskError
 
 #: modules that each add commands to :data:`main`
-COMMAND_MODULES = ("assess", "measures", "validate", "dis", "design", "scan", "compare", "report")
+COMMAND_MODULES = ("assess", "measures", "validate", "dis", "design", "scan", "compare", "report", "record_risk")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -29,7 +29,10 @@ def register(cli: click.Group) -> None:
         for col in ("measure", "description", "needs", "reference", "plugin"):
             t.add_column(col, overflow="fold")
         for d in rows:
-            t.add_row(d["name"], d["description"], ", ".join(d["needs"]) or "sample only",
+            needs = ", ".join(d["needs"]) or "sample only"
+            if not d.get("default", True):
+                needs += " (runs when named)"
+            t.add_row(d["name"], d["description"], needs,
                       d["reference"], f"{d['plugin']} ({d['package']})")
         Console().print(t)
 

@@ -1,0 +1,140 @@
+"""``gpurisk record-risk``: per-record identification risk by search method (SPEC §5)."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ..errors import BadInput
+from ..loglinear import MAX_CELLS, MAX_ITER, TOL
+from ._common import input_options, split_list
+
+
+def _fmt(v, digits=4):
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}" if (v != 0 and (abs(v) < 1e-3 or abs(v) >= 1e5)) else f"{v:.{digits}f}"
+    return str(v)
+
+
+def print_summary(doc: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console()
+    ipf = doc["ipf"]
+    con.print(f"n = {doc['n']}, N = {doc['N']:.10g} ({doc['N_source']}), keys: {', '.join(doc['keys'])}, "
+              f"K = {' × '.join(map(str, doc['fit_categories']))} = {doc['K']:,} cells, "
+              f"sample uniques: {doc['sample_uniques']}")
+    con.print(f"log-linear model (all two-way interactions) by IPF: {ipf['iterations']} iterations, "
+              f"final margin discrepancy {ipf['discrepancy']:.3g}"
+              + ("" if ipf["converged"] else f" [red](not converged, tol {ipf['tol']:g})[/red]"))
+    th = doc["thresholds"]
+    t = Table(title=f"risk over {doc['records']}", show_header=True, header_style="bold")
+    for col in ["method", "expected correct ids (sum)", "mean", "max", "records"] + [f"> {x:g}" for x in th]:
+        t.add_column(col, justify="right" if col != "method" else "left")
+    for m, s in doc["methods"].items():
+        t.add_row(m, _fmt(s["sum"]), _fmt(s["mean"]), _fmt(s["max"]), str(s["records"]),
+                  *[str(s["above"][f"{x:g}"]) for x in th])
+    con.print(t)
+    rows = doc["table3"]
+    if rows:
+        methods = list(doc["methods"])
+        t3 = Table(title="sample uniques with the minimum, median and maximum p̂ (Skinner's Table 3)",
+                   show_header=True, header_style="bold")
+        cols = ["p̂", "record"] + (["F"] if rows[0].get("F") is not None else []) + methods
+        if any("key" in r for r in rows):
+            cols.append("key")
+        for c in cols:
+            t3.add_column(c, justify="left" if c in ("p̂", "key") else "right", overflow="fold")
+        for r in rows:
+            cells = [f"{r['p_hat']:.3g} ({r['which']})", str(r["row"])]
+            if "F" in cols:
+                cells.append(str(r["F"]))
+            cells += [_fmt(r[m]) for m in methods]
+            if "key" in cols:
+                cells.append(", ".join(f"{k}={v}" for k, v in r.get("key", {}).items()))
+            t3.add_row(*cells)
+        con.print(t3)
+    if "output" in doc:
+        con.print(f"wrote {doc['output']['rows']} record(s) to {doc['output']['path']}")
+    for w in doc.get("warnings", []):
+        con.print(f"[yellow]warning:[/yellow] {w}")
+
+
+def _floats(value, what):
+    items = split_list(value) or []
+    try:
+        return [float(x) for x in items]
+    except ValueError:
+        raise BadInput(f"{what} {value!r} is not a comma-separated list of numbers") from None
+
+
+def register(cli: click.Group) -> None:
+    @cli.command("record-risk")
+    @click.argument("data")
+    @click.option("--keys", required=True, help="comma-separated key variables")
+    @click.option("--population-size", type=float, default=None,
+                  help="population size N (default: the population's size, or n/π)")
+    @click.option("--population", default=None, help="file with the population's records")
+    @click.option("--sample-flag", default=None, help="boolean column marking the sample in a register")
+    @click.option("--fraction", type=float, default=None, help="sampling fraction π (N = n/π)")
+    @click.option("--methods", default="r1,r1u,r2,b1", show_default=True,
+                  help="search methods among r1,r1u,r2,r3,r4,b1")
+    @click.option("--y", "y", type=float, default=None, help="r3: non-matches seen before the match")
+    @click.option("--database-size", type=float, default=None, help="r4: size of the database searched")
+    @click.option("--p-tilde", type=float, default=None, help="b1: match probability p̃ (default p̂)")
+    @click.option("--all-records", is_flag=True, help="every record, not only the sample uniques")
+    @click.option("--thresholds", default="0.1,0.5", show_default=True,
+                  help="count records whose risk exceeds these")
+    @click.option("--max-cells", type=float, default=MAX_CELLS, show_default=True,
+                  help="largest K = Π categories fitted as a dense table")
+    @click.option("--tol", type=float, default=TOL, show_default=True,
+                  help="IPF stops when every fitted two-way margin is within tol records of the observed")
+    @click.option("--max-iter", type=int, default=MAX_ITER, show_default=True, help="IPF iteration limit")
+    @click.option("--show-records", is_flag=True,
+                  help="print the key values of the minimum/median/maximum p̂ records")
+    @click.option("--output", default=None, help="Parquet file: one row per record with p̂ and risks")
+    @click.option("--json", "as_json", is_flag=True, help="print the JSON document")
+    @input_options
+    def record_risk(data, keys, population_size, population, sample_flag, fraction, methods, y,
+                    database_size, p_tilde, all_records, thresholds, max_cells, tol, max_iter,
+                    show_records, output, as_json, sep, encoding, missing, backend):
+        """Identification risk of each record of DATA under intruder search methods (Skinner 2007).
+
+        p̂ comes from the log-linear model with all two-way interactions fitted to DATA's counts over
+        the keys; risks are reported per sample-unique record (or every record with --all-records).
+        """
+        from ..io import read_table
+        from ..record_risk import record_risk as run
+
+        key_list = split_list(keys)
+        cols = key_list + ([sample_flag] if sample_flag else [])
+        frame = read_table(data, sep=sep, columns=cols, encoding=encoding)
+        pop = read_table(population, sep=sep, columns=key_list, encoding=encoding) if population else None
+        doc = run(frame, key_list, population_size=population_size, population=pop,
+                  sample_flag=sample_flag, fraction=fraction, methods=split_list(methods) or [],
+                  y=y, database_size=database_size, p_tilde=p_tilde, all_records=all_records,
+                  thresholds=_floats(thresholds, "--thresholds"), output=output, tol=tol,
+                  max_iter=max_iter, max_cells=max_cells, missing=missing, backend=backend,
+                  show_records=show_records)
+        if as_json:
+            json.dump(_json_safe(doc), sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            print_summary(doc)
+
+
+def _json_safe(v):
+    import math
+    if isinstance(v, dict):
+        return {str(k): _json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_safe(x) for x in v]
+    if hasattr(v, "item") and getattr(v, "ndim", 0) == 0:
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v

@@ -1,0 +1,277 @@
+"""Record-level identification risk with p̂ from the two-way log-linear model. SPEC §5.
+
+:class:`RiskModel` holds what every record's risk needs: p̂ of each cell (IPF fit, cached on the
+table), N, n and the search-method parameters. Its :meth:`RiskModel.for_cells` and
+:meth:`RiskModel.for_ids` turn cell indices or mixed-radix cell ids of any batch of records into
+per-record arrays (f, F, p̂, one risk per method), so a partitioned backend can call them partition by
+partition and hand each batch to :class:`~gpurisk.record_writer.RecordRiskWriter`.
+
+:func:`summarize` gives the file-level numbers (over sample-unique records, or every record): the
+number of records above each threshold, the sum (expected correct identifications), mean and maximum
+of each method's risk, and the sample-unique records with the minimum, median and maximum p̂ (as in
+Skinner's Table 3). :func:`record_risk` runs it all on a frame.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import numpy as np
+
+from .errors import BadInput
+from .freq.table import _to_numpy
+from .loglinear import MAX_CELLS, MAX_ITER, TOL, LoglinearFit, fit_table
+from .measures import search_methods as sm
+
+DEFAULT_THRESHOLDS = (0.1, 0.5)
+_CACHE_ATTR = "_gpurisk_loglinear_fits"
+
+
+def cached_fit(table, tol: float = TOL, max_iter: int = MAX_ITER,
+               max_cells: float = MAX_CELLS) -> LoglinearFit:
+    """The IPF fit of ``table``'s counts, computed once per table and settings (shared by measures)."""
+    key = (float(tol), int(max_iter), float(max_cells))
+    cache = getattr(table, _CACHE_ATTR, None)
+    if cache is None:
+        cache = {}
+        setattr(table, _CACHE_ATTR, cache)
+    if key not in cache:
+        cache[key] = fit_table(table, tol=tol, max_iter=max_iter, max_cells=max_cells)
+    return cache[key]
+
+
+def resolve_population_size(table, population_size=None, fraction=None) -> tuple[float, str]:
+    """N: given, else the population's size, else n/π. BadInput when none is available or N < n."""
+    n = table.n
+    if population_size is not None:
+        try:
+            N = float(population_size)
+        except (TypeError, ValueError):
+            raise BadInput(f"population size {population_size!r} is not a number") from None
+        source = "given"
+    elif table.N is not None:
+        N, source = float(table.N), "population"
+    elif fraction is not None:
+        N, source = n / float(fraction), "n/pi"
+    else:
+        raise BadInput("record-level risk needs the population size N: give --population-size, "
+                       "a population (--population / --sample-flag) or the sampling fraction --fraction")
+    if not math.isfinite(N):
+        raise BadInput(f"population size N = {N:g} is not a finite number")
+    if N < n:
+        raise BadInput(f"population size N = {N:g} is smaller than the sample size n = {n}")
+    return N, source
+
+
+@dataclass
+class RiskModel:
+    """p̂ per cell plus N, n and the method parameters: turns records' cells into risks."""
+
+    table: Any
+    fit: LoglinearFit
+    N: float
+    N_source: str
+    methods: tuple
+    y: float | None = None
+    database_size: float | None = None
+    p_tilde: float | None = None
+    p_cell: Any = field(default=None, repr=False)   # p̂ of each table cell (xp)
+
+    def __post_init__(self):
+        for m in self.methods:
+            sm.check_params(m, self.N, self.table.n, self.y, self.database_size)
+        if self.p_tilde is not None and not 0.0 <= float(self.p_tilde) <= 1.0:
+            raise BadInput(f"p_tilde = {self.p_tilde!r} is outside [0, 1]")
+        self.p_cell = self.fit.p_hat_codes(self.table.cell_codes())
+
+    @property
+    def n(self) -> int:
+        return self.table.n
+
+    def risks(self, p, sample_unique=None) -> dict:
+        """{method: risk array} for match probabilities ``p``; r1u is NaN where not sample unique."""
+        xp = sm._xp(p)
+        out = {}
+        for m in self.methods:
+            r = sm.risk(m, p, self.N, self.n, self.y, self.database_size, self.p_tilde)
+            if m == "r1u" and sample_unique is not None:
+                r = xp.where(sample_unique, r, xp.nan)
+            out[m] = r
+        return out
+
+    def for_cells(self, cells) -> dict:
+        """Per-record arrays for records in table cells ``cells``: f, F (if known), p_hat, risks."""
+        f = self.table.f[cells]
+        p = self.p_cell[cells]
+        out = {"f": f}
+        if self.table.F is not None:
+            out["F"] = self.table.F[cells]
+        out["p_hat"] = p
+        out.update(self.risks(p, f == 1))
+        return out
+
+    def for_ids(self, ids) -> dict:
+        """As :meth:`for_cells` for records given by their mixed-radix cell ids (e.g. one partition)."""
+        xp = self.table.xp
+        cells = xp.searchsorted(self.table.cell_id, ids)
+        return self.for_cells(cells)
+
+
+def build_model(table, methods: Iterable[str] = sm.DEFAULT_METHODS, population_size=None,
+                fraction=None, y=None, database_size=None, p_tilde=None, tol: float = TOL,
+                max_iter: int = MAX_ITER, max_cells: float = MAX_CELLS) -> RiskModel:
+    methods = tuple(methods)
+    if not methods:
+        raise BadInput("no search method given (--methods r1,r1u,r2,r3,r4,b1)")
+    for m in methods:
+        if m not in sm.METHODS:
+            raise BadInput(f"unknown search method {m!r}; methods: {', '.join(sm.METHODS)}")
+    N, source = resolve_population_size(table, population_size, fraction)
+    fit = cached_fit(table, tol, max_iter, max_cells)
+    return RiskModel(table, fit, N, source, methods, y, database_size, p_tilde)
+
+
+# --- file level ---------------------------------------------------------------------------------
+def method_summary(risk, weight, thresholds) -> dict:
+    """Sum, mean, max and counts above thresholds of one method over records (cells × weights)."""
+    ok = ~np.isnan(risk)
+    r, w = risk[ok], weight[ok]
+    records = int(w.sum())
+    total = float((r * w).sum())
+    return {
+        "sum": total,
+        "mean": total / records if records else math.nan,
+        "max": float(r.max()) if r.size else math.nan,
+        "records": records,
+        "above": {f"{t:g}": int(w[r > t].sum()) for t in thresholds},
+    }
+
+
+def summarize(model: RiskModel, all_records: bool = False,
+              thresholds: Iterable[float] = DEFAULT_THRESHOLDS) -> dict:
+    """File-level numbers over sample-unique records (or every record); computed per cell."""
+    thresholds = tuple(float(t) for t in thresholds)
+    t = model.table
+    f = _to_numpy(t.f)
+    sel = f > 0 if all_records else f == 1
+    cells = np.flatnonzero(sel)
+    weight = f[cells].astype(np.int64)
+    p = _to_numpy(model.p_cell)[cells]
+    risks = {m: _to_numpy(r) for m, r in model.risks(p, f[cells] == 1).items()}
+    doc = {
+        "records": "every record" if all_records else "sample uniques",
+        "n": t.n, "N": model.N, "N_source": model.N_source, "K": model.fit.K,
+        "fit_categories": list(model.fit.cards),
+        "sample_uniques": int((f == 1).sum()),
+        "ipf": {"iterations": model.fit.iterations, "discrepancy": model.fit.discrepancy,
+                "converged": model.fit.converged, "tol": model.fit.tol},
+        "thresholds": list(thresholds),
+        "methods": {m: method_summary(r, weight, thresholds) for m, r in risks.items()},
+        "table3": table3_rows(model, np.flatnonzero(f == 1)),
+    }
+    return doc
+
+
+def table3_rows(model: RiskModel, su_cells: np.ndarray) -> list[dict]:
+    """Sample uniques with the minimum, (lower) median and maximum p̂ (Skinner's Table 3)."""
+    if su_cells.size == 0:
+        return []
+    p_all = _to_numpy(model.p_cell)
+    order = np.argsort(p_all[su_cells], kind="stable")
+    picks = [("minimum", order[0]), ("median", order[(order.size - 1) // 2]), ("maximum", order[-1])]
+    rows = []
+    F = None if model.table.F is None else _to_numpy(model.table.F)
+    for label, i in picks:
+        cell = int(su_cells[i])
+        p = np.array([p_all[cell]])
+        row = {"which": label, "cell": cell, "p_hat": float(p[0]),
+               "F": None if F is None else int(F[cell])}
+        for m, r in model.risks(p).items():
+            row[m] = float(_to_numpy(r)[0])
+        if "r1u" in row:
+            row["r4_database_size"] = sm.database_size_for(float(p[0]), row["r1u"], model.N)
+        rows.append(row)
+    return rows
+
+
+def selected_records(table, all_records: bool = False):
+    """(record positions in the sample, their cell indices): sample uniques, or every record."""
+    rc = _to_numpy(table.record_cell())
+    if all_records:
+        return np.arange(rc.size, dtype=np.int64), rc
+    f = _to_numpy(table.f)
+    pos = np.flatnonzero(f[rc] == 1)
+    return pos, rc[pos]
+
+
+def write_records(model: RiskModel, path, row_numbers=None, all_records: bool = False,
+                  chunk: int = 1 << 20) -> int:
+    """Write one row per selected record to Parquet, ``chunk`` records at a time; returns the count."""
+    from .record_writer import RecordRiskWriter
+    pos, cells = selected_records(model.table, all_records)
+    rows = pos if row_numbers is None else np.asarray(row_numbers)[pos]
+    xp = model.table.xp
+    with RecordRiskWriter(path, model.methods, population=model.table.F is not None) as w:
+        for start in range(0, pos.size, chunk):
+            sl = slice(start, start + chunk)
+            cols = model.for_cells(xp.asarray(cells[sl]))
+            w.write(rows[sl], cols)
+        return w.rows
+
+
+def record_risk(frame, keys, population_size=None, population=None, sample_flag=None,
+                fraction=None, methods: Iterable[str] = sm.DEFAULT_METHODS, y=None,
+                database_size=None, p_tilde=None, all_records: bool = False,
+                thresholds: Iterable[float] = DEFAULT_THRESHOLDS, output=None, tol: float = TOL,
+                max_iter: int = MAX_ITER, max_cells: float = MAX_CELLS, missing: str = "category",
+                backend: str | None = None, show_records: bool = False) -> dict:
+    """Record-level risk of ``frame`` (pandas) for ``keys``: the summary document; rows to ``output``.
+
+    Row numbers in the output are 0-based positions in ``frame`` (the register, with ``sample_flag``).
+    """
+    from .freq.engine import build_table, sample_flag_mask
+    keys = [keys] if isinstance(keys, str) else list(keys)
+    if len(frame) == 0:
+        raise BadInput("the sample has no records")
+    table = build_table(frame, keys, population=population, sample_flag=sample_flag,
+                        missing=missing, backend=backend)
+    if table.n == 0:
+        raise BadInput(f"the sample flag {sample_flag!r} marks no record as sampled")
+    if fraction is not None and not 0.0 < float(fraction) <= 1.0:
+        raise BadInput(f"sampling fraction pi={fraction!r} is outside (0, 1]")
+    model = build_model(table, methods, population_size, fraction, y, database_size, p_tilde,
+                        tol, max_iter, max_cells)
+    doc = summarize(model, all_records, thresholds)
+    doc["keys"] = keys
+    doc["categories"] = {k: len(c) for k, c in zip(table.keys, table.categories)}
+    warnings = []
+    if population_size is not None and table.N is not None and abs(float(population_size) - table.N) > 0.5:
+        warnings.append(f"given N = {float(population_size):g} differs from the population's size "
+                        f"{table.N}; the given value is used")
+    if not model.fit.converged:
+        warnings.append(f"IPF stopped after {model.fit.iterations} iterations with margin discrepancy "
+                        f"{model.fit.discrepancy:.3g} > tol = {model.fit.tol:g}; raise max_iter")
+    doc["warnings"] = warnings
+    pos, cells = selected_records(table, False)
+    _attach_rows(doc["table3"], pos, cells, table, show_records,
+                 np.flatnonzero(sample_flag_mask(frame, sample_flag)) if sample_flag else None)
+    if output is not None:
+        rownums = np.flatnonzero(sample_flag_mask(frame, sample_flag)) if sample_flag else None
+        doc["output"] = {"path": str(output),
+                         "rows": write_records(model, output, rownums, all_records)}
+    return doc
+
+
+def _attach_rows(rows, pos, cells, table, show_records, row_numbers):
+    """Each Table-3 row's record number (and its key values only when asked)."""
+    for row in rows:
+        p = int(pos[np.flatnonzero(cells == row["cell"])[0]])
+        row["row"] = int(row_numbers[p]) if row_numbers is not None else int(p)
+        if show_records:
+            row["key"] = {k: _plain(v) for k, v in table.cell_labels([row["cell"]])[0].items()}
+        del row["cell"]
+
+
+def _plain(v):
+    return v.item() if hasattr(v, "item") else v

@@ -1,0 +1,66 @@
+"""Write per-record risks to Parquet, one batch of records at a time.
+
+Columns: ``row`` (the record's 0-based position in the input), ``f`` (its cell's sample count),
+``F`` (the population count, when a population was given), ``p_hat`` and one float column per search
+method. :meth:`RecordRiskWriter.write` takes any batch (a chunk of a pandas frame, or one partition
+of a distributed frame) as numpy or cupy arrays and appends it as a row group, so the whole file is
+never held in memory.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .errors import BadInput
+from .freq.table import _to_numpy
+
+
+class RecordRiskWriter:
+    def __init__(self, path, methods, population: bool = False):
+        import pyarrow as pa
+        self.path = Path(path)
+        self.methods = tuple(methods)
+        fields = [("row", pa.int64()), ("f", pa.int64())]
+        if population:
+            fields.append(("F", pa.int64()))
+        fields += [("p_hat", pa.float64())] + [(m, pa.float64()) for m in self.methods]
+        self.schema = pa.schema(fields)
+        self.rows = 0
+        self._writer = None
+        self._closed = False
+
+    def __enter__(self):
+        self.open()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def open(self) -> None:
+        import pyarrow.parquet as pq
+        if self.path.parent and not self.path.parent.exists():
+            raise BadInput(f"output directory {str(self.path.parent)!r} does not exist")
+        try:
+            self._writer = pq.ParquetWriter(str(self.path), self.schema)
+        except OSError as exc:
+            raise BadInput(f"cannot write {str(self.path)!r}: {exc}") from None
+
+    def write(self, rows, cols: dict) -> None:
+        """Append records: ``rows`` (positions) and ``cols`` {f, F?, p_hat, method: risk} arrays."""
+        import pyarrow as pa
+        if self._writer is None:
+            self.open()
+        arrays = [pa.array(np.asarray(_to_numpy(rows), dtype=np.int64))]
+        for name in self.schema.names[1:]:
+            a = _to_numpy(cols[name])
+            arrays.append(pa.array(np.asarray(a, dtype=np.int64 if name in ("f", "F") else np.float64)))
+        self._writer.write_batch(pa.record_batch(arrays, schema=self.schema))
+        self.rows += len(arrays[0])
+
+    def close(self) -> None:
+        if self._writer is None:
+            self.open()  # an empty file with the schema, so readers see the columns
+        if not self._closed:
+            self._writer.close()
+            self._closed = True
