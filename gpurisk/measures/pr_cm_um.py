@@ -23,6 +23,7 @@ class PrCmUm(Measure):
     name = "pr_cm_um"
     description = "pr(cm|um) after a perturbation (swap, PRAM), by iterated data intrusion simulation"
     needs = frozenset({"fraction", "records"})
+    default = False  # needs a perturbation to say anything θ̂ does not: run when named
     reference = "Elliot (2001) §§11-14; SPEC §6"
     options = {"perturb": None, "max_iter": 100, "stable": 10, "decimals": 3, "batch": None,
                "orientation": "intruder"}

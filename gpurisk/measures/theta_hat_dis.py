@@ -5,10 +5,13 @@ its key then matches exactly one record, R_c = 1 when that match is the record i
 
     θ̂(K) = Σ R_c R_u / Σ R_u  →  θ̂ (eq. 7) as K → ∞                      (eq. 6, Proposition 1)
 
-The K draws are made at once as arrays. Only the size f_j of the removed record's cell decides
-R_u and R_c, and a record drawn uniformly lies in a cell of size 1 with probability n1/n and of size 2
-with probability 2 n2/n, so each draw picks one of those three classes and then flips the copy-back
-coin. The standard error is the delta-method s.e. of the ratio over the K draws.
+Only the size f_j of the removed record's cell decides R_u and R_c, and a record drawn uniformly
+lies in a cell of size 1 with probability n1/n and of size 2 with probability 2 n2/n. So the K draws
+are simulated through their sufficient statistics, at O(1) cost whatever K: the numbers of draws
+landing in each class are multinomial(K; n1/n, 2 n2/n, rest); of those in size-1 cells, a
+binomial(π) number are copied back (R_c = R_u = 1); of those in size-2 cells, a binomial(1 − π)
+number are not (R_u = 1, R_c = 0). The standard error is the delta-method s.e. of the ratio over
+the K draws. (tests/test_measures_se.py checks this against a literal record-by-record simulation.)
 Skinner & Elliot (2002) section 3, eq. 6.
 """
 from __future__ import annotations
@@ -23,13 +26,12 @@ from ._util import z_upper
 
 
 def dis_draws(n1: int, n2: int, n: int, pi: float, K: int, rng: np.random.Generator):
-    """(R_u, R_c) boolean arrays of K simulated intrusions on a sample of n records."""
-    u = rng.random(K) * n
-    fj = np.where(u < n1, 1, np.where(u < n1 + 2 * n2, 2, 3))
-    back = rng.random(K) < pi
-    rc = back & (fj == 1)
-    ru = rc | (~back & (fj == 2))
-    return ru, rc
+    """(Σ R_u, Σ R_c) over K simulated intrusions on a sample of n records."""
+    p1, p2 = n1 / n, 2 * n2 / n
+    k1, k2, _ = rng.multinomial(K, [p1, p2, max(0.0, 1.0 - p1 - p2)])
+    rc = int(rng.binomial(k1, pi))            # unique cell, copied back: a correct unique match
+    wrong = int(rng.binomial(k2, 1.0 - pi))   # pair cell, not copied back: a false unique match
+    return rc + wrong, rc
 
 
 class ThetaHatDIS(Measure):
@@ -46,15 +48,15 @@ class ThetaHatDIS(Measure):
             from ..errors import BadInput
             raise BadInput(f"theta_hat_dis: K must be a positive integer, got {K}")
         rng = np.random.default_rng(ctx.seed)
-        ru, rc = dis_draws(table.n_r(1), table.n_r(2), table.n, ctx.fraction, K, rng)
-        nu = int(ru.sum())
+        nu, nc = dis_draws(table.n_r(1), table.n_r(2), table.n, ctx.fraction, K, rng)
         if nu == 0:
             return Result(value=math.nan, reason=f"no unique match in {K} simulated intrusions "
                           "(no cell with f_j = 1 or 2)", extra={"K": K})
-        th = int(rc.sum()) / nu
-        # delta method for a ratio of means: var = mean((rc - th*ru)^2) / (K * mean(ru)^2)
-        resid = rc.astype(np.float64) - th * ru
-        se = math.sqrt(float(np.mean(resid * resid)) / K) / (nu / K)
+        th = nc / nu
+        # delta method for a ratio of means: var = mean((rc - th*ru)^2) / (K * mean(ru)^2), where
+        # rc - th*ru is 1 - th for the nc correct matches, -th for the nu - nc false ones, else 0
+        ss = nc * (1.0 - th) ** 2 + (nu - nc) * th * th
+        se = math.sqrt(ss / K / K) / (nu / K)
         return Result(value=th, se=se, upper=th + z_upper(ctx.alpha) * se,
                       extra={"K": K, "unique_matches": nu})
 
