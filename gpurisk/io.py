@@ -23,7 +23,10 @@ def example_path(name: str) -> Path:
     if name not in EXAMPLES:
         raise BadInput(f"unknown example {name!r}; examples: {', '.join(EXAMPLES)}")
     from importlib import resources
-    return Path(str(resources.files("gpurisk") / "data" / EXAMPLES[name]))
+    path = Path(str(resources.files("gpurisk") / "data" / EXAMPLES[name]))
+    if not path.exists():
+        raise BadInput(f"the bundled example {name!r} is missing from this installation ({path})")
+    return path
 
 
 def resolve_path(path) -> Path:

@@ -122,3 +122,18 @@ def test_semicolon_separator_detected():
     out = run_cli("assess", data_path("arx/adult.csv"), "--keys", "sex,age,race", "--fraction", "0.01",
                   "--json", check=True)
     assert json.loads(out.stdout)["n"] == 30162
+
+
+def test_bundled_data_is_declared_as_package_data():
+    """Every file in gpurisk/data matches a package-data pattern, so a wheel install carries it."""
+    import fnmatch
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        tomllib = pytest.importorskip("tomli")
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    patterns = conf["tool"]["setuptools"]["package-data"]["gpurisk"]
+    files = [p.relative_to(ROOT / "gpurisk").as_posix() for p in (ROOT / "gpurisk" / "data").iterdir()]
+    assert "data/adult.csv.gz" in files
+    for f in files:
+        assert any(fnmatch.fnmatch(f, pat) for pat in patterns), f
