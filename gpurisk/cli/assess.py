@@ -29,12 +29,20 @@ def print_assessment(doc: dict) -> None:
             f"n1 = {fof.get('1', 0)}, n2 = {fof.get('2', 0)}, n3 = {fof.get('3', 0)}")
     con.print(head)
     t = Table(show_header=True, header_style="bold")
-    for col in ("measure", "value", "se", "upper", "reason"):
+    for col in ("measure", "value", "se", "upper", "note"):
         t.add_column(col, overflow="fold")
+    idle: dict[str, list[str]] = {}
     for name, m in doc["measures"].items():
-        t.add_row(name, _fmt(m.get("value")), _fmt(m.get("se")), _fmt(m.get("upper")),
-                  m.get("reason") or "")
+        if m.get("value") is None:
+            idle.setdefault(m.get("reason") or "no value", []).append(name)
+            continue
+        note = m.get("reason") or ("reliable: false" if m.get("reliable") is False else "")
+        t.add_row(name, _fmt(m.get("value")), _fmt(m.get("se")), _fmt(m.get("upper")), note)
     con.print(t)
+    if idle:
+        con.print("[bold]not applicable here[/bold]")
+        for reason, names in idle.items():
+            con.print(f"  {', '.join(names)}: {reason}")
     for w in doc.get("warnings", []):
         con.print(f"[yellow]warning:[/yellow] {w}")
 
