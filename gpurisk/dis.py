@@ -31,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -207,9 +206,8 @@ def _load_state(path: Path, fp: str) -> dict:
 
 
 def _save_state(path: Path, st: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(st))
-    os.replace(tmp, path)
+    from .io import write_text_atomic
+    write_text_atomic(path, json.dumps(st))
 
 
 def _check_output(p, out, codes, cards, B, n) -> None:

@@ -12,7 +12,6 @@ when None), raising :class:`~gpurisk.BadInput` with one line naming the file and
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -194,22 +193,19 @@ def write_atomic(result, path) -> Path:
     """See :func:`gpurisk.io.write_results`."""
     p, kind = check_output(path)
     doc = result.to_dict() if hasattr(result, "to_dict") else dict(result)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    from .io import atomic_path
     try:
-        if kind == ".json":
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump(doc, fh, indent=2, allow_nan=False)
-                fh.write("\n")
-        elif kind in (".csv", ".csv.gz"):
-            result_rows(doc).to_csv(tmp, index=False, compression="gzip" if kind == ".csv.gz" else None)
-        else:
-            result_rows(doc).to_parquet(tmp, index=False)
-        os.replace(tmp, p)
+        with atomic_path(p) as tmp:
+            if kind == ".json":
+                with open(tmp, "w", encoding="utf-8") as fh:
+                    json.dump(doc, fh, indent=2, allow_nan=False)
+                    fh.write("\n")
+            elif kind in (".csv", ".csv.gz"):
+                result_rows(doc).to_csv(tmp, index=False, compression="gzip" if kind == ".csv.gz" else None)
+            else:
+                result_rows(doc).to_parquet(tmp, index=False)
     except OSError as exc:
         raise BadInput(f"cannot write {str(p)!r}: {exc.strerror or exc}") from None
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     return p
 
 

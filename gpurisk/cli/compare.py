@@ -54,10 +54,11 @@ def register(cli: click.Group) -> None:
                   backend=backend, sep=sep, encoding=encoding)
         table = res.table if show_all else res.affected()
         if output:
+            from ..io import write_frame_atomic
             if str(output).endswith((".parquet", ".pq")):
-                table.to_parquet(output, index=False)
+                write_frame_atomic(table, output)
             else:
-                table.assign(keys=table["keys"].map(",".join)).to_csv(output, index=False)
+                write_frame_atomic(table.assign(keys=table["keys"].map(",".join)), output)
         labels = ["original"] + [a.name for a in res.alternatives]
         if as_json:
             rows = []

@@ -13,7 +13,6 @@ combinations are the ``combo`` values of the part files; a resumed scan skips th
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from pathlib import Path
@@ -29,12 +28,8 @@ PART_RE = re.compile(r"^part-(\d+)\.parquet$")
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    from ..io import write_bytes_atomic
+    write_bytes_atomic(path, data)
 
 
 def row_schema(measures: list[str]) -> pa.Schema:
@@ -134,9 +129,9 @@ class ParquetSink:
             return
         table = pa.Table.from_pylist(self.rows, schema=self.schema)
         final = self.path / f"part-{self._next:06d}.parquet"
-        tmp = self.path / f".{final.name}.tmp-{os.getpid()}"
-        pq.write_table(table, tmp)
-        os.replace(tmp, final)
+        from ..io import atomic_path
+        with atomic_path(final) as tmp:
+            pq.write_table(table, tmp)
         self._next += 1
         self.rows = []
         self._last = time.monotonic()

@@ -42,6 +42,8 @@ def plot_validation(v, path) -> Path:
     fig.suptitle(f"gpurisk validate: N = {v.info['N']}, keys {', '.join(v.info['keys'])}", fontsize=9)
     fig.tight_layout()
     p = Path(path)
-    fig.savefig(p, dpi=110)
+    from ..io import atomic_path
+    with atomic_path(p, suffix=p.suffix) as tmp:
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
     return p

@@ -53,12 +53,8 @@ class Validation:
 
     def write(self, path) -> Path:
         """The summary as Parquet (.parquet/.pq) or CSV (anything else)."""
-        p = Path(path)
-        if p.suffix.lower() in (".parquet", ".pq"):
-            self.summary.to_parquet(p, index=False)
-        else:
-            self.summary.to_csv(p, index=False)
-        return p
+        from ..io import write_frame_atomic
+        return write_frame_atomic(self.summary, path)
 
     def table1(self, measure: str) -> pd.DataFrame:
         """Skinner & Elliot's Table 1 layout for one estimator: rows (quantity, mean|sd), columns π."""
