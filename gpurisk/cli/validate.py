@@ -90,8 +90,11 @@ def register(cli: click.Group) -> None:
     @click.option("--encoding", default="utf-8", show_default=True, help="text encoding of CSV input")
     @click.option("--missing", type=click.Choice(["category", "error"]), default="category",
                   show_default=True, help="a missing key value is its own category, or an error")
+    @click.option("--resume", "resume", default=None, metavar="DIR",
+                  help="save each chunk of replicates in DIR as it finishes; run again with the same "
+                       "DIR to continue a killed run (same result as an uninterrupted one)")
     def validate(population, keys, fractions, replicates, design, measures, seed, alpha, opts, output,
-                 plot_path, as_json, sep, encoding, missing):
+                 plot_path, as_json, sep, encoding, missing, resume):
         """Draw replicate samples of POPULATION and compare every estimator with its true value
         (Skinner & Elliot 2002, Table 1)."""
         from ..validation import validate as run
@@ -99,7 +102,7 @@ def register(cli: click.Group) -> None:
         res = run(population, split_list(keys), fractions=_fractions(fractions),
                   replicates=replicates, design=design, measures=split_list(measures), seed=seed,
                   options=parse_options(opts), alpha=alpha, missing=missing, sep=sep,
-                  encoding=encoding)
+                  encoding=encoding, resume=resume)
         if output:
             res.write(output)
         if plot_path:

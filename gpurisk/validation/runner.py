@@ -36,6 +36,8 @@ from . import design as dz
 DEFAULT_EXCLUDE = ("theta_hat_dis",)
 #: quantities of the summary, in Table 1's order
 QUANTITIES = ("true", "estimate", "error", "se")
+#: replicates per saved chunk when resuming (``resume=``)
+CHUNK = 5
 
 
 @dataclass
@@ -121,9 +123,13 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
              design: str = "bernoulli", measures: Iterable[str] | None = None, seed: int = 0,
              options: Mapping[str, Mapping[str, Any]] | None = None, alpha: float = 0.01,
              missing: str = "category", sep: str | None = None,
-             encoding: str = "utf-8") -> Validation:
+             encoding: str = "utf-8", resume=None) -> Validation:
     """Draw replicate samples from ``population`` (frame or CSV/Parquet path) and compare each
     estimator with its true value; see the module docstring. Fixed ``seed`` reproduces the result.
+
+    ``resume`` names a folder where each chunk of replicates is saved as it completes (see
+    :mod:`gpurisk.validation.resume`); a run killed at any point and started again with the same
+    folder and settings skips the saved chunks and gives the same result as an uninterrupted run.
     """
     from ..io import read_table
     keys = [keys] if isinstance(keys, str) else list(keys)
@@ -149,17 +155,37 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
 
     rows: list[dict] = []
     caught: dict[str, list] = {}
+    store = None
+    if resume is not None:
+        from .resume import ChunkStore
+        store = ChunkStore(resume, {
+            "keys": keys, "fractions": fracs, "replicates": int(replicates), "design": dsg.label,
+            "measures": names, "seed": int(seed), "alpha": float(alpha), "missing": missing,
+            "options": dict(options or {}), "N": N, "cells": C}, F, pop.cell_id)
     for fi, frac in enumerate(fracs):
         rng = np.random.default_rng([int(seed), int(round(frac * 2**32))])
         for first, count, rep, rec in dz.batches(dsg, frac, int(replicates), N, rng, codes):
-            fmat = dz.count_batch(cell, C, count, rep, rec)
-            for b in range(count):
-                r = first + b
-                table = FreqTable(pop.keys, pop.categories, pop.cell_id, fmat[b], F, None, pop.radix,
-                                  np, pop.stored_cell_codes)
-                ctx = Context(fraction=frac, fraction_source="design", alpha=float(alpha),
-                              seed=int(seed) * 1_000_003 + r, options=dict(options or {}))
-                rows.extend(_run_one(table, ctx, names, frac, r, caught))
+            fmat = None
+            for c0 in range(first, first + count, CHUNK if store is not None else count):
+                c1 = min(first + count, c0 + (CHUNK if store is not None else count))
+                saved = store.load(fi, c0) if store is not None else None
+                if saved is not None:
+                    part_rows, part_caught = saved
+                else:
+                    if fmat is None:
+                        fmat = dz.count_batch(cell, C, count, rep, rec)
+                    part_rows, part_caught = [], {}
+                    for r in range(c0, c1):
+                        table = FreqTable(pop.keys, pop.categories, pop.cell_id, fmat[r - first], F,
+                                          None, pop.radix, np, pop.stored_cell_codes)
+                        ctx = Context(fraction=frac, fraction_source="design", alpha=float(alpha),
+                                      seed=int(seed) * 1_000_003 + r, options=dict(options or {}))
+                        part_rows.extend(_run_one(table, ctx, names, frac, r, part_caught))
+                    if store is not None:
+                        store.save(fi, c0, part_rows, part_caught)
+                rows.extend(part_rows)
+                for key, (msg, k) in part_caught.items():
+                    caught.setdefault(key, [msg, 0])[1] += k
     reps = pd.DataFrame(rows, columns=["fraction", "replicate", "n", "measure", "value", "se",
                                        "reliable", "reason"])
     reps = _attach_truth(reps, pairs)

@@ -1,0 +1,72 @@
+"""Checkpoints of ``gpurisk validate --resume DIR``: one JSON part per chunk of replicates.
+
+``DIR/_validate.json`` holds the settings and a fingerprint of the population's counts; each finished
+chunk of replicates of one sampling fraction is written (atomically: temporary name, then rename) as
+``DIR/part-FFF-RRRRRRR.json`` with its result rows and the warnings it raised. A run started again with
+the same folder redraws the replicate samples from the same seeds (cheap) and skips every chunk whose
+part exists, so a run killed at any point resumes to the same numbers as an uninterrupted one. A folder
+written for other settings or another population is refused, never silently mixed.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import BadInput
+from ..io import write_text_atomic
+
+SETTINGS = "_validate.json"
+
+
+def _fingerprint(settings: dict, F, cell_id) -> str:
+    h = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
+    h.update(np.ascontiguousarray(np.asarray(F, dtype=np.int64)).tobytes())
+    h.update(np.ascontiguousarray(np.asarray(cell_id, dtype=np.int64)).tobytes())
+    return h.hexdigest()
+
+
+class ChunkStore:
+    def __init__(self, folder, settings: dict, F, cell_id):
+        self.path = Path(folder)
+        if self.path.exists() and not self.path.is_dir():
+            raise BadInput(f"--resume {str(self.path)!r} is a file, not a folder")
+        self.path.mkdir(parents=True, exist_ok=True)
+        fp = _fingerprint(settings, F, cell_id)
+        meta = self.path / SETTINGS
+        if meta.exists():
+            try:
+                old = json.loads(meta.read_text())
+            except (OSError, json.JSONDecodeError) as exc:
+                raise BadInput(f"{meta} is not readable JSON ({exc})") from None
+            if old.get("fingerprint") != fp:
+                raise BadInput(f"resume folder {str(self.path)!r} was written for another validation "
+                               "(population, keys, fractions, replicates, design, measures, seed or "
+                               "options differ); remove it or name another folder")
+        else:
+            if any(self.path.glob("part-*.json")):
+                raise BadInput(f"resume folder {str(self.path)!r} holds parts but no {SETTINGS}")
+            write_text_atomic(meta, json.dumps({"fingerprint": fp, "settings": settings},
+                                               indent=2, default=str))
+        self.loaded = 0
+        self.saved = 0
+
+    def _part(self, fi: int, first: int) -> Path:
+        return self.path / f"part-{fi:03d}-{first:07d}.json"
+
+    def load(self, fi: int, first: int):
+        p = self._part(fi, first)
+        if not p.exists():
+            return None
+        try:
+            doc = json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise BadInput(f"checkpoint {p} is not readable JSON ({exc}); remove it to redo it") from None
+        self.loaded += 1
+        return doc["rows"], {k: list(v) for k, v in doc["caught"].items()}
+
+    def save(self, fi: int, first: int, rows: list[dict], caught: dict) -> None:
+        write_text_atomic(self._part(fi, first), json.dumps({"rows": rows, "caught": caught}))
+        self.saved += 1
