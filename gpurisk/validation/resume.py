@@ -50,6 +50,8 @@ class ChunkStore:
                 raise BadInput(f"resume folder {str(self.path)!r} holds parts but no {SETTINGS}")
             write_text_atomic(meta, json.dumps({"fingerprint": fp, "settings": settings},
                                                indent=2, default=str))
+        for tmp in self.path.glob(".part-*"):      # a temporary file of a killed run
+            tmp.unlink(missing_ok=True)
         self.loaded = 0
         self.saved = 0
 
