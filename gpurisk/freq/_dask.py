@@ -291,7 +291,9 @@ def write_part(frame, acc: dict, path: str, carry, sample_flag=None) -> int:
             out[c] = sub[c].reset_index(drop=True)
     for k, v in acc.items():
         out[k] = v
-    out.to_parquet(path, index=False)
+    from ..io import atomic_path
+    with atomic_path(path) as tmp:
+        out.to_parquet(str(tmp), index=False)
     return int(len(out))
 
 

@@ -66,5 +66,7 @@ def write_record_counts(source, keys, out_dir, backend=None, population=None, sa
         out["w"] = table.w[rc]
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
-    out.to_parquet(str(d / "part.00000.parquet"), index=False)
+    from ..io import atomic_path
+    with atomic_path(d / "part.00000.parquet") as tmp:
+        out.to_parquet(str(tmp), index=False)
     return {"files": 1, "rows": int(len(out)), "buckets": 1}
