@@ -73,8 +73,39 @@ def resolve_fraction(table: FreqTable, fraction: float | None) -> tuple[float | 
     return None, None, notes
 
 
-def run_measures(table: FreqTable, ctx: Context, names: Iterable[str] | None = None) -> dict[str, Result]:
-    """Every registered measure (or those named) on one table; one failing measure never stops the rest."""
+def _call_with_timeout(fn, timeout: float):
+    """``fn()`` in a worker thread, waiting at most ``timeout`` seconds: (finished, value, exception).
+
+    A thread cannot be killed: a measure past its limit keeps running in the background (a daemon
+    thread, so it does not hold the process open) while the others go on.
+    """
+    import threading
+    box: dict = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # handed to the caller
+            box["exc"] = exc
+
+    th = threading.Thread(target=target, daemon=True, name="gpurisk-measure")
+    th.start()
+    th.join(timeout)
+    if th.is_alive():
+        return False, None, None
+    return True, box.get("value"), box.get("exc")
+
+
+def run_measures(table: FreqTable, ctx: Context, names: Iterable[str] | None = None,
+                 timeout: float | None = None) -> dict[str, Result]:
+    """Every registered measure (or those named) on one table; one failing measure never stops the rest.
+
+    A measure that raises, returns something other than a :class:`Result`, returns NaN without a
+    reason or (with ``timeout`` seconds) runs past the time limit is reported on its own row as not
+    applicable, with the reason; the other measures still run.
+    """
+    if timeout is not None and not (float(timeout) > 0):
+        raise BadInput(f"measure time limit {timeout!r} must be a positive number of seconds")
     reg = measure_registry()
     if names is None:
         names = [m for m, r in reg.items() if getattr(r.cls, "default", True)]
@@ -92,7 +123,15 @@ def run_measures(table: FreqTable, ctx: Context, names: Iterable[str] | None = N
             out[name] = Result.not_applicable(why)
             continue
         try:
-            res = cls().compute(table, ctx)
+            if timeout is None:
+                res = cls().compute(table, ctx)
+            else:
+                finished, res, exc = _call_with_timeout(lambda: cls().compute(table, ctx), float(timeout))
+                if not finished:
+                    out[name] = Result.not_applicable(f"exceeded the time limit of {float(timeout):g} s")
+                    continue
+                if exc is not None:
+                    raise exc
         except BadInput:
             raise
         except Exception as exc:  # isolate a failing measure, report it on its own row
@@ -142,14 +181,18 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
            sample_flag: str | None = None, weights: str | None = None,
            measures: Iterable[str] | None = None, missing: str = "category", alpha: float = 0.01,
            seed: int = 0, options: Mapping[str, Mapping[str, Any]] | None = None,
-           backend: str | None = None, sep: str | None = None, recode=None) -> Assessment:
+           backend: str | None = None, sep: str | None = None, recode=None,
+           allow_high_cardinality: bool = False, measure_timeout: float | None = None) -> Assessment:
     """Risk measures of one release for one set of key variables.
 
     ``frame`` is a pandas DataFrame (or a path to CSV/Parquet). ``population`` is a frame (or path)
     holding the population's records; ``sample_flag`` names a boolean column of ``frame`` marking the
     released records (``frame`` then being the whole register). ``fraction`` is π; with a population
     it defaults to n/N. ``recode`` regroups categories (``["age=bands:5", ...]``, see
-    :mod:`gpurisk.recode`) on the counted table, never on the records.
+    :mod:`gpurisk.recode`) on the counted table, never on the records. A key with more than 1000
+    distinct values and more than n/2 is refused unless ``allow_high_cardinality`` (see
+    :mod:`gpurisk.guards`). ``measure_timeout`` (seconds) reports a measure that runs longer as not
+    applicable and goes on (see :func:`run_measures`).
     """
     from .backends import resolve_backend
     from .io import read_lazy, read_table
@@ -170,6 +213,8 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
         raise BadInput(f"alpha={alpha!r} is outside (0, 0.5)")
     if not distributed and len(frame) == 0:  # the Dask engine checks while counting
         raise BadInput("the sample has no records")
+    from .guards import check_cardinality, check_key_columns
+    check_key_columns(frame, keys)
     table = build_table(frame, keys, population=population, sample_flag=sample_flag,
                         weights=weights, missing=missing, backend=backend)
     if table.n == 0:
@@ -177,12 +222,13 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
     if recode:
         from .recode import apply_recodes
         table = apply_recodes(table, recode)
+    check_cardinality(table, allow_high_cardinality)
     pi, source, notes = resolve_fraction(table, fraction)
     ctx = Context(fraction=pi, fraction_source=source, alpha=float(alpha), seed=int(seed),
                   options=dict(options or {}),
                   columns=_column_values(frame, extra_cols, sample_flag))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        results = run_measures(table, ctx, measures)
+        results = run_measures(table, ctx, measures, timeout=measure_timeout)
     notes += [str(w.message) for w in caught]
     return Assessment(table, ctx, results, notes)

@@ -109,6 +109,7 @@ def read_table(path, sep: str | None = None, columns: list[str] | None = None,
         dupkeys = [c for c in columns if c in dups]
         if dupkeys:
             raise BadInput(f"{p}: column name(s) {', '.join(map(repr, dupkeys))} appear more than once")
+    check_row_lengths(p, sep, encoding, len(header))
     try:
         return pd.read_csv(p, sep=sep, usecols=columns, encoding=encoding, low_memory=False,
                            keep_default_na=True, na_values=[""])
@@ -117,6 +118,39 @@ def read_table(path, sep: str | None = None, columns: list[str] | None = None,
                        "give the file's encoding with --encoding") from None
     except pd.errors.ParserError as exc:
         raise BadInput(f"{p}: malformed CSV ({str(exc).strip().splitlines()[-1]})") from None
+
+
+def check_row_lengths(p: Path, sep: str, encoding: str, width: int) -> None:
+    """Refuse a CSV whose rows do not all have the header's number of fields.
+
+    pandas' C parser fills a short row with missing values and (with ``usecols``) drops the fields
+    of a long one, without a word; a ragged row is almost always a broken export (an unquoted
+    separator inside a value, a cut line), so it is refused. The check tokenizes the file with
+    pyarrow's multi-threaded parser (quoted newlines allowed), converting no column. The message
+    gives row numbers and field counts, never the row's text (it may hold a unique's key values).
+    """
+    import pyarrow as pa
+    import pyarrow.csv as pc
+    bad: list[tuple] = []
+
+    def on_bad(row):
+        bad.append((row.number, row.actual_columns, row.expected_columns))
+        return "skip"
+
+    enc = "utf8" if encoding.lower().replace("-", "") in ("utf8", "utf_8") else encoding
+    try:
+        pc.read_csv(p, read_options=pc.ReadOptions(encoding=enc),
+                    parse_options=pc.ParseOptions(delimiter=sep, newlines_in_values=True,
+                                                  invalid_row_handler=on_bad),
+                    convert_options=pc.ConvertOptions(include_columns=[]))
+    except (pa.ArrowInvalid, UnicodeDecodeError, LookupError):
+        return   # the pandas read below names encoding and parse errors itself
+    if bad:
+        first = bad[0]
+        where = f"row {first[0]}" if first[0] is not None else "a row"
+        raise BadInput(f"{p}: malformed CSV: {len(bad)} row(s) do not have the header's {width} "
+                       f"fields ({where} has {first[1]}); fix the export (an unquoted separator "
+                       "inside a value, or a cut line?)")
 
 
 def _is_mangled_dup(c, header) -> bool:

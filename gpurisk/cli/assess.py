@@ -66,9 +66,16 @@ def register(cli: click.Group) -> None:
                   help="also write the results to FILE: .json, .csv, .csv.gz or .parquet")
     @click.option("--recode", multiple=True, metavar="KEY=SPEC",
                   help="regroup a key: bands:W[:ORIGIN], breaks:B1,B2, map:FILE, hierarchy:FILE:LEVEL")
+    @click.option("--allow-high-cardinality", is_flag=True,
+                  help="accept a key with more than 1000 distinct values and more than n/2 "
+                       "(refused by default: a continuous variable or an identifier used as a key)")
+    @click.option("--measure-timeout", type=float, default=None, metavar="SECONDS",
+                  help="report a measure that runs longer as not applicable and go on (the measure's "
+                       "thread cannot be stopped; it finishes in the background)")
     @input_options
     def assess(sample, keys, fraction, population, sample_flag, weights, measures, alpha, seed, opts,
-               as_json, output, recode, sep, encoding, missing, backend):
+               as_json, output, recode, allow_high_cardinality, measure_timeout, sep, encoding,
+               missing, backend):
         """Risk measures of SAMPLE (CSV, Parquet, Stata .dta, SPSS .sav, SAS .sas7bdat/.xpt, or
         example:adult) for one set of keys.
 
@@ -95,7 +102,8 @@ def register(cli: click.Group) -> None:
         pop = read(population, key_list) if population else None
         res = run(frame, key_list, fraction=fraction, population=pop, sample_flag=sample_flag,
                   weights=weights, measures=split_list(measures), missing=missing, alpha=alpha,
-                  seed=seed, options=options, backend=backend, recode=list(recode))
+                  seed=seed, options=options, backend=backend, recode=list(recode),
+                  allow_high_cardinality=allow_high_cardinality, measure_timeout=measure_timeout)
         doc = res.to_dict()
         if output:
             write_results(doc, output)

@@ -117,10 +117,15 @@ def register(cli: click.Group) -> None:
     @click.option("--progress/--no-progress", default=None,
                   help="progress bar on stderr (default: when stderr is a terminal)")
     @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
+    @click.option("--allow-high-cardinality", is_flag=True,
+                  help="accept a key with more than 1000 distinct values and more than n/2")
+    @click.option("--measure-timeout", type=float, default=None, metavar="SECONDS",
+                  help="report a measure that runs longer as not applicable and go on")
     @input_options
     def scan(data, keys, max_size, min_size, scenarios, fundamental, plus_each, fraction, population,
              sample_flag, weights, measures, opts, alpha, seed, recode, output, resume, overwrite,
-             batch_rows, top, rank_by, progress, as_json, sep, encoding, missing, backend):
+             batch_rows, top, rank_by, progress, as_json, allow_high_cardinality, measure_timeout,
+             sep, encoding, missing, backend):
         """Risk of many key combinations of DATA: subsets of a pool, scenarios, or a key plus each."""
         from ..scan import scan as run
         if progress is None:
@@ -131,7 +136,8 @@ def register(cli: click.Group) -> None:
                   weights=weights, measures=split_list(measures), options=parse_options(opts),
                   alpha=alpha, seed=seed, recode=list(recode), missing=missing, backend=backend,
                   output=output, resume=resume, overwrite=overwrite, batch_rows=batch_rows,
-                  progress=progress, sep=sep, encoding=encoding)
+                  progress=progress, sep=sep, encoding=encoding,
+                  allow_high_cardinality=allow_high_cardinality, measure_timeout=measure_timeout)
         doc = summary_doc(res, top, rank_by)
         if as_json:
             json.dump(doc, sys.stdout, indent=2, default=str)

@@ -120,7 +120,8 @@ def _measure_names(measures: Iterable[str] | None) -> list[str]:
     return names
 
 
-def combination_row(i: int, combo: Combination, table, ctx: Context, names: Sequence[str]) -> dict:
+def combination_row(i: int, combo: Combination, table, ctx: Context, names: Sequence[str],
+                    timeout: float | None = None) -> dict:
     """One result row: counts and every measure of one combination's table."""
     from ..assess import run_measures
     fof = table.freq_of_freq()
@@ -133,7 +134,7 @@ def combination_row(i: int, combo: Combination, table, ctx: Context, names: Sequ
            "N1": None if F is None else kj.pop_uniques(table), "seed": ctx.seed}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = run_measures(table, ctx, names)
+        res = run_measures(table, ctx, names, timeout=timeout)
     for m in names:
         r = res[m]
         row[m] = _num(r.value)
@@ -167,7 +168,8 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
          alpha: float = 0.01, seed: int = 0, recode=None, missing: str = "category",
          backend: str | None = None, output=None, resume: bool = False, overwrite: bool = False,
          batch_rows: int = 256, flush_seconds: float = 2.0, progress: bool = False,
-         sep: str | None = None, encoding: str = "utf-8") -> ScanResult:
+         sep: str | None = None, encoding: str = "utf-8", allow_high_cardinality: bool = False,
+         measure_timeout: float | None = None) -> ScanResult:
     """Risk of many key-variable combinations from one pass over the records.
 
     ``keys`` is the pool; every subset with ``min_size <= size <= max_size`` is evaluated, and/or the
@@ -175,6 +177,7 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     each other pool variable (``plus_each=True``). ``recode`` is a list of ``KEY=SPEC`` strings
     (see :mod:`gpurisk.recode`). With ``output`` rows stream to a Parquet dataset (a directory);
     ``resume=True`` finishes an interrupted scan there. Returns a :class:`ScanResult`.
+    ``allow_high_cardinality`` and ``measure_timeout`` as in :func:`gpurisk.assess`.
     """
     from ..assess import resolve_fraction
     from ..io import read_table
@@ -208,6 +211,8 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     # keys in name order: every combination's table then has one cell order whatever the pool or
     # scenario order, so seeded Monte Carlo measures give the same value for the same key set
     rkeys = sorted(rkeys)
+    from ..guards import check_cardinality, check_key_columns
+    check_key_columns(data, rkeys)
     t0 = time.perf_counter()
     root = build_table(data, rkeys, population=population, sample_flag=sample_flag,
                        weights=weights, missing=missing, backend=backend)
@@ -223,6 +228,7 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     if recodes:
         root = regroup(root, root.keys, code_maps(root, recodes))
     t_recode = time.perf_counter() - t0
+    check_cardinality(root, allow_high_cardinality)
     pi, source, notes = resolve_fraction(root, fraction)
 
     settings = {
@@ -261,7 +267,7 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
             c = combos[i]
             ctx = Context(fraction=pi, fraction_source=source, alpha=float(alpha),
                           seed=combo_seed(seed, c.keys), options=opts, columns=columns)
-            row = combination_row(i, c, table, ctx, names)
+            row = combination_row(i, c, table, ctx, names, measure_timeout)
             del table
             if sink is not None:
                 sink.add(row)

@@ -1,0 +1,58 @@
+"""Checks of key variables that would give a correct-looking but useless or wrong answer.
+
+* A key column that is missing in every record distinguishes no one: refused (a misnamed column or a
+  wrong file is the usual cause).
+* A key with very many categories (a continuous variable used as a key: income, an exact date, an
+  id) makes almost every record a sample unique, and every measure says "everyone is at risk". It is
+  refused with advice unless allowed (``allow_high_cardinality=True``, ``--allow-high-cardinality``).
+  The rule: **more than :data:`MAX_CATEGORIES` (1000) distinct values among the sample's records and
+  more than half as many distinct values as records** (categories > n / 2). Both together: a key
+  with 5000 categories in 10 million records (a municipality) passes; a key with 800 distinct values
+  in 1000 records passes too (small files simply have few records per value); income with 40 000
+  distinct values in 50 000 records is refused.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import BadInput
+
+#: a key with more distinct values than this (and more than half as many as records) is refused
+MAX_CATEGORIES = 1000
+
+
+def check_key_columns(frame, keys) -> None:
+    """Refuse a key column that is missing in every record (pandas frames; lazy frames are skipped)."""
+    import pandas as pd
+    if not isinstance(frame, pd.DataFrame) or len(frame) == 0:
+        return
+    for k in keys:
+        if k in frame.columns and not isinstance(frame[k], pd.DataFrame) and frame[k].isna().all():
+            raise BadInput(f"key column {k!r} is missing in all {len(frame)} records: it distinguishes "
+                           "no one; check the column name and file, or drop it from the keys")
+
+
+def sample_categories(table) -> list[int]:
+    """Per key, the number of distinct categories that occur in the sample (cells with f > 0)."""
+    f = np.asarray(table.f if hasattr(table.f, "__array__") else table.to_numpy().f)
+    codes = table.cell_codes()
+    live = f > 0
+    out = []
+    for c in codes:
+        c = np.asarray(c.get() if hasattr(c, "get") else c)
+        out.append(int(np.unique(c[live]).size))
+    return out
+
+
+def check_cardinality(table, allow_high_cardinality: bool = False) -> None:
+    """Refuse a key with more than MAX_CATEGORIES categories and more than n/2 (see the module)."""
+    if allow_high_cardinality:
+        return
+    n = int(table.n)
+    cards = sample_categories(table)
+    for key, k in zip(table.keys, cards):
+        if k > MAX_CATEGORIES and k > n / 2:
+            raise BadInput(f"key column {key!r} has {k} distinct values in {n} records (a continuous "
+                           f"variable or an identifier?): nearly every record would be unique; "
+                           f"recode it into bands (--recode {key}=bands:WIDTH) or pass "
+                           "--allow-high-cardinality")
