@@ -1,0 +1,257 @@
+"""The bad-input catalogue of the README ("Bad input and faults"): every case through the command
+line gives exit code 2 and exactly one line ``gpurisk: error: ...`` naming the problem (or a documented
+warning), never a traceback or a silently wrong number."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpurisk
+from gpurisk.errors import BadInput
+from conftest import run_cli
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bad")
+    rng = np.random.default_rng(1)
+    n = 300
+    df = pd.DataFrame({"age": rng.integers(18, 80, n), "sex": rng.choice(["m", "f"], n),
+                       "reg": rng.integers(1, 6, n), "w": rng.uniform(1, 5, n)})
+    out = {}
+
+    def put(name, frame=None, text=None, data=None):
+        p = d / name
+        if frame is not None:
+            (frame.to_parquet if name.endswith(".parquet") else
+             lambda q: frame.to_csv(q, index=False))(p)
+        elif text is not None:
+            p.write_text(text)
+        else:
+            p.write_bytes(data)
+        out[name] = p
+
+    put("ok.csv", df)
+    put("ok.parquet", df)
+    put("empty.csv", text="")
+    put("header.csv", text="age,sex\n")
+    put("one.csv", df.head(1))
+    put("dup.csv", text="age,age,sex\n1,2,m\n3,4,f\n")
+    put("allna.csv", df.assign(blank=np.nan))
+    put("negw.csv", df.assign(w=np.where(np.arange(n) == 3, -1.0, df["w"])))
+    put("zerow.csv", df.assign(w=np.where(np.arange(n) == 5, 0.0, df["w"])))
+    put("naw.csv", df.assign(w=np.where(np.arange(n) == 7, np.nan, df["w"])))
+    put("textw.csv", df.assign(w="heavy"))
+    b = out["ok.parquet"].read_bytes()
+    put("trunc.parquet", data=b[: len(b) // 2])
+    put("latin.csv", data="age,sex\n1,é\n2,f\n".encode("latin-1"))
+    put("ragged_short.csv", text="age,sex,reg\n1,m,1\n2,f\n3,m,2\n")
+    put("ragged_long.csv", text="age,sex,reg\n1,m,1\n2,f,3,4\n3,m,2\n")
+    put("pop.csv", pd.concat([df] * 5))
+    put("pop_missing.csv", pd.concat([df] * 5).query("age != @df.age.iloc[0]"))
+    m = 3000
+    put("cont.csv", pd.DataFrame({"inc": rng.normal(3e4, 1e4, m).round(2),
+                                  "sex": rng.choice(["m", "f"], m)}))
+    put("flag.csv", df.assign(s=np.where(np.arange(n) % 2 == 0, "yes", "no")))
+    put("quoted.csv", text='age,sex,note\n1,m,"a, b"\n2,f,"line\nbreak"\n3,m,x\n')
+    return out
+
+
+def _one_error(p, *needles):
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("gpurisk: error: "), p.stderr
+    assert "Traceback" not in p.stderr
+    for s in needles:
+        assert s in lines[0], (s, lines[0])
+    return lines[0]
+
+
+CASES = [
+    # (id, args, words the one line must contain)
+    ("unknown column", ["assess", "{ok.csv}", "--keys", "age,nope"], ["'nope'", "its columns"]),
+    ("unknown column parquet", ["assess", "{ok.parquet}", "--keys", "age,nope"], ["'nope'"]),
+    ("key named twice", ["assess", "{ok.csv}", "--keys", "age,age"], ["'age'", "more than once"]),
+    ("duplicated column in file", ["assess", "{dup.csv}", "--keys", "age,sex"], ["'age'", "more than once"]),
+    ("missing file", ["assess", "/nonexistent/x.csv", "--keys", "age"], ["does not exist"]),
+    ("empty file", ["assess", "{empty.csv}", "--keys", "age"], ["empty"]),
+    ("header only", ["assess", "{header.csv}", "--keys", "age"], ["no records"]),
+    ("all-missing key", ["assess", "{allna.csv}", "--keys", "blank,sex"], ["'blank'", "missing in all"]),
+    ("continuous key", ["assess", "{cont.csv}", "--keys", "inc,sex"],
+     ["'inc'", "distinct values", "--allow-high-cardinality"]),
+    ("continuous key in scan", ["scan", "{cont.csv}", "--keys", "inc,sex"], ["'inc'"]),
+    ("pi above 1", ["assess", "{ok.csv}", "--keys", "age", "--fraction", "1.5"], ["outside (0, 1]"]),
+    ("pi zero", ["assess", "{ok.csv}", "--keys", "age", "--fraction", "0"], ["outside (0, 1]"]),
+    ("pi negative", ["assess", "{ok.csv}", "--keys", "age", "--fraction", "-0.1"], ["outside (0, 1]"]),
+    ("pi nan", ["assess", "{ok.csv}", "--keys", "age", "--fraction", "nan"], ["outside (0, 1]"]),
+    ("sample cells missing from population",
+     ["assess", "{ok.csv}", "--keys", "age,sex", "--population", "{pop_missing.csv}"], ["f_j > F_j"]),
+    ("negative weight", ["assess", "{negw.csv}", "--keys", "age", "--weights", "w"], ["'w'", "> 0"]),
+    ("zero weight", ["assess", "{zerow.csv}", "--keys", "age", "--weights", "w"], ["'w'", "> 0"]),
+    ("missing weight", ["assess", "{naw.csv}", "--keys", "age", "--weights", "w"], ["'w'", "missing"]),
+    ("text weight", ["assess", "{textw.csv}", "--keys", "age", "--weights", "w"], ["'w'", "not numeric"]),
+    ("truncated parquet", ["assess", "{trunc.parquet}", "--keys", "age"], ["not a readable Parquet"]),
+    ("bad encoding", ["assess", "{latin.csv}", "--keys", "age,sex"], ["not utf-8", "--encoding"]),
+    ("short row", ["assess", "{ragged_short.csv}", "--keys", "age,sex"], ["malformed CSV", "has 2"]),
+    ("long row", ["assess", "{ragged_long.csv}", "--keys", "age,sex"], ["malformed CSV", "has 4"]),
+    ("sample flag not boolean", ["assess", "{flag.csv}", "--keys", "age", "--sample-flag", "s"], ["'s'", "boolean"]),
+    ("missing=error", ["assess", "{allna.csv}", "--keys", "age,blank", "--missing", "error"], ["'blank'"]),
+    ("unknown measure", ["assess", "{ok.csv}", "--keys", "age", "--measures", "nope"], ["'nope'"]),
+    ("alpha", ["assess", "{ok.csv}", "--keys", "age", "--alpha", "0.7"], ["alpha"]),
+    ("measure timeout <= 0", ["assess", "{ok.csv}", "--keys", "age", "--measure-timeout", "0"], ["time limit"]),
+    ("bad output name", ["assess", "{ok.csv}", "--keys", "age", "--output", "x.docx"], []),
+    ("validate unknown column", ["validate", "{ok.csv}", "--keys", "age,nope"], ["'nope'"]),
+    ("validate pi", ["validate", "{ok.csv}", "--keys", "age", "--fractions", "1.2"], ["outside"]),
+    ("scan ragged", ["scan", "{ragged_long.csv}", "--keys", "age,sex"], ["malformed CSV"]),
+    ("dis truncated", ["dis", "{trunc.parquet}", "--keys", "age", "--fraction", "0.1",
+                       "--perturb", "pram:vars=age,p=0.9"], ["not a readable Parquet"]),
+]
+
+
+def _args(files, args):
+    return [str(files[a[1:-1]]) if a.startswith("{") else a for a in args]
+
+
+#: the driver: ``gpurisk.cli.main`` (what ``python -m gpurisk`` runs) over many argument lists in
+#: ONE real subprocess, each with its own captured stderr and exit code (one interpreter start
+#: instead of 33 keeps this file fast); a few cases also run as separate processes below.
+DRIVER = r"""
+import contextlib, io, json, sys, traceback
+from gpurisk.cli import main
+out = []
+for args in json.load(sys.stdin):
+    err, std = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(std):
+        try:
+            main(args)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        except BaseException:
+            code, err = -1, io.StringIO(traceback.format_exc())
+    out.append({"rc": code, "stderr": err.getvalue(), "stdout": std.getvalue()})
+json.dump(out, sys.stdout)
+"""
+
+
+@pytest.fixture(scope="module")
+def driven(files):
+    import os
+    import subprocess
+    import sys
+    from conftest import ROOT
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
+    proc = subprocess.run([sys.executable, "-c", DRIVER], input=json.dumps(
+        [_args(files, c[1]) for c in CASES]), capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return dict(zip([c[0] for c in CASES], json.loads(proc.stdout)))
+
+
+class _P:
+    def __init__(self, d):
+        self.returncode, self.stderr, self.stdout = d["rc"], d["stderr"], d["stdout"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_cli_bad_input_one_line_exit_2(driven, case):
+    _one_error(_P(driven[case[0]]), *case[2])
+
+
+@pytest.mark.parametrize("name", ["continuous key", "short row", "all-missing key", "truncated parquet"])
+def test_cli_bad_input_in_its_own_process(files, name):
+    case = next(c for c in CASES if c[0] == name)
+    _one_error(run_cli(*_args(files, case[1])), *case[2])
+
+
+def test_catalogue_count():
+    """The README's catalogue and this test list the same number of CLI cases."""
+    assert len(CASES) >= 30
+
+
+def test_one_row_works(files):
+    p = run_cli("assess", files["one.csv"], "--keys", "age,sex", "--json", check=True)
+    doc = json.loads(p.stdout)
+    assert doc["n"] == 1 and doc["cells"] == 1 and doc["freq_of_freq"] == {"1": 1}
+
+
+def test_quoted_separators_and_newlines_are_not_ragged(files):
+    p = run_cli("assess", files["quoted.csv"], "--keys", "age,sex,note", "--json",
+                "--allow-high-cardinality", check=True)
+    assert json.loads(p.stdout)["n"] == 3
+
+
+def test_high_cardinality_allowed_or_recoded(files):
+    p = run_cli("assess", files["cont.csv"], "--keys", "inc,sex", "--json", "--allow-high-cardinality",
+                check=True)
+    doc = json.loads(p.stdout)
+    assert doc["categories"]["inc"] > 2000
+    p = run_cli("assess", files["cont.csv"], "--keys", "inc,sex", "--json",
+                "--recode", "inc=bands:5000", check=True)
+    assert json.loads(p.stdout)["categories"]["inc"] < 50
+
+
+def test_cardinality_rule_boundaries():
+    """More than 1000 categories AND more than n/2: both needed."""
+    rng = np.random.default_rng(3)
+    few = pd.DataFrame({"k": np.arange(800)})                      # 800 <= 1000: passes
+    gpurisk.assess(few, ["k"], measures=["sample_uniques"])
+    many = pd.DataFrame({"k": rng.integers(0, 1500, 10_000)})      # 1500 > 1000 but < n/2
+    gpurisk.assess(many, ["k"], measures=["sample_uniques"])
+    ids = pd.DataFrame({"k": np.arange(1500)})                     # 1500 > 1000 and > n/2
+    with pytest.raises(BadInput, match="1500 distinct values in 1500 records"):
+        gpurisk.assess(ids, ["k"], measures=["sample_uniques"])
+    gpurisk.assess(ids, ["k"], measures=["sample_uniques"], allow_high_cardinality=True)
+
+
+def test_inconsistent_fraction_is_a_documented_warning(files):
+    p = run_cli("assess", files["ok.csv"], "--keys", "age,sex", "--population", files["pop.csv"],
+                "--fraction", "0.9", "--json", check=True)
+    doc = json.loads(p.stdout)
+    assert doc["fraction"] == 0.9
+    assert any("differs from n/N=0.2" in w for w in doc["warnings"])
+    p = run_cli("assess", files["ok.csv"], "--keys", "age,sex", "--population", files["pop.csv"],
+                "--fraction", "0.9", check=True)
+    assert "warning:" in p.stdout and "differs from n/N" in p.stdout
+
+
+def test_mixed_types_in_a_key():
+    """Python objects of several types in one key column: refused (1 and '1' would be two cells)."""
+    df = pd.DataFrame({"k": pd.array([1, "1", 2.5, "x"] * 10, dtype=object), "s": ["a", "b"] * 20})
+    with pytest.raises(BadInput, match="'k' mixes value types"):
+        gpurisk.assess(df, ["k", "s"])
+
+
+def test_mixed_types_in_a_csv_key_read_as_text(tmp_path):
+    """In a CSV a column with numbers and words is text: each distinct text is one category."""
+    p = tmp_path / "m.csv"
+    p.write_text("k,s\n" + "1,a\nx,b\n01,a\n1,a\n")
+    doc = json.loads(run_cli("assess", p, "--keys", "k", "--json", check=True).stdout)
+    assert doc["n"] == 4 and doc["categories"]["k"] == 3   # "1", "x", "01"
+
+
+def test_key_space_overflowing_int64_counts_right():
+    """Six keys of 5000 categories: 5000**6 > 2**63, so the engine falls back to surrogate ids; the
+    counts must equal pandas' groupby (an independent count)."""
+    rng = np.random.default_rng(7)
+    n = 12_000
+    df = pd.DataFrame({f"k{i}": rng.integers(0, 5000, n) for i in range(6)})
+    df.iloc[n // 2:, :] = df.iloc[: n - n // 2, :].to_numpy()       # duplicates: cells of size 2
+    keys = list(df.columns)
+    cards = [df[k].nunique() for k in keys]
+    assert math.prod(cards) > 2**63
+    a = gpurisk.assess(df, keys, fraction=0.1, measures=["sample_uniques"])
+    assert not a.table.radix
+    sizes = df.groupby(keys).size()
+    ref = sizes.value_counts().to_dict()
+    assert a.table.freq_of_freq() == {int(k): int(v) for k, v in ref.items()}
+    assert a.measures["sample_uniques"].value == int((sizes == 1).sum())
+    # a population over the same keys: f <= F is checked cell by cell with surrogate ids
+    pop = pd.concat([df, df.iloc[:100]])
+    b = gpurisk.assess(df, keys, population=pop, measures=["sample_uniques"])
+    assert int(np.asarray(b.table.F).sum()) == len(pop)
+    assert b.table.freq_of_freq() == a.table.freq_of_freq()
