@@ -289,7 +289,7 @@ def atomic_path(path, suffix: str = ""):
     """
     import os
     p = Path(path)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp{suffix}")
+    tmp = temp_path(p, suffix)
     try:
         yield tmp
         if tmp.exists():
@@ -299,6 +299,13 @@ def atomic_path(path, suffix: str = ""):
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def temp_path(path, suffix: str = "") -> Path:
+    """The hidden temporary name beside ``path`` that :func:`atomic_path` writes to."""
+    import os
+    p = Path(path)
+    return p.with_name(f".{p.name}.{os.getpid()}.tmp{suffix}")
 
 
 def write_text_atomic(path, text: str, encoding: str = "utf-8") -> Path:

@@ -4,7 +4,8 @@ Columns: ``row`` (the record's 0-based position in the input), ``f`` (its cell's
 ``F`` (the population count, when a population was given), ``p_hat`` and one float column per search
 method. :meth:`RecordRiskWriter.write` takes any batch (a chunk of a pandas frame, or one partition
 of a distributed frame) as numpy or cupy arrays and appends it as a row group, so the whole file is
-never held in memory.
+never held in memory. The file is written under a temporary name and renamed into place when the
+writer closes without an error (a crash leaves no half-written file under the final name).
 """
 from __future__ import annotations
 
@@ -34,15 +35,20 @@ class RecordRiskWriter:
         self.open()
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
 
     def open(self) -> None:
         import pyarrow.parquet as pq
         if self.path.parent and not self.path.parent.exists():
             raise BadInput(f"output directory {str(self.path.parent)!r} does not exist")
         try:
-            self._writer = pq.ParquetWriter(str(self.path), self.schema)
+            from .io import temp_path
+            self._tmp = temp_path(self.path)
+            self._writer = pq.ParquetWriter(str(self._tmp), self.schema)
         except OSError as exc:
             raise BadInput(f"cannot write {str(self.path)!r}: {exc}") from None
 
@@ -62,5 +68,16 @@ class RecordRiskWriter:
         if self._writer is None:
             self.open()  # an empty file with the schema, so readers see the columns
         if not self._closed:
+            import os
             self._writer.close()
+            os.replace(self._tmp, self.path)
             self._closed = True
+
+    def abort(self) -> None:
+        """Close and remove the temporary file (an error happened): the final name is never written."""
+        if self._writer is not None and not self._closed:
+            try:
+                self._writer.close()
+            finally:
+                self._closed = True
+                Path(self._tmp).unlink(missing_ok=True)

@@ -108,6 +108,10 @@ CASES = [
     ("validate unknown column", ["validate", "{ok.csv}", "--keys", "age,nope"], ["'nope'"]),
     ("validate pi", ["validate", "{ok.csv}", "--keys", "age", "--fractions", "1.2"], ["outside"]),
     ("scan ragged", ["scan", "{ragged_long.csv}", "--keys", "age,sex"], ["malformed CSV"]),
+    ("log-linear table too large", ["record-risk", "{ok.csv}", "--keys", "age,sex,reg",
+                                    "--population-size", "10000", "--max-cells", "10"],
+     ["K = 61 (age) × 2 (sex) × 5 (reg) = 610 cells", "max_cells"]),
+    ("record-risk no N", ["record-risk", "{ok.csv}", "--keys", "age,sex"], ["population size"]),
     ("dis truncated", ["dis", "{trunc.parquet}", "--keys", "age", "--fraction", "0.1",
                        "--perturb", "pram:vars=age,p=0.9"], ["not a readable Parquet"]),
 ]
