@@ -170,7 +170,9 @@ def _raise_f_over_F(keys, categories, cells, f, F, radix, sample_codes, samp_ids
         else:
             i = int(np.flatnonzero(samp_ids == cid)[0])
             codes = [int(c[i]) for c in sample_codes]
-        label = ", ".join(f"{k}={categories[v][codes[v]]!r}" for v, k in enumerate(keys))
+        # a sample unique's key values never appear in a message (see README "Bad input and faults")
+        label = ", ".join(f"{k}=" + ("<withheld: f=1>" if int(fj) == 1 else repr(categories[v][codes[v]]))
+                          for v, k in enumerate(keys))
         ex.append(f"({label}): f={int(fj)} > F={int(Fj)}")
     raise BadInput(f"{total} sample cell(s) have more records than the population "
                    f"(f_j > F_j), e.g. {'; '.join(ex)}; is the sample drawn from this population?")
