@@ -121,49 +121,16 @@ def _args(files, args):
     return [str(files[a[1:-1]]) if a.startswith("{") else a for a in args]
 
 
-#: the driver: ``gpurisk.cli.main`` (what ``python -m gpurisk`` runs) over many argument lists in
-#: ONE real subprocess, each with its own captured stderr and exit code (one interpreter start
-#: instead of 33 keeps this file fast); a few cases also run as separate processes below.
-DRIVER = r"""
-import contextlib, io, json, sys, traceback
-from gpurisk.cli import main
-out = []
-for args in json.load(sys.stdin):
-    err, std = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(std):
-        try:
-            main(args)
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 1
-        except BaseException:
-            code, err = -1, io.StringIO(traceback.format_exc())
-    out.append({"rc": code, "stderr": err.getvalue(), "stdout": std.getvalue()})
-json.dump(out, sys.stdout)
-"""
-
-
 @pytest.fixture(scope="module")
 def driven(files):
-    import os
-    import subprocess
-    import sys
-    from conftest import ROOT
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
-    proc = subprocess.run([sys.executable, "-c", DRIVER], input=json.dumps(
-        [_args(files, c[1]) for c in CASES]), capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return dict(zip([c[0] for c in CASES], json.loads(proc.stdout)))
-
-
-class _P:
-    def __init__(self, d):
-        self.returncode, self.stderr, self.stdout = d["rc"], d["stderr"], d["stdout"]
+    """Every case through gpurisk.cli.main in one real subprocess (see tests/_driver.py)."""
+    from _driver import run_many
+    return dict(zip([c[0] for c in CASES], run_many([_args(files, c[1]) for c in CASES])))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_cli_bad_input_one_line_exit_2(driven, case):
-    _one_error(_P(driven[case[0]]), *case[2])
+    _one_error(driven[case[0]], *case[2])
 
 
 @pytest.mark.parametrize("name", ["continuous key", "short row", "all-missing key", "truncated parquet"])
