@@ -140,6 +140,8 @@ def run_measures(table: FreqTable, ctx: Context, names: Iterable[str] | None = N
             res = Result.not_applicable(f"measure returned {type(res).__name__}, not a gpurisk.Result")
         elif res.value is not None and isinstance(res.value, float) and math.isnan(res.value) and not res.reason:
             res = Result.not_applicable("measure returned NaN without a reason")
+        elif isinstance(res.value, float) and math.isinf(res.value) and not res.reason:
+            res = Result.not_applicable(f"measure returned {res.value} without a reason")
         out[name] = res
     return out
 
