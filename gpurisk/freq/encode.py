@@ -89,6 +89,8 @@ def _encode_int(name, parts, missing):
         for v, na in parts:
             if lo and v.dtype == np.int8 and span > 128:  # v - lo would wrap around in int8
                 v = v.astype(np.int16)
+            if v.dtype.kind == "u":  # unsigned codes would turn the int64 cell ids into floats
+                v = v.astype(np.int64)
             codes = v if lo == 0 else v - lo
             if na is not None and na.any():
                 codes = np.where(na, span, codes)
