@@ -56,7 +56,7 @@ def files(tmp_path_factory):
     m = 3000
     put("cont.csv", pd.DataFrame({"inc": rng.normal(3e4, 1e4, m).round(2),
                                   "sex": rng.choice(["m", "f"], m)}))
-    put("flag.csv", df.assign(s=np.where(np.arange(n) % 2 == 0, "yes", "no")))
+    put("flag.csv", df.assign(s=np.where(np.arange(n) % 2 == 0, "yes", "no"), none=False))
     put("quoted.csv", text='age,sex,note\n1,m,"a, b"\n2,f,"line\nbreak"\n3,m,x\n')
     return out
 
@@ -100,6 +100,8 @@ CASES = [
     ("short row", ["assess", "{ragged_short.csv}", "--keys", "age,sex"], ["malformed CSV", "has 2"]),
     ("long row", ["assess", "{ragged_long.csv}", "--keys", "age,sex"], ["malformed CSV", "has 4"]),
     ("sample flag not boolean", ["assess", "{flag.csv}", "--keys", "age", "--sample-flag", "s"], ["'s'", "boolean"]),
+    ("sample flag marks no record", ["assess", "{flag.csv}", "--keys", "age", "--sample-flag", "none"],
+     ["marks no record"]),
     ("missing=error", ["assess", "{allna.csv}", "--keys", "age,blank", "--missing", "error"], ["'blank'"]),
     ("unknown measure", ["assess", "{ok.csv}", "--keys", "age", "--measures", "nope"], ["'nope'"]),
     ("alpha", ["assess", "{ok.csv}", "--keys", "age", "--alpha", "0.7"], ["alpha"]),

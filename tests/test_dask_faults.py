@@ -71,3 +71,22 @@ def test_same_seed_same_numbers_on_pandas_and_dask():
     assert p.measures["theta_hat"].value == d.measures["theta_hat"].value
     other = gpurisk.assess(df, ["a", "b"], **{**kw, "seed": 18})
     assert other.measures["theta_hat_dis"].value != p.measures["theta_hat_dis"].value
+
+
+def test_killed_worker_gives_one_clear_line(monkeypatch, capsys):
+    """When the scheduler gives up (a task killed 3 workers), the CLI says so in one line, exit 1."""
+    from distributed.scheduler import KilledWorker
+
+    import sys
+    from gpurisk.cli import main
+    mod = sys.modules["gpurisk.assess"]
+
+    def boom(*a, **k):
+        raise KilledWorker("count-part-3", "tcp://127.0.0.1:1", 3)
+
+    monkeypatch.setattr(mod, "assess", boom)
+    with pytest.raises(SystemExit) as e:
+        main(["assess", "example:adult", "--keys", "age,sex"])
+    assert e.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gpurisk: error: Dask workers died")

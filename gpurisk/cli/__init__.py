@@ -48,6 +48,15 @@ def main(argv=None) -> None:
     except Exception as exc:  # a bug: one line unless GPURISK_DEBUG asks for the traceback
         if os.environ.get("GPURISK_DEBUG"):
             raise
+        if type(exc).__name__ == "KilledWorker":  # distributed gave up on a task that killed workers
+            try:
+                what = str(exc).splitlines()[0]
+            except Exception:  # its str() needs scheduler state
+                what = "KilledWorker"
+            click.echo(f"gpurisk: error: Dask workers died running one task ({what}); out of memory? "
+                       "rerun with more memory per worker (scan: add --resume to keep finished rows)",
+                       err=True)
+            sys.exit(1)
         click.echo(f"gpurisk: internal error: {type(exc).__name__}: {exc} "
                    "(set GPURISK_DEBUG=1 for the traceback)", err=True)
         sys.exit(1)
