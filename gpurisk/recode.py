@@ -44,14 +44,27 @@ class Recode:
     def __str__(self) -> str:
         return f"{self.key}={self.spec}"
 
-    def code_map(self, categories: Sequence) -> CodeMap:
-        labels = [None if c is None else self.label(c) for c in categories]
+    def code_map(self, categories: Sequence, counts=None) -> CodeMap:
+        """``counts`` (records per category): a value held by one record is withheld from messages."""
+        labels = [None if c is None else self._label(c, None if counts is None else counts[i])
+                  for i, c in enumerate(categories)]
         groups = list(dict.fromkeys(x for x in labels if x is not None))
         if any(x is None for x in labels):
             groups.append(None)
         pos = {g: i for i, g in enumerate(groups)}
         lut = np.array([pos[x] for x in labels], dtype=np.int64)
         return CodeMap(lut, groups)
+
+    def _label(self, c, count):
+        try:
+            return self.label(c)
+        except BadInput as exc:
+            if count is None or count != 1:
+                raise
+            msg = str(exc)
+            for text in {repr(c), repr(str(c))}:
+                msg = msg.replace(text, "<withheld: a value of 1 record>")
+            raise BadInput(msg) from None
 
 
 def _number(value, what: str) -> float:
@@ -221,8 +234,19 @@ def code_maps(table: FreqTable, recodes: Iterable[Recode]) -> dict[str, CodeMap]
         if r.key not in table.keys:
             raise BadInput(f"--recode {r}: {r.key!r} is not one of the key variables "
                            f"({', '.join(table.keys)})")
-        out[r.key] = r.code_map(table.categories[table.keys.index(r.key)])
+        v = table.keys.index(r.key)
+        out[r.key] = r.code_map(table.categories[v], _category_counts(table, v))
     return out
+
+
+def _category_counts(table: FreqTable, v: int):
+    """Sample records per category of key ``v`` (for withholding a unique's value in messages)."""
+    try:
+        codes = np.asarray(table.cell_codes()[v])
+        f = np.asarray(table.f)
+        return np.bincount(codes.astype(np.int64), weights=f, minlength=len(table.categories[v]))
+    except Exception:  # a table kind without host codes: withhold nothing rather than fail
+        return None
 
 
 def apply_recodes(table: FreqTable, recodes) -> FreqTable:

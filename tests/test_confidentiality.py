@@ -90,3 +90,17 @@ def test_show_records_does_show_them(planted):
     p = run_cli("record-risk", planted / "sample.csv", "--keys", "age,sex,region",
                 "--population-size", "20000", "--json", "--show-records", check=True)
     assert "ZZUNIQUE" in p.stdout or "424242" in p.stdout
+
+
+def test_recode_errors_withhold_a_value_of_one_record(planted):
+    """A map that misses the unique's region names the problem, not the value."""
+    m = planted / "map.csv"
+    m.write_text("region,group\nnorth,N\nsouth,S\neast,E\n")     # 'west' (many) and 'ZZUNIQUE' missing
+    p = run_cli("assess", planted / "sample.csv", "--keys", "age,sex,region", "--fraction", "0.1",
+                "--recode", f"region=map:{m}")
+    assert p.returncode == 2 and "is not in the mapping" in p.stderr
+    _clean(p.stderr, "the recode error")
+    p = run_cli("assess", planted / "sample.csv", "--keys", "region", "--fraction", "0.1",
+                "--recode", "region=bands:5")
+    assert p.returncode == 2 and "not a number" in p.stderr
+    _clean(p.stderr, "the bands error")
