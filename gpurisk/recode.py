@@ -61,10 +61,8 @@ class Recode:
         except BadInput as exc:
             if count is None or count != 1:
                 raise
-            msg = str(exc)
-            for text in {repr(c), repr(str(c))}:
-                msg = msg.replace(text, "<withheld: a value of 1 record>")
-            raise BadInput(msg) from None
+            # the messages quote the value as repr(str(value))
+            raise BadInput(str(exc).replace(repr(str(c)), "<withheld: a value of 1 record>")) from None
 
 
 def _number(value, what: str) -> float:

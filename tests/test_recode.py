@@ -89,7 +89,7 @@ def test_arx_hierarchy_lowers_uniques_monotonically_on_adult():
 def test_hierarchy_errors(tmp_path):
     h = tmp_path / "h.csv"
     h.write_text("1;a;*\n2;a;*\n")
-    df = pd.DataFrame({"x": [1, 2, 3]})
+    df = pd.DataFrame({"x": [1, 2, 3, 3]})  # 3 in two records: a value of one record is withheld
     t = gpurisk.build_table(df, ["x"])
     with pytest.raises(gpurisk.BadInput, match="levels 0..2, not 3"):
         apply_recodes(t, [f"x=hierarchy:{h}:3"])
