@@ -146,26 +146,40 @@ def test_catalogue_count():
     assert len(CASES) >= 30
 
 
-def test_one_row_works(files):
-    p = run_cli("assess", files["one.csv"], "--keys", "age,sex", "--json", check=True)
-    doc = json.loads(p.stdout)
+OK_RUNS = {
+    "one row": ["assess", "{one.csv}", "--keys", "age,sex", "--json"],
+    "quoted": ["assess", "{quoted.csv}", "--keys", "age,sex,note", "--json", "--allow-high-cardinality"],
+    "allowed": ["assess", "{cont.csv}", "--keys", "inc,sex", "--json", "--allow-high-cardinality"],
+    "recoded": ["assess", "{cont.csv}", "--keys", "inc,sex", "--json", "--recode", "inc=bands:5000"],
+    "pi json": ["assess", "{ok.csv}", "--keys", "age,sex", "--population", "{pop.csv}",
+                "--fraction", "0.9", "--json"],
+    "pi text": ["assess", "{ok.csv}", "--keys", "age,sex", "--population", "{pop.csv}",
+                "--fraction", "0.9"],
+}
+
+
+@pytest.fixture(scope="module")
+def ok(files):
+    """The cases that must work, through gpurisk.cli.main in one real subprocess."""
+    from _driver import run_many
+    runs = run_many([_args(files, a) for a in OK_RUNS.values()])
+    for name, p in zip(OK_RUNS, runs):
+        assert p.returncode == 0, (name, p.stderr)
+    return {name: p.stdout for name, p in zip(OK_RUNS, runs)}
+
+
+def test_one_row_works(ok):
+    doc = json.loads(ok["one row"])
     assert doc["n"] == 1 and doc["cells"] == 1 and doc["freq_of_freq"] == {"1": 1}
 
 
-def test_quoted_separators_and_newlines_are_not_ragged(files):
-    p = run_cli("assess", files["quoted.csv"], "--keys", "age,sex,note", "--json",
-                "--allow-high-cardinality", check=True)
-    assert json.loads(p.stdout)["n"] == 3
+def test_quoted_separators_and_newlines_are_not_ragged(ok):
+    assert json.loads(ok["quoted"])["n"] == 3
 
 
-def test_high_cardinality_allowed_or_recoded(files):
-    p = run_cli("assess", files["cont.csv"], "--keys", "inc,sex", "--json", "--allow-high-cardinality",
-                check=True)
-    doc = json.loads(p.stdout)
-    assert doc["categories"]["inc"] > 2000
-    p = run_cli("assess", files["cont.csv"], "--keys", "inc,sex", "--json",
-                "--recode", "inc=bands:5000", check=True)
-    assert json.loads(p.stdout)["categories"]["inc"] < 50
+def test_high_cardinality_allowed_or_recoded(ok):
+    assert json.loads(ok["allowed"])["categories"]["inc"] > 2000
+    assert json.loads(ok["recoded"])["categories"]["inc"] < 50
 
 
 def test_cardinality_rule_boundaries():
@@ -181,15 +195,11 @@ def test_cardinality_rule_boundaries():
     gpurisk.assess(ids, ["k"], measures=["sample_uniques"], allow_high_cardinality=True)
 
 
-def test_inconsistent_fraction_is_a_documented_warning(files):
-    p = run_cli("assess", files["ok.csv"], "--keys", "age,sex", "--population", files["pop.csv"],
-                "--fraction", "0.9", "--json", check=True)
-    doc = json.loads(p.stdout)
+def test_inconsistent_fraction_is_a_documented_warning(ok):
+    doc = json.loads(ok["pi json"])
     assert doc["fraction"] == 0.9
     assert any("differs from n/N=0.2" in w for w in doc["warnings"])
-    p = run_cli("assess", files["ok.csv"], "--keys", "age,sex", "--population", files["pop.csv"],
-                "--fraction", "0.9", check=True)
-    assert "warning:" in p.stdout and "differs from n/N" in p.stdout
+    assert "warning:" in ok["pi text"] and "differs from n/N" in ok["pi text"]
 
 
 def test_mixed_types_in_a_key():
@@ -203,7 +213,7 @@ def test_mixed_types_in_a_csv_key_read_as_text(tmp_path):
     """In a CSV a column with numbers and words is text: each distinct text is one category."""
     p = tmp_path / "m.csv"
     p.write_text("k,s\n" + "1,a\nx,b\n01,a\n1,a\n")
-    doc = json.loads(run_cli("assess", p, "--keys", "k", "--json", check=True).stdout)
+    doc = gpurisk.assess(str(p), ["k"]).to_dict()
     assert doc["n"] == 4 and doc["categories"]["k"] == 3   # "1", "x", "01"
 
 

@@ -17,7 +17,7 @@ import gpurisk
 dd = pytest.importorskip("dask.dataframe")
 distributed = pytest.importorskip("distributed")
 
-NPART, ROWS = 12, 400
+NPART, ROWS = 8, 400
 
 
 def _data(i):
@@ -46,16 +46,16 @@ def test_worker_killed_during_a_scan_is_recovered(tmp_path):
         def kill_later():
             time.sleep(0.6)
             os.kill(victim, signal.SIGKILL)
-            killed.append(victim)
+            killed.append(time.perf_counter())
 
         th = threading.Thread(target=kill_later)
         t0 = time.perf_counter()
         th.start()
         got = gpurisk.scan(ddf, keys=["a", "b", "c"], fraction=0.1, backend="dask",
                            measures=["sample_uniques", "theta_hat"]).results
+        t_done = time.perf_counter()
         th.join()
-        assert killed == [victim]
-        assert time.perf_counter() - t0 > 0.6              # the kill happened while counting
+        assert len(killed) == 1 and t0 < killed[0] < t_done   # killed while the scan was running
     cols = ["combo", "n", "cells", "n1", "n2", "sample_uniques", "theta_hat"]
     pd.testing.assert_frame_equal(got[cols].reset_index(drop=True), ref[cols].reset_index(drop=True))
 
