@@ -8,6 +8,15 @@ import click
 from ..errors import BadInput
 
 
+def fmt_value(v, digits=6) -> str:
+    """A measure's number for a table: 6 significant digits, "—" for none."""
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
 def split_list(value: str | None) -> list[str] | None:
     if value is None:
         return None

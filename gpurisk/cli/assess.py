@@ -6,15 +6,7 @@ import sys
 
 import click
 
-from ._common import input_options, parse_options, split_list
-
-
-def _fmt(v, digits=6):
-    if v is None:
-        return "—"
-    if isinstance(v, float):
-        return f"{v:.{digits}g}"
-    return str(v)
+from ._common import fmt_value as _fmt, input_options, parse_options, split_list
 
 
 def print_assessment(doc: dict) -> None:

@@ -6,15 +6,7 @@ import sys
 
 import click
 
-from ._common import split_list
-
-
-def _fmt(v, digits=6):
-    if v is None:
-        return "—"
-    if isinstance(v, float):
-        return f"{v:.{digits}g}"
-    return str(v)
+from ._common import fmt_value as _fmt, split_list
 
 
 def register(cli: click.Group) -> None:
