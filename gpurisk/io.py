@@ -70,6 +70,21 @@ def detect_separator(p: Path, encoding: str = "utf-8") -> str:
     return best
 
 
+def csv_header(p: Path, sep: str | None, encoding: str) -> tuple[str, list]:
+    """(separator, column names) of a CSV file; an empty or undecodable file is BadInput."""
+    if p.stat().st_size == 0:
+        raise BadInput(f"{p}: the file is empty")
+    sep = sep or detect_separator(p, encoding)
+    try:
+        header = pd.read_csv(p, sep=sep, nrows=0, encoding=encoding).columns.tolist()
+    except pd.errors.EmptyDataError:
+        raise BadInput(f"{p}: the file is empty") from None
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{p}: not {encoding} text ({exc.reason} at byte {exc.start}); "
+                       "give the file's encoding with --encoding") from None
+    return sep, header
+
+
 def read_table(path, sep: str | None = None, columns: list[str] | None = None,
                encoding: str = "utf-8") -> pd.DataFrame:
     """Read CSV or Parquet into pandas; only ``columns`` when given (checked to exist).
@@ -89,16 +104,7 @@ def read_table(path, sep: str | None = None, columns: list[str] | None = None,
         return reader(p, columns, encoding)
     if p.is_dir():
         raise BadInput(f"{p}: a directory with no .parquet files")
-    if p.stat().st_size == 0:
-        raise BadInput(f"{p}: the file is empty")
-    sep = sep or detect_separator(p, encoding)
-    try:
-        header = pd.read_csv(p, sep=sep, nrows=0, encoding=encoding).columns.tolist()
-    except pd.errors.EmptyDataError:
-        raise BadInput(f"{p}: the file is empty") from None
-    except UnicodeDecodeError as exc:
-        raise BadInput(f"{p}: not {encoding} text ({exc.reason} at byte {exc.start}); "
-                       "give the file's encoding with --encoding") from None
+    sep, header = csv_header(p, sep, encoding)
     dups = sorted({str(c).rsplit(".", 1)[0] for c in header if _is_mangled_dup(c, header)})
     if columns is not None:
         miss = [c for c in columns if c not in header]
@@ -241,13 +247,7 @@ def read_lazy(path, sep: str | None = None, columns: list[str] | None = None,
         if any(p.is_dir() for p in files):
             raise BadInput(f"{path}: a directory with no .parquet files")
         first = files[0]
-        if first.stat().st_size == 0:
-            raise BadInput(f"{first}: the file is empty")
-        sep = sep or detect_separator(first, encoding)
-        try:
-            header = pd.read_csv(first, sep=sep, nrows=0, encoding=encoding).columns.tolist()
-        except pd.errors.EmptyDataError:
-            raise BadInput(f"{first}: the file is empty") from None
+        sep, header = csv_header(first, sep, encoding)
         if columns is not None:
             miss = [c for c in columns if c not in header]
             if miss:
