@@ -32,15 +32,29 @@ def check_key_columns(frame, keys) -> None:
                            "no one; check the column name and file, or drop it from the keys")
 
 
-def sample_categories(table) -> list[int]:
-    """Per key, the number of distinct categories that occur in the sample (cells with f > 0)."""
-    f = np.asarray(table.f if hasattr(table.f, "__array__") else table.to_numpy().f)
-    codes = table.cell_codes()
-    live = f > 0
-    out = []
-    for c in codes:
-        c = np.asarray(c.get() if hasattr(c, "get") else c)
-        out.append(int(np.unique(c[live]).size))
+def sample_categories(table, only=None) -> list[int | None]:
+    """Per key, the number of distinct categories that occur in the sample (cells with f > 0).
+
+    ``only``: indices of the keys to count (the others come back as None); each is counted with one
+    ``bincount`` over the codes of the sample's cells.
+    """
+    t = table.to_numpy()
+    live = np.asarray(t.f) > 0
+    want = range(len(t.keys)) if only is None else set(only)
+    if not want:
+        return [None] * len(t.keys)
+    if t.stored_cell_codes is not None:
+        codes = t.stored_cell_codes
+    else:
+        from .freq.lattice import cell_codes
+        codes = cell_codes(t)
+    out: list[int | None] = []
+    for v, c in enumerate(codes):
+        if v not in want:
+            out.append(None)
+            continue
+        seen = np.bincount(np.asarray(c)[live].astype(np.int64), minlength=t.cards[v])
+        out.append(int(np.count_nonzero(seen)))
     return out
 
 
@@ -49,9 +63,11 @@ def check_cardinality(table, allow_high_cardinality: bool = False) -> None:
     if allow_high_cardinality:
         return
     n = int(table.n)
-    cards = sample_categories(table)
+    # a key with no more categories in all than the limit cannot pass it in the sample: not counted
+    limit = max(MAX_CATEGORIES, n / 2)
+    cards = sample_categories(table, only=[v for v, k in enumerate(table.cards) if k > limit])
     for key, k in zip(table.keys, cards):
-        if k > MAX_CATEGORIES and k > n / 2:
+        if k is not None and k > MAX_CATEGORIES and k > n / 2:
             raise BadInput(f"key column {key!r} has {k} distinct values in {n} records (a continuous "
                            f"variable or an identifier?): nearly every record would be unique; "
                            f"recode it into bands (--recode {key}=bands:WIDTH) or pass "

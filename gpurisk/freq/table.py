@@ -9,6 +9,12 @@ in the table's array namespace ``xp`` (numpy, or cupy on a GPU backend):
 - ``w``: sum of the sample's design weights in the cell, or None without weights
 
 Frequencies of frequencies count CELLS: ``n_r = #{j : f_j = r}`` (SPEC §1).
+
+A FreqTable is not changed once built: the summaries every measure reads (n, N, the frequencies of
+frequencies, what the population measures read of the sample-unique cells) are computed once per table
+and kept, so a scan running seventeen measures on a table passes over its cells a few times, not
+seventeen. Assigning a new ``f``, ``F``, ``w`` or ``cell_id`` array drops them; changing an array in
+place does not.
 """
 from __future__ import annotations
 
@@ -16,6 +22,20 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+
+
+#: the arrays whose summaries are kept; assigning one of them drops the kept summaries
+_ARRAYS = frozenset({"cell_id", "f", "F", "w"})
+
+
+@dataclass(frozen=True)
+class UniqueStats:
+    """What the population measures read of the sample-unique cells (f_j = 1), in one pass."""
+
+    n1: int            # #{j : f_j = 1}
+    F_sum: int         # Σ_{f_j = 1} F_j
+    inv_F_sum: float   # Σ_{f_j = 1} 1 / F_j
+    pop_unique: int    # #{j : f_j = 1, F_j = 1}  (τ1)
 
 
 @dataclass
@@ -34,7 +54,20 @@ class FreqTable:
     record_locator: Callable[[], Any] | None = field(default=None, repr=False)
     backend: str = "pandas"
     _record_cell: Any = field(default=None, repr=False)
-    _fof: dict | None = field(default=None, repr=False)
+    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __setattr__(self, name, value):
+        if name in _ARRAYS:
+            memo = self.__dict__.get("_memo")
+            if memo:
+                memo.clear()
+        object.__setattr__(self, name, value)
+
+    def _kept(self, name: str, make: Callable[[], Any]):
+        memo = self._memo
+        if name not in memo:
+            memo[name] = make()
+        return memo[name]
 
     # --- sizes -----------------------------------------------------------------------------
     @property
@@ -43,34 +76,63 @@ class FreqTable:
 
     @property
     def n(self) -> int:
-        return int(self.f.sum())
+        return self._kept("n", lambda: int(self.f.sum()))
 
     @property
     def N(self) -> int | None:
-        return None if self.F is None else int(self.F.sum())
+        if self.F is None:
+            return None
+        return self._kept("N", lambda: int(self.F.sum()))
 
     @property
     def sample_cells(self) -> int:
         """Number of cells with f_j > 0."""
-        return int((self.f > 0).sum())
+        return int(self.fof_vector()[1:].sum())
 
     # --- frequencies of frequencies ----------------------------------------------------------
+    def fof_vector(self) -> np.ndarray:
+        """numpy ``Z`` with ``Z[r] = n_r`` for r = 1..max f_j (``Z[0] = 0``; length at least 2)."""
+        return self._kept("Z", lambda: _fof_vector(self.xp, self.f))
+
     def freq_of_freq(self) -> dict[int, int]:
         """{r: n_r} for every r >= 1 with n_r > 0 (numbers of cells)."""
-        if self._fof is None:
-            self._fof = _fof(self.xp, self.f)
-        return self._fof
+        def make():
+            Z = self.fof_vector()
+            return {int(r): int(Z[r]) for r in np.flatnonzero(Z)}
+        return self._kept("fof", make)
 
     def pop_freq_of_freq(self) -> dict[int, int] | None:
         return None if self.F is None else _fof(self.xp, self.F)
 
     def n_r(self, r: int) -> int:
-        return self.freq_of_freq().get(int(r), 0)
+        Z = self.fof_vector()
+        r = int(r)
+        return int(Z[r]) if 0 < r < Z.shape[0] else 0
 
     def N_r(self, r: int) -> int:
         if self.F is None:
             raise ValueError("no population counts")
+        if int(r) == 1:
+            return self.pop_uniques()
         return int((self.F == r).sum())
+
+    def pop_uniques(self) -> int:
+        """N_1 = #{j : F_j = 1}, the population uniques (needs ``F``)."""
+        if self.F is None:
+            raise ValueError("no population counts")
+        return self._kept("N1", lambda: int((self.F == 1).sum()))
+
+    def unique_stats(self) -> UniqueStats:
+        """n1, Σ F_j, Σ 1/F_j and #{F_j = 1} over the sample-unique cells (f_j = 1; needs ``F``)."""
+        if self.F is None:
+            raise ValueError("no population counts")
+
+        def make():
+            su = self.f == 1
+            Fsu = self.F[su]
+            return UniqueStats(n1=int(Fsu.shape[0]), F_sum=int(Fsu.sum()),
+                               inv_F_sum=float((1.0 / Fsu).sum()), pop_unique=int((Fsu == 1).sum()))
+        return self._kept("su", make)
 
     # --- records -------------------------------------------------------------------------------
     def record_cell(self):
@@ -120,6 +182,16 @@ def _to_numpy(a):
     if hasattr(a, "get") and not isinstance(a, (np.ndarray, dict)):
         return a.get()
     return np.asarray(a)
+
+
+def _fof_vector(xp, f) -> np.ndarray:
+    if f.shape[0] == 0:
+        return np.zeros(2, np.int64)
+    Z = np.asarray(_to_numpy(xp.bincount(f))).astype(np.int64, copy=False)
+    if Z.shape[0] < 2:
+        Z = np.concatenate([Z, np.zeros(2 - Z.shape[0], np.int64)])
+    Z[0] = 0
+    return Z
 
 
 def _fof(xp, counts) -> dict[int, int]:

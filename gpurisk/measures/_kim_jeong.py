@@ -44,10 +44,7 @@ def p_f2(ctx, measure: str):
 
 def pop_uniques(table) -> int:
     """N1 = #{j : F_j = 1}, remembered on the table (several measures of a scan read it)."""
-    memo = table.__dict__.setdefault("_gpurisk_memo", {})
-    if "N1" not in memo:
-        memo["N1"] = int((table.F == 1).sum())
-    return memo["N1"]
+    return table.pop_uniques()
 
 
 def pr_pu(table) -> tuple[float, int]:

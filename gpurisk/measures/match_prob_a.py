@@ -19,11 +19,10 @@ class MatchProbA(Measure):
     reference = "Skinner & Elliot (2002) eq. 3; SPEC §2"
 
     def compute(self, table, ctx: Context) -> Result:
-        su = table.f == 1
-        n1 = int(su.sum())
-        if n1 == 0:
+        s = table.unique_stats()
+        if s.n1 == 0:
             return Result(value=math.nan, reason="no sample uniques (n1 = 0): method A never matches")
-        return Result(value=float((1.0 / table.F[su]).sum()) / n1)
+        return Result(value=s.inv_F_sum / s.n1)
 
 
 @hookimpl

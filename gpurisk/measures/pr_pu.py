@@ -17,7 +17,7 @@ class PrPU(Measure):
     reference = "Skinner & Elliot (2002) §2; Kim & Jeong (2007); SPEC §2"
 
     def compute(self, table, ctx: Context) -> Result:
-        N1 = int((table.F == 1).sum())
+        N1 = table.pop_uniques()
         return Result(value=N1 / table.N, extra={"N1": N1})
 
 

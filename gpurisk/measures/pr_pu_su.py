@@ -19,12 +19,10 @@ class PrPUgivenSU(Measure):
     reference = "Skinner & Elliot (2002) §2; SPEC §2"
 
     def compute(self, table, ctx: Context) -> Result:
-        su = table.f == 1
-        n1 = int(su.sum())
-        if n1 == 0:
+        s = table.unique_stats()
+        if s.n1 == 0:
             return Result(value=math.nan, reason="no sample uniques (n1 = 0): Pr(PU|SU) is undefined")
-        both = int((su & (table.F == 1)).sum())
-        return Result(value=both / n1, extra={"tau1": both})
+        return Result(value=s.pop_unique / s.n1, extra={"tau1": s.pop_unique})
 
 
 @hookimpl

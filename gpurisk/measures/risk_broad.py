@@ -29,8 +29,7 @@ class RiskBroad(Measure):
 
     def compute(self, table, ctx: Context) -> Result:
         b, b_src = kj.p_f2(ctx, self.name)
-        su = table.f == 1
-        expected = float((1.0 / table.F[su]).sum())
+        expected = table.unique_stats().inv_F_sum
         return Result(value=b * expected / table.N,
                       extra={"p_f2": b, "p_f2_source": b_src, "expected_matches": expected})
 

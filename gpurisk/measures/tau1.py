@@ -17,8 +17,8 @@ class Tau1(Measure):
     reference = "Camerlenghi, Favaro, Naulet & Panero (2021) τ1; SPEC §4"
 
     def compute(self, table, ctx: Context) -> Result:
-        su = table.f == 1
-        return Result(value=float((su & (table.F == 1)).sum()), extra={"n1": int(su.sum())})
+        s = table.unique_stats()
+        return Result(value=float(s.pop_unique), extra={"n1": s.n1})
 
 
 @hookimpl

@@ -22,6 +22,7 @@ Ann. Statist. 49, 723-744.
 """
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
@@ -36,19 +37,29 @@ from . import _tau1_series as ser
 
 def series_for(lam: float, n: int, imax: int, smoothing: str = "binomial", r=None, k=None,
                q=None) -> ser.Series:
-    """The estimator's coefficients for λ, n and the options (see the module docstring)."""
+    """The estimator's coefficients for λ, n and the options (see the module docstring).
+
+    The coefficients depend on λ, n and the options only (plus the longest series needed), so the
+    combinations of a scan, which share n and N, share one computation (kept, at most 64).
+    """
     if smoothing not in ser.SMOOTHERS:
         raise BadInput(f"tau1_hat: smoothing={smoothing!r} is not one of {', '.join(ser.SMOOTHERS)}")
     r, k, q = _check_params(r, k, q)
     if smoothing == "poisson" and (lam > 1 or r is not None):
         r = ser.default_poisson_r(lam, n) if r is None else r
-        return ser.coefficients(lam, n, imax, "poisson", r=r)
+        return _coefficients(lam, n, imax, "poisson", r=r)
     if smoothing == "binomial" and (lam > 1 or (k is not None and q is not None)):
         if k is None or q is None:
             k0, q0 = ser.default_binomial_kq(lam, n)
             k, q = (k0 if k is None else k), (q0 if q is None else q)
-        return ser.coefficients(lam, n, imax, "binomial", k=k, q=q)
+        # the series ends where the Binomial support does: one set of coefficients serves every imax
+        return _coefficients(lam, n, min(max(int(imax), 1), int(k) + 1), "binomial", k=k, q=q)
     return ser.coefficients(lam, n, imax, "unbiased")
+
+
+@functools.lru_cache(maxsize=64)
+def _coefficients(lam, n, imax, method, r=None, k=None, q=None) -> ser.Series:
+    return ser.coefficients(lam, n, imax, method, r=r, k=k, q=q)
 
 
 def _check_params(r, k, q):
@@ -96,7 +107,7 @@ class Tau1Hat(Measure):
         N = table.N
         lam = (N - n) / n if N else (1.0 - ctx.fraction) / ctx.fraction
         opt = {key: ctx.option(self.name, key, default) for key, default in self.options.items()}
-        Z = fof_vector(table.f)
+        Z = table.fof_vector()
         s = series_for(lam, n, Z.size - 1, **opt)
         value, bound = ser.evaluate(s, Z)
         value, bound = float(value), float(bound)

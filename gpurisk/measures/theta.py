@@ -19,11 +19,10 @@ class Theta(Measure):
     reference = "Skinner & Elliot (2002) eq. 2; SPEC §2"
 
     def compute(self, table, ctx: Context) -> Result:
-        su = table.f == 1
-        n1 = int(su.sum())
-        if n1 == 0:
+        s = table.unique_stats()
+        if s.n1 == 0:
             return Result(value=math.nan, reason="no sample uniques (n1 = 0): theta is undefined")
-        return Result(value=n1 / float(table.F[su].sum()))
+        return Result(value=s.n1 / float(s.F_sum))
 
 
 @hookimpl

@@ -1,0 +1,55 @@
+"""The summaries a FreqTable keeps for its measures equal direct computations from f and F."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpurisk.freq.table import FreqTable
+
+
+@st.composite
+def tables(draw):
+    m = draw(st.integers(0, 40))
+    f = np.array(draw(st.lists(st.integers(0, 6), min_size=m, max_size=m)), dtype=np.int64)
+    with_pop = draw(st.booleans())
+    F = None
+    if with_pop:
+        extra = np.array(draw(st.lists(st.integers(0, 4), min_size=m, max_size=m)), dtype=np.int64)
+        F = f + extra
+        F[F == 0] = 1                     # every cell has F_j >= 1 when there is a population
+    return FreqTable(("k",), [list(range(max(m, 1)))], np.arange(m, dtype=np.int64), f, F)
+
+
+@settings(max_examples=200, deadline=None)
+@given(tables())
+def test_kept_summaries_equal_direct_computation(t):
+    f, F = t.f, t.F
+    assert t.n == int(f.sum())
+    assert t.sample_cells == int((f > 0).sum())
+    want = {int(r): int((f == r).sum()) for r in np.unique(f[f > 0])}
+    assert t.freq_of_freq() == want
+    Z = t.fof_vector()
+    assert Z[0] == 0 and len(Z) >= 2
+    for r in range(1, 8):
+        assert t.n_r(r) == want.get(r, 0)
+        assert (Z[r] if r < len(Z) else 0) == want.get(r, 0)
+    if F is None:
+        assert t.N is None
+        return
+    assert t.N == int(F.sum())
+    assert t.pop_uniques() == int((F == 1).sum()) == t.N_r(1)
+    su = f == 1
+    s = t.unique_stats()
+    assert s.n1 == int(su.sum())
+    assert s.F_sum == int(F[su].sum())
+    assert s.pop_unique == int((su & (F == 1)).sum())
+    assert np.isclose(s.inv_F_sum, float((1.0 / F[su]).sum()), rtol=1e-15, atol=0)
+
+
+def test_assigning_new_counts_drops_the_kept_summaries():
+    t = FreqTable(("k",), [[0, 1, 2]], np.arange(3), np.array([1, 1, 2]), np.array([1, 3, 2]))
+    assert (t.n, t.N, t.n_r(1), t.unique_stats().n1, t.pop_uniques()) == (4, 6, 2, 2, 1)
+    t.f = np.array([0, 2, 2])
+    t.F = np.array([1, 2, 2])
+    assert (t.n, t.N, t.n_r(1), t.n_r(2), t.unique_stats().n1, t.pop_uniques()) == (4, 5, 0, 2, 0, 1)
