@@ -241,3 +241,130 @@ def test_lattice_generic_array_namespace_path():
         np.testing.assert_array_equal(got[i].cell_id, recount.cell_id)
         np.testing.assert_array_equal(got[i].f, recount.f)
         np.testing.assert_array_equal(got[i].F, recount.F)
+
+
+# --- cubes, threads -------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(frames(), st.sampled_from(["cubes", "sparse", "mixed"]), st.sampled_from([0, 2]))
+def test_lattice_equals_recount_on_every_path(case, paths, threads):
+    """Every target of a Lattice equals a recount, whether summed from cubes, from sparse tables or
+    from both (a cube built from a sparse intermediate), in the calling thread or in a pool."""
+    from gpurisk.freq import lattice
+    df, keys, _, design = case
+    finest = _build(df, keys, design)
+    limit = {"cubes": lattice.CUBE_LIMIT, "sparse": 0, "mixed": 6}[paths]
+    old = lattice.CUBE_LIMIT, Lattice.PLAN_MIN_CELLS, Lattice.OVERHEAD
+    lattice.CUBE_LIMIT, Lattice.PLAN_MIN_CELLS, Lattice.OVERHEAD = limit, 1, 0.0
+    try:
+        targets = [c for r in range(1, len(keys) + 1) for c in itertools.combinations(keys, r)]
+        got = dict(Lattice(finest).tables(targets, threads=threads))
+    finally:
+        lattice.CUBE_LIMIT, Lattice.PLAN_MIN_CELLS, Lattice.OVERHEAD = old
+    assert sorted(got) == list(range(len(targets)))
+    for i, t in enumerate(targets):
+        if design == "population":
+            sample = df[df["s"]] if df["s"].any() else df.iloc[:1]
+            recount = gpurisk.build_table(sample, list(t), population=df)
+        else:
+            recount = _build(df, list(t), design)
+        assert_same_table(got[i], recount)
+
+
+def _register_targets(n=30_000, seed=3):
+    df, keys = _register(n, seed=seed)
+    finest = gpurisk.build_table(df, keys, sample_flag="s")
+    targets = [c for r in range(1, 5) for c in itertools.combinations(keys, r)]
+    return df, keys, finest, targets
+
+
+def test_plan_mixes_cubes_and_sparse_tables(monkeypatch):
+    """With a cube limit below some subsets' spaces the plan keeps those sparse, and the result
+    still equals a recount; a cube's parent is a cube or a sparse table, never the reverse."""
+    from gpurisk.freq import lattice
+    df, keys, finest, targets = _register_targets()
+    monkeypatch.setattr(lattice, "CUBE_LIMIT", 2_000)
+    monkeypatch.setattr(Lattice, "PLAN_MIN_CELLS", 1)
+    lat = Lattice(finest)
+    plan = lat.plan(targets)
+    sparse = [m for m in plan.order if m not in plan.cube]
+    assert plan.cube and sparse, "expected both kinds of table here"
+    for m in plan.cube:
+        assert lat._space(m) <= 2_000
+    for m in sparse:
+        assert plan.parent[m] not in plan.cube
+    got = dict(lat.tables(targets, plan=plan))
+    for i in range(0, len(targets), 5):
+        assert_same_table(got[i], gpurisk.build_table(df, list(targets[i]), sample_flag="s"))
+
+
+def test_threads_give_bit_identical_tables_in_the_same_order():
+    df, keys = _register(20_000, seed=5)
+    df["w"] = np.random.default_rng(0).uniform(1, 3, len(df))
+    finest = gpurisk.build_table(df, keys, weights="w")
+    targets = [c for r in range(1, 5) for c in itertools.combinations(keys, r)]
+    serial = list(Lattice(finest).tables(targets, threads=0))
+    pooled = list(Lattice(finest).tables(targets, threads=3))
+    assert [i for i, _ in serial] == [i for i, _ in pooled]
+    for (_, a), (_, b) in zip(serial, pooled):
+        np.testing.assert_array_equal(a.cell_id, b.cell_id)
+        np.testing.assert_array_equal(a.f, b.f)
+        np.testing.assert_array_equal(a.w, b.w)   # bit-identical float sums
+    skip = set(range(0, len(targets), 4))
+    part = dict(Lattice(finest).tables(targets, skip=skip, threads=2))
+    for i, t in part.items():
+        np.testing.assert_array_equal(t.w, dict(serial)[i].w)
+
+
+def test_failure_in_a_rollup_thread_reaches_the_caller(monkeypatch):
+    """An error in a worker is raised where its table is asked for, and the pool is shut down."""
+    import threading
+    from gpurisk.freq import lattice
+    df, keys, finest, targets = _register_targets(5_000)
+    real = lattice.sum_axes
+    calls = []
+
+    def boom(x, axes):
+        calls.append(1)
+        if len(calls) == 5:
+            raise MemoryError("no room for this cube")
+        return real(x, axes)
+
+    monkeypatch.setattr(lattice, "sum_axes", boom)
+    got = []
+    with pytest.raises(MemoryError, match="no room"):
+        for i, t in Lattice(finest).tables(targets, threads=2):
+            got.append(i)
+    assert got    # the tables before the failing one came out
+    assert not [t for t in threading.enumerate() if t.name.startswith("gpurisk-rollup")]
+
+
+def test_prepare_runs_on_every_target_where_it_is_built():
+    import threading
+    df, keys, finest, targets = _register_targets(5_000)
+    seen = {}
+
+    def prepare(t):
+        seen[t.keys] = threading.current_thread().name
+        t.fof_vector()
+
+    out = dict(Lattice(finest).tables(targets, threads=2, prepare=prepare))
+    assert set(seen) == {t.keys for t in out.values()}
+    assert all(name.startswith("gpurisk-rollup") for name in seen.values())
+    assert all("Z" in t._memo for t in out.values())
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=6).flatmap(
+    lambda shape: st.tuples(st.just(tuple(shape)),
+                            st.sets(st.integers(0, len(shape) - 1), min_size=1, max_size=len(shape)))))
+def test_sum_axes_equals_numpy_sum(case):
+    from gpurisk.freq.lattice import sum_axes
+    shape, axes = case
+    axes = tuple(sorted(axes))
+    x = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape) * 3 + 1
+    got = sum_axes(x, axes)
+    want = x.sum(axis=axes)
+    assert got.shape == np.shape(want)
+    np.testing.assert_array_equal(got, want)

@@ -167,3 +167,16 @@ def test_resume_after_kill9_gives_the_identical_table(tmp_path):
     got = read_scan(out)
     assert not [f for f in os.listdir(out) if f.startswith(".")]   # no temp file left behind
     pd.testing.assert_frame_equal(got, ref)
+
+
+def test_threads_change_nothing_in_the_results(adult):
+    """Roll-ups in a pool of threads (summaries computed there) give the same rows as one thread."""
+    opts = dict(keys=ADULT8, max_size=3, sample_flag="s", measures=None)
+    one = gpurisk.scan(adult, threads=0, **opts).results
+    many = gpurisk.scan(adult, threads=3, **opts).results
+    pd.testing.assert_frame_equal(one, many)
+    with pytest.raises(gpurisk.BadInput, match="threads=-1"):
+        gpurisk.scan(adult, threads=-1, **opts)
+    p = run_cli("scan", data_path("arx/adult.csv"), "--keys", "sex,age", "--max-size", "1",
+                "--fraction", "0.1", "--threads", "-1")
+    assert p.returncode == 2 and "threads=-1" in p.stderr and len(p.stderr.strip().splitlines()) == 1

@@ -121,11 +121,14 @@ def register(cli: click.Group) -> None:
                   help="accept a key with more than 1000 distinct values and more than n/2")
     @click.option("--measure-timeout", type=float, default=None, metavar="SECONDS",
                   help="report a measure that runs longer as not applicable and go on")
+    @click.option("--threads", type=int, default=None, metavar="N",
+                  help="roll-up threads beside the one computing measures (default: the CPUs "
+                       "usable, at most 4; 0: one thread); results do not depend on it")
     @input_options
     def scan(data, keys, max_size, min_size, scenarios, fundamental, plus_each, fraction, population,
              sample_flag, weights, measures, opts, alpha, seed, recode, output, resume, overwrite,
              batch_rows, top, rank_by, progress, as_json, allow_high_cardinality, measure_timeout,
-             sep, encoding, missing, backend):
+             threads, sep, encoding, missing, backend):
         """Risk of many key combinations of DATA: subsets of a pool, scenarios, or a key plus each."""
         from ..scan import scan as run
         if progress is None:
@@ -137,7 +140,8 @@ def register(cli: click.Group) -> None:
                   alpha=alpha, seed=seed, recode=list(recode), missing=missing, backend=backend,
                   output=output, resume=resume, overwrite=overwrite, batch_rows=batch_rows,
                   progress=progress, sep=sep, encoding=encoding,
-                  allow_high_cardinality=allow_high_cardinality, measure_timeout=measure_timeout)
+                  allow_high_cardinality=allow_high_cardinality, measure_timeout=measure_timeout,
+                  threads=threads)
         doc = summary_doc(res, top, rank_by)
         if as_json:
             json.dump(doc, sys.stdout, indent=2, default=str)

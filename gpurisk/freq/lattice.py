@@ -6,12 +6,11 @@ cell's codes, and f, F and w are summed per coarse cell. The same pass can map c
 lookup table (a recode: 111 single years of age -> 20 five-year bands), so a recode never touches the
 records either. The cost is proportional to the fine table's cells, never to the records.
 
-Two ways to sum, both vectorised and written against ``table.xp`` (numpy or cupy):
+Two ways to sum a table's cells, both vectorised and written against ``table.xp`` (numpy or cupy):
 
 - dense: when the coarse id space is small, ``bincount`` over the coarse ids (one pass; f and F are
   packed into one float64 weight ``F * 2**b + f`` when the totals allow it exactly, so one
-  ``bincount`` sums both); :func:`regroup_many` builds several children of one table in a single
-  chunked pass (``np.add.at`` per chunk, the chunk's codes and weights staying in cache);
+  ``bincount`` sums both);
 - sorted: otherwise, sort the coarse ids, mark run starts, give each fine cell its run's index, and
   ``bincount`` over those indices.
 
@@ -19,15 +18,21 @@ When the coarse key space overflows int64 the ids are surrogate (dense ranks, de
 exactly as :func:`gpurisk.freq.cellid.surrogate_ids` does, so the cells come out in the same order as a
 recount) and the coarse table keeps each cell's codes.
 
-:class:`Lattice` plans a whole family of subsets: every table is summed from the smallest table
-already built that contains it, adding intermediate tables where that is cheaper overall (estimated
-from a sample of the finest table's cells).
+:class:`Lattice` plans a whole family of subsets. A table whose id space is small enough is kept as a
+**cube**: the dense array of its sums, one axis per key (Zhao, Deshpande & Naughton 1997, array-based
+aggregation). Any subset of a cube is an axis sum over it (:func:`sum_axes`), at a cost per cube
+element rather than per fine cell, with no decoding of cell ids; a handful of large cubes is summed
+from the finest table's cells and everything else inside them from cubes. Tables too large to be
+cubes are summed from sparse tables as above. Each table comes from the built table cheapest to read
+that contains it, with intermediate tables added where that lowers the total (cubes' costs are exact;
+sparse tables' sizes are estimated from a sample of the finest table's cells). The roll-ups can run
+in a pool of threads ahead of the caller (:meth:`Lattice.tables`).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -40,8 +45,15 @@ DENSE_LIMIT = 1 << 24
 #: ... provided the space is at most this many times the fine table's cells (or below DENSE_MIN)
 DENSE_FACTOR = 32
 DENSE_MIN = 1 << 16
-#: cells per chunk of a fused roll-up, and when decoding cell ids (keeps the working set in cache)
-CHUNK = 1 << 16
+#: tables whose id space has at most this many cells are kept as dense arrays of sums ("cubes"):
+#: every coarser table of a cube is an axis sum over it, at a cost per cell of the space, not per
+#: cell of the parent (Zhao, Deshpande & Naughton 1997, array-based aggregation) ...
+CUBE_LIMIT = 1 << 24
+#: ... provided the space is at most this many times the root's cells (or below DENSE_MIN)
+CUBE_FACTOR = 32
+#: cells per chunk when forming mixed-radix ids of many keys (keeps the running ids in cache)
+RADIX_CHUNK = 1 << 16
+#: cells per chunk when decoding cell ids (keeps the working set in cache)
 DECODE_CHUNK = 1 << 14
 
 
@@ -120,13 +132,28 @@ def _key_index(table: FreqTable, keys: Sequence[str]) -> list[int]:
 
 
 def _radix(xp, codes, cards):
-    """Mixed-radix ids of the code tuples, in the smallest integer type that holds them."""
+    """Mixed-radix ids of the code tuples, in the smallest integer type that holds them.
+
+    On numpy, long arrays are done in chunks of :data:`RADIX_CHUNK` so that the running ids stay
+    in cache between the multiply-adds (twice as fast as whole-array passes for 6-7 keys).
+    """
     space = math.prod(int(k) for k in cards)
     dt = xp.int16 if space <= 2**15 else xp.int32 if space <= 2**31 else xp.int64
-    ids = codes[0].astype(dt)
-    for c, k in zip(codes[1:], cards[1:]):
-        ids *= dt(int(k))
-        ids += c
+    m = int(codes[0].shape[0])
+    if xp is not np or m <= RADIX_CHUNK or len(codes) < 3:
+        ids = codes[0].astype(dt)
+        for c, k in zip(codes[1:], cards[1:]):
+            ids *= dt(int(k))
+            ids += c
+        return ids
+    ids = np.empty(m, dtype=dt)
+    ks = [dt(int(k)) for k in cards[1:]]
+    for start in range(0, m, RADIX_CHUNK):
+        part = ids[start:start + RADIX_CHUNK]
+        np.copyto(part, codes[0][start:start + RADIX_CHUNK], casting="unsafe")
+        for c, k in zip(codes[1:], ks):
+            part *= k
+            part += c[start:start + RADIX_CHUNK]
     return ids
 
 
@@ -249,6 +276,7 @@ def regroup(table: FreqTable, keys: Sequence[str], maps: Mapping[str, CodeMap] |
         f_sum, F_sum = unpack_counts(xp, acc, acc2, packed[2], table.F is not None)
         child = FreqTable(ch.keys, ch.cats, cell_id, f_sum, F_sum, w_sum, ch.radix, xp, stored, None,
                           table.backend)
+        _inherit_totals(table, child)
         if table.record_locator is not None:
             child.record_locator = _locator(table, ch.keys, ch.maps)
     return (child, inverse) if return_inverse else child
@@ -265,70 +293,83 @@ def _finish_dense(table, ch: _Child, acc, acc2, w_sum, bits):
     f_sum, F_sum = unpack_counts(xp, acc, acc2, bits, table.F is not None)
     child = FreqTable(ch.keys, ch.cats, cell_id, f_sum, F_sum, w_sum, True, xp, None, None,
                       table.backend)
+    _inherit_totals(table, child)
     if bits is not None:
-        child.__dict__["_gpurisk_packed"] = (acc, None, bits)   # its own packed weights, for free
+        child._memo["packed"] = (acc, None, bits)   # its own packed weights, for free
     if table.record_locator is not None:
         child.record_locator = _locator(table, ch.keys, ch.maps)
     return child, present
 
 
-def regroup_many(table: FreqTable, keys_list: Sequence[Sequence[str]], codes: list | None = None,
-                 packed=None) -> list[FreqTable]:
-    """Several coarser tables of one table in a single pass over its cells.
-
-    The fine table is read chunk by chunk; each chunk's codes and weights stay in cache while every
-    child's ids are formed and added into its accumulator (``np.add.at``, in cell order, so the sums
-    are bit-identical to :func:`regroup`'s). Children that need sorting, and non-numpy tables, fall
-    back to :func:`regroup`.
-    """
+def _cube_from_cells(table: FreqTable, keys, codes, packed) -> tuple:
+    """The dense sums (packed weights, second weights, w) of ``table`` over ``keys``, shaped by cards."""
     xp = table.xp
-    if codes is None:
-        codes = cell_codes(table)
-    if packed is None:
-        packed = pack_weights(table)
-    m_cells = int(table.cell_id.shape[0])
-    children = [_child(table, k, None, codes) for k in keys_list]
-    fused = [i for i, ch in enumerate(children) if xp is np and ch.dense(m_cells)]
-    out: list = [None] * len(children)
-    if len(fused) > 1:
-        accs = {i: [np.zeros(children[i].space), None, None] for i in fused}
-        for i in fused:
-            if packed[1] is not None:
-                accs[i][1] = np.zeros(children[i].space)
-            if table.w is not None:
-                accs[i][2] = np.zeros(children[i].space)
-        # children in key order, so that ids of a shared leading-key prefix are formed once per chunk
-        fused.sort(key=lambda i: children[i].keys)
-        dt = np.int32 if max(children[i].space for i in fused) <= 2**31 else np.int64
-        for start in range(0, m_cells, CHUNK):
-            sl = slice(start, start + CHUNK)
-            w0 = packed[0][sl]
-            w1 = packed[1][sl] if packed[1] is not None else None
-            ww = table.w[sl] if table.w is not None else None
-            prefix: dict[tuple, np.ndarray] = {}
-            for i in fused:
-                ch = children[i]
-                j = len(ch.keys)
-                while j and ch.keys[:j] not in prefix:
-                    j -= 1
-                ids = prefix[ch.keys[:j]] if j else None
-                for t in range(j, len(ch.keys)):
-                    c = ch.sub_codes[t][sl]
-                    ids = c.astype(dt) if ids is None else ids * dt(ch.cards[t]) + c
-                    prefix[ch.keys[:t + 1]] = ids
-                a = accs[i]
-                np.add.at(a[0], ids, w0)
-                if w1 is not None:
-                    np.add.at(a[1], ids, w1)
-                if ww is not None:
-                    np.add.at(a[2], ids, ww)
-        for i in fused:
-            a = accs.pop(i)
-            out[i] = _finish_dense(table, children[i], a[0], a[1], a[2], packed[2])[0]
-    for i, ch in enumerate(children):
-        if out[i] is None:
-            out[i] = regroup(table, ch.keys, codes=codes, packed=packed)
-    return out
+    ch = _child(table, keys, None, codes)
+    ids = _radix(xp, ch.sub_codes, ch.cards)
+    space = int(ch.space)
+    shape = tuple(int(k) for k in ch.cards)
+    acc = xp.bincount(ids, weights=packed[0], minlength=space).reshape(shape)
+    acc2 = (xp.bincount(ids, weights=packed[1], minlength=space).reshape(shape)
+            if packed[1] is not None else None)
+    w = (xp.bincount(ids, weights=table.w, minlength=space).reshape(shape)
+         if table.w is not None else None)
+    return acc, acc2, w
+
+
+def sum_axes(x, axes: tuple):
+    """``x.sum(axis=axes)`` for a C-contiguous cube, three to four times faster where it matters.
+
+    Adjacent axes that are both summed (or both kept) are merged, then the summed blocks are
+    removed one at a time, the largest first, each by one ``einsum`` (numpy's reduction over a
+    short inner axis runs several times slower than einsum's summing loops). The sums are of
+    integers below 2**53 in float64 (see :func:`pack_weights`), hence exact in any order; design
+    weights' sums may differ from another order's in the last bits.
+    """
+    if not axes:
+        return x
+    xp = _namespace(x)
+    out_shape = tuple(int(n) for a, n in enumerate(x.shape) if a not in axes)
+    blocks: list[list] = []                       # [size, summed]
+    for a, n in enumerate(x.shape):
+        red = a in axes
+        if blocks and blocks[-1][1] == red:
+            blocks[-1][0] *= int(n)
+        else:
+            blocks.append([int(n), red])
+    y = x
+    while any(b[1] for b in blocks):
+        j = max((b[0], -i) for i, b in enumerate(blocks) if b[1])
+        j = -j[1]
+        y = y.reshape(tuple(b[0] for b in blocks))
+        sub = _LETTERS[:len(blocks)]
+        y = xp.einsum(f"{sub}->{sub[:j] + sub[j + 1:]}", y)
+        del blocks[j]
+        if 0 < j < len(blocks) and not blocks[j - 1][1] and not blocks[j][1]:
+            blocks[j - 1][0] *= blocks[j][0]
+            del blocks[j]
+    return y.reshape(out_shape)
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _namespace(x):
+    return np if isinstance(x, np.ndarray) else __import__("cupy")
+
+
+def _table_from_cube(root: FreqTable, keys, arrays, bits) -> FreqTable:
+    """The FreqTable of a cube (its non-empty cells, in id order), its records located via ``root``."""
+    idx = _key_index(root, keys)
+    ch = _Child(tuple(keys), [], [root.cards[i] for i in idx], [root.categories[i] for i in idx], {})
+    flat = [None if a is None else a.reshape(-1) for a in arrays]
+    return _finish_dense(root, ch, flat[0], flat[1], flat[2], bits)[0]
+
+
+def _inherit_totals(parent: FreqTable, child: FreqTable) -> None:
+    """A roll-up keeps n and N: hand the parent's (when known) to the child instead of summing again."""
+    for k in ("n", "N"):
+        if k in parent._memo:
+            child._memo[k] = parent._memo[k]
 
 
 def pack_weights(table: FreqTable):
@@ -340,8 +381,8 @@ def pack_weights(table: FreqTable):
     xp = table.xp
     if table.F is None:
         return table.f, None, None
-    if "_gpurisk_packed" in table.__dict__:
-        return table.__dict__["_gpurisk_packed"]
+    if "packed" in table._memo:
+        return table._memo["packed"]
     bits = pack_limit_ok(int(table.f.sum()), int(table.F.sum()))
     if bits is None:
         return table.F, table.f, None
@@ -392,8 +433,10 @@ class Plan:
     order: list[int]                      # masks, parents before children
     parent: dict[int, int]                # mask -> parent mask (root: absent)
     targets: list[int]                    # the wanted masks, in the caller's order
-    estimate: dict[int, float] = field(default_factory=dict)
+    estimate: dict[int, float] = field(default_factory=dict)   # estimated cells (sparse nodes)
     intermediates: list[int] = field(default_factory=list)
+    cube: frozenset = frozenset()          # masks summed as dense arrays (see Lattice)
+    cost: dict[int, float] = field(default_factory=dict)       # cost of reading each node once
 
     def needed(self, wanted: Iterable[int]) -> set[int]:
         """The masks to build to obtain ``wanted``: themselves and their chains of parents."""
@@ -416,12 +459,14 @@ class Lattice:
     PLAN_MIN_CELLS = 1 << 17
     #: cells sampled from the root to estimate the size of a subset's table
     SAMPLE = 1 << 12
-    #: a roll-up's fixed cost, in cells, charged when weighing an intermediate table
-    OVERHEAD = 1 << 14
-    #: per id-space element (allocating and scanning a dense accumulator), relative to a fine cell
-    SPACE_COST = 0.5
-    #: per cell and key of a table decoded to serve as a parent, relative to a fine cell
-    DECODE_COST = 0.2
+    #: reading one cell of a sparse table (ids + ``bincount``), in units of one cube element summed
+    CELL_COST = 12.0
+    #: a roll-up's fixed cost (Python and numpy call overhead), in the same units
+    OVERHEAD = 100_000.0
+    #: per id-space element of a table built (allocating, zeroing and scanning its sums)
+    SPACE_COST = 2.0
+    #: per cell and key of a sparse table decoded to serve as a parent
+    DECODE_COST = 2.0
     #: a roll-up that must sort reads each fine cell this many times more slowly than a bincount
     SORT_PENALTY = 8.0
     #: at most this many candidate intermediates are weighed
@@ -432,11 +477,13 @@ class Lattice:
     def __init__(self, root: FreqTable, codes: list | None = None):
         self.root = root
         self.keys = tuple(root.keys)
+        self.cards = tuple(root.cards)
         self.full = (1 << len(self.keys)) - 1
         self._root_codes = codes
         self._sample_codes = None
         self.built = 0        # roll-ups done by the last tables() call
-        self.cells_read = 0   # fine cells read by them
+        self._reads: list[int] = []   # the cells each of them read (from sparse tables)
+        self._summed: list[int] = []  # the cube elements each of them summed (from cubes)
 
     # --- helpers -------------------------------------------------------------------------------
     @property
@@ -444,6 +491,18 @@ class Lattice:
         if self._root_codes is None:
             self._root_codes = cell_codes(self.root)
         return self._root_codes
+
+    def _codes_at(self, pick: np.ndarray) -> list[np.ndarray]:
+        """The root's codes of the cells at ``pick`` (numpy int64), without decoding every cell."""
+        root = self.root
+        pick_x = root.xp.asarray(pick)
+        if self._root_codes is not None:
+            return [np.asarray(_np(c[pick_x])).astype(np.int64) for c in self._root_codes]
+        if root.stored_cell_codes is not None:
+            return [np.asarray(_np(root.xp.asarray(c)[pick_x])).astype(np.int64)
+                    for c in root.stored_cell_codes]
+        ids = np.asarray(_np(root.cell_id[pick_x])).astype(np.int64)
+        return [c.astype(np.int64) for c in decode_radix(ids, self.cards)]
 
     def mask_of(self, keys: Sequence[str]) -> int:
         return _mask(_key_index(self.root, keys))
@@ -453,7 +512,7 @@ class Lattice:
         return int(self.root.cell_id.shape[0])
 
     def _space(self, mask: int) -> int:
-        return math.prod(self.root.cards[i] for i in _bits(mask))
+        return math.prod(self.cards[i] for i in _bits(mask))
 
     def estimate(self, mask: int) -> float:
         """Estimated number of cells of the table over ``mask``, from a sample of the root's cells.
@@ -473,11 +532,9 @@ class Lattice:
             rng = np.random.default_rng(0)
             take = min(m, self.SAMPLE)
             pick = np.sort(rng.choice(m, size=take, replace=False)) if take < m else np.arange(m)
-            xp = self.root.xp
-            pick_x = xp.asarray(pick)
-            self._sample_codes = [np.asarray(_np(c[pick_x])).astype(np.int64) for c in self.root_codes]
+            self._sample_codes = self._codes_at(pick)
         idx = _bits(mask)
-        cards = [self.root.cards[i] for i in idx]
+        cards = [self.cards[i] for i in idx]
         codes = [self._sample_codes[i] for i in idx]
         sub = _radix(np, codes, cards) if self._space(mask) <= INT64_LIMIT else _surrogate(np, codes, cards)
         _, cnt = np.unique(sub, return_counts=True)
@@ -496,51 +553,104 @@ class Lattice:
         return float(min(bound, max(d, math.sqrt(max(d, shlosser) * max(d, gee)))))
 
     # --- planning ------------------------------------------------------------------------------
+    def is_cube(self, mask: int) -> bool:
+        """Whether the table over ``mask`` is kept as a dense array of sums (a cube).
+
+        Its id space must be at most :data:`CUBE_LIMIT` and, unless tiny, at most
+        :data:`CUBE_FACTOR` times the root's cells (else allocating and scanning it costs more than
+        the cells it sums). Every subset of a cube is a cube.
+        """
+        if mask == self.full:
+            return False
+        s = self._space(mask)
+        return s <= CUBE_LIMIT and (s <= DENSE_MIN or s <= CUBE_FACTOR * self.root_cells)
+
+    def _cost(self, mask: int, est: dict[int, float], cost: dict[int, float], big: bool) -> float:
+        """Cost of reading the table over ``mask`` once to build a child (units: one cube element).
+
+        A cube's child is an axis sum over its elements (1 each); a sparse table's child is a
+        ``bincount`` over its cells (:attr:`CELL_COST` each), their number estimated from a sample.
+        """
+        if mask not in cost:
+            if self.is_cube(mask):
+                cost[mask] = float(self._space(mask))
+            else:
+                if mask not in est:
+                    est[mask] = (self.estimate(mask) if big
+                                 else float(min(self.root_cells, self._space(mask))))
+                cost[mask] = self.CELL_COST * est[mask]
+        return cost[mask]
+
     def plan(self, targets: Sequence[Sequence[str]]) -> Plan:
         masks = [self.mask_of(t) for t in targets]
         uniq = list(dict.fromkeys(masks))
         big = self.root_cells >= self.PLAN_MIN_CELLS
         est: dict[int, float] = {self.full: float(self.root_cells)}
+        cost: dict[int, float] = {self.full: self.CELL_COST * self.root_cells}
         for m in uniq:
-            if m not in est:
-                est[m] = self.estimate(m) if big else float(min(self.root_cells, self._space(m)))
+            self._cost(m, est, cost, big)
         chosen: list[int] = []
-        if big and len(uniq) <= self.MAX_PLANNED:
-            chosen = self._choose_intermediates(uniq, est)
+        if len(uniq) <= self.MAX_PLANNED and (big or any(self.is_cube(m) for m in uniq)):
+            chosen = self._choose_intermediates(uniq, est, cost, big)
         nodes = [m for m in dict.fromkeys(uniq + chosen) if m != self.full]
-        parent = self._parents(nodes, est)
-        order = sorted(nodes, key=lambda m: (-bin(m).count("1"), m))
-        return Plan(order, parent, masks, est, chosen)
+        parent = self._parents(nodes, cost)
+        # depth first from the root (larger tables first among siblings): a table is dropped once
+        # its subtree is built, so at most one chain of ancestors is kept at a time
+        kids: dict[int, list[int]] = {}
+        for m in nodes:
+            kids.setdefault(parent[m], []).append(m)
+        order: list[int] = []
+        stack = [self.full]
+        while stack:
+            node = stack.pop()
+            if node != self.full:
+                order.append(node)
+            stack.extend(sorted(kids.get(node, []), key=lambda m: (bin(m).count("1"), -m)))
+        return Plan(order, parent, masks, est, chosen, frozenset(m for m in nodes if self.is_cube(m)),
+                    cost)
 
-    def _parents(self, nodes: list[int], est: dict[int, float]) -> dict[int, int]:
-        """Each node's parent: the strict superset among the nodes (or the root) with fewest cells."""
+    def _parents(self, nodes: list[int], cost: dict[int, float]) -> dict[int, int]:
+        """Each node's parent: the strict superset among the nodes (or the root) cheapest to read."""
         if not nodes:
             return {}
+        root_cost = cost[self.full]
         if len(nodes) <= self.MAX_PLANNED:
             vm = np.array(nodes, dtype=np.uint64)
-            ve = np.array([est[m] for m in nodes])
+            ve = np.array([cost[m] for m in nodes])
             sup = ((vm[:, None] & ~vm[None, :]) == 0) & (vm[:, None] != vm[None, :])
             e = np.where(sup, ve[None, :], np.inf)
             j = np.argmin(e, axis=1)
             best = e[np.arange(len(nodes)), j]
-            return {m: (nodes[int(jj)] if b < est[self.full] else self.full)
+            return {m: (nodes[int(jj)] if b < root_cost else self.full)
                     for m, jj, b in zip(nodes, j, best)}
         # many nodes: look only at supersets with one or two more keys
         have = set(nodes)
         n = len(self.keys)
         out = {}
         for m in nodes:
-            best, be = self.full, est[self.full]
+            best, be = self.full, root_cost
             free = [i for i in range(n) if not m >> i & 1]
             for a, i in enumerate(free):
                 for c in [m | 1 << i] + [m | 1 << i | 1 << j for j in free[a + 1:]]:
-                    if c in have and est[c] < be:
-                        best, be = c, est[c]
+                    if c in have and cost[c] < be:
+                        best, be = c, cost[c]
             out[m] = best
         return out
 
-    def _choose_intermediates(self, targets: list[int], est: dict[int, float]) -> list[int]:
-        """Greedy choice of extra tables that lower the total cells read (HRU-style benefit)."""
+    def _grow_cube(self, mask: int) -> int:
+        """``mask`` with keys added, smallest cardinality first, while it stays a cube."""
+        for i in sorted(range(len(self.keys)), key=lambda i: (self.cards[i], i)):
+            if not mask >> i & 1 and self.is_cube(mask | 1 << i):
+                mask |= 1 << i
+        return mask
+
+    def _choose_intermediates(self, targets: list[int], est: dict[int, float],
+                              cost: dict[int, float], big: bool) -> list[int]:
+        """Greedy choice of extra tables that lower the total cost of the roll-ups (HRU-style benefit).
+
+        Candidates: each target with one or two more keys, and each cube target grown to the largest
+        cube containing it (one pass over the root's cells then serves every target inside it).
+        """
         tset = set(targets) | {self.full}
         cands: dict[int, int] = {}
         n = len(self.keys)
@@ -549,36 +659,44 @@ class Lattice:
             free = [i for i in range(n) if not t >> i & 1]
             for a, i in enumerate(free):
                 c = t | 1 << i
-                if c not in tset:
+                if c not in tset and (big or self.is_cube(c)):
                     cands[c] = cands.get(c, 0) + 1
                 for j in (free[a + 1:] if pairs else ()):
                     c2 = c | 1 << j
-                    if c2 not in tset:
+                    if c2 not in tset and (big or self.is_cube(c2)):
                         cands[c2] = cands.get(c2, 0) + 1
-        if not cands:
+        grown: dict[int, int] = {}
+        for t in targets:
+            if self.is_cube(t):
+                g = self._grow_cube(t)
+                if g not in tset:
+                    grown[g] = grown.get(g, 0) + 1
+        if not cands and not grown:
             return []
-        cand = sorted(cands, key=lambda c: (-cands[c], c))[: self.MAX_CANDIDATES]
+        cand = sorted(grown, key=lambda c: (-grown[c], c))[: self.MAX_CANDIDATES // 4]
+        cand += [c for c in sorted(cands, key=lambda c: (-cands[c], c))
+                 if c not in grown][: self.MAX_CANDIDATES - len(cand)]
         for c in cand:
-            if c not in est:
-                est[c] = self.estimate(c)
+            self._cost(c, est, cost, big)
         V = [v for v in targets if v != self.full]
         vm = np.array(V, dtype=np.uint64)
         cm = np.array(cand, dtype=np.uint64)
-        ve = np.array([est[v] for v in V])
-        ce = np.array([est[c] for c in cand])
+        ve = np.array([cost[v] for v in V])
+        ce = np.array([cost[c] for c in cand])
         vpen = np.array([self._penalty(v) for v in V])
         cpen = np.array([self._penalty(c) for c in cand])
-        root = float(self.root_cells)
+        root = cost[self.full]
 
         def smallest_superset(masks):
             sup = ((masks[:, None] & ~vm[None, :]) == 0) & (masks[:, None] != vm[None, :])
             return np.minimum(np.where(sup, ve[None, :], np.inf).min(axis=1, initial=np.inf), root)
 
-        vcost = vpen * smallest_superset(vm)    # cells read to build each target, as things stand
-        # a candidate costs the cells read to build it, a pass over its id space, and decoding its
-        # cells when it serves as a parent
+        vcost = vpen * smallest_superset(vm)    # cost of building each target, as things stand
+        # a candidate costs building it, a pass over its id space (a cube's, or a dense
+        # accumulator's), and decoding its cells when a sparse table serves as a parent
         fixed = np.array([self.SPACE_COST * min(self._space(c), DENSE_LIMIT)
-                          + self.DECODE_COST * est[c] * bin(c).count("1") for c in cand])
+                          + (0.0 if self.is_cube(c) else
+                             self.DECODE_COST * est[c] * bin(c).count("1")) for c in cand])
         ccost = cpen * smallest_superset(cm)
         # sub[i, j]: node j is a strict subset of candidate i (nodes: targets, then chosen ones)
         sub = ((vm[None, :] & ~cm[:, None]) == 0) & (vm[None, :] != cm[:, None])
@@ -602,66 +720,156 @@ class Lattice:
         return chosen
 
     def _penalty(self, mask: int) -> float:
-        """Relative cost per fine cell of building a table: sorting costs more than a bincount."""
-        space = self._space(mask)
-        return 1.0 if space <= DENSE_LIMIT else self.SORT_PENALTY
+        """Relative cost per parent cell of building a table: a sparse table that must sort costs more."""
+        if self.is_cube(mask):
+            return 1.0
+        return 1.0 if self._space(mask) <= DENSE_LIMIT else self.SORT_PENALTY
 
     # --- running -------------------------------------------------------------------------------
     def tables(self, targets: Sequence[Sequence[str]], skip: Iterable[int] = (),
-               plan: Plan | None = None) -> Iterator[tuple[int, FreqTable]]:
+               plan: Plan | None = None, threads: int = 0,
+               prepare: Callable[[FreqTable], Any] | None = None) -> Iterator[tuple[int, FreqTable]]:
         """Yield ``(i, table)`` for every target ``i`` not in ``skip``; parents before children.
 
         The table of target i has the keys of ``targets[i]`` in the root's order (measures do not
         depend on the order of keys; use :func:`rollup` for another order). The chain of roll-ups
         behind a target never depends on ``skip`` (the plan is fixed by the targets), so every table
         comes out bit-identical whichever targets are skipped.
+
+        With ``threads >= 1`` (numpy tables) the roll-ups run in a pool of that many threads, up to
+        ``2 * threads`` targets ahead of the one being yielded, while the caller works on the tables
+        already yielded (numpy releases the GIL in its loops); ``threads=0`` builds each table in
+        the calling thread when it is asked for. Tables come out in the same order and bit-identical
+        whichever thread builds them. ``prepare(table)``, when given, runs on each target table
+        where it is built (in the worker), e.g. to compute the summaries its measures will read.
         """
         targets = [tuple(t) for t in targets]
-        plan = plan or self.plan(targets)
-        skip = set(skip)
-        by_mask: dict[int, list[int]] = {}
-        for i, m in enumerate(plan.targets):
-            if i not in skip:
-                by_mask.setdefault(m, []).append(i)
-        need = plan.needed(by_mask)
-        cache: dict[int, list] = {self.full: [self.root, self._root_codes, None]}
-        self.built = 0
-        self.cells_read = 0
-        for i in by_mask.get(self.full, []):
-            yield i, self.root
-        kids: dict[int, list[int]] = {}
-        for m in plan.order:
-            if m in need:
-                kids.setdefault(plan.parent[m], []).append(m)
-        ready: dict[int, FreqTable] = {}
-        for m in plan.order:
-            if m not in need:
-                continue
-            p = plan.parent[m]
-            if m not in ready:
-                # build every remaining child of this parent in one pass over its cells
-                node = cache[p]
-                ptab = node[0]
-                if node[1] is None:
-                    node[1] = cell_codes(ptab)
-                    if p == self.full:
-                        self._root_codes = node[1]
-                if node[2] is None:
-                    node[2] = pack_weights(ptab)
-                todo = [c for c in kids[p] if c not in ready]
-                tabs = regroup_many(ptab, [tuple(self.keys[j] for j in _bits(c)) for c in todo],
-                                    codes=node[1], packed=node[2])
-                ready.update(zip(todo, tabs))
-                self.built += len(todo)
-                self.cells_read += int(ptab.cell_id.shape[0])
-                kids[p] = []
-                if p != self.full:
-                    del cache[p]
-            tab = ready.pop(m)
-            if kids.get(m):
-                cache[m] = [tab, None, None]
-            for i in by_mask.get(m, []):
-                yield i, tab
+        root = self.root
+        pool = None
+        if int(threads) >= 1 and root.xp is np:
+            from concurrent.futures import ThreadPoolExecutor
+            pool = ThreadPoolExecutor(int(threads), thread_name_prefix="gpurisk-rollup")
+        try:
+            root_codes = self._root_codes
+
+            def prepare_root():
+                codes = root_codes if root_codes is not None else cell_codes(root)
+                return root, codes, pack_weights(root), None
+
+            # the root's codes are decoded while the plan is made (the plan needs a sample only)
+            futs: dict[int, Any] = {self.full: _submit(pool, prepare_root)}
+            plan = plan or self.plan(targets)
+            skip = set(skip)
+            by_mask: dict[int, list[int]] = {}
+            for i, m in enumerate(plan.targets):
+                if i not in skip:
+                    by_mask.setdefault(m, []).append(i)
+            need = plan.needed(by_mask)
+            order = [m for m in plan.order if m in need]
+            kids_left: dict[int, int] = {}      # kids not yet submitted (main thread only)
+            for m in order:
+                kids_left[plan.parent[m]] = kids_left.get(plan.parent[m], 0) + 1
+            parents = frozenset(kids_left)      # fixed: what the workers read
+            self.built = 0
+            self._reads = []
+            self._summed = []
+            if self.full in by_mask and prepare is not None:
+                prepare(root)
+            for i in by_mask.get(self.full, []):
+                yield i, root
+            if not order:
+                return
+            keys_of = {m: tuple(self.keys[j] for j in _bits(m)) for m in order}
+
+            cubes = plan.cube
+
+            def build(m, parent_fut):
+                # a node is (table or None, codes, packed weights, cube arrays or None)
+                ptab, pcodes, ppacked, parrays = parent_fut.result()
+                p = plan.parent[m]
+                if m in cubes:
+                    if parrays is not None:           # an axis sum over the parent's cube
+                        axes = tuple(a for a, i in enumerate(_bits(p)) if not m >> i & 1)
+                        arrays = tuple(None if x is None else sum_axes(x, axes) for x in parrays)
+                        self._summed.append(int(parrays[0].size))
+                    else:                             # one bincount over the parent's cells
+                        arrays = _cube_from_cells(ptab, keys_of[m], pcodes, ppacked)
+                        self._reads.append(int(ptab.cell_id.shape[0]))     # list.append is atomic
+                    bits = ppacked[2]
+                    tab = None
+                    if m in by_mask:
+                        tab = _table_from_cube(root, keys_of[m], arrays, bits)
+                        if prepare is not None:
+                            prepare(tab)
+                    return tab, None, (None, None, bits), (arrays if m in parents else None)
+                self._reads.append(int(ptab.cell_id.shape[0]))
+                tab = regroup(ptab, keys_of[m], codes=pcodes, packed=ppacked)
+                if prepare is not None and m in by_mask:
+                    prepare(tab)
+                if m in parents:          # a parent: decode its cells here, in the worker
+                    return tab, cell_codes(tab), pack_weights(tab), None
+                return tab, None, None, None
+
+            window = 2 * int(threads) if pool is not None else 0
+            queue: list = []             # (target, future) submitted, not yet yielded, in plan order
+            pos = 0
+            while True:
+                # submit in plan order until `window` targets are ahead of the one to yield next
+                while pos < len(order) and len(queue) <= window:
+                    m = order[pos]
+                    pos += 1
+                    p = plan.parent[m]
+                    futs[m] = _submit(pool, build, m, futs[p])
+                    self.built += 1
+                    kids_left[p] -= 1
+                    if not kids_left[p] and p != self.full:
+                        del futs[p]          # the tasks still to run hold it while they need it
+                    if m in by_mask:
+                        queue.append((m, futs[m]))
+                if not queue:
+                    break
+                m, fut = queue.pop(0)
+                tab = fut.result()[0]
+                del fut
+                if not kids_left.get(m):
+                    futs.pop(m, None)
+                for i in by_mask[m]:
+                    yield i, tab
+                del tab
+            if self._root_codes is None:
+                self._root_codes = futs[self.full].result()[1]
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+
+    @property
+    def cells_read(self) -> int:
+        """Cells of sparse tables read by the last :meth:`tables` call (parent cells, once per child)."""
+        return int(sum(self._reads))
+
+    @property
+    def cube_elements(self) -> int:
+        """Cube elements summed by the last :meth:`tables` call (parent cube size, once per child)."""
+        return int(sum(self._summed))
+
+
+class _Done:
+    """A finished computation with the ``Future`` interface (the serial path of :meth:`Lattice.tables`)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value):
+        self._value = value
+
+    def result(self):
+        return self._value
+
+    def done(self) -> bool:
+        return True
+
+
+def _submit(pool, fn, *args):
+    return pool.submit(fn, *args) if pool is not None else _Done(fn(*args))
 
 
 def _np(a):

@@ -51,6 +51,7 @@ class ScanResult:
     cells_read: int = 0
     skipped: int = 0
     warnings: list[str] = field(default_factory=list)
+    cube_elements: int = 0
 
     @property
     def rank_by(self) -> str:
@@ -120,6 +121,33 @@ def _measure_names(measures: Iterable[str] | None) -> list[str]:
     return names
 
 
+def prepare_summaries(table) -> None:
+    """Compute the summaries most measures read (kept on the table), where the table is built."""
+    table.fof_vector()
+    table.freq_of_freq()
+    if table.F is not None:
+        table.pop_uniques()
+        table.unique_stats()
+
+
+def default_threads() -> int:
+    """Roll-up threads: the CPUs this process may use, at most 4 (roll-ups are memory-bound past a
+    few), or 0 (everything in the calling thread) on a single CPU."""
+    import os
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return 0 if n <= 1 else min(4, n)
+
+
+def _check_threads(threads) -> int:
+    import numbers
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 0:
+        raise BadInput(f"threads={threads!r} must be a whole number >= 0")
+    return int(threads)
+
+
 def combination_row(i: int, combo: Combination, table, ctx: Context, names: Sequence[str],
                     timeout: float | None = None) -> dict:
     """One result row: counts and every measure of one combination's table."""
@@ -169,7 +197,7 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
          backend: str | None = None, output=None, resume: bool = False, overwrite: bool = False,
          batch_rows: int = 256, flush_seconds: float = 2.0, progress: bool = False,
          sep: str | None = None, encoding: str = "utf-8", allow_high_cardinality: bool = False,
-         measure_timeout: float | None = None) -> ScanResult:
+         measure_timeout: float | None = None, threads: int | None = None) -> ScanResult:
     """Risk of many key-variable combinations from one pass over the records.
 
     ``keys`` is the pool; every subset with ``min_size <= size <= max_size`` is evaluated, and/or the
@@ -177,7 +205,10 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     each other pool variable (``plus_each=True``). ``recode`` is a list of ``KEY=SPEC`` strings
     (see :mod:`gpurisk.recode`). With ``output`` rows stream to a Parquet dataset (a directory);
     ``resume=True`` finishes an interrupted scan there. Returns a :class:`ScanResult`.
-    ``allow_high_cardinality`` and ``measure_timeout`` as in :func:`gpurisk.assess`.
+    ``allow_high_cardinality`` and ``measure_timeout`` as in :func:`gpurisk.assess`. ``threads``:
+    roll-ups run in this many background threads while the calling thread computes the measures
+    of finished combinations (default: the CPUs this process may use, at most 4; 0 runs
+    everything in the calling thread). The results do not depend on it.
     """
     from ..assess import resolve_fraction
     from ..io import read_table
@@ -190,6 +221,7 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     if not 0.0 < float(alpha) < 0.5:
         raise BadInput(f"alpha={alpha!r} is outside (0, 0.5)")
     recodes = parse_recodes(recode)
+    threads = default_threads() if threads is None else _check_threads(threads)
     names = _measure_names(measures)
     opts = _scan_options(names, options)
 
@@ -256,7 +288,8 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     t_roll = t_meas = 0.0
     prog = _progress(progress, len(combos) - len(skip))
     try:
-        it = lattice.tables([c.keys for c in combos], skip=skip)
+        it = lattice.tables([c.keys for c in combos], skip=skip, threads=threads,
+                            prepare=prepare_summaries)
         while True:
             t0 = time.perf_counter()
             try:
@@ -291,4 +324,4 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     timings = {"build_s": t_build, "recode_s": t_recode, "rollup_s": t_roll, "measures_s": t_meas,
                "total_s": time.perf_counter() - t_start}
     return ScanResult(results, Path(output) if output is not None else None, names, settings, timings,
-                      lattice.built, lattice.cells_read, len(skip), notes)
+                      lattice.built, lattice.cells_read, len(skip), notes, lattice.cube_elements)
