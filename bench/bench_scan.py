@@ -5,13 +5,16 @@ and every subset of its 8 keys of size <= 4 (162 combinations), with every file-
 
 - build: ``gpurisk.build_table`` over all 8 keys (what the scan does once);
 - scan:  ``gpurisk.scan(..., output=DIR)`` end to end (read nothing: the frame is in memory; build,
-         roll-ups, measures, Parquet rows);
+         roll-ups, measures, Parquet rows), with its default roll-up threads (the CPUs this process
+         may use, at most 4) and again with ``threads=0`` (everything in one thread);
 - groupby loop: per combination ``frame.groupby(keys)["s"].agg(["size", "sum"])`` (F and f), then the
          same measures on those counts. On large data only ``--groupby-combos`` combinations are timed
          (spread over the sizes) and the total is extrapolated per size: said so in the table.
 
 Targets (issue #4): scan <= 3 x build and >= 30 x faster than the groupby loop on the 10 M-row register.
-Prints a table (wall and CPU seconds) and writes bench/out/bench_scan.png.
+Before timing, one small scan (20 000 rows) runs so that one-off costs (importing scipy for tau1_hat,
+pyarrow's Parquet writer) are not charged to the first data set. Prints a table (wall and CPU
+seconds) and writes bench/out/bench_scan.png.
 
     python bench/bench_scan.py                       # 10 M rows + FARS + Adult
     python bench/bench_scan.py --rows 1000000 --datasets synthetic
@@ -39,7 +42,7 @@ os.environ.setdefault("GPURISK_DISABLE_PLUGIN_AUTOLOAD", "1")
 import gpurisk  # noqa: E402
 from gpurisk.assess import run_measures  # noqa: E402
 from gpurisk.measure import Context  # noqa: E402
-from gpurisk.scan.runner import SCAN_DEFAULT_OPTIONS, _measure_names  # noqa: E402
+from gpurisk.scan.runner import SCAN_DEFAULT_OPTIONS, _measure_names, default_threads  # noqa: E402
 
 CARDS = [2, 100, 6, 17, 10, 50, 12, 5]
 
@@ -103,14 +106,19 @@ def bench(name: str, df: pd.DataFrame, keys: list[str], max_size: int, gb_combos
     table = b[0]
     pi = table.n / table.N
     tmp = Path(tempfile.mkdtemp(prefix="bench_scan_"))
-    runs = []
-    for i in range(repeat):
-        out = tmp / f"scan{i}.parquet"
-        runs.append(timed(lambda: gpurisk.scan(df, keys=keys, max_size=max_size, sample_flag="s",
-                                               output=out)))
-    s = best(runs)
+    scans = {}
+    for threads in (None, 0):
+        runs = []
+        for i in range(repeat):
+            out = tmp / f"scan{threads}_{i}.parquet"
+            runs.append(timed(lambda: gpurisk.scan(df, keys=keys, max_size=max_size, sample_flag="s",
+                                                   output=out, threads=threads)))
+        scans[threads] = best(runs)
+        assert len(scans[threads][0].results) == len(combos)
+    s, s1 = scans[None], scans[0]
     res = s[0]
-    assert len(res.results) == len(combos)
+    cols = [c for c in res.results.columns if c not in ("warnings",)]
+    pd.testing.assert_frame_equal(res.results[cols], s1[0].results[cols])   # threads change nothing
     shutil.rmtree(tmp, ignore_errors=True)
     # the groupby loop: all combinations, or a spread-out subset extrapolated per size
     if gb_combos is None or gb_combos >= len(combos):
@@ -139,8 +147,10 @@ def bench(name: str, df: pd.DataFrame, keys: list[str], max_size: int, gb_combos
         dis[K] = w / len(tabs)
     return {"data": name, "rows": len(df), "cells": int(table.cell_id.size), "combos": len(combos),
             "build_w": b[1], "build_c": b[2], "scan_w": s[1], "scan_c": s[2],
+            "scan1_w": s1[1], "scan1_c": s1[2], "threads": default_threads(),
             "gb_w": gb_w, "gb_c": gb_c, "gb_timed": len(chosen), "timings": res.timings,
-            "rollups": res.rollups, "cells_read": res.cells_read, "dis": dis}
+            "rollups": res.rollups, "cells_read": res.cells_read,
+            "cube_elements": res.cube_elements, "dis": dis}
 
 
 def main(argv=None):
@@ -154,6 +164,10 @@ def main(argv=None):
     ap.add_argument("--out", default=str(ROOT / "bench" / "out"))
     args = ap.parse_args(argv)
     print("measures per combination:", ", ".join(_measure_names(None)))
+    print(f"roll-up threads by default: {default_threads()} (CPUs usable: {len(os.sched_getaffinity(0))})")
+    warm, wkeys = synthetic(20_000, seed=2)
+    with tempfile.TemporaryDirectory() as d:
+        gpurisk.scan(warm, keys=wkeys, max_size=2, sample_flag="s", output=Path(d) / "warm")
     rows = []
     for name in args.datasets.split(","):
         if name == "synthetic":
@@ -171,16 +185,19 @@ def main(argv=None):
     for r in rows:
         note = ("groupby timed on all combinations" if r["gb_timed"] == r["combos"] else
                 f"groupby timed on {r['gb_timed']} combinations, extrapolated per size")
-        for kind, b, s, g in (("wall", r["build_w"], r["scan_w"], r["gb_w"]),
-                              ("cpu", r["build_c"], r["scan_c"], r["gb_c"])):
+        for kind, b, s, g, lab in (
+                ("wall", r["build_w"], r["scan_w"], r["gb_w"], f"scan with {r['threads']} roll-up threads; " + note),
+                ("cpu", r["build_c"], r["scan_c"], r["gb_c"], ""),
+                ("wall-1t", r["build_w"], r["scan1_w"], r["gb_w"], "scan with threads=0 (one thread)"),
+                ("cpu-1t", r["build_c"], r["scan1_c"], r["gb_c"], "")):
             print(f"{r['data'] + ' ' + kind:10s} {r['rows']:>11,d} {r['cells']:>9,d} {r['combos']:>6d} "
-                  f"{b:>8.2f} {s:>8.2f} {s / b:>10.2f} {g:>10.2f} {g / s:>12.1f}  "
-                  f"{note if kind == 'wall' else ''}")
+                  f"{b:>8.2f} {s:>8.2f} {s / b:>10.2f} {g:>10.2f} {g / s:>12.1f}  {lab}")
     print()
     for r in rows:
         t = r["timings"]
         print(f"{r['data']}: scan breakdown (wall s) build {t['build_s']:.2f}, roll-ups {t['rollup_s']:.2f} "
-              f"({r['rollups']} roll-ups reading {r['cells_read']:,} cells), measures+rows "
+              f"({r['rollups']} roll-ups reading {r['cells_read']:,} cells of sparse tables and summing "
+              f"{r['cube_elements']:,} cube elements), measures+rows "
               f"{t['measures_s']:.2f}; theta_hat_dis per combination: "
               + ", ".join(f"K={k}: {v * 1000:.1f} ms" for k, v in r["dis"].items()))
     out = Path(args.out)
@@ -190,9 +207,10 @@ def main(argv=None):
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4))
     x = np.arange(len(rows))
-    for j, (lab, key) in enumerate((("build finest table", "build_w"), ("scan (162 combos)", "scan_w"),
-                                    ("pandas groupby loop", "gb_w"))):
-        ax.bar(x + (j - 1) * 0.27, [r[key] for r in rows], 0.27, label=lab)
+    series = (("build finest table", "build_w"), ("scan (162 combos)", "scan_w"),
+              ("scan, one thread", "scan1_w"), ("pandas groupby loop", "gb_w"))
+    for j, (lab, key) in enumerate(series):
+        ax.bar(x + (j - 1.5) * 0.2, [r[key] for r in rows], 0.2, label=lab)
     ax.set_xticks(x)
     ax.set_xticklabels([f"{r['data']}\n{r['rows']:,} rows" for r in rows])
     ax.set_yscale("log")
