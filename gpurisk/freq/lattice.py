@@ -48,7 +48,7 @@ DENSE_MIN = 1 << 16
 #: tables whose id space has at most this many cells are kept as dense arrays of sums ("cubes"):
 #: every coarser table of a cube is an axis sum over it, at a cost per cell of the space, not per
 #: cell of the parent (Zhao, Deshpande & Naughton 1997, array-based aggregation) ...
-CUBE_LIMIT = 1 << 24
+CUBE_LIMIT = 1 << 23
 #: ... provided the space is at most this many times the root's cells (or below DENSE_MIN)
 CUBE_FACTOR = 32
 #: cells per chunk when forming mixed-radix ids of many keys (keeps the running ids in cache)
@@ -294,8 +294,7 @@ def _finish_dense(table, ch: _Child, acc, acc2, w_sum, bits):
     child = FreqTable(ch.keys, ch.cats, cell_id, f_sum, F_sum, w_sum, True, xp, None, None,
                       table.backend)
     _inherit_totals(table, child)
-    if bits is not None:
-        child._memo["packed"] = (acc, None, bits)   # its own packed weights, for free
+    child._memo["packed"] = (acc, acc2, bits)   # its own weights for pack_weights, for free
     if table.record_locator is not None:
         child.record_locator = _locator(table, ch.keys, ch.maps)
     return child, present
@@ -377,16 +376,25 @@ def pack_weights(table: FreqTable):
 
     With a population, f and F share one float64 weight ``F * 2**bits + f`` whenever every sum stays
     an exact integer below 2**53; the accumulator is then non-zero exactly on the cells with F > 0.
+    Without a population the weights are f as float64 (``bincount`` would convert them on every
+    call). Kept on the table.
     """
     xp = table.xp
-    if table.F is None:
-        return table.f, None, None
     if "packed" in table._memo:
         return table._memo["packed"]
-    bits = pack_limit_ok(int(table.f.sum()), int(table.F.sum()))
-    if bits is None:
-        return table.F, table.f, None
-    return table.F.astype(xp.float64) * float(1 << bits) + table.f, None, bits
+    if table.F is None:
+        packed = (table.f.astype(xp.float64), None, None)
+    else:
+        bits = pack_limit_ok(table.n, table.N)
+        if bits is None:
+            packed = (table.F.astype(xp.float64), table.f.astype(xp.float64), None)
+        else:
+            w = table.F.astype(xp.float64)
+            w *= float(1 << bits)
+            w += table.f
+            packed = (w, None, bits)
+    table._memo["packed"] = packed
+    return packed
 
 
 def unpack_counts(xp, acc, acc2, bits, has_F):
@@ -594,18 +602,21 @@ class Lattice:
             chosen = self._choose_intermediates(uniq, est, cost, big)
         nodes = [m for m in dict.fromkeys(uniq + chosen) if m != self.full]
         parent = self._parents(nodes, cost)
-        # depth first from the root (larger tables first among siblings): a table is dropped once
-        # its subtree is built, so at most one chain of ancestors is kept at a time
+        # the root's children first (larger first: the costliest roll-ups, independent of each
+        # other, so a pool builds them side by side), then depth first below each of them: a table
+        # is dropped once its subtree is built, so below the root one chain of ancestors is kept
         kids: dict[int, list[int]] = {}
         for m in nodes:
             kids.setdefault(parent[m], []).append(m)
-        order: list[int] = []
-        stack = [self.full]
-        while stack:
-            node = stack.pop()
-            if node != self.full:
+        size_first = lambda m: (-bin(m).count("1"), m)   # noqa: E731
+        top = sorted(kids.get(self.full, []), key=size_first)
+        order: list[int] = list(top)
+        for t in top:
+            stack = sorted(kids.get(t, []), key=size_first)[::-1]
+            while stack:
+                node = stack.pop()
                 order.append(node)
-            stack.extend(sorted(kids.get(node, []), key=lambda m: (bin(m).count("1"), -m)))
+                stack.extend(sorted(kids.get(node, []), key=size_first)[::-1])
         return Plan(order, parent, masks, est, chosen, frozenset(m for m in nodes if self.is_cube(m)),
                     cost)
 
@@ -751,13 +762,12 @@ class Lattice:
             pool = ThreadPoolExecutor(int(threads), thread_name_prefix="gpurisk-rollup")
         try:
             root_codes = self._root_codes
-
-            def prepare_root():
-                codes = root_codes if root_codes is not None else cell_codes(root)
-                return root, codes, pack_weights(root), None
-
-            # the root's codes are decoded while the plan is made (the plan needs a sample only)
-            futs: dict[int, Any] = {self.full: _submit(pool, prepare_root)}
+            # the root's codes are decoded and its weights packed side by side, while the plan is
+            # made (the plan needs a sample of the codes only)
+            codes_fut = _submit(pool, lambda: root_codes if root_codes is not None else cell_codes(root))
+            packed_fut = _submit(pool, pack_weights, root)
+            futs: dict[int, Any] = {self.full: _Later(lambda: (root, codes_fut.result(),
+                                                               packed_fut.result(), None))}
             plan = plan or self.plan(targets)
             skip = set(skip)
             by_mask: dict[int, list[int]] = {}
@@ -866,6 +876,23 @@ class _Done:
 
     def done(self) -> bool:
         return True
+
+
+class _Later:
+    """A value computed on first ``result()`` (thread-safe), from futures that may still be running."""
+
+    def __init__(self, fn):
+        import threading
+        self._fn, self._lock, self._value = fn, threading.Lock(), None
+
+    def result(self):
+        with self._lock:
+            if self._fn is not None:
+                self._value, self._fn = self._fn(), None
+        return self._value
+
+    def done(self) -> bool:
+        return self._fn is None
 
 
 def _submit(pool, fn, *args):

@@ -98,7 +98,8 @@ class FreqTable:
         """{r: n_r} for every r >= 1 with n_r > 0 (numbers of cells)."""
         def make():
             Z = self.fof_vector()
-            return {int(r): int(Z[r]) for r in np.flatnonzero(Z)}
+            nz = np.flatnonzero(Z)
+            return dict(zip(nz.tolist(), Z[nz].tolist()))
         return self._kept("fof", make)
 
     def pop_freq_of_freq(self) -> dict[int, int] | None:

@@ -124,7 +124,6 @@ def _measure_names(measures: Iterable[str] | None) -> list[str]:
 def prepare_summaries(table) -> None:
     """Compute the summaries most measures read (kept on the table), where the table is built."""
     table.fof_vector()
-    table.freq_of_freq()
     if table.F is not None:
         table.pop_uniques()
         table.unique_stats()
@@ -152,13 +151,12 @@ def combination_row(i: int, combo: Combination, table, ctx: Context, names: Sequ
                     timeout: float | None = None) -> dict:
     """One result row: counts and every measure of one combination's table."""
     from ..assess import run_measures
-    fof = table.freq_of_freq()
     F = table.F
     row = {"order": i, "combo": combo.combo, "scenario": combo.scenario, "keys": list(combo.keys),
            "size": len(combo.keys), "n": table.n, "N": table.N, "cells": table.sample_cells,
            # with a population every cell has F_j >= 1 (f_j <= F_j is checked when counting)
            "pop_cells": None if F is None else int(F.shape[0]),
-           "n1": fof.get(1, 0), "n2": fof.get(2, 0), "n3": fof.get(3, 0),
+           "n1": table.n_r(1), "n2": table.n_r(2), "n3": table.n_r(3),
            "N1": None if F is None else kj.pop_uniques(table), "seed": ctx.seed}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
