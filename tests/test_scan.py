@@ -180,3 +180,31 @@ def test_threads_change_nothing_in_the_results(adult):
     p = run_cli("scan", data_path("arx/adult.csv"), "--keys", "sex,age", "--max-size", "1",
                 "--fraction", "0.1", "--threads", "-1")
     assert p.returncode == 2 and "threads=-1" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_interrupted_scan_keeps_finished_rows_and_resumes(tmp_path, adult, monkeypatch):
+    """Ctrl-C in the middle of a scan: the rows already finished are on disk, the roll-up threads
+    are stopped, and --resume ends with the same table as an uninterrupted run."""
+    import threading
+    from gpurisk.scan import runner
+    opts = dict(keys=ADULT8[:6], max_size=3, sample_flag="s", batch_rows=1000, flush_seconds=1e9)
+    full = gpurisk.scan(adult, **opts).results
+    real = runner.combination_row
+    calls = []
+
+    def interrupted(*a, **k):
+        calls.append(1)
+        if len(calls) == 17:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(runner, "combination_row", interrupted)
+    out = tmp_path / "scan.parquet"
+    with pytest.raises(KeyboardInterrupt):
+        gpurisk.scan(adult, output=out, threads=2, **opts)
+    assert not [t for t in threading.enumerate() if t.name.startswith("gpurisk-rollup")]
+    assert len(read_scan(out)) == 16          # flushed although no batch was full
+    monkeypatch.setattr(runner, "combination_row", real)
+    res = gpurisk.scan(adult, output=out, resume=True, **opts)
+    assert res.skipped == 16
+    pd.testing.assert_frame_equal(res.results, full)

@@ -285,6 +285,7 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     rows: list[dict] = []
     t_roll = t_meas = 0.0
     prog = _progress(progress, len(combos) - len(skip))
+    it = None
     try:
         it = lattice.tables([c.keys for c in combos], skip=skip, threads=threads,
                             prepare=prepare_summaries)
@@ -310,7 +311,17 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
                 prog.advance(prog.task_ids[0])
         if sink is not None:
             sink.close()
+    except BaseException:
+        # interrupted (Ctrl-C) or failed: keep the rows already finished, for --resume
+        if sink is not None:
+            try:
+                sink.flush()
+            except Exception:   # the original error matters more
+                pass
+        raise
     finally:
+        if it is not None:
+            it.close()           # stops the roll-up threads before returning or raising
         if prog is not None:
             prog.stop()
     if sink is not None:
