@@ -160,7 +160,7 @@ def main(argv=None):
     ap.add_argument("--max-size", type=int, default=4)
     ap.add_argument("--groupby-combos", type=int, default=16,
                     help="combinations timed in the groupby loop on the synthetic data (extrapolated)")
-    ap.add_argument("--repeat", type=int, default=1, help="best of N for build and scan")
+    ap.add_argument("--repeat", type=int, default=3, help="best of N for build and scan")
     ap.add_argument("--out", default=str(ROOT / "bench" / "out"))
     args = ap.parse_args(argv)
     print("measures per combination:", ", ".join(_measure_names(None)))
