@@ -368,3 +368,32 @@ def test_sum_axes_equals_numpy_sum(case):
     want = x.sum(axis=axes)
     assert got.shape == np.shape(want)
     np.testing.assert_array_equal(got, want)
+
+
+def test_plan_keeps_at_most_a_group_of_the_roots_children_open():
+    """The root's children are built ROOT_GROUP at a time, each group's subtrees before the next
+    group: at any point of the order at most ROOT_GROUP of them still have tables to build below."""
+    from gpurisk.freq import lattice
+    df, keys, finest, targets = _register_targets(5_000)
+    old = lattice.CUBE_LIMIT
+    lattice.CUBE_LIMIT = 400                   # many small cubes: many children of the root
+    try:
+        lat = Lattice(finest)
+        plan = lat.plan(targets)
+    finally:
+        lattice.CUBE_LIMIT = old
+    top = [m for m in plan.order if plan.parent[m] == lat.full]
+    assert len(top) > Lattice.ROOT_GROUP
+
+    def root_child(m):
+        while plan.parent[m] != lat.full:
+            m = plan.parent[m]
+        return m
+
+    last = {}
+    for pos, m in enumerate(plan.order):
+        last[root_child(m)] = pos
+    first = {m: plan.order.index(m) for m in top}
+    for pos in range(len(plan.order)):
+        open_ = [t for t in top if first[t] <= pos < last[t]]
+        assert len(open_) <= Lattice.ROOT_GROUP

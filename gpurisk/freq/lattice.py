@@ -479,6 +479,9 @@ class Lattice:
     SORT_PENALTY = 8.0
     #: at most this many candidate intermediates are weighed
     MAX_CANDIDATES = 400
+    #: the root's children are built this many at a time (side by side in a pool), each group then
+    #: followed by the tables below it: bounds the large tables kept at once
+    ROOT_GROUP = 4
     #: families with more tables than this are planned without intermediates, parents found locally
     MAX_PLANNED = 3000
 
@@ -602,21 +605,25 @@ class Lattice:
             chosen = self._choose_intermediates(uniq, est, cost, big)
         nodes = [m for m in dict.fromkeys(uniq + chosen) if m != self.full]
         parent = self._parents(nodes, cost)
-        # the root's children first (larger first: the costliest roll-ups, independent of each
-        # other, so a pool builds them side by side), then depth first below each of them: a table
-        # is dropped once its subtree is built, so below the root one chain of ancestors is kept
+        # the root's children in groups of ROOT_GROUP (larger first: the costliest roll-ups,
+        # independent of each other, so a pool builds a group side by side), each group followed by
+        # its subtrees depth first: a table is dropped once its subtree is built, so at most one group
+        # and one chain of ancestors below it are kept at a time
         kids: dict[int, list[int]] = {}
         for m in nodes:
             kids.setdefault(parent[m], []).append(m)
         size_first = lambda m: (-bin(m).count("1"), m)   # noqa: E731
         top = sorted(kids.get(self.full, []), key=size_first)
-        order: list[int] = list(top)
-        for t in top:
-            stack = sorted(kids.get(t, []), key=size_first)[::-1]
-            while stack:
-                node = stack.pop()
-                order.append(node)
-                stack.extend(sorted(kids.get(node, []), key=size_first)[::-1])
+        order: list[int] = []
+        for g in range(0, len(top), self.ROOT_GROUP):
+            group = top[g:g + self.ROOT_GROUP]
+            order += group
+            for t in group:
+                stack = sorted(kids.get(t, []), key=size_first)[::-1]
+                while stack:
+                    node = stack.pop()
+                    order.append(node)
+                    stack.extend(sorted(kids.get(node, []), key=size_first)[::-1])
         return Plan(order, parent, masks, est, chosen, frozenset(m for m in nodes if self.is_cube(m)),
                     cost)
 
