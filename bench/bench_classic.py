@@ -14,7 +14,6 @@ separate environment that sees this one's packages). Writes bench/out/bench_clas
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 from pathlib import Path
@@ -34,11 +33,10 @@ SDCMICRO_MS = 400.0     # freqCalc + measure_risk on FARS with sdcMicro 5.8.1, a
 def data_file(arg: str | None) -> Path:
     if arg:
         return Path(arg)
-    env = os.environ.get("GPURISK_SHARED_DATA")
-    for base in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "data", Path("/work/shared/data")]:
-        p = base / "arx_genetic" / "fars_int.csv"
-        if p.exists():
-            return p
+    from gpurisk.testing.data import find_shared_data
+    data = find_shared_data(ROOT)
+    if data is not None and (data / "arx_genetic" / "fars_int.csv").exists():
+        return data / "arx_genetic" / "fars_int.csv"
     raise SystemExit("FARS not found: give --data PATH to fars_int.csv")
 
 

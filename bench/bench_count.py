@@ -46,10 +46,10 @@ def peak_mem(fn):
 
 
 def find_fars():
-    for cand in (os.environ.get("GPURISK_SHARED_DATA"), ROOT.parent / "shared" / "data", "/work/shared/data"):
-        if cand and (Path(cand) / "arx_genetic" / "fars_int.csv").exists():
-            return Path(cand) / "arx_genetic" / "fars_int.csv"
-    return None
+    from gpurisk.testing.data import find_shared_data
+    data = find_shared_data(ROOT)
+    path = data / "arx_genetic" / "fars_int.csv" if data else None
+    return path if path is not None and path.exists() else None
 
 
 def main():

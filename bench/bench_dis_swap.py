@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -95,9 +94,12 @@ PAPER5 = {"Random": (0.991, 0.974, 0.944, 0.898), "Age": (0.989, 0.975, 0.941, 0
 
 
 def find_data() -> Path:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from conftest import DATA  # the project's locator of ../shared/data
-    return DATA
+    from gpurisk.testing.data import find_shared_data
+    data = find_shared_data(ROOT)
+    if data is None:
+        raise SystemExit("real data not found: put shared/data beside the repository or set "
+                         "GPURISK_SHARED_DATA")
+    return data
 
 
 def load():

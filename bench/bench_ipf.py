@@ -177,9 +177,8 @@ def real_traces(traces):
     """Convergence on real samples (FARS, adult as populations; 5 % / 10 % samples)."""
     from gpurisk.freq.cellid import decode_radix
     from gpurisk.freq.engine import build_table
-    data = Path(os.environ.get("GPURISK_SHARED_DATA", ROOT.parent / "shared" / "data"))
-    if not (data / "README.md").exists():
-        data = Path("/work/shared/data")
+    from gpurisk.testing.data import find_shared_data
+    data = find_shared_data(ROOT) or ROOT.parent / "shared" / "data"
     cases = [("FARS 5 keys", "arx_genetic/fars_int.csv", ";", ["iage", "isex", "irace", "ihispanic", "iinjury"], 0.05),
              ("adult 5 keys", "uci_adult/adult_full_48842.csv", ",",
               ["age", "sex", "race", "marital-status", "education"], 0.10)]

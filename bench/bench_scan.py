@@ -48,10 +48,11 @@ CARDS = [2, 100, 6, 17, 10, 50, 12, 5]
 
 
 def find_data() -> Path:
-    for cand in (ROOT.parent / "shared" / "data", Path("/work/shared/data")):
-        if (cand / "README.md").exists():
-            return cand
-    raise SystemExit("real data not found (../shared/data)")
+    from gpurisk.testing.data import find_shared_data
+    data = find_shared_data(ROOT)
+    if data is None:
+        raise SystemExit("real data not found (../shared/data, or set GPURISK_SHARED_DATA)")
+    return data
 
 
 def synthetic(rows: int, seed: int = 1) -> tuple[pd.DataFrame, list[str]]:

@@ -17,7 +17,6 @@ encoding of the population plus one bincount per batch of samples.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -45,9 +44,12 @@ KEYSETS = {
 
 
 def find_data() -> Path:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from conftest import DATA  # the project's locator of ../shared/data
-    return DATA
+    from gpurisk.testing.data import find_shared_data
+    data = find_shared_data(ROOT)
+    if data is None:
+        raise SystemExit("real data not found: put shared/data beside the repository or set "
+                         "GPURISK_SHARED_DATA")
+    return data
 
 
 def print_table1(v, label):

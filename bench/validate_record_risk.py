@@ -37,12 +37,11 @@ CASES = [
 
 
 def data_dir() -> Path:
-    import os
-    env = os.environ.get("GPURISK_SHARED_DATA")
-    for c in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "data", Path("/work/shared/data")]:
-        if (c / "README.md").exists():
-            return c
-    raise SystemExit("real data not found: set GPURISK_SHARED_DATA")
+    from gpurisk.testing.data import find_shared_data
+    data = find_shared_data(ROOT)
+    if data is None:
+        raise SystemExit("real data not found: set GPURISK_SHARED_DATA")
+    return data
 
 
 def one(frame: pd.DataFrame, keys, pi: float, seed: int) -> dict:

@@ -8,19 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from gpurisk.testing.data import find_shared_data
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _find_data() -> Path:
-    env = os.environ.get("GPURISK_SHARED_DATA")
-    for cand in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "data",
-                                                 Path("/work/shared/data")]:
-        if (cand / "README.md").exists():
-            return cand
-    return ROOT.parent / "shared" / "data"
-
-
-DATA = _find_data()
+DATA = find_shared_data(ROOT) or ROOT.parent / "shared" / "data"
 
 
 def data_path(rel: str) -> Path:
