@@ -8,6 +8,18 @@ import click
 from ..errors import BadInput
 
 
+def echo_json(doc, default=None) -> None:
+    """``doc`` as indented JSON on standard output (the ``--json`` of every command)."""
+    import sys
+    json.dump(doc, sys.stdout, indent=2, default=default)
+    sys.stdout.write("\n")
+
+
+def registry_rows(registry) -> list[dict]:
+    """Each registered class's ``describe()``, with the plugin and package that registered it."""
+    return [dict(r.cls.describe(), plugin=r.plugin, package=r.package) for r in registry.values()]
+
+
 def fmt_value(v, digits=6) -> str:
     """A measure's number for a table: 6 significant digits, "—" for none."""
     if v is None:

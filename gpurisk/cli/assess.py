@@ -1,12 +1,9 @@
 """``gpurisk assess``: every applicable measure for one set of key variables."""
 from __future__ import annotations
 
-import json
-import sys
-
 import click
 
-from ._common import fmt_value as _fmt, input_options, parse_options, split_list
+from ._common import echo_json, fmt_value as _fmt, input_options, parse_options, split_list
 
 
 def print_assessment(doc: dict) -> None:
@@ -100,7 +97,6 @@ def register(cli: click.Group) -> None:
         if output:
             write_results(doc, output)
         if as_json:
-            json.dump(doc, sys.stdout, indent=2)
-            sys.stdout.write("\n")
+            echo_json(doc)
         else:
             print_assessment(doc)

@@ -1,13 +1,11 @@
 """``gpurisk compare``: unique counts and measures under alternative recodes, side by side."""
 from __future__ import annotations
 
-import json
 import math
-import sys
 
 import click
 
-from ._common import input_options, parse_options, split_list
+from ._common import echo_json, input_options, parse_options, split_list
 
 
 def _fmt(v):
@@ -67,9 +65,8 @@ def register(cli: click.Group) -> None:
                 for col in res.columns + ["cells"]:
                     d[col] = {lab: _json(r[f"{col} [{lab}]"]) for lab in labels}
                 rows.append(d)
-            json.dump({"uniques": res.uniques, "alternatives": labels[1:], "settings": res.settings,
-                       "rows": rows}, sys.stdout, indent=2, default=str)
-            sys.stdout.write("\n")
+            echo_json({"uniques": res.uniques, "alternatives": labels[1:], "settings": res.settings,
+                       "rows": rows}, default=str)
             return
         from rich.console import Console
         from rich.table import Table

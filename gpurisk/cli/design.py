@@ -1,13 +1,11 @@
 """``gpurisk design``: θ̂ under unequal probabilities, per-stratum π, and the cluster-pair check."""
 from __future__ import annotations
 
-import json
 import math
-import sys
 
 import click
 
-from ._common import split_list
+from ._common import echo_json, split_list
 
 
 def register(cli: click.Group) -> None:
@@ -42,8 +40,7 @@ def register(cli: click.Group) -> None:
                                    fractions=parse_fractions(fractions) if fractions else None,
                                    cluster=cluster, threshold=cluster_threshold, missing=missing))
         if as_json:
-            json.dump(doc, sys.stdout, indent=2)
-            sys.stdout.write("\n")
+            echo_json(doc)
             return
 
         def fmt(v):

@@ -1,12 +1,9 @@
 """``gpurisk dis`` (pr(cm|um) of a perturbed file) and ``gpurisk perturbations`` (what is registered)."""
 from __future__ import annotations
 
-import json
-import sys
-
 import click
 
-from ._common import fmt_value as _fmt, split_list
+from ._common import echo_json, fmt_value as _fmt, registry_rows, split_list
 
 
 def register(cli: click.Group) -> None:
@@ -54,8 +51,7 @@ def register(cli: click.Group) -> None:
                   state=state, sep=sep, encoding=encoding, orientation=orientation)
         doc = res.to_dict()
         if as_json:
-            json.dump(doc, sys.stdout, indent=2)
-            sys.stdout.write("\n")
+            echo_json(doc)
             return
         click.echo(f"n = {doc['n']}, f = {doc['fraction']:g}, keys: {', '.join(doc['keys'])}")
         click.echo(f"perturbation: {' then '.join(doc['perturbations'])}   seed {doc['seed']}")
@@ -74,14 +70,9 @@ def register(cli: click.Group) -> None:
     def perturbations(as_json):
         """List every registered perturbation, built-in or third-party."""
         from ..plugins import perturbation_registry
-        rows = []
-        for name, r in perturbation_registry().items():
-            d = r.cls.describe()
-            d.update(plugin=r.plugin, package=r.package)
-            rows.append(d)
+        rows = registry_rows(perturbation_registry())
         if as_json:
-            json.dump(rows, sys.stdout, indent=2, default=str)
-            sys.stdout.write("\n")
+            echo_json(rows, default=str)
             return
         for d in rows:
             opts = ", ".join(f"{k}={v}" for k, v in d["options"].items())

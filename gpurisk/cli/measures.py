@@ -1,10 +1,9 @@
 """``gpurisk measures`` and ``gpurisk plugins``: what is registered."""
 from __future__ import annotations
 
-import json
-import sys
-
 import click
+
+from ._common import echo_json, registry_rows
 
 
 def register(cli: click.Group) -> None:
@@ -14,14 +13,9 @@ def register(cli: click.Group) -> None:
         """List every registered measure, built-in or third-party."""
         from ..plugins import measure_registry
 
-        rows = []
-        for name, r in measure_registry().items():
-            d = r.cls.describe()
-            d.update(plugin=r.plugin, package=r.package)
-            rows.append(d)
+        rows = registry_rows(measure_registry())
         if as_json:
-            json.dump(rows, sys.stdout, indent=2)
-            sys.stdout.write("\n")
+            echo_json(rows)
             return
         from rich.console import Console
         from rich.table import Table
@@ -43,8 +37,7 @@ def register(cli: click.Group) -> None:
         from ..plugins import plugins_list
         rows = plugins_list()
         if as_json:
-            json.dump(rows, sys.stdout, indent=2)
-            sys.stdout.write("\n")
+            echo_json(rows)
             return
         for r in rows:
             click.echo(f"{r['plugin']}\t{r['package']} {r['version']}".rstrip())

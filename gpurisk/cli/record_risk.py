@@ -1,14 +1,11 @@
 """``gpurisk record-risk``: per-record identification risk by search method (SPEC §5)."""
 from __future__ import annotations
 
-import json
-import sys
-
 import click
 
 from ..errors import BadInput
 from ..loglinear import MAX_CELLS, MAX_ITER, TOL
-from ._common import input_options, split_list
+from ._common import echo_json, input_options, split_list
 
 
 def _fmt(v, digits=4):
@@ -121,8 +118,7 @@ def register(cli: click.Group) -> None:
                   max_iter=max_iter, max_cells=max_cells, missing=missing, backend=backend,
                   show_records=show_records)
         if as_json:
-            json.dump(_json_safe(doc), sys.stdout, indent=2)
-            sys.stdout.write("\n")
+            echo_json(_json_safe(doc))
         else:
             print_summary(doc)
 

@@ -1,13 +1,12 @@
 """``gpurisk scan``: many key combinations in one pass; rows stream to a Parquet dataset."""
 from __future__ import annotations
 
-import json
 import math
 import sys
 
 import click
 
-from ._common import input_options, parse_options, split_list
+from ._common import echo_json, input_options, parse_options, split_list
 
 
 def _fmt(v, digits=4):
@@ -144,7 +143,6 @@ def register(cli: click.Group) -> None:
                   threads=threads)
         doc = summary_doc(res, top, rank_by)
         if as_json:
-            json.dump(doc, sys.stdout, indent=2, default=str)
-            sys.stdout.write("\n")
+            echo_json(doc, default=str)
         else:
             print_summary(doc)

@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 
 import click
 
 from ..errors import BadInput
-from ._common import parse_options, split_list
+from ._common import echo_json, parse_options, split_list
 
 LABELS = {"true": "true value", "estimate": "estimate", "error": "error (est − true)",
           "se": "est. s.e.", "nmse": "NMSE"}
@@ -112,7 +111,6 @@ def register(cli: click.Group) -> None:
                    | {"replicates": {str(f): r for f, r in res.info["replicates"].items()}},
                    "summary": json.loads(res.summary.to_json(orient="records")),
                    "warnings": res.warnings}
-            json.dump(doc, sys.stdout, indent=2)
-            sys.stdout.write("\n")
+            echo_json(doc)
         else:
             print_validation(res)
