@@ -444,7 +444,6 @@ class Plan:
     estimate: dict[int, float] = field(default_factory=dict)   # estimated cells (sparse nodes)
     intermediates: list[int] = field(default_factory=list)
     cube: frozenset = frozenset()          # masks summed as dense arrays (see Lattice)
-    cost: dict[int, float] = field(default_factory=dict)       # cost of reading each node once
 
     def needed(self, wanted: Iterable[int]) -> set[int]:
         """The masks to build to obtain ``wanted``: themselves and their chains of parents."""
@@ -497,12 +496,6 @@ class Lattice:
         self._summed: list[int] = []  # the cube elements each of them summed (from cubes)
 
     # --- helpers -------------------------------------------------------------------------------
-    @property
-    def root_codes(self) -> list:
-        if self._root_codes is None:
-            self._root_codes = cell_codes(self.root)
-        return self._root_codes
-
     def _codes_at(self, pick: np.ndarray) -> list[np.ndarray]:
         """The root's codes of the cells at ``pick`` (numpy int64), without decoding every cell."""
         root = self.root
@@ -624,8 +617,7 @@ class Lattice:
                     node = stack.pop()
                     order.append(node)
                     stack.extend(sorted(kids.get(node, []), key=size_first)[::-1])
-        return Plan(order, parent, masks, est, chosen, frozenset(m for m in nodes if self.is_cube(m)),
-                    cost)
+        return Plan(order, parent, masks, est, chosen, frozenset(m for m in nodes if self.is_cube(m)))
 
     def _parents(self, nodes: list[int], cost: dict[int, float]) -> dict[int, int]:
         """Each node's parent: the strict superset among the nodes (or the root) cheapest to read."""

@@ -96,14 +96,11 @@ class FreqTable:
 
     def freq_of_freq(self) -> dict[int, int]:
         """{r: n_r} for every r >= 1 with n_r > 0 (numbers of cells)."""
-        def make():
-            Z = self.fof_vector()
-            nz = np.flatnonzero(Z)
-            return dict(zip(nz.tolist(), Z[nz].tolist()))
-        return self._kept("fof", make)
+        return self._kept("fof", lambda: _nonzero_dict(self.fof_vector()))
 
     def pop_freq_of_freq(self) -> dict[int, int] | None:
-        return None if self.F is None else _fof(self.xp, self.F)
+        """{r: N_r} for every r >= 1 with N_r > 0 (numbers of cells), or None without ``F``."""
+        return None if self.F is None else _nonzero_dict(_fof_vector(self.xp, self.F))
 
     def n_r(self, r: int) -> int:
         Z = self.fof_vector()
@@ -186,6 +183,7 @@ def _to_numpy(a):
 
 
 def _fof_vector(xp, f) -> np.ndarray:
+    """Z[r] = #{j : f_j = r} for r >= 1, Z[0] = 0, length at least 2 (numpy), for counts f >= 0."""
     if f.shape[0] == 0:
         return np.zeros(2, np.int64)
     Z = np.asarray(_to_numpy(xp.bincount(f))).astype(np.int64, copy=False)
@@ -195,10 +193,6 @@ def _fof_vector(xp, f) -> np.ndarray:
     return Z
 
 
-def _fof(xp, counts) -> dict[int, int]:
-    c = counts[counts > 0]
-    if c.size == 0:
-        return {}
-    b = _to_numpy(xp.bincount(c))
-    nz = np.flatnonzero(b)
-    return {int(r): int(b[r]) for r in nz}
+def _nonzero_dict(Z: np.ndarray) -> dict[int, int]:
+    nz = np.flatnonzero(Z)
+    return dict(zip(nz.tolist(), Z[nz].tolist()))

@@ -42,12 +42,7 @@ def p_f2(ctx, measure: str):
     return option(ctx, measure, "p_f2", 1.0)
 
 
-def pop_uniques(table) -> int:
-    """N1 = #{j : F_j = 1}, remembered on the table (several measures of a scan read it)."""
-    return table.pop_uniques()
-
-
 def pr_pu(table) -> tuple[float, int]:
     """(Pr(PU) = N1 / N, N1)."""
-    N1 = pop_uniques(table)
+    N1 = table.pop_uniques()
     return N1 / table.N, N1

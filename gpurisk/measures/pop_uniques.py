@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from ..hookspecs import hookimpl
 from ..measure import Context, Measure, Result
-from . import _kim_jeong as kj
 
 
 class PopUniques(Measure):
@@ -17,7 +16,7 @@ class PopUniques(Measure):
     reference = "Kim & Jeong (2007) Table 2; SPEC §3"
 
     def compute(self, table, ctx: Context) -> Result:
-        return Result(value=float(kj.pop_uniques(table)))
+        return Result(value=float(table.pop_uniques()))
 
 
 @hookimpl

@@ -29,7 +29,7 @@ import warnings
 import numpy as np
 
 from ..errors import BadInput
-from ..freq.table import _to_numpy
+from ..freq.table import _fof_vector, _to_numpy
 from ..hookspecs import hookimpl
 from ..measure import Context, Measure, Result
 from . import _tau1_series as ser
@@ -85,11 +85,8 @@ def _check_params(r, k, q):
 
 
 def fof_vector(f) -> np.ndarray:
-    """Z[r] = n_r for r = 0..max f (Z[0] unused), from the cell counts f."""
-    f = np.asarray(_to_numpy(f)).astype(np.int64)
-    f = f[f > 0]
-    Z = np.bincount(f) if f.size else np.zeros(2, np.int64)
-    return Z if Z.size >= 2 else np.zeros(2, np.int64)
+    """Z[r] = n_r for r = 0..max f (Z[0] unused), from the cell counts f (as ``FreqTable.fof_vector``)."""
+    return _fof_vector(np, np.asarray(_to_numpy(f)).astype(np.int64))
 
 
 class Tau1Hat(Measure):

@@ -23,7 +23,6 @@ from ..errors import BadInput
 from ..freq.engine import build_table
 from ..freq.lattice import Lattice, regroup
 from ..measure import Context
-from ..measures import _kim_jeong as kj
 from ..recode import code_maps, parse_recodes
 from .plan import Combination, build_plan, combo_seed, root_keys
 from .sink import ParquetSink, read_scan, row_schema
@@ -157,7 +156,7 @@ def combination_row(i: int, combo: Combination, table, ctx: Context, names: Sequ
            # with a population every cell has F_j >= 1 (f_j <= F_j is checked when counting)
            "pop_cells": None if F is None else int(F.shape[0]),
            "n1": table.n_r(1), "n2": table.n_r(2), "n3": table.n_r(3),
-           "N1": None if F is None else kj.pop_uniques(table), "seed": ctx.seed}
+           "N1": None if F is None else table.pop_uniques(), "seed": ctx.seed}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = run_measures(table, ctx, names, timeout=timeout)
