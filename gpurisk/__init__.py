@@ -10,6 +10,7 @@ Public API::
 __version__ = "0.1.0"
 
 from .errors import BadInput, GpuriskError, PluginError, UnsupportedBackend  # noqa: E402
+from . import xp  # noqa: E402  (array namespaces: gpurisk.xp.to_host, gpurisk.xp.scalar)
 from .hookspecs import hookimpl  # noqa: E402
 from .measure import Context, Measure, Result  # noqa: E402
 from .freq.table import FreqTable  # noqa: E402

@@ -75,7 +75,7 @@ def _missing_modules(*mods: str) -> str | None:
 
 def data_kind(data) -> str | None:
     """The backend a collection belongs to, or None for paths and other objects."""
-    from .freq.plan import is_cudf
+    from .xp import is_cudf
     if hasattr(data, "__dask_graph__") and hasattr(data, "npartitions"):
         meta = getattr(data, "_meta", None)
         return "dask-cudf" if meta is not None and is_cudf(meta) else "dask"

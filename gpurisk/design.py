@@ -27,7 +27,7 @@ import pandas as pd
 from .errors import BadInput
 from .freq.encode import encode_keys
 from .freq.engine import build_table
-from .freq.table import _to_numpy
+from .xp import to_host
 
 CLUSTER_WARN = 0.1
 
@@ -95,11 +95,11 @@ def stratified(frame: pd.DataFrame, keys: Sequence[str], stratum: str, fractions
     work = frame[keys + [stratum]].copy()
     work["__w"] = w
     whole = build_table(work, keys, weights="__w", missing=missing)
-    th_w, n1, d = theta_hat_weighted(_to_numpy(whole.f), _to_numpy(whole.w))
+    th_w, n1, d = theta_hat_weighted(to_host(whole.f), to_host(whole.w))
     nested = build_table(work, keys + [stratum], weights="__w", missing=missing)
-    f = _to_numpy(nested.f)
-    h = _to_numpy(nested.cell_codes()[-1])[f > 0]
-    wsum = _to_numpy(nested.w)[f > 0]
+    f = to_host(nested.f)
+    h = to_host(nested.cell_codes()[-1])[f > 0]
+    wsum = to_host(nested.w)[f > 0]
     fpos = f[f > 0]
     H = len(nested.categories[-1])
     nr = {r: np.bincount(h, weights=(fpos == r), minlength=H).astype(int) for r in (1, 2, 3)}
@@ -120,8 +120,8 @@ def cluster_pair_share(table, cluster_codes: np.ndarray) -> tuple[int, int]:
 
     ``cluster_codes`` holds one integer per sample record, in the records' order.
     """
-    rc = _to_numpy(table.record_cell())
-    f = _to_numpy(table.f)
+    rc = to_host(table.record_cell())
+    f = to_host(table.f)
     idx = np.flatnonzero(f[rc] == 2)
     idx = idx[np.argsort(rc[idx], kind="stable")]  # the two records of a pair are adjacent
     a, b = idx[0::2], idx[1::2]
@@ -176,7 +176,7 @@ def design_report(frame, keys: Sequence[str], *, fraction: float | None = None,
         th, v = theta_hat(table.n_r(1), table.n_r(2), table.n_r(3), f)
         doc["theta_hat"] = {"value": th, "se": math.sqrt(v) if v == v else math.nan, "pi": f}
     if weights:
-        f, w = _to_numpy(table.f), _to_numpy(table.w)
+        f, w = to_host(table.f), to_host(table.w)
         if ((f > 0) & (w < f * (1 - 1e-12))).any():
             raise BadInput(f"weight column {weights!r} has weights below 1 (pi_i > 1): give design "
                            "weights 1/pi_i, not normalised weights")

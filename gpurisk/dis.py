@@ -39,7 +39,7 @@ import numpy as np
 
 from .errors import BadInput, PluginError
 from .freq import cellid, count
-from .freq.table import _to_numpy
+from .xp import to_host
 
 #: default budget of perturbed records held at once (batch x n). On a CPU the batched arrays
 #: cost about what a loop over files costs (the sorts are n log n either way, and large batches
@@ -92,8 +92,8 @@ class DISResult:
 # --- counting ----------------------------------------------------------------------------------
 def record_codes(table) -> list[np.ndarray]:
     """Each sample record's code per key, in record order, from a table that keeps its records."""
-    rc = _to_numpy(table.record_cell())
-    return [_to_numpy(c)[rc] for c in table.cell_codes()]
+    rc = to_host(table.record_cell())
+    return [to_host(c)[rc] for c in table.cell_codes()]
 
 
 def _ids(orig: Sequence[np.ndarray], pert: Sequence[np.ndarray], cards) -> tuple[np.ndarray, np.ndarray, int]:

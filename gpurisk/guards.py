@@ -13,9 +13,8 @@
 """
 from __future__ import annotations
 
-import numpy as np
-
 from .errors import BadInput
+from .xp import scalar
 
 #: a key with more distinct values than this (and more than half as many as records) is refused
 MAX_CATEGORIES = 1000
@@ -36,25 +35,23 @@ def sample_categories(table, only=None) -> list[int | None]:
     """Per key, the number of distinct categories that occur in the sample (cells with f > 0).
 
     ``only``: indices of the keys to count (the others come back as None); each is counted with one
-    ``bincount`` over the codes of the sample's cells.
+    ``bincount`` over the codes of the sample's cells, in the table's namespace (on a GPU table only
+    the counts come to the host).
     """
-    t = table.to_numpy()
-    live = np.asarray(t.f) > 0
-    want = range(len(t.keys)) if only is None else set(only)
+    want = range(len(table.keys)) if only is None else set(only)
     if not want:
-        return [None] * len(t.keys)
-    if t.stored_cell_codes is not None:
-        codes = t.stored_cell_codes
-    else:
-        from .freq.lattice import cell_codes
-        codes = cell_codes(t)
+        return [None] * len(table.keys)
+    xp = table.xp
+    live = table.f > 0
+    from .freq.lattice import cell_codes
+    codes = cell_codes(table)
     out: list[int | None] = []
     for v, c in enumerate(codes):
         if v not in want:
             out.append(None)
             continue
-        seen = np.bincount(np.asarray(c)[live].astype(np.int64), minlength=t.cards[v])
-        out.append(int(np.count_nonzero(seen)))
+        seen = xp.bincount(c[live].astype(xp.int64), minlength=table.cards[v])
+        out.append(int(scalar(xp.count_nonzero(seen))))
     return out
 
 

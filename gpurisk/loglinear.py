@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import BadInput
+from .xp import namespace, scalar
 
 #: default largest K = Π c_v fitted densely (μ alone takes 8 K bytes)
 MAX_CELLS = 50_000_000
@@ -80,7 +81,7 @@ class LoglinearFit:
         """μ̂ as a dense tensor of shape ``cards`` (built on demand after a sparse fit)."""
         if self.dense is not None:
             return self.dense
-        xp = _namespace(self.mu_support)
+        xp = namespace(self.mu_support)
         out = xp.zeros(self.K, dtype=xp.float64)
         out[self.support] = self.mu_support
         return out.reshape(self.cards)
@@ -89,7 +90,7 @@ class LoglinearFit:
         """p̂ = μ̂ / n of the cells with these C-order flat indices (= mixed-radix cell ids)."""
         if self.dense is not None:
             return self.dense.reshape(-1)[flat_ids] / self.n
-        xp = _namespace(self.mu_support)
+        xp = namespace(self.mu_support)
         if self.support.size == 0:
             return xp.zeros(flat_ids.shape, dtype=xp.float64)
         pos = xp.minimum(xp.searchsorted(self.support, flat_ids), self.support.size - 1)
@@ -100,7 +101,7 @@ class LoglinearFit:
         """p̂ of cells given by their table codes (one array per key); 0 where a category is not in
         the fit (``level_maps``), i.e. no sample record has it."""
         maps = self.level_maps or [None] * len(self.cards)
-        xp = _namespace(codes[0])
+        xp = namespace(codes[0])
         flat = xp.zeros(codes[0].shape[0], dtype=xp.int64)
         valid = xp.ones(codes[0].shape[0], dtype=bool)
         for m, c, k in zip(maps, codes, self.cards):
@@ -108,13 +109,6 @@ class LoglinearFit:
             valid &= cc >= 0
             flat = flat * int(k) + xp.maximum(cc, 0)
         return xp.where(valid, self.p_hat(flat), 0.0)
-
-
-def _namespace(a):
-    if type(a).__module__.startswith("cupy"):
-        import cupy
-        return cupy
-    return np
 
 
 def two_way_margins(d: int) -> list[tuple[int, ...]]:
@@ -217,7 +211,7 @@ def fit_two_way(codes, f, cards, xp=np, tol: float = TOL, max_iter: int = MAX_IT
     d = len(cards)
     margins = two_way_margins(d) if margins is None else [tuple(m) for m in margins]
     obs = observed_margins(xp, codes, f, cards, margins)
-    n = float(f.sum())
+    n = float(scalar(f.sum()))
     K = math.prod(cards)
     support = support_of(xp, obs, cards, margins)
     if sparse is None:
@@ -253,13 +247,13 @@ def _ipf_dense(xp, mu, obs, margins, tol, max_iter, trace):
         worst = 0.0
         for axes, m_obs in zip(margins, obs):
             m_fit = _margin(xp, mu, axes)
-            worst = max(worst, float(xp.abs(m_fit - m_obs).max()))
+            worst = max(worst, float(scalar(xp.abs(m_fit - m_obs).max())))
             _rescale(xp, mu, _ratio(xp, m_obs, m_fit), axes, split)
         if trace is not None:
             trace.append(worst)
         if worst < tol:
             break
-    disc = max(float(xp.abs(_margin(xp, mu, axes) - m_obs).max()) for axes, m_obs in zip(margins, obs))
+    disc = max(float(scalar(xp.abs(_margin(xp, mu, axes) - m_obs).max())) for axes, m_obs in zip(margins, obs))
     return it, disc
 
 
@@ -287,13 +281,13 @@ def _ipf_sparse(xp, support, obs, cards, margins, n, tol, max_iter, trace):
         worst = 0.0
         for j, m_obs in enumerate(obs_flat):
             m_fit = margin(j)
-            worst = max(worst, float(xp.abs(m_fit - m_obs).max()))
+            worst = max(worst, float(scalar(xp.abs(m_fit - m_obs).max())))
             mu *= (m_obs / xp.maximum(m_fit, _TINY))[idx[j]]
         if trace is not None:
             trace.append(worst)
         if worst < tol:
             break
-    disc = max(float(xp.abs(margin(j) - m_obs).max()) for j, m_obs in enumerate(obs_flat))
+    disc = max(float(scalar(xp.abs(margin(j) - m_obs).max())) for j, m_obs in enumerate(obs_flat))
     return mu, it, disc
 
 
@@ -312,7 +306,7 @@ def sample_levels(table):
         present = xp.zeros(int(table.cards[v]), dtype=bool)
         present[codes[sampled]] = True
         maps.append(xp.where(present, xp.cumsum(present) - 1, -1).astype(xp.int64))
-        cards.append(int(present.sum()))
+        cards.append(int(scalar(present.sum())))
     return maps, tuple(cards)
 
 

@@ -137,7 +137,7 @@ def missing_needs(measure: type[Measure], table, ctx: Context) -> str | None:
     if "weights" in measure.needs and table.w is None:
         return "needs design weights: give --weights COL"
     if ("records" in measure.needs or "columns" in measure.needs) and \
-            getattr(table, "record_locator", None) is None and getattr(table, "_record_cell", None) is None:
+            getattr(table, "record_locator", None) is None:
         return f"needs each record's cell, which the {table.backend} backend did not keep"
     for opt in measure.column_options:
         col = ctx.option(measure.name, opt, measure.options.get(opt))

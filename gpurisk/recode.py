@@ -27,6 +27,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from .errors import BadInput
+from .xp import to_host
 from .freq.lattice import CodeMap, regroup
 from .freq.table import FreqTable
 
@@ -237,14 +238,13 @@ def code_maps(table: FreqTable, recodes: Iterable[Recode]) -> dict[str, CodeMap]
     return out
 
 
-def _category_counts(table: FreqTable, v: int):
-    """Sample records per category of key ``v`` (for withholding a unique's value in messages)."""
-    try:
-        codes = np.asarray(table.cell_codes()[v])
-        f = np.asarray(table.f)
-        return np.bincount(codes.astype(np.int64), weights=f, minlength=len(table.categories[v]))
-    except Exception:  # a table kind without host codes: withhold nothing rather than fail
-        return None
+def _category_counts(table: FreqTable, v: int) -> np.ndarray:
+    """Sample records per category of key ``v`` (for withholding a unique's value in messages):
+    one ``bincount`` in the table's namespace, brought to the host (one number per category)."""
+    xp = table.xp
+    codes = table.cell_codes()[v].astype(xp.int64)
+    return to_host(xp.bincount(codes, weights=table.f.astype(xp.float64),
+                               minlength=len(table.categories[v])))
 
 
 def apply_recodes(table: FreqTable, recodes) -> FreqTable:

@@ -20,7 +20,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from .errors import BadInput
-from .freq.table import _to_numpy
+from .xp import namespace, to_host
 from .loglinear import MAX_CELLS, MAX_ITER, TOL, LoglinearFit, fit_table
 from .measures import search_methods as sm
 
@@ -32,10 +32,7 @@ def cached_fit(table, tol: float = TOL, max_iter: int = MAX_ITER,
                max_cells: float = MAX_CELLS) -> LoglinearFit:
     """The IPF fit of ``table``'s counts, computed once per table and settings (shared by measures)."""
     key = (float(tol), int(max_iter), float(max_cells))
-    cache = getattr(table, _CACHE_ATTR, None)
-    if cache is None:
-        cache = {}
-        setattr(table, _CACHE_ATTR, cache)
+    cache = table.cached(_CACHE_ATTR, dict)
     if key not in cache:
         cache[key] = fit_table(table, tol=tol, max_iter=max_iter, max_cells=max_cells)
     return cache[key]
@@ -91,7 +88,7 @@ class RiskModel:
 
     def risks(self, p, sample_unique=None) -> dict:
         """{method: risk array} for match probabilities ``p``; r1u is NaN where not sample unique."""
-        xp = sm._xp(p)
+        xp = namespace(p)
         out = {}
         for m in self.methods:
             r = sm.risk(m, p, self.N, self.n, self.y, self.database_size, self.p_tilde)
@@ -153,12 +150,12 @@ def summarize(model: RiskModel, all_records: bool = False,
     """File-level numbers over sample-unique records (or every record); computed per cell."""
     thresholds = tuple(float(t) for t in thresholds)
     t = model.table
-    f = _to_numpy(t.f)
+    f = to_host(t.f)
     sel = f > 0 if all_records else f == 1
     cells = np.flatnonzero(sel)
     weight = f[cells].astype(np.int64)
-    p = _to_numpy(model.p_cell)[cells]
-    risks = {m: _to_numpy(r) for m, r in model.risks(p, f[cells] == 1).items()}
+    p = to_host(model.p_cell)[cells]
+    risks = {m: to_host(r) for m, r in model.risks(p, f[cells] == 1).items()}
     doc = {
         "records": "every record" if all_records else "sample uniques",
         "n": t.n, "N": model.N, "N_source": model.N_source, "K": model.fit.K,
@@ -177,18 +174,18 @@ def table3_rows(model: RiskModel, su_cells: np.ndarray) -> list[dict]:
     """Sample uniques with the minimum, (lower) median and maximum p̂ (Skinner's Table 3)."""
     if su_cells.size == 0:
         return []
-    p_all = _to_numpy(model.p_cell)
+    p_all = to_host(model.p_cell)
     order = np.argsort(p_all[su_cells], kind="stable")
     picks = [("minimum", order[0]), ("median", order[(order.size - 1) // 2]), ("maximum", order[-1])]
     rows = []
-    F = None if model.table.F is None else _to_numpy(model.table.F)
+    F = None if model.table.F is None else to_host(model.table.F)
     for label, i in picks:
         cell = int(su_cells[i])
         p = np.array([p_all[cell]])
         row = {"which": label, "cell": cell, "p_hat": float(p[0]),
                "F": None if F is None else int(F[cell])}
         for m, r in model.risks(p).items():
-            row[m] = float(_to_numpy(r)[0])
+            row[m] = float(to_host(r)[0])
         if "r1u" in row:
             row["r4_database_size"] = sm.database_size_for(float(p[0]), row["r1u"], model.N)
         rows.append(row)
@@ -197,10 +194,10 @@ def table3_rows(model: RiskModel, su_cells: np.ndarray) -> list[dict]:
 
 def selected_records(table, all_records: bool = False):
     """(record positions in the sample, their cell indices): sample uniques, or every record."""
-    rc = _to_numpy(table.record_cell())
+    rc = to_host(table.record_cell())
     if all_records:
         return np.arange(rc.size, dtype=np.int64), rc
-    f = _to_numpy(table.f)
+    f = to_host(table.f)
     pos = np.flatnonzero(f[rc] == 1)
     return pos, rc[pos]
 

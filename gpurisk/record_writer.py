@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import BadInput
-from .freq.table import _to_numpy
+from .xp import to_host
 
 
 class RecordRiskWriter:
@@ -57,9 +57,9 @@ class RecordRiskWriter:
         import pyarrow as pa
         if self._writer is None:
             self.open()
-        arrays = [pa.array(np.asarray(_to_numpy(rows), dtype=np.int64))]
+        arrays = [pa.array(np.asarray(to_host(rows), dtype=np.int64))]
         for name in self.schema.names[1:]:
-            a = _to_numpy(cols[name])
+            a = to_host(cols[name])
             arrays.append(pa.array(np.asarray(a, dtype=np.int64 if name in ("f", "F") else np.float64)))
         self._writer.write_batch(pa.record_batch(arrays, schema=self.schema))
         self.rows += len(arrays[0])

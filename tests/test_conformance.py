@@ -2,6 +2,7 @@
 broken on purpose must fail the check that is about their fault."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -104,11 +105,10 @@ def test_backend_comparison_catches_a_disagreement(monkeypatch):
             raise gpurisk.UnsupportedBackend(f"{name} not here")
         t = engine.build_table_pandas(sample, keys, kw.get("population"), kw.get("sample_flag"),
                                       kw.get("weights"), kw.get("missing", "category"))
-        t.backend = "dask"
-        return t
+        return dataclasses.replace(t, backend="dask")
     monkeypatch.setattr(backends, "dispatch_build", fake)
     report = check_backends_agree(Good)
-    assert report.compared == ["dask"] and set(report.skipped) == {"cudf", "dask-cudf"}
+    assert report.compared == ["strict", "dask"] and set(report.skipped) == {"cudf", "dask-cudf"}
 
     def compute(self, t, c):
         return Result(value=0.25 if t.backend == "dask" else 0.5)
@@ -123,3 +123,33 @@ def test_table_from_counts_and_run_measure():
     assert len(sample) == 6 and len(register) == 20
     res = run_measure(measure_registry()["pr_pu"].cls, table, gpurisk.Context())
     assert res.value == pytest.approx(0 / 20)  # no cell has F_j = 1
+
+
+# --- the strict namespace: a measure learns on a CPU that it would break on a GPU ------------------
+
+def _host_habit(table, ctx):
+    f = np.asarray(table.f)                       # the planted fault: a host round-trip
+    return Result(value=float((f == 1).sum()) / table.n)
+
+
+def _float_of_device(table, ctx):
+    return Result(value=float(table.f.max()))     # float() of a device scalar
+
+
+def _numpy_function(table, ctx):
+    return Result(value=float(np.count_nonzero(table.f == 1)) / table.n)
+
+
+@pytest.mark.parametrize("compute, expect", [
+    (_host_habit, "np.asarray"), (_float_of_device, "float"), (_numpy_function, "numpy"),
+])
+def test_strict_namespace_catches_a_host_round_trip(compute, expect):
+    """The same measure passes on pandas and fails the kit's strict (GPU stand-in) backend."""
+    bad = _variant("host_habit", lambda self, t, c: compute(t, c))
+    assert run_measure(bad, table_from_counts([1, 2, 1])[0], gpurisk.Context()).value is not None
+    with pytest.raises(AssertionError, match=f"backend strict .*{expect}"):
+        check_backends_agree(bad, backends=("strict",))
+    good = _variant("device_habit", lambda self, t, c: Result(
+        value=gpurisk.xp.scalar((t.f == 1).sum()) / t.n))
+    report = check_backends_agree(good, backends=("strict",))
+    assert report.compared == ["strict"]

@@ -172,7 +172,7 @@ def test_measures_in_assess_agree_with_record_risk(adult_sample):
         assert r.extra["iterations"] == doc["ipf"]["iterations"]
     assert res.measures["r4"].value is None and "database size" in res.measures["r4"].reason
     # the IPF ran once for the six measures (cached on the table)
-    fits = getattr(res.table, "_gpurisk_loglinear_fits")
+    fits = res.table.cached("_gpurisk_loglinear_fits", dict)    # the cache the table owns
     assert len(fits) == 1
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -47,9 +48,21 @@ def test_kept_summaries_equal_direct_computation(t):
     assert np.isclose(s.inv_F_sum, float((1.0 / F[su]).sum()), rtol=1e-15, atol=0)
 
 
-def test_assigning_new_counts_drops_the_kept_summaries():
-    t = FreqTable(("k",), [[0, 1, 2]], np.arange(3), np.array([1, 1, 2]), np.array([1, 3, 2]))
+def test_a_table_is_frozen_and_new_counts_make_a_new_table():
+    """Issue 15: a FreqTable cannot be changed once built (its kept summaries could go stale);
+    other counts are another table, with summaries of its own."""
+    import dataclasses
+    f0 = np.array([1, 1, 2])
+    t = FreqTable(("k",), [[0, 1, 2]], np.arange(3), f0, np.array([1, 3, 2]))
     assert (t.n, t.N, t.n_r(1), t.unique_stats().n1, t.pop_uniques()) == (4, 6, 2, 2, 1)
-    t.f = np.array([0, 2, 2])
-    t.F = np.array([1, 2, 2])
-    assert (t.n, t.N, t.n_r(1), t.n_r(2), t.unique_stats().n1, t.pop_uniques()) == (4, 5, 0, 2, 0, 1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        t.f = np.array([0, 2, 2])
+    with pytest.raises(ValueError, match="read-only"):
+        t.f[0] = 5                       # a measure writing into the counts
+    with pytest.raises(ValueError, match="read-only"):
+        t.F += 1
+    with pytest.raises(ValueError, match="read-only"):
+        f0[0] = 7                        # the table took the array: not even its maker writes into it
+    t2 = dataclasses.replace(t, f=np.array([0, 2, 2]), F=np.array([1, 2, 2]))
+    assert (t2.n, t2.N, t2.n_r(1), t2.n_r(2), t2.unique_stats().n1, t2.pop_uniques()) == (4, 5, 0, 2, 0, 1)
+    assert (t.N, t.n_r(1)) == (6, 2)     # the first table is unchanged

@@ -1,17 +1,16 @@
 """The counting engine on one GPU: cuDF frames in, a FreqTable of CuPy arrays (``xp = cupy``) out.
 
-The whole frame is one piece: its distinct key values give the plan (on the host: a few values per
-key), its records are encoded and counted on the device (:mod:`gpurisk.freq.partial` with CuPy),
-and each record's cell is kept on the device for record-level measures. Nothing here is imported
-unless the ``cudf`` backend is asked for.
+Inputs are read or moved to cuDF here; the count is :func:`gpurisk.freq.device.build_table_device`
+(the code the strict-namespace tests run on the CPU). Nothing here is imported unless the ``cudf``
+backend is asked for.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from ..errors import BadInput
-from . import partial as P
-from .plan import check_columns, make_plan, partition_uniques, uniques_to_pandas
+from .device import build_table_device
+from .plan import check_columns
 
 
 def to_cudf(data, columns, sep=None, where="the sample", **check):  # pragma: no cover - needs a GPU
@@ -54,19 +53,4 @@ def build_table_cudf(sample, keys, population=None, sample_flag=None, weights=No
     p = None
     if population is not None:
         p = to_cudf(population, keys, sep=sep, where="the population", keys=keys)
-    u_s = uniques_to_pandas(partition_uniques(s, keys))
-    u_p = uniques_to_pandas(partition_uniques(p, keys)) if p is not None else None
-    if u_s["n"] == 0:
-        raise BadInput("the sample has no records")
-    plan = make_plan(keys, u_s["uniq"], u_p["uniq"] if u_p else None, u_s["na"],
-                     u_p["na"] if u_p else None, missing)
-    role = "register" if sample_flag else "sample"
-    part, inv = P.count_piece(plan, s, role, sample_flag, weights, want_inverse=True)
-    if p is not None:
-        m_s = P.size(part)
-        part, to_final = P.merge(part, P.partial(plan, p, "population"), want_inverse=True)
-        inv = to_final[:m_s][inv]
-    if sample_flag:
-        inv = inv[P._flag(s, sample_flag)]
-    record_cell = inv
-    return P.finish(plan, part, backend="cudf", record_locator=lambda: record_cell)
+    return build_table_device(s, keys, p, sample_flag, weights, missing, backend="cudf")

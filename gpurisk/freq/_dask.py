@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BadInput
+from ..xp import is_cudf, namespace, scalar
 from . import partial as P
 from .plan import check_columns, make_plan, merge_uniques, partition_uniques, uniques_to_pandas
 
@@ -176,7 +177,7 @@ def build_table_dask(sample, keys, population=None, sample_flag=None, weights=No
     with dask_client(gpu=gpu) as client:
         run = _Run(client, sample, keys, population, sample_flag, weights, missing, gpu, sep)
         roots = run.bucket_roots(buckets or run.default_buckets())
-        parts = _compute(client, [delayed(P.to_host)(r) for r in roots])
+        parts = _compute(client, [delayed(P.part_to_host)(r) for r in roots])
     part = P.concat(parts) if len(parts) > 1 else parts[0]
     return P.finish(run.plan, part, backend="dask-cudf" if gpu else "dask")
 
@@ -185,7 +186,7 @@ def build_table_dask(sample, keys, population=None, sample_flag=None, weights=No
 
 def bucket_summary(part: dict) -> dict:
     """Frequencies of frequencies and totals of one bucket of cells (small)."""
-    part = P.to_host(part)
+    part = P.part_to_host(part)
     out = {"cells": 0, "n": 0, "N": None, "fof": {}, "pop_fof": None, "joint": {}, "w": None,
            "bad": 0, "bad_cells": None}
     f = part.get("f", np.zeros(P.size(part), np.int64))
@@ -249,7 +250,7 @@ def lookup_bucket(acc, words, cells: dict, width: int, bucket: int, nbuckets: in
 
     ``acc`` is the previous step's output, its only consumer; it is filled in place (a retried
     step writes the same values again)."""
-    xp = P.namespace(words[0])
+    xp = namespace(words[0])
     n = int(words[0].shape[0])
     if acc is None:
         acc = {k: xp.zeros(n, xp.float64 if k == "w" else xp.int64) for k in P.FIELDS if k in cells}
@@ -260,7 +261,7 @@ def lookup_bucket(acc, words, cells: dict, width: int, bucket: int, nbuckets: in
         sel = xp.flatnonzero(P.bucket_ids(xp, words, width) == bucket)
         rec = [w[sel] for w in words]
     idx = P.locate(rec, cells["words"])
-    if bool((idx < 0).any()):  # pragma: no cover - a broken invariant, not bad input
+    if scalar((idx < 0).any()):  # pragma: no cover - a broken invariant, not bad input
         raise RuntimeError("a record's cell is missing from the cell table")
     for k in acc:
         if sel is None:
@@ -272,8 +273,7 @@ def lookup_bucket(acc, words, cells: dict, width: int, bucket: int, nbuckets: in
 
 def write_part(frame, acc: dict, path: str, carry, sample_flag=None) -> int:
     """Write one partition's record-level counts to ``path``; returns its number of rows."""
-    from .plan import is_cudf
-    if is_cudf(frame) or (acc and P.namespace(next(iter(acc.values()))) is not np):  # pragma: no cover
+    if is_cudf(frame) or (acc and namespace(next(iter(acc.values()))) is not np):  # pragma: no cover
         import cudf
         out = cudf.DataFrame()
     else:

@@ -145,13 +145,13 @@ def assemble(keys, categories, samp_ids, pop_ids, w, radix, space, sample_codes=
         src_ids, src_codes = (pop_ids, pop_codes) if pop_ids is not None else (samp_ids, sample_codes)
         first = _first_index(src_ids, cells)
         stored = [np.asarray(c)[first].astype(np.int64) for c in src_codes]
+    def locator():
+        return count.locate(samp_ids, cells, space, counts=f)
     wsum = None
-    table = FreqTable(tuple(keys), categories, cells, f, F, None, radix, np, stored)
-    table.record_locator = lambda: count.locate(samp_ids, cells, space, counts=f)
     if w is not None:
-        wsum = np.bincount(table.record_cell(), weights=w, minlength=cells.size)
-        table.w = wsum
-    return table
+        wsum = np.bincount(locator(), weights=w, minlength=cells.size)
+    return FreqTable(tuple(keys), categories, cells, f, F, wsum, radix, np, stored,
+                     record_locator=locator)
 
 
 def _first_index(ids: np.ndarray, cells: np.ndarray) -> np.ndarray:

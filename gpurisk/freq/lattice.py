@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from ..errors import BadInput
+from ..xp import namespace, to_host
 from .cellid import INT64_LIMIT, decode_radix
 from .table import FreqTable
 
@@ -274,11 +275,8 @@ def regroup(table: FreqTable, keys: Sequence[str], maps: Mapping[str, CodeMap] |
             stored = [c[rep].astype(xp.int64) for c in ch.sub_codes]
         inverse = inv if return_inverse else None
         f_sum, F_sum = unpack_counts(xp, acc, acc2, packed[2], table.F is not None)
-        child = FreqTable(ch.keys, ch.cats, cell_id, f_sum, F_sum, w_sum, ch.radix, xp, stored, None,
-                          table.backend)
-        _inherit_totals(table, child)
-        if table.record_locator is not None:
-            child.record_locator = _locator(table, ch.keys, ch.maps)
+        child = FreqTable(ch.keys, ch.cats, cell_id, f_sum, F_sum, w_sum, ch.radix, xp, stored,
+                          _child_locator(table, ch), table.backend, known=_totals(table))
     return (child, inverse) if return_inverse else child
 
 
@@ -291,12 +289,10 @@ def _finish_dense(table, ch: _Child, acc, acc2, w_sum, bits):
     acc2 = acc2[present] if acc2 is not None else None
     w_sum = w_sum[present] if w_sum is not None else None
     f_sum, F_sum = unpack_counts(xp, acc, acc2, bits, table.F is not None)
-    child = FreqTable(ch.keys, ch.cats, cell_id, f_sum, F_sum, w_sum, True, xp, None, None,
-                      table.backend)
-    _inherit_totals(table, child)
-    child._memo["packed"] = (acc, acc2, bits)   # its own weights for pack_weights, for free
-    if table.record_locator is not None:
-        child.record_locator = _locator(table, ch.keys, ch.maps)
+    # its own weights for pack_weights come for free
+    known = dict(_totals(table), packed=(acc, acc2, bits))
+    child = FreqTable(ch.keys, ch.cats, cell_id, f_sum, F_sum, w_sum, True, xp, None,
+                      _child_locator(table, ch), table.backend, known=known)
     return child, present
 
 
@@ -326,7 +322,7 @@ def sum_axes(x, axes: tuple):
     """
     if not axes:
         return x
-    xp = _namespace(x)
+    xp = namespace(x)
     out_shape = tuple(int(n) for a, n in enumerate(x.shape) if a not in axes)
     blocks: list[list] = []                       # [size, summed]
     for a, n in enumerate(x.shape):
@@ -352,10 +348,6 @@ def sum_axes(x, axes: tuple):
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
-def _namespace(x):
-    return np if isinstance(x, np.ndarray) else __import__("cupy")
-
-
 def _table_from_cube(root: FreqTable, keys, arrays, bits) -> FreqTable:
     """The FreqTable of a cube (its non-empty cells, in id order), its records located via ``root``."""
     idx = _key_index(root, keys)
@@ -364,11 +356,15 @@ def _table_from_cube(root: FreqTable, keys, arrays, bits) -> FreqTable:
     return _finish_dense(root, ch, flat[0], flat[1], flat[2], bits)[0]
 
 
-def _inherit_totals(parent: FreqTable, child: FreqTable) -> None:
-    """A roll-up keeps n and N: hand the parent's (when known) to the child instead of summing again."""
-    for k in ("n", "N"):
-        if k in parent._memo:
-            child._memo[k] = parent._memo[k]
+def _totals(parent: FreqTable) -> dict:
+    """A roll-up keeps n and N: the parent's (when known), for the child's cache, instead of summing
+    again."""
+    return {k: parent._memo[k] for k in ("n", "N") if k in parent._memo}
+
+
+def _child_locator(table: FreqTable, ch):
+    """The child's record locator (through the parent's), or None when the parent keeps none."""
+    return None if table.record_locator is None else _locator(table, ch.keys, ch.maps)
 
 
 def pack_weights(table: FreqTable):
@@ -379,9 +375,11 @@ def pack_weights(table: FreqTable):
     Without a population the weights are f as float64 (``bincount`` would convert them on every
     call). Kept on the table.
     """
+    return table.cached("packed", lambda: _pack_weights(table))
+
+
+def _pack_weights(table: FreqTable):
     xp = table.xp
-    if "packed" in table._memo:
-        return table._memo["packed"]
     if table.F is None:
         packed = (table.f.astype(xp.float64), None, None)
     else:
@@ -393,7 +391,6 @@ def pack_weights(table: FreqTable):
             w *= float(1 << bits)
             w += table.f
             packed = (w, None, bits)
-    table._memo["packed"] = packed
     return packed
 
 
@@ -501,11 +498,10 @@ class Lattice:
         root = self.root
         pick_x = root.xp.asarray(pick)
         if self._root_codes is not None:
-            return [np.asarray(_np(c[pick_x])).astype(np.int64) for c in self._root_codes]
+            return [to_host(c[pick_x]).astype(np.int64) for c in self._root_codes]
         if root.stored_cell_codes is not None:
-            return [np.asarray(_np(root.xp.asarray(c)[pick_x])).astype(np.int64)
-                    for c in root.stored_cell_codes]
-        ids = np.asarray(_np(root.cell_id[pick_x])).astype(np.int64)
+            return [to_host(c[pick_x]).astype(np.int64) for c in root.stored_cell_codes]
+        ids = to_host(root.cell_id[pick_x]).astype(np.int64)
         return [c.astype(np.int64) for c in decode_radix(ids, self.cards)]
 
     def mask_of(self, keys: Sequence[str]) -> int:
@@ -897,6 +893,3 @@ class _Later:
 def _submit(pool, fn, *args):
     return pool.submit(fn, *args) if pool is not None else _Done(fn(*args))
 
-
-def _np(a):
-    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else a

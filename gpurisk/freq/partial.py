@@ -16,28 +16,20 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BadInput
-from .plan import Plan, encode_words, frame_namespace, is_cudf, unpack_words
+from ..xp import frame_namespace, is_cudf, namespace, to_device, to_host
+from .plan import Plan, encode_words, unpack_words
 from .table import FreqTable
 
 INT_FIELDS = ("f", "F")
 FIELDS = ("f", "F", "w")
 
 
-def namespace(a):
-    """numpy or cupy, whichever owns ``a``."""
-    if type(a).__module__.split(".")[0] == "cupy":  # pragma: no cover - needs a GPU
-        import cupy
-        return cupy
-    return np
-
-
-def to_host(part: dict) -> dict:
+def part_to_host(part: dict) -> dict:
     """The same partial with numpy arrays."""
-    conv = (lambda a: a.get()) if namespace(part["words"][0]) is not np else (lambda a: a)
-    out = {"words": [conv(w) for w in part["words"]]}
+    out = {"words": [to_host(w) for w in part["words"]]}
     for k in FIELDS:
         if k in part:
-            out[k] = conv(part[k])
+            out[k] = to_host(part[k])
     return out
 
 
@@ -119,21 +111,29 @@ def reduce_cells(xp, words, ints: dict, floats: dict, want_inverse: bool = False
 # --- partials of input pieces --------------------------------------------------------------------
 
 def count_piece(plan: Plan, frame, role: str, sample_flag: str | None = None,
-                weights: str | None = None, want_inverse: bool = False):
+                weights: str | None = None, want_inverse: bool = False, xp=None):
     """The partial of one piece of input (a pandas or cuDF frame) and, if asked, each row's cell.
 
     ``role`` is ``"sample"`` (f, and w with ``weights``), ``"population"`` (F) or ``"register"``
-    (F over every row, f and w over the rows ``sample_flag`` marks).
+    (F over every row, f and w over the rows ``sample_flag`` marks). ``xp``: the namespace to count
+    in, when it is not the frame's own (a pandas frame counted on a device: its words, flag and
+    weights are encoded on the host and moved once).
     """
-    xp = frame_namespace(frame)
+    host = frame_namespace(frame)
+    xp = host if xp is None else xp
     words = encode_words(plan, frame)
     w = _weights(frame, weights) if weights else None
+    if xp is not host:
+        words = [to_device(a, xp) for a in words]
+        w = None if w is None else to_device(w, xp)
     if role == "sample":
         ints, floats = {"f": None}, ({"w": w} if w is not None else {})
     elif role == "population":
         ints, floats = {"F": None}, {}
     elif role == "register":
         mask = _flag(frame, sample_flag)
+        if xp is not host:
+            mask = to_device(mask, xp)
         ints = {"F": None, "f": mask}
         floats = {"w": xp.where(mask, w, 0.0)} if w is not None else {}
     else:
@@ -141,9 +141,9 @@ def count_piece(plan: Plan, frame, role: str, sample_flag: str | None = None,
     return reduce_cells(xp, words, ints, floats, want_inverse)
 
 
-def partial(plan: Plan, frame, role: str, sample_flag=None, weights=None) -> dict:
+def partial(plan: Plan, frame, role: str, sample_flag=None, weights=None, xp=None) -> dict:
     """:func:`count_piece` without the rows' cells (the function Dask maps over partitions)."""
-    return count_piece(plan, frame, role, sample_flag, weights)[0]
+    return count_piece(plan, frame, role, sample_flag, weights, xp=xp)[0]
 
 
 def _flag(frame, col):
@@ -208,7 +208,7 @@ def split(part: dict, width: int, nbuckets: int) -> list[dict]:
     xp = namespace(part["words"][0])
     b = bucket_ids(xp, part["words"], width)
     bounds = xp.searchsorted(b, xp.arange(nbuckets + 1, dtype=b.dtype))  # cells are sorted
-    bounds = [int(x) for x in (bounds.get() if xp is not np else bounds)]
+    bounds = to_host(bounds).tolist()
     return [{k: ([w[lo:hi] for w in v] if k == "words" else v[lo:hi]) for k, v in part.items()}
             for lo, hi in zip(bounds[:-1], bounds[1:])]
 
@@ -278,7 +278,7 @@ def check_f_le_F(table: FreqTable) -> None:
     if int(bad.shape[0]) == 0:
         return
     idx = bad[:3]
-    raise f_over_F_error(table.cell_labels(idx), _host(table.f[idx]), _host(table.F[idx]),
+    raise f_over_F_error(table.cell_labels(idx), to_host(table.f[idx]), to_host(table.F[idx]),
                          int(bad.shape[0]))
 
 
@@ -295,10 +295,6 @@ def f_over_F_error(labels, f, F, total) -> BadInput:
 
 def labels_of(plan: Plan, words) -> list[dict]:
     """Key values of cells given by their (numpy) words."""
-    codes = unpack_words(plan, [np.asarray(_host(w)) for w in words])
+    codes = unpack_words(plan, [to_host(w) for w in words])
     return [{k: plan.categories[v][int(codes[v][i])] for v, k in enumerate(plan.keys)}
             for i in range(int(codes[0].shape[0]))]
-
-
-def _host(a):
-    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else a

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import BadInput
+from ..xp import frame_namespace, is_cudf
 from .cellid import INT64_LIMIT
 from .encode import MISSING_POLICIES, _series_parts, check_keys, encode_keys
 
@@ -145,23 +146,11 @@ def _key_plan(name, categories, has_missing, int_kind) -> KeyPlan:
 
 # --- encoding one partition ---------------------------------------------------------------------
 
-def is_cudf(frame) -> bool:
-    return type(frame).__module__.split(".")[0] == "cudf"
-
-
 def encode_partition(plan: Plan, frame):
     """Per key (lazily, one at a time), int64 codes of ``frame``'s records (numpy for pandas,
     CuPy for cuDF)."""
     enc = _encode_cudf if is_cudf(frame) else _encode_pandas
     return (enc(kp, frame[kp.name]) for kp in plan.key_plans)
-
-
-def frame_namespace(frame):
-    """The array namespace of a frame's columns: cupy for cuDF, else numpy."""
-    if is_cudf(frame):  # pragma: no cover - needs a GPU
-        import cupy
-        return cupy
-    return np
 
 
 def encode_words(plan: Plan, frame) -> list:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import BadInput
+from ..xp import is_cudf
 
 
 def write_record_counts(source, keys, out_dir, backend=None, population=None, sample_flag=None,
@@ -52,7 +53,7 @@ def write_record_counts(source, keys, out_dir, backend=None, population=None, sa
     if name == "cudf":  # pragma: no cover - needs a GPU
         import cudf
         out = cudf.DataFrame()
-        if carry and not type(sub).__module__.startswith("cudf"):
+        if carry and not is_cudf(sub):
             sub = cudf.from_pandas(sub[carry])
     else:
         import pandas as pd

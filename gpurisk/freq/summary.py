@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import BadInput
+from ..xp import scalar, to_host
 
 JOINT_MAX_F = 3
 
 
-@dataclass
+@dataclass(frozen=True)
 class CellSummary:
     n: int
     cells: int
@@ -45,21 +46,23 @@ class CellSummary:
 
 
 def summary_of_table(table) -> CellSummary:
-    """The summary of a FreqTable (any array namespace)."""
-    t = table.to_numpy()
-    s = CellSummary(n=t.n, cells=t.sample_cells, freq_of_freq=dict(t.freq_of_freq()),
-                    backend=table.backend)
-    if t.w is not None:
-        s.weight_total = float(t.w.sum())
-    if t.F is not None:
-        s.N = t.N
-        s.population_cells = int((t.F > 0).sum())
-        s.pop_freq_of_freq = dict(t.pop_freq_of_freq())
-        small = (t.f > 0) & (t.f <= JOINT_MAX_F)
-        if small.any():
-            pairs, cnt = np.unique(np.stack([t.f[small], t.F[small]]), axis=1, return_counts=True)
-            s.joint = {(int(a), int(b)): int(c) for a, b, c in zip(pairs[0], pairs[1], cnt)}
-    return s
+    """The summary of a FreqTable (any array namespace: only the summaries come to the host)."""
+    xp = table.xp
+    kw = dict(n=table.n, cells=table.sample_cells, freq_of_freq=dict(table.freq_of_freq()),
+              backend=table.backend)
+    if table.w is not None:
+        kw["weight_total"] = float(scalar(table.w.sum()))
+    if table.F is not None:
+        f, F = table.f, table.F
+        kw.update(N=table.N, population_cells=int(scalar((F > 0).sum())),
+                  pop_freq_of_freq=dict(table.pop_freq_of_freq()))
+        small = (f > 0) & (f <= JOINT_MAX_F)
+        # (f, F) pairs with f <= 3: F bounded by N, so f * (N + 1) + F is one exact int64 id
+        ids = to_host(f[small].astype(xp.int64) * (table.N + 1) + F[small])
+        pairs, cnt = np.unique(ids, return_counts=True)
+        kw["joint"] = {(int(a // (table.N + 1)), int(a % (table.N + 1))): int(c)
+                       for a, c in zip(pairs.tolist(), cnt.tolist())}
+    return CellSummary(**kw)
 
 
 def summarize(source, keys, population=None, sample_flag=None, weights=None, missing="category",
@@ -102,18 +105,17 @@ def combine(plan, parts: list[dict], backend: str) -> CellSummary:
                 f += list(p["bad_cells"]["f"])
                 F += list(p["bad_cells"]["F"])
         raise f_over_F_error(labels[:3], f[:3], F[:3], bad)
-    s = CellSummary(n=sum(p["n"] for p in parts), cells=sum(p["cells"] for p in parts),
-                    freq_of_freq=_add([p["fof"] for p in parts]), backend=backend, buckets=len(parts))
-    if s.n == 0:
+    kw = dict(n=sum(p["n"] for p in parts), cells=sum(p["cells"] for p in parts),
+              freq_of_freq=_add([p["fof"] for p in parts]), backend=backend, buckets=len(parts))
+    if kw["n"] == 0:
         raise BadInput("the sample has no records")
     if parts[0]["w"] is not None:
-        s.weight_total = float(sum(p["w"] for p in parts))
+        kw["weight_total"] = float(sum(p["w"] for p in parts))
     if parts[0]["N"] is not None:
-        s.N = sum(p["N"] for p in parts)
-        s.population_cells = sum(p["pop_cells"] for p in parts)
-        s.pop_freq_of_freq = _add([p["pop_fof"] for p in parts])
-        s.joint = _add([p["joint"] for p in parts])
-    return s
+        kw.update(N=sum(p["N"] for p in parts), population_cells=sum(p["pop_cells"] for p in parts),
+                  pop_freq_of_freq=_add([p["pop_fof"] for p in parts]),
+                  joint=_add([p["joint"] for p in parts]))
+    return CellSummary(**kw)
 
 
 def _add(dicts):

@@ -10,22 +10,25 @@ in the table's array namespace ``xp`` (numpy, or cupy on a GPU backend):
 
 Frequencies of frequencies count CELLS: ``n_r = #{j : f_j = r}`` (SPEC §1).
 
-A FreqTable is not changed once built: the summaries every measure reads (n, N, the frequencies of
-frequencies, what the population measures read of the sample-unique cells) are computed once per table
-and kept, so a scan running seventeen measures on a table passes over its cells a few times, not
-seventeen. Assigning a new ``f``, ``F``, ``w`` or ``cell_id`` array drops them; changing an array in
-place does not.
+A FreqTable cannot be changed once built: it is a frozen dataclass, and its count arrays are
+read-only (numpy arrays passed in are marked read-only, so a measure that writes into ``table.f`` gets
+an error instead of changing every measure after it; CuPy has no read-only arrays). The summaries every measure reads
+(n, N, the frequencies of frequencies, what the population measures read of the sample-unique
+cells) and other derived arrays are computed once per table and kept in a cache the table owns
+(:meth:`FreqTable.cached`), so a scan running seventeen measures on a table passes over its cells a
+few times, not seventeen. A table with other counts is a new table (``dataclasses.replace``).
+
+Arrays stay in ``xp``: every number a summary brings to the host goes through
+:mod:`gpurisk.xp` (``scalar``, ``to_host``), never ``int()`` or ``np.asarray`` of a device array.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from dataclasses import InitVar, dataclass, field
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
-
-#: the arrays whose summaries are kept; assigning one of them drops the kept summaries
-_ARRAYS = frozenset({"cell_id", "f", "F", "w"})
+from ..xp import readonly, scalar, to_host
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,7 @@ class UniqueStats:
     pop_unique: int    # #{j : f_j = 1, F_j = 1}  (τ1)
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class FreqTable:
     keys: tuple[str, ...]
     categories: list[list]
@@ -53,21 +56,31 @@ class FreqTable:
     #: lazily computes each sample record's cell index (None when records are not kept)
     record_locator: Callable[[], Any] | None = field(default=None, repr=False)
     backend: str = "pandas"
-    _record_cell: Any = field(default=None, repr=False)
+    #: summaries the builder already knows (a roll-up's n and N, its packed weights), put in the cache
+    known: InitVar[Mapping[str, Any] | None] = None
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    def __setattr__(self, name, value):
-        if name in _ARRAYS:
-            memo = self.__dict__.get("_memo")
-            if memo:
-                memo.clear()
-        object.__setattr__(self, name, value)
+    def __post_init__(self, known):
+        set_ = object.__setattr__
+        set_(self, "keys", tuple(self.keys))
+        for name in ("cell_id", "f", "F", "w"):
+            set_(self, name, readonly(getattr(self, name)))
+        if self.stored_cell_codes is not None:
+            set_(self, "stored_cell_codes", [readonly(c) for c in self.stored_cell_codes])
+        if known:
+            self._memo.update(known)
 
-    def _kept(self, name: str, make: Callable[[], Any]):
+    def cached(self, name: str, make: Callable[[], Any]):
+        """The value kept under ``name`` in this table's cache, made by ``make()`` the first time.
+
+        For anything derived from the counts alone (a fitted model, packed weights): measures and
+        plugins share it through this table, never through attributes of their own."""
         memo = self._memo
         if name not in memo:
             memo[name] = make()
         return memo[name]
+
+    _kept = cached
 
     # --- sizes -----------------------------------------------------------------------------
     @property
@@ -76,13 +89,13 @@ class FreqTable:
 
     @property
     def n(self) -> int:
-        return self._kept("n", lambda: int(self.f.sum()))
+        return self.cached("n", lambda: int(scalar(self.f.sum())))
 
     @property
     def N(self) -> int | None:
         if self.F is None:
             return None
-        return self._kept("N", lambda: int(self.F.sum()))
+        return self.cached("N", lambda: int(scalar(self.F.sum())))
 
     @property
     def sample_cells(self) -> int:
@@ -92,11 +105,11 @@ class FreqTable:
     # --- frequencies of frequencies ----------------------------------------------------------
     def fof_vector(self) -> np.ndarray:
         """numpy ``Z`` with ``Z[r] = n_r`` for r = 1..max f_j (``Z[0] = 0``; length at least 2)."""
-        return self._kept("Z", lambda: _fof_vector(self.xp, self.f))
+        return self.cached("Z", lambda: _fof_vector(self.xp, self.f))
 
     def freq_of_freq(self) -> dict[int, int]:
         """{r: n_r} for every r >= 1 with n_r > 0 (numbers of cells)."""
-        return self._kept("fof", lambda: _nonzero_dict(self.fof_vector()))
+        return self.cached("fof", lambda: _nonzero_dict(self.fof_vector()))
 
     def pop_freq_of_freq(self) -> dict[int, int] | None:
         """{r: N_r} for every r >= 1 with N_r > 0 (numbers of cells), or None without ``F``."""
@@ -112,13 +125,13 @@ class FreqTable:
             raise ValueError("no population counts")
         if int(r) == 1:
             return self.pop_uniques()
-        return int((self.F == r).sum())
+        return int(scalar((self.F == r).sum()))
 
     def pop_uniques(self) -> int:
         """N_1 = #{j : F_j = 1}, the population uniques (needs ``F``)."""
         if self.F is None:
             raise ValueError("no population counts")
-        return self._kept("N1", lambda: int((self.F == 1).sum()))
+        return self.cached("N1", lambda: int(scalar((self.F == 1).sum())))
 
     def unique_stats(self) -> UniqueStats:
         """n1, Σ F_j, Σ 1/F_j and #{F_j = 1} over the sample-unique cells (f_j = 1; needs ``F``)."""
@@ -126,21 +139,21 @@ class FreqTable:
             raise ValueError("no population counts")
 
         def make():
-            su = self.f == 1
-            Fsu = self.F[su]
-            return UniqueStats(n1=int(Fsu.shape[0]), F_sum=int(Fsu.sum()),
-                               inv_F_sum=float((1.0 / Fsu).sum()), pop_unique=int((Fsu == 1).sum()))
-        return self._kept("su", make)
+            Fsu = self.F[self.f == 1]
+            sums = self.xp.stack([Fsu.sum().astype(self.xp.float64), (1.0 / Fsu).sum(),
+                                  (Fsu == 1).sum().astype(self.xp.float64)])
+            F_sum, inv, pu = to_host(sums).tolist()        # one transfer for the three sums
+            return UniqueStats(n1=int(Fsu.shape[0]), F_sum=int(F_sum), inv_F_sum=float(inv),
+                               pop_unique=int(pu))
+        return self.cached("su", make)
 
     # --- records -------------------------------------------------------------------------------
     def record_cell(self):
         """Index (into the cell arrays) of each sample record's cell, in the records' order."""
-        if self._record_cell is None:
-            if self.record_locator is None:
-                raise ValueError("this table does not keep its records' cells "
-                                 "(built by a distributed backend: use the record-level writer)")
-            self._record_cell = self.record_locator()
-        return self._record_cell
+        if self.record_locator is None:
+            raise ValueError("this table does not keep its records' cells "
+                             "(built by a distributed backend: use the record-level writer)")
+        return self.cached("record_cell", lambda: readonly(self.record_locator()))
 
     def record_counts(self):
         """f_j of each sample record's cell (sdcMicro's ``fk``)."""
@@ -155,38 +168,31 @@ class FreqTable:
 
     def cell_labels(self, index) -> list[dict]:
         """Key values of the cells at ``index`` (for error messages and --show-records)."""
-        codes = self.cell_codes()
-        idx = np.asarray(_to_numpy(index)).ravel()
-        out = []
-        for i in idx:
-            out.append({k: self.categories[v][int(_to_numpy(codes[v][int(i)]))]
-                        for v, k in enumerate(self.keys)})
-        return out
+        idx = to_host(index).ravel()
+        if idx.size == 0:
+            return []
+        on_device = self.xp.asarray(idx) if self.xp is not np else idx
+        codes = [to_host(c[on_device]) for c in self.cell_codes()]
+        return [{k: self.categories[v][int(codes[v][i])] for v, k in enumerate(self.keys)}
+                for i in range(idx.size)]
 
     def to_numpy(self) -> "FreqTable":
-        """A copy whose arrays are numpy arrays (for measures that need host-side work)."""
+        """A copy whose arrays are numpy arrays (an explicit copy of the whole table to the host)."""
         if self.xp is np:
             return self
-        conv = _to_numpy
+        conv = to_host
         return FreqTable(self.keys, self.categories, conv(self.cell_id), conv(self.f),
-                         None if self.F is None else conv(self.F),
-                         None if self.w is None else conv(self.w), self.radix, np,
+                         conv(self.F), conv(self.w), self.radix, np,
                          None if self.stored_cell_codes is None else [conv(c) for c in self.stored_cell_codes],
                          (lambda: conv(self.record_cell())) if self.record_locator else None,
                          self.backend)
-
-
-def _to_numpy(a):
-    if hasattr(a, "get") and not isinstance(a, (np.ndarray, dict)):
-        return a.get()
-    return np.asarray(a)
 
 
 def _fof_vector(xp, f) -> np.ndarray:
     """Z[r] = #{j : f_j = r} for r >= 1, Z[0] = 0, length at least 2 (numpy), for counts f >= 0."""
     if f.shape[0] == 0:
         return np.zeros(2, np.int64)
-    Z = np.asarray(_to_numpy(xp.bincount(f))).astype(np.int64, copy=False)
+    Z = to_host(xp.bincount(f)).astype(np.int64, copy=False)
     if Z.shape[0] < 2:
         Z = np.concatenate([Z, np.zeros(2 - Z.shape[0], np.int64)])
     Z[0] = 0

@@ -19,10 +19,11 @@ import pandas as pd
 from ..errors import BadInput
 from .count import count_ids
 from .encode import encode_keys
-from .table import FreqTable, _to_numpy
+from ..xp import to_host
+from .table import FreqTable
 
 
-@dataclass
+@dataclass(frozen=True)
 class CellValueCounts:
     """Counts of (cell, value) pairs, sorted by cell then value code (numpy arrays)."""
 
@@ -62,13 +63,13 @@ class CellValueCounts:
 
 def cell_value_counts(table: FreqTable, values, name: str = "values") -> CellValueCounts:
     """Distribution of ``values`` (one per sample record, in record order) within each cell."""
-    rc = np.asarray(_to_numpy(table.record_cell()), dtype=np.int64)
-    s = values if isinstance(values, pd.Series) else pd.Series(_to_numpy(values))
+    rc = np.asarray(to_host(table.record_cell()), dtype=np.int64)
+    s = values if isinstance(values, pd.Series) else pd.Series(to_host(values))
     if len(s) != rc.size:
         raise BadInput(f"column {name!r} has {len(s)} values but the sample has {rc.size} records")
     (enc,) = encode_keys(pd.DataFrame({name: s.reset_index(drop=True)}), [name])
     card = max(enc.cardinality, 1)
     pair = rc * card + enc.sample.astype(np.int64)
     ids, cnt = count_ids(pair)
-    f = np.asarray(_to_numpy(table.f), dtype=np.int64)
+    f = np.asarray(to_host(table.f), dtype=np.int64)
     return CellValueCounts(ids // card, ids % card, cnt, list(enc.categories), f)

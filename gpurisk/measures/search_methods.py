@@ -20,26 +20,19 @@ import math
 import numpy as np
 
 from ..errors import BadInput
-
-
-def _xp(a):
-    mod = type(a).__module__
-    if mod.startswith("cupy"):
-        import cupy
-        return cupy
-    return np
+from ..xp import namespace
 
 
 def one_minus_pow(p, m):
     """1 − (1−p)^m, accurately for tiny p and huge m."""
-    xp = _xp(p)
+    xp = namespace(p)
     with np.errstate(divide="ignore", invalid="ignore"):
         return -xp.expm1(m * xp.log1p(-p))
 
 
 def r1_risk(p, N):
     """eq. 5: E(1/F) with F − 1 ~ Bin(N−1, p)."""
-    xp = _xp(p)
+    xp = namespace(p)
     p = xp.asarray(p, dtype=xp.float64)
     N = float(N)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -54,13 +47,13 @@ def r1u_risk(p, N, n):
 
 def r2_risk(p, N):
     """eq. 7: size-biased binomial, 1 / {1 + (N−1)p}."""
-    xp = _xp(p)
+    xp = namespace(p)
     return 1.0 / (1.0 + (float(N) - 1.0) * xp.asarray(p, dtype=xp.float64))
 
 
 def r3_risk(p, N, y):
     """eq. 8: y non-matches seen before the match, 1 / {1 + (N−1−y)p}."""
-    xp = _xp(p)
+    xp = namespace(p)
     return 1.0 / (1.0 + (float(N) - 1.0 - float(y)) * xp.asarray(p, dtype=xp.float64))
 
 
@@ -71,7 +64,7 @@ def r4_risk(p, N, database_size):
 
 def b1_risk(p_tilde, N, n):
     """eq. 9: directed search of the n microdata records, 1 / {1 + (N−n)p̃}."""
-    xp = _xp(p_tilde)
+    xp = namespace(p_tilde)
     return 1.0 / (1.0 + (float(N) - float(n)) * xp.asarray(p_tilde, dtype=xp.float64))
 
 
@@ -116,7 +109,7 @@ def risk(method: str, p, N, n, y=None, database_size=None, p_tilde=None):
     if method == "r4":
         return r4_risk(p, N, database_size)
     if method == "b1":
-        xp = _xp(p)
+        xp = namespace(p)
         pt = p if p_tilde is None else xp.broadcast_to(xp.asarray(p_tilde, dtype=xp.float64), p.shape)
         return b1_risk(pt, N, n)
     raise BadInput(f"unknown search method {method!r}; methods: {', '.join(METHODS)}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BadInput
-from ..freq.table import _to_numpy
+from ..xp import to_host
 from ..hookspecs import hookimpl
 from ..loglinear import MAX_CELLS, MAX_ITER, TOL, check_cells, sample_levels
 from ..measure import Context, Measure, Result
@@ -57,16 +57,14 @@ class SearchRisk(Measure):
                             y=self.opt(ctx, "y"), database_size=self.opt(ctx, "database_size"),
                             p_tilde=self.opt(ctx, "p_tilde"), tol=float(self.opt(ctx, "tol")),
                             max_iter=int(self.opt(ctx, "max_iter")), max_cells=max_cells)
-        f = _to_numpy(table.f)
-        su = np.flatnonzero(f == 1)
+        su = table.xp.flatnonzero(table.f == 1)      # on the table's device
         thresholds = [float(t) for t in self.opt(ctx, "thresholds")]
-        if su.size == 0:
+        if su.shape[0] == 0:
             return Result.not_applicable("no sample-unique record (n1 = 0)",
                                          iterations=model.fit.iterations,
                                          discrepancy=model.fit.discrepancy)
-        p = _to_numpy(model.p_cell)[su]
-        r = _to_numpy(model.risks(p)[self.method])
-        s = method_summary(r, np.ones(su.size, np.int64), thresholds)
+        r = to_host(model.risks(model.p_cell[su])[self.method])   # n1 risks, for the summary
+        s = method_summary(r, np.ones(r.size, np.int64), thresholds)
         extra = {"records": s["records"], "mean": s["mean"], "max": s["max"]}
         extra.update({f"above_{k}": v for k, v in s["above"].items()})
         extra.update(N=model.N, N_source=model.N_source, K=model.fit.K,

@@ -29,7 +29,8 @@ import warnings
 import numpy as np
 
 from ..errors import BadInput
-from ..freq.table import _fof_vector, _to_numpy
+from ..freq.table import _fof_vector
+from ..xp import to_host
 from ..hookspecs import hookimpl
 from ..measure import Context, Measure, Result
 from . import _tau1_series as ser
@@ -86,7 +87,7 @@ def _check_params(r, k, q):
 
 def fof_vector(f) -> np.ndarray:
     """Z[r] = n_r for r = 0..max f (Z[0] unused), from the cell counts f (as ``FreqTable.fof_vector``)."""
-    return _fof_vector(np, np.asarray(_to_numpy(f)).astype(np.int64))
+    return _fof_vector(np, np.asarray(to_host(f)).astype(np.int64))
 
 
 class Tau1Hat(Measure):

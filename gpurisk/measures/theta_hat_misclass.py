@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from ..errors import BadInput
-from ..freq.table import _to_numpy
+from ..xp import to_host
 from ..hookspecs import hookimpl
 from ..measure import Context, Measure, Result
 
@@ -33,9 +33,9 @@ DENSE_LIMIT = 1 << 23  # float64 cells of the dense count tensor (64 MiB)
 
 
 def _cells(table):
-    f = _to_numpy(table.f).astype(np.int64)
+    f = to_host(table.f).astype(np.int64)
     keep = f > 0
-    codes = [_to_numpy(c)[keep].astype(np.int64) for c in table.cell_codes()]
+    codes = [to_host(c)[keep].astype(np.int64) for c in table.cell_codes()]
     return codes, f[keep]
 
 

@@ -18,19 +18,17 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 
-from ..freq.table import _to_numpy
+from ..xp import scalar
 from ..hookspecs import hookimpl
 from ..measure import Context, Measure, Result
 
 
 def theta_hat_weighted(f, w) -> tuple[float, int, float]:
-    """(θ̂_w, n1, Σ_{f_j=2} (w_j − 2)) from cell counts and cell weight sums."""
-    f = np.asarray(f)
-    w = np.asarray(w, dtype=np.float64)
-    n1 = int(np.count_nonzero(f == 1))
-    d = float((w[f == 2] - 2.0).sum())
+    """(θ̂_w, n1, Σ_{f_j=2} (w_j − 2)) from cell counts and cell weight sums (arrays of any one
+    namespace: only the two sums come to the host)."""
+    n1 = int(scalar((f == 1).sum()))
+    d = float(scalar((w[f == 2] - 2.0).sum()))
     den = n1 + d
     return (n1 / den if den > 0 else math.nan), n1, d
 
@@ -42,12 +40,11 @@ class ThetaHatWeighted(Measure):
     reference = "Skinner & Elliot (2002) §5.3; SPEC §2"
 
     def compute(self, table, ctx: Context) -> Result:
-        f = _to_numpy(table.f)
-        w = _to_numpy(table.w)
-        low = (f > 0) & (w < f * (1.0 - 1e-12))
-        if low.any():
+        f, w = table.f, table.w
+        low = int(scalar(((f > 0) & (w < f * (1.0 - 1e-12))).sum()))
+        if low:
             return Result.not_applicable(
-                f"{int(low.sum())} cell(s) have a weight sum below their count, so some weight is "
+                f"{low} cell(s) have a weight sum below their count, so some weight is "
                 "below 1 (pi_i > 1): give design weights 1/pi_i, not normalised weights")
         th, n1, d = theta_hat_weighted(f, w)
         extra = {"experimental": True, "n1": n1, "sum_pairs_w_minus_1": d}

@@ -15,7 +15,10 @@ A plugin's tests call it on each of its measure classes::
   or infinity without a reason), or raises :class:`~gpurisk.BadInput` with one line; nothing else.
 - :func:`check_backends_agree`: the same records counted by every backend named (through
   :func:`gpurisk.build_table`) give the same result as pandas; a backend that raises
-  :class:`~gpurisk.UnsupportedBackend` here is skipped and listed in the report.
+  :class:`~gpurisk.UnsupportedBackend` here is skipped and listed in the report. One of them,
+  ``strict``, runs everywhere: the device engine with arrays of :mod:`gpurisk.testing.strict`, which
+  refuse every implicit host conversion (``np.asarray``, ``float()``, iteration, numpy functions)
+  and offer only what CuPy has, so a measure learns on a CPU that it would break on a GPU.
 
 Every check raises ``AssertionError`` naming the measure and each problem found. Measures are run
 exactly as :func:`gpurisk.run_measures` runs them (needs checked first), but from the class, so a
@@ -41,8 +44,9 @@ __all__ = ["check_metadata", "check_bad_input", "check_backends_agree", "check_m
            "synthetic_register", "table_from_counts", "run_measure", "BackendReport", "BACKENDS",
            "EXTRA_COLUMN", "run_cli"]
 
-#: backends compared by :func:`check_backends_agree` (pandas is the reference)
-BACKENDS = ("pandas", "dask", "cudf", "dask-cudf")
+#: backends compared by :func:`check_backends_agree` (pandas is the reference); "strict" is the
+#: GPU stand-in of :mod:`gpurisk.testing.strict`, which needs no GPU
+BACKENDS = ("pandas", "strict", "dask", "cudf", "dask-cudf")
 #: the non-key column of the kit's synthetic data that column options are pointed at by default:
 #: consecutive records share a value in runs of 1 to 4 (a household id, or a sensitive variable)
 EXTRA_COLUMN = "extra"
@@ -288,7 +292,11 @@ def check_backends_agree(cls: type[Measure], frame: pd.DataFrame | None = None,
     problems = []
     for b in dict.fromkeys(["pandas", *backends]):
         try:
-            table = build_table(frame, keys, sample_flag=sample_flag, weights=weights, backend=b)
+            if b == "strict":
+                from .strict import strict_table
+                table = strict_table(frame, keys, sample_flag=sample_flag, weights=weights)
+            else:
+                table = build_table(frame, keys, sample_flag=sample_flag, weights=weights, backend=b)
         except UnsupportedBackend as exc:
             report.skipped[b] = str(exc)
             continue
@@ -299,6 +307,12 @@ def check_backends_agree(cls: type[Measure], frame: pd.DataFrame | None = None,
             res = run_measure(cls, table, ctx)
         except BadInput as exc:
             res = Result.not_applicable(f"BadInput: {exc}")
+        except Exception as exc:
+            if b != "strict":
+                raise
+            problems.append(f"backend strict (a GPU stand-in: device arrays, no host conversion): "
+                            f"raised {type(exc).__name__}: {exc}")
+            continue
         report.results[b] = res
         problems += [f"backend {b}: {p}" for p in result_problems(res)]
     ref = report.results.get("pandas")

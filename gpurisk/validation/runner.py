@@ -27,6 +27,7 @@ import pandas as pd
 from ..errors import BadInput
 from ..freq.engine import build_table
 from ..freq.table import FreqTable
+from ..xp import to_host
 from ..measure import Context
 from ..plugins import measure_registry
 from . import design as dz
@@ -148,8 +149,8 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
     for f in fracs:
         dz.replicate_count(dsg, f, int(replicates))   # systematic: 1/π must be an integer
     pop = build_table(frame, keys, missing=missing)
-    cell = np.asarray(pop.record_cell(), dtype=np.int64)
-    F = np.asarray(pop.f, dtype=np.int64)
+    cell = to_host(pop.record_cell()).astype(np.int64, copy=False)
+    F = to_host(pop.f).astype(np.int64, copy=False)
     N, C = int(F.sum()), F.size
     codes = dz.column_codes(frame, dsg.column) if dsg.column else None
 

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from gpurisk import BadInput, Context, Measure, Result
+from gpurisk.xp import namespace, scalar, to_device
 
 from .individual import risk_of_cells
 
@@ -31,11 +32,14 @@ def household_codes(values, column: str) -> tuple[np.ndarray, int]:
     return codes, len(uniques)
 
 
-def household_of_records(record_risk: np.ndarray, codes: np.ndarray, households: int) -> np.ndarray:
-    """r_h of each record's household: 1 - Π (1 - r_i) over its members."""
+def household_of_records(record_risk, codes, households: int):
+    """r_h of each record's household: 1 - Π (1 - r_i) over its members (in ``record_risk``'s
+    namespace; host ``codes`` are moved there)."""
+    xp = namespace(record_risk)
+    codes = to_device(codes, xp)
     with np.errstate(divide="ignore"):
-        logs = np.bincount(codes, weights=np.log1p(-record_risk), minlength=households)
-    return -np.expm1(logs)[codes]
+        logs = xp.bincount(codes, weights=xp.log1p(-record_risk), minlength=households)
+    return -xp.expm1(logs)[codes]
 
 
 class HouseholdRisk(Measure):
@@ -55,13 +59,13 @@ class HouseholdRisk(Measure):
         if r is None:
             return Result.not_applicable(why, Fk_from=source)
         codes, households = household_codes(ctx.column(column), column)
-        per_record = household_of_records(r[np.asarray(table.record_cell())], codes, households)
-        er = float(per_record.sum())
-        n = per_record.size
+        per_record = household_of_records(r[table.record_cell()], codes, households)
+        er = float(scalar(per_record.sum()))
+        n = int(per_record.shape[0])
         return Result(value=er / n, extra={
             "expected_reidentifications": er,
             "hier_risk_pct": 100.0 * er / n,
             "households": households,
-            "max_household_risk": float(per_record.max(initial=0.0)),
+            "max_household_risk": float(scalar(per_record.max())) if n else 0.0,
             "Fk_from": source,
         })

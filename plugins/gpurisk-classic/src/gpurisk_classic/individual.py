@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpurisk import BadInput, Context, Measure, Result
+from gpurisk.xp import scalar
 
 from .risk import METHODS, cell_risk
 
@@ -26,12 +27,14 @@ FK_SOURCES = ("weights", "population", "fraction", "sample")
 
 def estimated_population(table, ctx: Context, source: str = "auto",
                          name: str = "indiv_risk") -> tuple[np.ndarray | None, str]:
-    """(F̂_k for every cell, or None when ``source`` is not available; the source used)."""
+    """(F̂_k for every cell, in the table's namespace, or None when ``source`` is not available; the
+    source used)."""
     if source not in ("auto",) + FK_SOURCES:
         raise BadInput(f"{name}.Fk={source!r} is not one of auto, {', '.join(FK_SOURCES)}")
-    f = np.asarray(table.f, dtype=np.float64)
-    have = {"weights": None if table.w is None else np.asarray(table.w, dtype=np.float64),
-            "population": None if table.F is None else np.asarray(table.F, dtype=np.float64),
+    xp = table.xp
+    f = table.f.astype(xp.float64)
+    have = {"weights": None if table.w is None else table.w.astype(xp.float64),
+            "population": None if table.F is None else table.F.astype(xp.float64),
             "fraction": f / float(ctx.fraction) if ctx.fraction else None,
             "sample": f}
     if source == "auto":
@@ -70,10 +73,10 @@ def risk_of_cells(name: str, table, ctx: Context, defaults) -> tuple[np.ndarray 
                    f"--sample-flag or --fraction (or --option {name}.Fk=sample for sdcMicro's "
                    "unweighted convention F_k = f_k)")
         return None, source, why
-    f = np.asarray(table.f)
-    below = (f > 0) & (Fk < f * (1 - 1e-9))
-    if below.any():
-        return None, source, (f"the weights of {int(below.sum())} cell(s) sum to less than their "
+    f = table.f
+    below = int(scalar(((f > 0) & (Fk < f * (1 - 1e-9))).sum()))
+    if below:
+        return None, source, (f"the weights of {below} cell(s) sum to less than their "
                               "sample count (design weights below 1?), so they cannot estimate F_k")
     return cell_risk(f, Fk, method, qual), source, None
 
@@ -90,7 +93,7 @@ def record_risk(table, method: str = "approx", qual: float = 1.0, fraction: floa
     r, _, why = risk_of_cells(IndividualRisk.name, table, ctx, IndividualRisk.options)
     if r is None:
         raise BadInput(why)
-    return r[np.asarray(table.record_cell())]
+    return r[table.record_cell()]
 
 
 class IndividualRisk(Measure):
@@ -111,15 +114,16 @@ class IndividualRisk(Measure):
             thr = float(thr)
         except (TypeError, ValueError):
             raise BadInput(f"{self.name}.threshold={thr!r} is not a number") from None
-        f = np.asarray(table.f, dtype=np.float64)
-        er = float(np.dot(f, r))
+        xp = table.xp
+        f = table.f.astype(xp.float64)
+        er = float(scalar(xp.dot(f, r)))
         n = table.n
         return Result(value=er / n, extra={
             "expected_reidentifications": er,
             "global_risk_pct": 100.0 * er / n,
-            "max_risk": float(r.max(initial=0.0)),
+            "max_risk": float(scalar(r.max())) if r.shape[0] else 0.0,
             "threshold": thr,
-            "records_above_threshold": int(f[r > thr].sum()),
+            "records_above_threshold": int(scalar(f[r > thr].sum())),
             "method": ctx.option(self.name, "method", self.options["method"]),
             "Fk_from": source,
         })

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpurisk import BadInput, Context, Measure, Result
+from gpurisk.xp import to_host
 
 
 def l_option(name: str, ctx: Context, default) -> int:
@@ -54,7 +55,7 @@ class LDiversity(Measure):
             raise BadInput(f"sensitive column {column!r} is one of the key variables")
         want = l_option(self.name, ctx, self.options["l"])
         distinct, entropy_l = cell_diversity(table, ctx.column(column), column)
-        f = np.asarray(table.f)
+        f = to_host(table.f)          # the cell distributions are on the host (cell_value_counts)
         occupied = f > 0
         below = occupied & (distinct < want)
         below_e = occupied & (entropy_l < want * (1 - 1e-12))

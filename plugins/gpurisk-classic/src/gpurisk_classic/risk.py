@@ -25,70 +25,80 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpurisk.xp import namespace, scalar
+
 METHODS = ("approx", "exact")
 #: below this f_k (and with p < 1/2) the exact risk uses the recurrence, else the series
 SERIES_FROM_F = 20
 _TINY = 1e-17
 
 
-def cell_risk(f, Fk, method: str = "approx", qual: float = 1.0) -> np.ndarray:
+def cell_risk(f, Fk, method: str = "approx", qual: float = 1.0):
     """r_k for every cell (0 where f_k = 0). ``f`` are sample counts, ``Fk`` estimated population
-    counts (sum of weights) with F̂_k >= f_k; ``qual`` multiplies the result (sdcMicro's ``qual``)."""
+    counts (sum of weights) with F̂_k >= f_k; ``qual`` multiplies the result (sdcMicro's ``qual``).
+
+    Arrays of any namespace (numpy, or CuPy for a GPU table: ``gpurisk.xp.namespace``); the result
+    is in the same one. Lists are taken as numpy."""
     if method not in METHODS:
         raise ValueError(f"method {method!r} is not one of {METHODS}")
-    f = np.asarray(f, dtype=np.int64)
-    Fk = np.asarray(Fk, dtype=np.float64)
-    r = np.zeros(f.shape, np.float64)
-    pos = np.flatnonzero(f > 0)
+    if isinstance(f, (list, tuple)) or isinstance(Fk, (list, tuple)):
+        f, Fk = np.asarray(f), np.asarray(Fk)
+    xp = namespace(f, Fk)
+    f = f.astype(xp.int64)
+    Fk = Fk.astype(xp.float64)
+    r = xp.zeros(f.shape, xp.float64)
+    pos = xp.flatnonzero(f > 0)
     fp = f[pos]
-    c = np.maximum(Fk[pos] - fp, 0.0) / fp
-    r[pos] = (_approx if method == "approx" else _exact)(fp, c)
+    c = xp.maximum(Fk[pos] - fp, 0.0) / fp
+    r[pos] = (_approx if method == "approx" else _exact)(xp, fp, c)
     return r * qual
 
 
-def _f1(c):
-    out = np.ones_like(c)
+def _f1(xp, c):
+    out = xp.ones_like(c)
     nz = c > 0
-    out[nz] = np.log1p(c[nz]) / c[nz]
+    out[nz] = xp.log1p(c[nz]) / c[nz]
     return out
 
 
-def _f2_closed(c):
-    return 1.0 / c - np.log1p(c) / (c * c)
+def _f2_closed(xp, c):
+    return 1.0 / c - xp.log1p(c) / (c * c)
 
 
-def _approx(f, c):
+def _approx(xp, f, c):
     out = 1.0 / (f + c * (f - 1))            # f > 2, and 1/f where c = 0
     one, two = f == 1, f == 2
-    out[one] = _f1(c[one])
+    out[one] = _f1(xp, c[one])
     big = two & (c > 1.0)
-    out[big] = _f2_closed(c[big])
+    out[big] = _f2_closed(xp, c[big])
     small = two & (c <= 1.0)
-    out[small] = _series(f[small], c[small])   # the closed form cancels as c -> 0
+    out[small] = _series(xp, f[small], c[small])   # the closed form cancels as c -> 0
     return out
 
 
-def _exact(f, c):
-    out = np.empty_like(c)
+def _exact(xp, f, c):
+    out = xp.empty_like(c)
     one = f == 1
-    out[one] = _f1(c[one])
+    out[one] = _f1(xp, c[one])
     ser = ~one & ((c <= 1.0) | (f >= SERIES_FROM_F))
-    out[ser] = _series(f[ser], c[ser])
+    out[ser] = _series(xp, f[ser], c[ser])
     rec = ~one & ~ser
-    out[rec] = _recurrence(f[rec], c[rec])
+    out[rec] = _recurrence(xp, f[rec], c[rec])
     return out
 
 
-def _series(f, c):
-    """(p/f) Σ_k T_k, T_0 = 1, T_{k+1} = T_k q (k+1)/(f+1+k): positive terms, no cancellation."""
+def _series(xp, f, c):
+    """(p/f) Σ_k T_k, T_0 = 1, T_{k+1} = T_k q (k+1)/(f+1+k): positive terms, no cancellation.
+
+    A loop over the series' terms (not over cells): each step updates every cell still converging."""
     p = 1.0 / (1.0 + c)
     q = c / (1.0 + c)
-    total = np.ones_like(c)
-    term = np.ones_like(c)
-    idx = np.arange(c.size)
-    fi = f.astype(np.float64)
+    total = xp.ones_like(c)
+    term = xp.ones_like(c)
+    idx = xp.arange(c.shape[0])
+    fi = f.astype(xp.float64)
     k = 0
-    while idx.size:
+    while idx.shape[0]:
         term = term * q[idx] * (k + 1) / (fi[idx] + 1 + k)
         total[idx] += term
         keep = term > _TINY * total[idx]
@@ -97,10 +107,11 @@ def _series(f, c):
     return p / fi * total
 
 
-def _recurrence(f, c):
+def _recurrence(xp, f, c):
     """K_f from K_2 = 1/c - log(1+c)/c^2 by K_{j+1} = (1/j - K_j)/c; for c > 1 and f < SERIES_FROM_F."""
-    out = _f2_closed(c)
-    for j in range(2, int(f.max(initial=2))):
+    out = _f2_closed(xp, c)
+    top = int(scalar(f.max())) if f.shape[0] else 2
+    for j in range(2, top):
         act = f > j
         out[act] = (1.0 / j - out[act]) / c[act]
     return out
