@@ -66,3 +66,35 @@ def test_a_table_is_frozen_and_new_counts_make_a_new_table():
     t2 = dataclasses.replace(t, f=np.array([0, 2, 2]), F=np.array([1, 2, 2]))
     assert (t2.n, t2.N, t2.n_r(1), t2.n_r(2), t2.unique_stats().n1, t2.pop_uniques()) == (4, 5, 0, 2, 0, 1)
     assert (t.N, t.n_r(1)) == (6, 2)     # the first table is unchanged
+
+
+def test_a_measure_writing_into_the_counts_changes_no_other_measure():
+    """Issue 20: a plugin that wrote into table.f turned θ̂ 0.0096 into 1.0 for every measure after
+    it; the counts are read-only, so it is reported on its own row and the others are unchanged."""
+    import gpurisk
+    from gpurisk import plugins
+
+    class Vandal(gpurisk.Measure):
+        name = "vandal"
+        description = "writes into the counts"
+        reference = "test"
+
+        def compute(self, table, ctx):
+            table.f[:] = 1
+            return gpurisk.Result(value=0.0)
+
+    class Holder:
+        @gpurisk.hookimpl
+        def gpurisk_register_measures(self):
+            return [Vandal]
+
+    from gpurisk.testing import synthetic_register
+    reg = synthetic_register(2000, seed=5)
+    ref = gpurisk.assess(reg, ["k1", "k2"], fraction=0.1, measures=["theta_hat"])
+    plugins.register(Holder(), name="vandal-test")
+    try:
+        got = gpurisk.assess(reg, ["k1", "k2"], fraction=0.1, measures=["vandal", "theta_hat"])
+    finally:
+        plugins.unregister("vandal-test")
+    assert got.measures["vandal"].value is None and "read-only" in got.measures["vandal"].reason
+    assert got.measures["theta_hat"].value == ref.measures["theta_hat"].value
