@@ -4,11 +4,10 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from .errors import BadInput
-from .freq.engine import build_table
+from .inputs import resolve_fraction  # noqa: F401  (re-exported: gpurisk.assess.resolve_fraction)
 from .freq.table import FreqTable
 from .measure import Context, Result, missing_needs
 from .plugins import measure_registry
@@ -51,26 +50,6 @@ class Assessment:
             doc["pop_freq_of_freq"] = {str(r): c for r, c in sorted(t.pop_freq_of_freq().items())
                                        if r <= 10}
         return doc
-
-
-def resolve_fraction(table: FreqTable, fraction: float | None) -> tuple[float | None, str | None, list[str]]:
-    """π: given (checked to lie in (0, 1]) or n/N from the population; warnings if inconsistent."""
-    notes: list[str] = []
-    if fraction is not None:
-        try:
-            fraction = float(fraction)
-        except (TypeError, ValueError):
-            raise BadInput(f"sampling fraction {fraction!r} is not a number") from None
-        if not (0.0 < fraction <= 1.0) or math.isnan(fraction):
-            raise BadInput(f"sampling fraction pi={fraction!r} is outside (0, 1]")
-        if table.N:
-            nN = table.n / table.N
-            if abs(fraction - nN) > 0.25 * nN:
-                notes.append(f"given pi={fraction:g} differs from n/N={nN:.6g}; the given value is used")
-        return fraction, "given", notes
-    if table.N:
-        return table.n / table.N, "n/N", notes
-    return None, None, notes
 
 
 def _call_with_timeout(fn, timeout: float):
@@ -162,32 +141,18 @@ def option_columns(measures: Iterable[str] | None = None,
     return cols
 
 
-def _column_values(frame, cols: list[str], sample_flag: str | None) -> dict[str, Any]:
-    """Each named column of the sample's records as a numpy array, in record order."""
-    import pandas as pd
-    if not cols or not isinstance(frame, pd.DataFrame):
-        return {}
-    missing = [c for c in cols if c not in frame.columns]
-    if missing:
-        shown = ", ".join(map(str, list(frame.columns)[:20]))
-        raise BadInput(f"column(s) {', '.join(map(repr, missing))} named by a measure option are not "
-                       f"in the sample (its columns: {shown})")
-    sub = frame[cols]
-    if sample_flag is not None:
-        from .freq.engine import sample_flag_mask
-        sub = sub[sample_flag_mask(frame, sample_flag)]
-    return {c: sub[c].to_numpy() for c in cols}
-
-
 def assess(frame, keys: Iterable[str], fraction: float | None = None, population=None,
            sample_flag: str | None = None, weights: str | None = None,
            measures: Iterable[str] | None = None, missing: str = "category", alpha: float = 0.01,
            seed: int = 0, options: Mapping[str, Mapping[str, Any]] | None = None,
            backend: str | None = None, sep: str | None = None, recode=None,
-           allow_high_cardinality: bool = False, measure_timeout: float | None = None) -> Assessment:
+           allow_high_cardinality: bool = False, measure_timeout: float | None = None,
+           encoding: str = "utf-8") -> Assessment:
     """Risk measures of one release for one set of key variables.
 
-    ``frame`` is a pandas DataFrame (or a path to CSV/Parquet). ``population`` is a frame (or path)
+    ``frame`` is a pandas, Dask or cuDF DataFrame or a path (CSV, Parquet, Stata, SPSS, SAS,
+    ``example:adult``); ``keys`` a list or ``"a,b,c"``. Everything is read, checked and counted by
+    :class:`gpurisk.inputs.Inputs`, as in every command. ``population`` is a frame (or path)
     holding the population's records; ``sample_flag`` names a boolean column of ``frame`` marking the
     released records (``frame`` then being the whole register). ``fraction`` is π; with a population
     it defaults to n/N. ``recode`` regroups categories (``["age=bands:5", ...]``, see
@@ -196,41 +161,25 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
     :mod:`gpurisk.guards`). ``measure_timeout`` (seconds) reports a measure that runs longer as not
     applicable and goes on (see :func:`run_measures`).
     """
-    from .backends import resolve_backend
-    from .io import read_lazy, read_table
-    keys = [keys] if isinstance(keys, str) else list(keys)
+    from .inputs import Inputs
+    if isinstance(measures, str):
+        measures = [m.strip() for m in measures.split(",") if m.strip()]
     measures = None if measures is None else list(measures)
-    extra_cols = option_columns(measures, options)
-    need_cols = keys + [c for c in (sample_flag, weights) if c]
-    need_cols += [c for c in extra_cols if c not in need_cols]
-    distributed = resolve_backend(backend, frame) in ("dask", "dask-cudf")
-    # on Dask, files are read partition-wise by the workers (a Parquet directory or a CSV glob)
-    read = (lambda p, cols: read_lazy(p, sep=sep, columns=cols)) if distributed else \
-        (lambda p, cols: read_table(p, sep=sep, columns=cols))
-    if isinstance(frame, (str, Path)):
-        frame = read(frame, need_cols)
-    if isinstance(population, (str, Path)):
-        population = read(population, keys)
     if not 0.0 < float(alpha) < 0.5:
         raise BadInput(f"alpha={alpha!r} is outside (0, 0.5)")
-    if not distributed and len(frame) == 0:  # the Dask engine checks while counting
-        raise BadInput("the sample has no records")
-    from .guards import check_cardinality, check_key_columns
-    check_key_columns(frame, keys)
-    table = build_table(frame, keys, population=population, sample_flag=sample_flag,
-                        weights=weights, missing=missing, backend=backend)
-    if table.n == 0:
-        raise BadInput(f"the sample flag {sample_flag!r} marks no record as sampled")
-    if recode:
-        from .recode import apply_recodes
-        table = apply_recodes(table, recode)
-    check_cardinality(table, allow_high_cardinality)
-    pi, source, notes = resolve_fraction(table, fraction)
-    ctx = Context(fraction=pi, fraction_source=source, alpha=float(alpha), seed=int(seed),
-                  options=dict(options or {}),
-                  columns=_column_values(frame, extra_cols, sample_flag))
+    extra_cols = option_columns(measures, options)
+    inp = Inputs(frame, keys, population=population, sample_flag=sample_flag, weights=weights,
+                 fraction=fraction, missing=missing, recode=recode, backend=backend, sep=sep,
+                 encoding=encoding, allow_high_cardinality=allow_high_cardinality,
+                 columns=extra_cols)
+    frames = inp.read()
+    counted = inp.count(frames)
+    ctx = Context(fraction=counted.fraction, fraction_source=counted.fraction_source,
+                  alpha=float(alpha), seed=int(seed), options=dict(options or {}),
+                  columns=inp.column_values(frames, extra_cols))
+    notes = list(counted.notes)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        results = run_measures(table, ctx, measures, timeout=measure_timeout)
+        results = run_measures(counted.table, ctx, measures, timeout=measure_timeout)
     notes += [str(w.message) for w in caught]
-    return Assessment(table, ctx, results, notes)
+    return Assessment(counted.table, ctx, results, notes)

@@ -27,7 +27,7 @@ import pandas as pd
 from .errors import BadInput
 from .freq.encode import encode_keys
 from .freq.engine import build_table
-from .xp import to_host
+from .xp import scalar, to_host
 
 CLUSTER_WARN = 0.1
 
@@ -84,19 +84,22 @@ def stratum_weights(frame: pd.DataFrame, stratum: str, fractions) -> np.ndarray:
 
 
 def stratified(frame: pd.DataFrame, keys: Sequence[str], stratum: str, fractions,
-               missing: str = "category") -> dict[str, Any]:
+               missing: str = "category", recode=None) -> dict[str, Any]:
     """θ̂_w over the file and θ̂ within each stratum (see the module docstring)."""
+    from .inputs import Inputs, key_list
     from .measures.theta_hat import theta_hat
     from .measures.theta_hat_weighted import theta_hat_weighted
-    keys = list(keys)
+    keys = key_list(keys)
     if stratum in keys:
         raise BadInput(f"the stratum column {stratum!r} is also a key variable")
     w = stratum_weights(frame, stratum, fractions)
     work = frame[keys + [stratum]].copy()
     work["__w"] = w
-    whole = build_table(work, keys, weights="__w", missing=missing)
-    th_w, n1, d = theta_hat_weighted(to_host(whole.f), to_host(whole.w))
-    nested = build_table(work, keys + [stratum], weights="__w", missing=missing)
+    inp = Inputs(work, keys + [stratum], weights="__w", missing=missing, recode=recode)
+    frames = inp.read()
+    whole = inp.count(frames, keys, guard=False).table
+    th_w, n1, d = theta_hat_weighted(whole.f, whole.w)
+    nested = inp.count(frames, guard=False).table
     f = to_host(nested.f)
     h = to_host(nested.cell_codes()[-1])[f > 0]
     wsum = to_host(nested.w)[f > 0]
@@ -155,36 +158,45 @@ def cluster_pairs(frame: pd.DataFrame, keys: Sequence[str], cluster: str,
 def design_report(frame, keys: Sequence[str], *, fraction: float | None = None,
                   weights: str | None = None, stratum: str | None = None, fractions=None,
                   cluster: str | None = None, threshold: float = CLUSTER_WARN,
-                  missing: str = "category") -> dict[str, Any]:
-    """What ``gpurisk design`` prints: θ̂ (given π), θ̂_w, per-stratum θ̂, the cluster diagnostic."""
+                  missing: str = "category", recode=None, backend: str | None = None,
+                  allow_high_cardinality: bool = False, sep: str | None = None,
+                  encoding: str = "utf-8") -> dict[str, Any]:
+    """What ``gpurisk design`` prints: θ̂ (given π), θ̂_w, per-stratum θ̂, the cluster diagnostic.
+
+    ``frame`` is a frame or a path, read, checked and counted by :class:`gpurisk.inputs.Inputs`."""
+    from .inputs import Inputs
     from .measures.theta_hat import theta_hat
     from .measures.theta_hat_weighted import theta_hat_weighted
-    keys = list(keys)
     if weights and stratum:
         raise BadInput("give either --weights or --strata with --fractions, not both")
     if stratum and fractions is None:
         raise BadInput(f"--strata {stratum} needs --fractions (STRATUM=PI,... or one PI)")
     if not (fraction or weights or stratum or cluster):
         raise BadInput("nothing to report: give --fraction, --weights, --strata or --cluster")
-    table = build_table(frame, keys, weights=weights, missing=missing)
+    inp = Inputs(frame, keys, weights=weights, fraction=fraction, missing=missing, recode=recode,
+                 backend=backend, sep=sep, encoding=encoding,
+                 allow_high_cardinality=allow_high_cardinality,
+                 columns=[c for c in (stratum, cluster) if c])
+    keys = list(inp.keys)
+    frames = inp.read()
+    frame = frames.sample
+    table = inp.count(frames).table
     doc: dict[str, Any] = {"n": table.n, "keys": keys, "n1": table.n_r(1), "n2": table.n_r(2),
                            "warnings": []}
-    if fraction is not None:
-        f = float(fraction)
-        if not 0.0 < f <= 1.0:
-            raise BadInput(f"sampling fraction pi={fraction!r} is outside (0, 1]")
+    if inp.fraction is not None:
+        f = inp.fraction
         th, v = theta_hat(table.n_r(1), table.n_r(2), table.n_r(3), f)
         doc["theta_hat"] = {"value": th, "se": math.sqrt(v) if v == v else math.nan, "pi": f}
     if weights:
-        f, w = to_host(table.f), to_host(table.w)
-        if ((f > 0) & (w < f * (1 - 1e-12))).any():
+        f, w = table.f, table.w
+        if scalar(((f > 0) & (w < f * (1 - 1e-12))).sum()):
             raise BadInput(f"weight column {weights!r} has weights below 1 (pi_i > 1): give design "
                            "weights 1/pi_i, not normalised weights")
         th, n1, d = theta_hat_weighted(f, w)
         doc["theta_hat_weighted"] = {"value": th, "experimental": True, "n1": n1,
                                      "sum_pairs_w_minus_1": d}
     if stratum:
-        doc["stratified"] = stratified(frame, keys, stratum, fractions, missing)
+        doc["stratified"] = stratified(frame, keys, stratum, fractions, missing, inp.recode)
     if cluster:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

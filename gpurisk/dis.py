@@ -309,35 +309,43 @@ def run_dis(codes: Sequence[np.ndarray], categories: Sequence[Sequence], keys: S
 def dis(frame, keys: Sequence[str], fraction: float, perturb: Iterable, *, max_iter: int = 100,
         stable: int = 10, decimals: int = 3, batch: int | None = None, seed: int = 0,
         missing: str = "category", state: str | Path | None = None, sep: str | None = None,
-        encoding: str = "utf-8", orientation: str = "intruder") -> DISResult:
-    """:func:`run_dis` on a frame (or a CSV / Parquet path): ``gpurisk dis``.
+        encoding: str = "utf-8", orientation: str = "intruder", recode=None,
+        backend: str | None = None, allow_high_cardinality: bool = False) -> DISResult:
+    """:func:`run_dis` on a frame (or a CSV / Parquet path): ``gpurisk dis``. Read, checked and
+    counted by :class:`gpurisk.inputs.Inputs`, as every command.
 
     ``perturb`` is a list of perturbations: instances, spec strings such as
     ``"swap:fraction=0.1,geo=state,pairing=age+sex"``, or (name, options) pairs.
     """
     from .freq.encode import encode_keys
-    from .freq.engine import build_table
-    from .io import read_table
+    from .inputs import Inputs, check_fraction, key_list
     from .perturb.base import make_perturbation
 
-    keys = [keys] if isinstance(keys, str) else list(keys)
+    keys = key_list(keys)
     perts = [make_perturbation(p) for p in ([perturb] if isinstance(perturb, str) else perturb)]
     extra_cols = list(dict.fromkeys(c for p in perts for c in p.columns(keys)))
-    if isinstance(frame, (str, Path)):
-        frame = read_table(frame, sep=sep, columns=list(dict.fromkeys(keys + extra_cols)),
-                           encoding=encoding)
-    if len(frame) == 0:
-        raise BadInput("the file has no records")
-    try:
-        f = float(fraction)
-    except (TypeError, ValueError):
-        raise BadInput(f"sampling fraction {fraction!r} is not a number") from None
-    if not (0.0 < f <= 1.0):
-        raise BadInput(f"sampling fraction f={fraction!r} is outside (0, 1]")
-    table = build_table(frame, keys, missing=missing)
+    f = check_fraction(fraction, "sampling fraction f")
+    if f is None:
+        raise BadInput("dis needs the sampling fraction f (--fraction)")
+    inp = Inputs(frame, keys, fraction=f, missing=missing, recode=recode, backend=backend, sep=sep,
+                 encoding=encoding, allow_high_cardinality=allow_high_cardinality,
+                 columns=extra_cols)
+    if state is not None:
+        check_state_path(state)
+    frames = inp.read()
+    table = inp.count(frames).table
     extra = {}
     if extra_cols:
-        extra = {e.name: e.sample for e in encode_keys(frame, extra_cols, missing=missing)}
+        extra = {e.name: e.sample for e in encode_keys(frames.sample, extra_cols, missing=missing)}
     return run_dis(record_codes(table), table.categories, keys, f, perts, extra=extra,
                    max_iter=max_iter, stable=stable, decimals=decimals, batch=batch, seed=seed,
                    state=state, orientation=orientation)
+
+
+def check_state_path(state) -> None:
+    """A ``--state`` file can be written: its folder exists and it is not a folder (before the work)."""
+    p = Path(state)
+    if not p.parent.is_dir():
+        raise BadInput(f"--state folder {str(p.parent)!r} does not exist")
+    if p.is_dir():
+        raise BadInput(f"--state {str(p)!r} is a folder")

@@ -202,6 +202,20 @@ def selected_records(table, all_records: bool = False):
     return pos, rc[pos]
 
 
+def check_records_output(path) -> None:
+    """The per-record output is Parquet: a .parquet/.pq name in a folder that exists (issue 20:
+    ``--output r.csv`` used to get Parquet under a CSV name)."""
+    from pathlib import Path
+    p = Path(path)
+    if not p.name.lower().endswith((".parquet", ".pq")):
+        raise BadInput(f"record-level output {p.name!r}: the rows are written as Parquet; "
+                       "name the file .parquet")
+    if not p.parent.is_dir():
+        raise BadInput(f"output folder {str(p.parent)!r} does not exist")
+    if p.is_dir():
+        raise BadInput(f"output {str(p)!r} is a folder")
+
+
 def write_records(model: RiskModel, path, row_numbers=None, all_records: bool = False,
                   chunk: int = 1 << 20) -> int:
     """Write one row per selected record to Parquet, ``chunk`` records at a time; returns the count."""
@@ -222,21 +236,23 @@ def record_risk(frame, keys, population_size=None, population=None, sample_flag=
                 database_size=None, p_tilde=None, all_records: bool = False,
                 thresholds: Iterable[float] = DEFAULT_THRESHOLDS, output=None, tol: float = TOL,
                 max_iter: int = MAX_ITER, max_cells: float = MAX_CELLS, missing: str = "category",
-                backend: str | None = None, show_records: bool = False) -> dict:
-    """Record-level risk of ``frame`` (pandas) for ``keys``: the summary document; rows to ``output``.
+                backend: str | None = None, show_records: bool = False, recode=None,
+                allow_high_cardinality: bool = False, sep: str | None = None,
+                encoding: str = "utf-8") -> dict:
+    """Record-level risk of ``frame`` (a frame or a path) for ``keys``: the summary document; rows
+    to ``output``. Read, checked and counted by :class:`gpurisk.inputs.Inputs`, as every command.
 
     Row numbers in the output are 0-based positions in ``frame`` (the register, with ``sample_flag``).
     """
-    from .freq.engine import build_table, sample_flag_mask
-    keys = [keys] if isinstance(keys, str) else list(keys)
-    if len(frame) == 0:
-        raise BadInput("the sample has no records")
-    table = build_table(frame, keys, population=population, sample_flag=sample_flag,
-                        missing=missing, backend=backend)
-    if table.n == 0:
-        raise BadInput(f"the sample flag {sample_flag!r} marks no record as sampled")
-    if fraction is not None and not 0.0 < float(fraction) <= 1.0:
-        raise BadInput(f"sampling fraction pi={fraction!r} is outside (0, 1]")
+    from .inputs import Inputs
+    inp = Inputs(frame, keys, population=population, sample_flag=sample_flag, fraction=fraction,
+                 missing=missing, recode=recode, backend=backend, sep=sep, encoding=encoding,
+                 allow_high_cardinality=allow_high_cardinality)
+    if output is not None:
+        check_records_output(output)      # a bad name fails before the work, not after
+    frames = inp.read()
+    table = inp.count(frames, weights=False).table
+    keys, fraction = list(inp.keys), inp.fraction
     model = build_model(table, methods, population_size, fraction, y, database_size, p_tilde,
                         tol, max_iter, max_cells)
     doc = summarize(model, all_records, thresholds)
@@ -251,10 +267,9 @@ def record_risk(frame, keys, population_size=None, population=None, sample_flag=
                         f"{model.fit.discrepancy:.3g} > tol = {model.fit.tol:g}; raise max_iter")
     doc["warnings"] = warnings
     pos, cells = selected_records(table, False)
-    _attach_rows(doc["table3"], pos, cells, table, show_records,
-                 np.flatnonzero(sample_flag_mask(frame, sample_flag)) if sample_flag else None)
+    rownums = inp.record_rows(frames)
+    _attach_rows(doc["table3"], pos, cells, table, show_records, rownums)
     if output is not None:
-        rownums = np.flatnonzero(sample_flag_mask(frame, sample_flag)) if sample_flag else None
         doc["output"] = {"path": str(output),
                          "rows": write_records(model, output, rownums, all_records)}
     return doc

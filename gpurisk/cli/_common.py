@@ -63,7 +63,9 @@ def _set_config(name):
 
 
 def input_options(f):
-    """--sep, --encoding, --missing, --backend, --scheduler, --workers."""
+    """The options every command that reads records has, from this one place: --sep, --encoding,
+    --missing, --recode, --allow-high-cardinality, --backend, --scheduler, --workers (see
+    :class:`gpurisk.inputs.Inputs`, which reads, checks and counts with them)."""
     f = click.option("--workers", type=click.IntRange(min=1), default=None, expose_value=False,
                      callback=_set_config("workers"), metavar="N",
                      help="worker processes of the local Dask cluster (default: $GPURISK_WORKERS, "
@@ -74,6 +76,12 @@ def input_options(f):
                           "(default: $GPURISK_SCHEDULER, else a local cluster for the run)")(f)
     f = click.option("--backend", default=None, metavar="NAME",
                      help="auto|pandas|dask|cudf|dask-cudf (default: $GPURISK_BACKEND or pandas)")(f)
+    f = click.option("--allow-high-cardinality", is_flag=True,
+                     help="accept a key with more than 1000 distinct values and more than n/2 "
+                          "(refused by default: a continuous variable or an identifier used as a key)")(f)
+    f = click.option("--recode", multiple=True, metavar="KEY=SPEC",
+                     help="regroup a key: bands:W[:ORIGIN], breaks:B1,B2, map:FILE, "
+                          "hierarchy:FILE:LEVEL (repeatable)")(f)
     f = click.option("--missing", type=click.Choice(["category", "error"]), default="category",
                      show_default=True, help="a missing key value is its own category, or an error")(f)
     f = click.option("--encoding", default="utf-8", show_default=True, help="text encoding of CSV input")(f)

@@ -53,11 +53,6 @@ def register(cli: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True, help="print the JSON document")
     @click.option("--output", "output", default=None, metavar="FILE",
                   help="also write the results to FILE: .json, .csv, .csv.gz or .parquet")
-    @click.option("--recode", multiple=True, metavar="KEY=SPEC",
-                  help="regroup a key: bands:W[:ORIGIN], breaks:B1,B2, map:FILE, hierarchy:FILE:LEVEL")
-    @click.option("--allow-high-cardinality", is_flag=True,
-                  help="accept a key with more than 1000 distinct values and more than n/2 "
-                       "(refused by default: a continuous variable or an identifier used as a key)")
     @click.option("--measure-timeout", type=float, default=None, metavar="SECONDS",
                   help="report a measure that runs longer as not applicable and go on (the measure's "
                        "thread cannot be stopped; it finishes in the background)")
@@ -71,28 +66,17 @@ def register(cli: click.Group) -> None:
         SAMPLE may be a Parquet directory or a quoted CSV glob ("parts/*.csv"); on --backend dask
         or dask-cudf it is read partition-wise by the workers.
         """
-        from ..assess import assess as run, option_columns
-        from ..backends import resolve_backend
-        from ..io import read_lazy, read_table, write_results
+        from ..assess import assess as run
+        from ..io import write_results
 
         if output:
             from ..formats import check_output
             check_output(output)  # a bad name fails before the work, not after
-        key_list = split_list(keys)
-        options = parse_options(opts)
-        cols = key_list + [c for c in (sample_flag, weights) if c]
-        cols += [c for c in option_columns(split_list(measures), options) if c not in cols]
-        name = resolve_backend(backend)
-        if name in ("dask", "dask-cudf"):  # partition-wise: a Parquet directory or a CSV glob
-            read = lambda p, c: read_lazy(p, sep=sep, columns=c, encoding=encoding)  # noqa: E731
-        else:
-            read = lambda p, c: read_table(p, sep=sep, columns=c, encoding=encoding)  # noqa: E731
-        frame = read(sample, cols)
-        pop = read(population, key_list) if population else None
-        res = run(frame, key_list, fraction=fraction, population=pop, sample_flag=sample_flag,
+        res = run(sample, keys, fraction=fraction, population=population, sample_flag=sample_flag,
                   weights=weights, measures=split_list(measures), missing=missing, alpha=alpha,
-                  seed=seed, options=options, backend=backend, recode=list(recode),
-                  allow_high_cardinality=allow_high_cardinality, measure_timeout=measure_timeout)
+                  seed=seed, options=parse_options(opts), backend=backend, recode=list(recode),
+                  allow_high_cardinality=allow_high_cardinality, measure_timeout=measure_timeout,
+                  sep=sep, encoding=encoding)
         doc = res.to_dict()
         if output:
             write_results(doc, output)

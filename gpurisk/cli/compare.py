@@ -42,14 +42,15 @@ def register(cli: click.Group) -> None:
     @input_options
     def compare(data, keys, alts, cumulative, max_size, min_size, fraction, population, sample_flag,
                 weights, measures, opts, alpha, seed, show_all, output, as_json, sep, encoding,
-                missing, backend):
+                missing, backend, recode, allow_high_cardinality):
         """Unique counts and measures of DATA before -> after alternative recodes."""
         from ..scan.compare import compare as run
-        res = run(data, split_list(keys), list(alts), cumulative=cumulative, max_size=max_size,
+        res = run(data, keys, list(alts), cumulative=cumulative, max_size=max_size,
                   min_size=min_size, fraction=fraction, population=population,
                   sample_flag=sample_flag, weights=weights, measures=split_list(measures),
                   options=parse_options(opts), alpha=alpha, seed=seed, missing=missing,
-                  backend=backend, sep=sep, encoding=encoding)
+                  backend=backend, sep=sep, encoding=encoding, recode=list(recode),
+                  allow_high_cardinality=allow_high_cardinality)
         table = res.table if show_all else res.affected()
         if output:
             from ..io import write_frame_atomic

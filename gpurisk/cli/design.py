@@ -5,7 +5,7 @@ import math
 
 import click
 
-from ._common import echo_json, split_list
+from ._common import echo_json, input_options
 
 
 def register(cli: click.Group) -> None:
@@ -21,24 +21,19 @@ def register(cli: click.Group) -> None:
     @click.option("--cluster-threshold", type=float, default=0.1, show_default=True,
                   help="warn when this share of sample pairs lies within one cluster")
     @click.option("--json", "as_json", is_flag=True, help="print the JSON document")
-    @click.option("--sep", default=None, help="CSV separator (default: detected)")
-    @click.option("--encoding", default="utf-8", show_default=True)
-    @click.option("--missing", type=click.Choice(["category", "error"]), default="category",
-                  show_default=True)
+    @input_options
     def design(sample, keys, fraction, weights, strata, fractions, cluster, cluster_threshold,
-               as_json, sep, encoding, missing):
+               as_json, sep, encoding, missing, recode, allow_high_cardinality, backend):
         """θ̂ for complex designs of SAMPLE (Skinner & Elliot 2002, §5)."""
         from ..design import design_report, parse_fractions
-        from ..io import read_table
         from ..measure import _clean
 
-        key_list = split_list(keys) or []
-        cols = list(dict.fromkeys(key_list + [c for c in (weights, strata, cluster) if c]))
-        frame = read_table(sample, sep=sep, columns=cols, encoding=encoding)
-        doc = _clean(design_report(frame, key_list, fraction=fraction, weights=weights,
+        doc = _clean(design_report(sample, keys, fraction=fraction, weights=weights,
                                    stratum=strata,
                                    fractions=parse_fractions(fractions) if fractions else None,
-                                   cluster=cluster, threshold=cluster_threshold, missing=missing))
+                                   cluster=cluster, threshold=cluster_threshold, missing=missing,
+                                   recode=list(recode), backend=backend, sep=sep, encoding=encoding,
+                                   allow_high_cardinality=allow_high_cardinality))
         if as_json:
             echo_json(doc)
             return

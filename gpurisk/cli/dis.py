@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from ._common import echo_json, fmt_value as _fmt, registry_rows, split_list
+from ._common import echo_json, fmt_value as _fmt, input_options, registry_rows
 
 
 def register(cli: click.Group) -> None:
@@ -29,12 +29,9 @@ def register(cli: click.Group) -> None:
                   show_default=True, help="match true keys against the released file (SPEC §6), "
                   "or released records against the original file (the paper's text)")
     @click.option("--json", "as_json", is_flag=True, help="print the JSON document")
-    @click.option("--sep", default=None, help="CSV separator (default: detected)")
-    @click.option("--encoding", default="utf-8", show_default=True)
-    @click.option("--missing", type=click.Choice(["category", "error"]), default="category",
-                  show_default=True)
+    @input_options
     def dis(data, keys, fraction, perturb, max_iter, stable, decimals, batch, seed, state,
-            orientation, as_json, sep, encoding, missing):
+            orientation, as_json, sep, encoding, missing, recode, allow_high_cardinality, backend):
         """pr(cm|um) of DATA after a perturbation, by data intrusion simulation (Elliot 2001).
 
         Repeats perturb -> measure until the running mean is stable or --max-iter files were drawn;
@@ -46,9 +43,11 @@ def register(cli: click.Group) -> None:
         if not perturb:
             raise BadInput("give at least one --perturb NAME:OPTION=VALUE,... "
                            "(gpurisk perturbations lists them)")
-        res = run(data, split_list(keys) or [], fraction, list(perturb), max_iter=max_iter,
+        res = run(data, keys, fraction, list(perturb), max_iter=max_iter,
                   stable=stable, decimals=decimals, batch=batch, seed=seed, missing=missing,
-                  state=state, sep=sep, encoding=encoding, orientation=orientation)
+                  state=state, sep=sep, encoding=encoding, orientation=orientation,
+                  recode=list(recode), backend=backend,
+                  allow_high_cardinality=allow_high_cardinality)
         doc = res.to_dict()
         if as_json:
             echo_json(doc)

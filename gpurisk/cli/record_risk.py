@@ -98,25 +98,22 @@ def register(cli: click.Group) -> None:
     @input_options
     def record_risk(data, keys, population_size, population, sample_flag, fraction, methods, y,
                     database_size, p_tilde, all_records, thresholds, max_cells, tol, max_iter,
-                    show_records, output, as_json, sep, encoding, missing, backend):
+                    show_records, output, as_json, sep, encoding, missing, backend, recode,
+                    allow_high_cardinality):
         """Identification risk of each record of DATA under intruder search methods (Skinner 2007).
 
         p̂ comes from the log-linear model with all two-way interactions fitted to DATA's counts over
         the keys; risks are reported per sample-unique record (or every record with --all-records).
         """
-        from ..io import read_table
         from ..record_risk import record_risk as run
 
-        key_list = split_list(keys)
-        cols = key_list + ([sample_flag] if sample_flag else [])
-        frame = read_table(data, sep=sep, columns=cols, encoding=encoding)
-        pop = read_table(population, sep=sep, columns=key_list, encoding=encoding) if population else None
-        doc = run(frame, key_list, population_size=population_size, population=pop,
+        doc = run(data, keys, population_size=population_size, population=population,
                   sample_flag=sample_flag, fraction=fraction, methods=split_list(methods) or [],
                   y=y, database_size=database_size, p_tilde=p_tilde, all_records=all_records,
                   thresholds=_floats(thresholds, "--thresholds"), output=output, tol=tol,
                   max_iter=max_iter, max_cells=max_cells, missing=missing, backend=backend,
-                  show_records=show_records)
+                  show_records=show_records, recode=list(recode), sep=sep, encoding=encoding,
+                  allow_high_cardinality=allow_high_cardinality)
         if as_json:
             echo_json(_json_safe(doc))
         else:

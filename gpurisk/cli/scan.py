@@ -103,8 +103,6 @@ def register(cli: click.Group) -> None:
     @click.option("--alpha", type=float, default=0.01, show_default=True, help="one-sided level of upper bounds")
     @click.option("--seed", type=int, default=0, show_default=True,
                   help="scan seed; each combination's seed is derived from it and its keys")
-    @click.option("--recode", multiple=True, metavar="KEY=SPEC",
-                  help="regroup a key: bands:W[:ORIGIN], breaks:B1,B2, map:FILE, hierarchy:FILE:LEVEL")
     @click.option("--output", "-o", default=None, metavar="OUT.parquet",
                   help="Parquet dataset (directory) the rows stream to")
     @click.option("--resume", is_flag=True, help="finish an interrupted scan in --output")
@@ -116,8 +114,6 @@ def register(cli: click.Group) -> None:
     @click.option("--progress/--no-progress", default=None,
                   help="progress bar on stderr (default: when stderr is a terminal)")
     @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
-    @click.option("--allow-high-cardinality", is_flag=True,
-                  help="accept a key with more than 1000 distinct values and more than n/2")
     @click.option("--measure-timeout", type=float, default=None, metavar="SECONDS",
                   help="report a measure that runs longer as not applicable and go on")
     @click.option("--threads", type=int, default=None, metavar="N",
@@ -132,8 +128,8 @@ def register(cli: click.Group) -> None:
         from ..scan import scan as run
         if progress is None:
             progress = sys.stderr.isatty()
-        res = run(data, keys=split_list(keys), max_size=max_size, min_size=min_size,
-                  scenarios=scenarios, fundamental=split_list(fundamental), plus_each=plus_each,
+        res = run(data, keys=keys, max_size=max_size, min_size=min_size,
+                  scenarios=scenarios, fundamental=fundamental, plus_each=plus_each,
                   fraction=fraction, population=population, sample_flag=sample_flag,
                   weights=weights, measures=split_list(measures), options=parse_options(opts),
                   alpha=alpha, seed=seed, recode=list(recode), missing=missing, backend=backend,

@@ -7,7 +7,7 @@ import math
 import click
 
 from ..errors import BadInput
-from ._common import echo_json, parse_options, split_list
+from ._common import echo_json, input_options, parse_options, split_list
 
 LABELS = {"true": "true value", "estimate": "estimate", "error": "error (est − true)",
           "se": "est. s.e.", "nmse": "NMSE"}
@@ -85,23 +85,22 @@ def register(cli: click.Group) -> None:
     @click.option("--output", default=None, help="write the summary to FILE.parquet or FILE.csv")
     @click.option("--plot", "plot_path", default=None, help="write a PNG of estimates against truths")
     @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
-    @click.option("--sep", default=None, help="CSV separator (default: detected)")
-    @click.option("--encoding", default="utf-8", show_default=True, help="text encoding of CSV input")
-    @click.option("--missing", type=click.Choice(["category", "error"]), default="category",
-                  show_default=True, help="a missing key value is its own category, or an error")
     @click.option("--resume", "resume", default=None, metavar="DIR",
                   help="save each chunk of replicates in DIR as it finishes; run again with the same "
                        "DIR to continue a killed run (same result as an uninterrupted one)")
+    @input_options
     def validate(population, keys, fractions, replicates, design, measures, seed, alpha, opts, output,
-                 plot_path, as_json, sep, encoding, missing, resume):
+                 plot_path, as_json, sep, encoding, missing, resume, recode, allow_high_cardinality,
+                 backend):
         """Draw replicate samples of POPULATION and compare every estimator with its true value
         (Skinner & Elliot 2002, Table 1)."""
         from ..validation import validate as run
 
-        res = run(population, split_list(keys), fractions=_fractions(fractions),
+        res = run(population, keys, fractions=_fractions(fractions),
                   replicates=replicates, design=design, measures=split_list(measures), seed=seed,
                   options=parse_options(opts), alpha=alpha, missing=missing, sep=sep,
-                  encoding=encoding, resume=resume)
+                  encoding=encoding, resume=resume, recode=list(recode), backend=backend,
+                  allow_high_cardinality=allow_high_cardinality)
         if output:
             res.write(output)
         if plot_path:

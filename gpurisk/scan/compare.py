@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
 from ..errors import BadInput
-from ..freq.engine import build_table
 from ..freq.lattice import Lattice, regroup
 from ..measure import Context
 from ..recode import Recode, code_maps, parse_recodes
@@ -59,15 +57,17 @@ def compare(data, keys: Sequence[str], alternatives: Iterable, cumulative: bool 
             population=None, sample_flag: str | None = None, weights: str | None = None,
             measures: Iterable[str] | None = None, options: Mapping | None = None,
             alpha: float = 0.01, seed: int = 0, missing: str = "category",
-            backend: str | None = None, sep: str | None = None, encoding: str = "utf-8") -> Comparison:
+            backend: str | None = None, sep: str | None = None, encoding: str = "utf-8",
+            recode=None, allow_high_cardinality: bool = False) -> Comparison:
     """Every subset of ``keys`` (up to ``max_size``) under the original coding and each alternative.
 
     With ``cumulative`` each alternative adds its recodes to the previous ones (Table 3 -> 4 -> 5).
-    ``measures`` defaults to the unique counts plus pr_pu and theta_hat.
+    ``measures`` defaults to the unique counts plus pr_pu and theta_hat. ``recode`` (as in
+    :func:`gpurisk.assess`) is the original coding: the alternatives regroup it further. The data
+    are read, checked and counted by :class:`gpurisk.inputs.Inputs`, as every command.
     """
-    from ..assess import resolve_fraction
-    from ..io import read_table
-    keys = [k.strip() for k in keys.split(",")] if isinstance(keys, str) else list(keys)
+    from ..inputs import Inputs, key_list
+    keys = key_list(keys)
     alts = [parse_alternative(a, i + 1) for i, a in enumerate(alternatives)]
     if not alts:
         raise BadInput("compare needs at least one alternative recode (--alt KEY=SPEC)")
@@ -87,18 +87,13 @@ def compare(data, keys: Sequence[str], alternatives: Iterable, cumulative: bool 
     names = _measure_names(measures if measures is not None else
                            ["pop_uniques", "sample_uniques", "pr_pu", "theta_hat"])
     opts = _scan_options(names, options)
-    if isinstance(data, (str, Path)):
-        data = read_table(data, sep=sep, columns=rkeys + [c for c in (sample_flag, weights) if c],
-                          encoding=encoding)
-    if isinstance(population, (str, Path)):
-        population = read_table(population, sep=sep, columns=rkeys, encoding=encoding)
-    if len(data) == 0:
-        raise BadInput("the sample has no records")
     rkeys = sorted(rkeys)            # as in scan: one cell order per key set
+    inp = Inputs(data, rkeys, population=population, sample_flag=sample_flag, weights=weights,
+                 fraction=fraction, missing=missing, recode=recode, backend=backend, sep=sep,
+                 encoding=encoding, allow_high_cardinality=allow_high_cardinality)
     t0 = time.perf_counter()
-    root = build_table(data, rkeys, population=population, sample_flag=sample_flag,
-                       weights=weights, missing=missing, backend=backend)
-    pi, source, _ = resolve_fraction(root, fraction)
+    counted = inp.count()
+    root, pi, source = counted.table, counted.fraction, counted.fraction_source
     uniques = "N1" if root.F is not None else "n1"
     frames = {}
     for label, recodes in [("original", [])] + [(a.name, a.recodes) for a in alts]:

@@ -20,10 +20,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import pandas as pd
 
 from ..errors import BadInput
-from ..freq.engine import build_table
-from ..freq.lattice import Lattice, regroup
+from ..freq.lattice import Lattice
 from ..measure import Context
-from ..recode import code_maps, parse_recodes
 from .plan import Combination, build_plan, combo_seed, root_keys
 from .sink import ParquetSink, read_scan, row_schema
 
@@ -207,59 +205,35 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     of finished combinations (default: the CPUs this process may use, at most 4; 0 runs
     everything in the calling thread). The results do not depend on it.
     """
-    from ..assess import resolve_fraction
-    from ..io import read_table
+    from ..assess import option_columns
+    from ..inputs import Inputs, key_list
     t_start = time.perf_counter()
-    split = (lambda v: [s.strip() for s in v.split(",") if s.strip()] if isinstance(v, str) else v)
-    pool = split(keys)
-    fundamental = split(fundamental)
+    pool = None if keys is None else key_list(keys)          # None: scenarios only
+    fundamental = None if fundamental is None else key_list(fundamental, "fundamental keys")
     combos = build_plan(pool, max_size, min_size, scenarios, fundamental, plus_each)
-    rkeys = root_keys(pool, combos)
+    # keys in name order: every combination's table then has one cell order whatever the pool or
+    # scenario order, so seeded Monte Carlo measures give the same value for the same key set
+    rkeys = sorted(root_keys(pool, combos))
     if not 0.0 < float(alpha) < 0.5:
         raise BadInput(f"alpha={alpha!r} is outside (0, 0.5)")
-    recodes = parse_recodes(recode)
     threads = default_threads() if threads is None else _check_threads(threads)
     names = _measure_names(measures)
     opts = _scan_options(names, options)
-
-    data_name = (str(Path(data).resolve()) if isinstance(data, Path) or
-                 (isinstance(data, str) and not data.startswith("example:")) else
-                 str(data) if isinstance(data, str) else f"<{type(data).__name__}>")
+    col_opts = option_columns(names, opts)
+    inp = Inputs(data, rkeys, population=population, sample_flag=sample_flag, weights=weights,
+                 fraction=fraction, missing=missing, recode=recode, backend=backend, sep=sep,
+                 encoding=encoding, allow_high_cardinality=allow_high_cardinality, columns=col_opts)
+    recodes = list(inp.recode)
+    data_name = inp.name
     pop_name = (str(population) if isinstance(population, (str, Path))
                 else None if population is None else f"<{type(population).__name__}>")
-    from ..assess import _column_values, option_columns
-    extra_cols = [c for c in option_columns(names, opts)
-                  if c not in rkeys and c not in (sample_flag, weights)]
-    if isinstance(data, (str, Path)):
-        data = read_table(data, sep=sep, columns=rkeys + [c for c in (sample_flag, weights) if c]
-                          + extra_cols, encoding=encoding)
-    if isinstance(population, (str, Path)):
-        population = read_table(population, sep=sep, columns=rkeys, encoding=encoding)
-    if len(data) == 0:
-        raise BadInput("the sample has no records")
-    # keys in name order: every combination's table then has one cell order whatever the pool or
-    # scenario order, so seeded Monte Carlo measures give the same value for the same key set
-    rkeys = sorted(rkeys)
-    from ..guards import check_cardinality, check_key_columns
-    check_key_columns(data, rkeys)
-    t0 = time.perf_counter()
-    root = build_table(data, rkeys, population=population, sample_flag=sample_flag,
-                       weights=weights, missing=missing, backend=backend)
-    t_build = time.perf_counter() - t0
-    columns = _column_values(data, option_columns(names, opts), sample_flag)
-    del data, population
-    if root.n == 0:
-        raise BadInput(f"the sample flag {sample_flag!r} marks no record as sampled")
-    unused = [r.key for r in recodes if r.key not in rkeys]
-    if unused:
-        raise BadInput(f"--recode {unused[0]!r}: not a key of any combination ({', '.join(rkeys)})")
-    t0 = time.perf_counter()
-    if recodes:
-        root = regroup(root, root.keys, code_maps(root, recodes))
-    t_recode = time.perf_counter() - t0
-    check_cardinality(root, allow_high_cardinality)
-    pi, source, notes = resolve_fraction(root, fraction)
-
+    frames = inp.read()
+    counted = inp.count(frames)
+    root, pi, source = counted.table, counted.fraction, counted.fraction_source
+    t_build, t_recode = counted.timings["build_s"], counted.timings["recode_s"]
+    notes = list(counted.notes)
+    columns = inp.column_values(frames, col_opts)
+    del frames
     settings = {
         "data": data_name, "population": pop_name, "sample_flag": sample_flag, "weights": weights,
         "keys": rkeys, "n": root.n, "N": root.N, "fraction": pi, "fraction_source": source,

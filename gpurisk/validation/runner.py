@@ -25,7 +25,6 @@ import numpy as np
 import pandas as pd
 
 from ..errors import BadInput
-from ..freq.engine import build_table
 from ..freq.table import FreqTable
 from ..xp import to_host
 from ..measure import Context
@@ -124,31 +123,36 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
              design: str = "bernoulli", measures: Iterable[str] | None = None, seed: int = 0,
              options: Mapping[str, Mapping[str, Any]] | None = None, alpha: float = 0.01,
              missing: str = "category", sep: str | None = None,
-             encoding: str = "utf-8", resume=None) -> Validation:
+             encoding: str = "utf-8", resume=None, recode=None, backend: str | None = None,
+             allow_high_cardinality: bool = False) -> Validation:
     """Draw replicate samples from ``population`` (frame or CSV/Parquet path) and compare each
     estimator with its true value; see the module docstring. Fixed ``seed`` reproduces the result.
+    The population is read, checked and counted by :class:`gpurisk.inputs.Inputs`, as every command.
 
     ``resume`` names a folder where each chunk of replicates is saved as it completes (see
     :mod:`gpurisk.validation.resume`); a run killed at any point and started again with the same
     folder and settings skips the saved chunks and gives the same result as an uninterrupted run.
     """
-    from ..io import read_table
-    keys = [keys] if isinstance(keys, str) else list(keys)
+    from ..inputs import Inputs
     dsg = dz.parse_design(design)
     fracs = _check_fractions(fractions)
     if dsg.kind != "systematic" and (isinstance(replicates, bool) or int(replicates) < 1):
         raise BadInput(f"replicates={replicates!r} must be a positive integer")
     if not 0.0 < float(alpha) < 0.5:
         raise BadInput(f"alpha={alpha!r} is outside (0, 0.5)")
-    cols = list(dict.fromkeys(keys + ([dsg.column] if dsg.column else [])))
-    frame = read_table(population, sep=sep, columns=cols, encoding=encoding) \
-        if isinstance(population, (str, Path)) else population
-    if len(frame) == 0:
-        raise BadInput("the population has no records")
+    inp = Inputs(population, keys, missing=missing, recode=recode, backend=backend, sep=sep,
+                 encoding=encoding, allow_high_cardinality=allow_high_cardinality,
+                 columns=[dsg.column] if dsg.column else [], role="population")
+    keys = list(inp.keys)
     names, pairs = _measure_names(measures)
     for f in fracs:
         dz.replicate_count(dsg, f, int(replicates))   # systematic: 1/π must be an integer
-    pop = build_table(frame, keys, missing=missing)
+    frames = inp.read()
+    frame = frames.sample
+    pop = inp.count(frames).table
+    if pop.record_locator is None:
+        raise BadInput(f"validate draws samples from the population's records, which the "
+                       f"{pop.backend} backend does not keep: use --backend pandas or cudf")
     cell = to_host(pop.record_cell()).astype(np.int64, copy=False)
     F = to_host(pop.f).astype(np.int64, copy=False)
     N, C = int(F.sum()), F.size
@@ -162,7 +166,8 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
         store = ChunkStore(resume, {
             "keys": keys, "fractions": fracs, "replicates": int(replicates), "design": dsg.label,
             "measures": names, "seed": int(seed), "alpha": float(alpha), "missing": missing,
-            "options": dict(options or {}), "N": N, "cells": C}, F, pop.cell_id)
+            "options": dict(options or {}), "N": N, "cells": C,
+            **({"recode": [str(r) for r in inp.recode]} if inp.recode else {})}, F, pop.cell_id)
     for fi, frac in enumerate(fracs):
         rng = np.random.default_rng([int(seed), int(round(frac * 2**32))])
         for first, count, rep, rec in dz.batches(dsg, frac, int(replicates), N, rng, codes):

@@ -1,0 +1,234 @@
+"""One input path: what the user gave, read, checked and counted in one place.
+
+Every command and public function that counts records builds an :class:`Inputs` from what it was
+given — the data (a path, a pandas, Dask or cuDF frame), the keys (a list or ``"a,b,c"``), the design
+(population, sample flag, fraction, weights), the missing-value policy, recodes and the backend — and
+asks it for the frames (:meth:`Inputs.read`) and the counts (:meth:`Inputs.count`). The checks
+therefore run the same way everywhere, before the work: keys named and present, a backend that can
+run here, a sampling fraction in (0, 1], no empty sample, no key missing in every record, no key
+with the cardinality of an identifier (unless allowed), f_j <= F_j, π resolved (given, or n/N).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from .errors import BadInput
+from .freq.engine import build_table
+from .freq.table import FreqTable
+
+__all__ = ["Inputs", "Frames", "Counted", "key_list", "resolve_fraction", "check_fraction"]
+
+MISSING_POLICIES = ("category", "error")
+
+
+def key_list(keys, what: str = "keys") -> list[str]:
+    """``keys`` as a list of names: a list (or any iterable) of names, or one string ``"a,b,c"``."""
+    if keys is None:
+        raise BadInput(f"no {what} given: name at least one key variable")
+    if isinstance(keys, str):
+        items = [k.strip() for k in keys.split(",")]
+    else:
+        items = [str(k).strip() for k in keys]
+    items = [k for k in items if k]
+    if not items:
+        raise BadInput(f"{what} are empty: name at least one key variable (e.g. --keys age,sex)")
+    dup = sorted({k for k in items if items.count(k) > 1})
+    if dup:
+        raise BadInput(f"{what} name {', '.join(map(repr, dup))} more than once")
+    return items
+
+
+def check_fraction(fraction, what: str = "sampling fraction pi") -> float | None:
+    """π as a float in (0, 1], or None; anything else is bad input."""
+    if fraction is None:
+        return None
+    try:
+        f = float(fraction)
+    except (TypeError, ValueError):
+        raise BadInput(f"{what} {fraction!r} is not a number") from None
+    if math.isnan(f) or not 0.0 < f <= 1.0:
+        raise BadInput(f"{what}={fraction!r} is outside (0, 1]")
+    return f
+
+
+def resolve_fraction(table: FreqTable, fraction) -> tuple[float | None, str | None, list[str]]:
+    """π: given (checked to lie in (0, 1]) or n/N from the population; warnings if inconsistent."""
+    notes: list[str] = []
+    fraction = check_fraction(fraction)
+    if fraction is not None:
+        if table.N:
+            nN = table.n / table.N
+            if abs(fraction - nN) > 0.25 * nN:
+                notes.append(f"given pi={fraction:g} differs from n/N={nN:.6g}; the given value is used")
+        return fraction, "given", notes
+    if table.N:
+        return table.n / table.N, "n/N", notes
+    return None, None, notes
+
+
+@dataclass(frozen=True)
+class Frames:
+    """The data as frames (pandas, Dask or cuDF): the sample (or register), the population."""
+
+    sample: Any
+    population: Any = None
+
+
+@dataclass(frozen=True)
+class Counted:
+    """The counts of :meth:`Inputs.count`: the table (recoded, checked) and π."""
+
+    table: FreqTable
+    fraction: float | None
+    fraction_source: str | None
+    notes: list[str] = field(default_factory=list)
+    #: seconds spent counting the records and regrouping the recoded keys
+    timings: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What the user gave; normalised and checked on construction (no file is read until
+    :meth:`read`). ``columns`` are further columns of the sample a command reads (measures' column
+    options, pairing variables, strata)."""
+
+    data: Any
+    keys: Any
+    population: Any = None
+    sample_flag: str | None = None
+    weights: str | None = None
+    fraction: float | None = None
+    missing: str = "category"
+    recode: Any = ()
+    backend: str | None = None
+    sep: str | None = None
+    encoding: str = "utf-8"
+    allow_high_cardinality: bool = False
+    columns: Iterable[str] = ()
+    #: what the data is, in messages: "sample" (or register), or "population" (validate)
+    role: str = "sample"
+
+    def __post_init__(self):
+        from .backends import require, resolve_backend
+        from .recode import parse_recodes
+        set_ = object.__setattr__
+        set_(self, "keys", tuple(key_list(self.keys)))
+        if self.missing not in MISSING_POLICIES:
+            raise BadInput(f"missing={self.missing!r} is not one of {', '.join(MISSING_POLICIES)}")
+        if self.population is not None and self.sample_flag is not None:
+            raise BadInput("give either a population or a sample flag, not both")
+        set_(self, "fraction", check_fraction(self.fraction))
+        set_(self, "recode", tuple(parse_recodes(list(self.recode) if self.recode else None)))
+        unused = [r.key for r in self.recode if r.key not in self.keys]
+        if unused:
+            raise BadInput(f"--recode {unused[0]!r}: not one of the key variables "
+                           f"({', '.join(self.keys)})")
+        name = resolve_backend(self.backend, self.data)
+        require(name)
+        set_(self, "backend", name)
+        set_(self, "columns", tuple(dict.fromkeys(str(c) for c in self.columns)))
+
+    # --- what is read --------------------------------------------------------------------------
+    @property
+    def distributed(self) -> bool:
+        return self.backend in ("dask", "dask-cudf")
+
+    @property
+    def sample_columns(self) -> list[str]:
+        """Every column of the sample that is read: keys, flag, weights, then the others."""
+        cols = list(self.keys) + [c for c in (self.sample_flag, self.weights) if c]
+        return list(dict.fromkeys(cols + list(self.columns)))
+
+    @property
+    def name(self) -> str:
+        """The data's name for settings and fingerprints: a resolved path, or the frame's type."""
+        d = self.data
+        if isinstance(d, Path) or (isinstance(d, str) and not d.startswith("example:")):
+            return str(Path(d).resolve())
+        return str(d) if isinstance(d, str) else f"<{type(d).__name__}>"
+
+    def _read(self, source, columns):
+        from .io import read_lazy, read_table
+        if not isinstance(source, (str, Path)):
+            return source
+        if self.distributed:   # partition-wise: a Parquet directory or a CSV glob, read by the workers
+            return read_lazy(source, sep=self.sep, columns=columns, encoding=self.encoding)
+        return read_table(source, sep=self.sep, columns=columns, encoding=self.encoding)
+
+    def read(self) -> Frames:
+        """The sample and population as frames, checked: records present, keys not all missing."""
+        from .guards import check_key_columns
+        sample = self._read(self.data, self.sample_columns)
+        population = self._read(self.population, list(self.keys))
+        if not self.distributed and len(sample) == 0:   # the Dask engine checks while counting
+            raise BadInput(f"the {self.role} has no records")
+        check_key_columns(sample, self.keys)
+        return Frames(sample, population)
+
+    # --- what is counted -------------------------------------------------------------------------
+    def count(self, frames: Frames | None = None, keys=None, *, weights: bool = True,
+              guard: bool = True) -> Counted:
+        """The table over ``keys`` (default: all), recoded and checked, and π.
+
+        ``weights=False`` leaves the design weights out (commands that do not read them);
+        ``guard=False`` skips the cardinality check (for a caller that checks a coarser table).
+        """
+        import time
+
+        from .guards import check_cardinality
+        frames = self.read() if frames is None else frames
+        keys = list(self.keys) if keys is None else key_list(keys)
+        t0 = time.perf_counter()
+        table = build_table(frames.sample, keys, population=frames.population,
+                            sample_flag=self.sample_flag, weights=self.weights if weights else None,
+                            missing=self.missing, backend=self.backend)
+        if table.n == 0:
+            raise BadInput(f"the sample flag {self.sample_flag!r} marks no record as sampled")
+        t1 = time.perf_counter()
+        recodes = [r for r in self.recode if r.key in keys]
+        if recodes:
+            from .freq.lattice import regroup
+            from .recode import code_maps
+            table = regroup(table, table.keys, code_maps(table, recodes))
+        t2 = time.perf_counter()
+        if guard:
+            check_cardinality(table, self.allow_high_cardinality)
+        pi, source, notes = resolve_fraction(table, self.fraction)
+        return Counted(table, pi, source, notes, {"build_s": t1 - t0, "recode_s": t2 - t1})
+
+    def column_values(self, frames: Frames, cols: Iterable[str]) -> dict[str, Any]:
+        """Each named column of the sample's records (the flagged ones in a register) as a numpy
+        array, in record order (what ``ctx.column`` gives a measure)."""
+        import pandas as pd
+        cols = list(cols)
+        frame = frames.sample
+        if not cols or not isinstance(frame, pd.DataFrame):
+            return {}
+        missing = [c for c in cols if c not in frame.columns]
+        if missing:
+            shown = ", ".join(map(str, list(frame.columns)[:20]))
+            raise BadInput(f"column(s) {', '.join(map(repr, missing))} named by a measure option are "
+                           f"not in the sample (its columns: {shown})")
+        sub = frame[cols]
+        if self.sample_flag is not None:
+            from .freq.engine import sample_flag_mask
+            sub = sub[sample_flag_mask(frame, self.sample_flag)]
+        return {c: sub[c].to_numpy() for c in cols}
+
+    def record_rows(self, frames: Frames):
+        """0-based row numbers (in the data) of the sample's records: all rows, or those flagged."""
+        import numpy as np
+        if self.sample_flag is None:
+            return None
+        from .freq.engine import sample_flag_mask
+        return np.flatnonzero(sample_flag_mask(frames.sample, self.sample_flag))
+
+    def with_(self, **changes) -> "Inputs":
+        """A copy with some fields changed (checked again)."""
+        import dataclasses
+        return dataclasses.replace(self, **changes)
+
+
