@@ -158,3 +158,16 @@ def test_output_paths_are_checked_before_the_work(files, tmp_path):
     expect = ["written as Parquet", "does not exist", "does not exist", "is a folder"]
     for p, e in zip(run_many(lines), expect):
         assert p.returncode == 2 and e in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_scan_output_is_checked_before_the_records_are_read(files, tmp_path):
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "x.txt").write_text("not a scan")
+    (tmp_path / "afile").write_text("x")
+    base = _fill(COMMANDS["scan"], files)[:-1]                   # without --json
+    cases = {str(tmp_path / "s.csv"): "Parquet dataset", str(tmp_path / "afile"): "is a file",
+             str(tmp_path / "nosuch" / "s.parquet"): "does not exist",
+             str(tmp_path / "other"): "not a scan"}
+    runs = run_many([base + ["--output", o] for o in cases])
+    for (o, e), p in zip(cases.items(), runs):
+        assert p.returncode == 2 and e in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr

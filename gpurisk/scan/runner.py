@@ -23,7 +23,7 @@ from ..errors import BadInput
 from ..freq.lattice import Lattice
 from ..measure import Context
 from .plan import Combination, build_plan, combo_seed, root_keys
-from .sink import ParquetSink, read_scan, row_schema
+from .sink import ParquetSink, check_output_path, read_scan, row_schema
 
 #: per-scan defaults of measure options, applied unless the user sets them. theta_hat_dis, the Monte
 #: Carlo check of θ̂, costs K random draws per combination (a few ms at its single-assessment default
@@ -223,6 +223,10 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     inp = Inputs(data, rkeys, population=population, sample_flag=sample_flag, weights=weights,
                  fraction=fraction, missing=missing, recode=recode, backend=backend, sep=sep,
                  encoding=encoding, allow_high_cardinality=allow_high_cardinality, columns=col_opts)
+    if output is not None:
+        check_output_path(output, resume, overwrite)    # before the records are read
+    elif resume:
+        raise BadInput("--resume needs --output (the scan directory to finish)")
     recodes = list(inp.recode)
     data_name = inp.name
     pop_name = (str(population) if isinstance(population, (str, Path))

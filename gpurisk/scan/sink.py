@@ -47,6 +47,31 @@ def row_schema(measures: list[str]) -> pa.Schema:
     return pa.schema(fields)
 
 
+#: names that promise a single file of another format, never a Parquet dataset (a folder)
+_FILE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".json", ".txt", ".xlsx", ".html")
+
+
+def check_output_path(path, resume: bool = False, overwrite: bool = False) -> None:
+    """What :class:`ParquetSink` will refuse, checked from the path alone before any work: a file
+    in the way, a missing parent folder, a name of another format, a folder that is not a scan, a
+    scan that is neither resumed nor overwritten."""
+    p = Path(path)
+    if p.name.lower().endswith(_FILE_SUFFIXES):
+        raise BadInput(f"--output {p.name!r}: a scan writes a Parquet dataset (a folder of part "
+                       "files); name it e.g. scan.parquet")
+    if p.exists() and not p.is_dir():
+        raise BadInput(f"--output {str(p)!r} exists and is a file; a scan writes a directory")
+    if not p.exists() and not p.parent.is_dir():
+        raise BadInput(f"output folder {str(p.parent)!r} does not exist")
+    if p.is_dir() and any(p.iterdir()):
+        if not (p / MANIFEST).exists():
+            raise BadInput(f"--output {str(p)!r} is a non-empty directory that is not a scan "
+                           "(no _scan.json); choose another path")
+        if not (resume or overwrite):
+            raise BadInput(f"--output {str(p)!r} already holds a scan; use --resume to finish it "
+                           "or --overwrite to start again")
+
+
 class ParquetSink:
     """Rows in, part files out; ``finished()`` lists the combos already on disk."""
 
