@@ -10,7 +10,7 @@ from typing import Any, Iterable, Mapping
 from .errors import BadInput
 from .freq.engine import build_table
 from .freq.table import FreqTable
-from .measure import Context, Result, missing_needs
+from .measure import Context, Result, checked_result, missing_needs
 from .plugins import measure_registry
 
 
@@ -96,13 +96,21 @@ def _call_with_timeout(fn, timeout: float):
     return True, box.get("value"), box.get("exc")
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0] if text else ""
+
+
 def run_measures(table: FreqTable, ctx: Context, names: Iterable[str] | None = None,
                  timeout: float | None = None) -> dict[str, Result]:
     """Every registered measure (or those named) on one table; one failing measure never stops the rest.
 
-    A measure that raises, returns something other than a :class:`Result`, returns NaN without a
-    reason or (with ``timeout`` seconds) runs past the time limit is reported on its own row as not
-    applicable, with the reason; the other measures still run.
+    A measure that raises (any exception, ``SystemExit`` included; ``KeyboardInterrupt`` and
+    :class:`BadInput` still stop the run), returns something other than a well-formed
+    :class:`Result` (see :func:`gpurisk.measure.checked_result`: a finite real value or a reason;
+    se and upper real numbers) or (with ``timeout`` seconds) runs past the time limit is reported on
+    its own row as not applicable, with the reason; the other measures still run. Values come back
+    as plain Python ints and floats.
     """
     if timeout is not None and not (float(timeout) > 0):
         raise BadInput(f"measure time limit {timeout!r} must be a positive number of seconds")
@@ -134,15 +142,11 @@ def run_measures(table: FreqTable, ctx: Context, names: Iterable[str] | None = N
                     raise exc
         except BadInput:
             raise
-        except Exception as exc:  # isolate a failing measure, report it on its own row
-            res = Result.not_applicable(f"measure raised {type(exc).__name__}: {exc}")
-        if not isinstance(res, Result):
-            res = Result.not_applicable(f"measure returned {type(res).__name__}, not a gpurisk.Result")
-        elif res.value is not None and isinstance(res.value, float) and math.isnan(res.value) and not res.reason:
-            res = Result.not_applicable("measure returned NaN without a reason")
-        elif isinstance(res.value, float) and math.isinf(res.value) and not res.reason:
-            res = Result.not_applicable(f"measure returned {res.value} without a reason")
-        out[name] = res
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: B036 - isolate a failing measure (sys.exit too) on its row
+            res = Result.not_applicable(f"measure raised {type(exc).__name__}: {_first_line(exc)}")
+        out[name] = checked_result(res)
     return out
 
 
