@@ -11,7 +11,7 @@ from .errors import BadInput
 from .freq.engine import build_table
 from .freq.table import FreqTable
 from .measure import Context, Result, checked_result, missing_needs
-from .plugins import measure_registry
+from .plugins import measure_registry, unknown_measure_hint
 
 
 @dataclass
@@ -122,7 +122,7 @@ def run_measures(table: FreqTable, ctx: Context, names: Iterable[str] | None = N
         unknown = [m for m in names if m not in reg]
         if unknown:
             raise BadInput(f"unknown measure(s) {', '.join(map(repr, unknown))}; "
-                           f"registered: {', '.join(reg)}")
+                           f"registered: {', '.join(reg)}" + unknown_measure_hint())
     out: dict[str, Result] = {}
     for name in names:
         cls = reg[name].cls

@@ -1,4 +1,4 @@
-"""``gpurisk measures`` and ``gpurisk plugins``: what is registered."""
+"""``gpurisk measures`` and ``gpurisk plugins``: what is registered, and what failed to load."""
 from __future__ import annotations
 
 import click
@@ -6,16 +6,25 @@ import click
 from ._common import echo_json, registry_rows
 
 
+def _failed_rows() -> list[dict]:
+    """One row per plugin that failed to load: ``name`` None, ``status`` "failed" and the error."""
+    from ..plugins import failed_plugins
+    return [{"name": None, "plugin": f.plugin, "package": f.package, "version": f.version,
+             "status": "failed", "error": f.error} for f in failed_plugins()]
+
+
 def register(cli: click.Group) -> None:
     @cli.command()
     @click.option("--json", "as_json", is_flag=True, help="print JSON")
     def measures(as_json):
-        """List every registered measure, built-in or third-party."""
+        """List every registered measure, built-in or third-party (and any plugin that failed to
+        load, with its error)."""
         from ..plugins import measure_registry
 
         rows = registry_rows(measure_registry())
+        failed = _failed_rows()
         if as_json:
-            echo_json(rows)
+            echo_json(rows + failed)
             return
         from rich.console import Console
         from rich.table import Table
@@ -28,16 +37,23 @@ def register(cli: click.Group) -> None:
                 needs += " (runs when named)"
             t.add_row(d["name"], d["description"], needs,
                       d["reference"], f"{d['plugin']} ({d['package']})")
+        for d in failed:
+            t.add_row("—", f"FAILED to load: {d['error']}", "", "",
+                      f"{d['plugin']} ({d['package']})")
         Console().print(t)
 
     @cli.command()
     @click.option("--json", "as_json", is_flag=True, help="print JSON")
     def plugins(as_json):
-        """List every loaded plugin with its package and version."""
+        """List every loaded plugin with its package and version, and every plugin that failed to
+        load with its error."""
         from ..plugins import plugins_list
         rows = plugins_list()
         if as_json:
             echo_json(rows)
             return
         for r in rows:
-            click.echo(f"{r['plugin']}\t{r['package']} {r['version']}".rstrip())
+            line = f"{r['plugin']}\t{r['package']} {r['version']}".rstrip()
+            if r.get("status") == "failed":
+                line += f"\tFAILED: {r['error']}"
+            click.echo(line)

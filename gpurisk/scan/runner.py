@@ -108,7 +108,7 @@ def _measure_names(measures: Iterable[str] | None) -> list[str]:
     Measures that need each record's cell or other columns (``records``, ``columns``) cost a pass
     over the records for every combination; a scan runs them only when named.
     """
-    from ..plugins import measure_registry
+    from ..plugins import measure_registry, unknown_measure_hint
     reg = measure_registry()
     if measures is None:
         return [n for n, r in reg.items() if getattr(r.cls, "level", "file") == "file"
@@ -116,7 +116,8 @@ def _measure_names(measures: Iterable[str] | None) -> list[str]:
     names = [measures] if isinstance(measures, str) else list(measures)
     unknown = [m for m in names if m not in reg]
     if unknown:
-        raise BadInput(f"unknown measure(s) {', '.join(map(repr, unknown))}; registered: {', '.join(reg)}")
+        raise BadInput(f"unknown measure(s) {', '.join(map(repr, unknown))}; registered: {', '.join(reg)}"
+                       + unknown_measure_hint())
     return names
 
 
