@@ -202,8 +202,10 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
     """
     from .backends import resolve_backend
     from .io import read_lazy, read_table
+    from .options import check_options
     keys = [keys] if isinstance(keys, str) else list(keys)
     measures = None if measures is None else list(measures)
+    options = check_options(options)   # before anything is read
     extra_cols = option_columns(measures, options)
     need_cols = keys + [c for c in (sample_flag, weights) if c]
     need_cols += [c for c in extra_cols if c not in need_cols]

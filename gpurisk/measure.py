@@ -17,6 +17,8 @@ import numbers
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Mapping
 
+from .options import Option, OptionSpecs, option_specs  # noqa: F401 - Option re-exported
+
 #: Everything a measure may declare in ``needs``.
 NEEDS = {
     "fraction": "the sampling fraction pi (--fraction, or n/N from a population)",
@@ -178,8 +180,14 @@ class Measure:
     needs: ClassVar[frozenset[str]] = frozenset()
     level: ClassVar[str] = "file"  # "file" or "record"
     reference: ClassVar[str] = ""
-    #: options and their defaults, e.g. {"K": 100_000}
-    options: ClassVar[Mapping[str, Any]] = {}
+    #: options, each a :class:`gpurisk.Option` (type, default, range, help) or a plain default, e.g.
+    #: ``{"K": Option(int, 100_000, min=1)}`` or ``{"K": 100_000}``. Turned into an
+    #: :class:`~gpurisk.options.OptionSpecs` when the class is made: ``options["K"]`` is the default,
+    #: ``options.specs["K"]`` the declaration; ``--option NAME.K=V`` is checked against it.
+    options: ClassVar[Mapping[str, Any]] = OptionSpecs()
+    #: an option namespace shared with other measures that this one also reads (e.g. ``kim_jeong``:
+    #: ``--option kim_jeong.p_f2=0.1`` sets p_f2 for each of them), or None
+    shared_options: ClassVar[str | None] = None
     #: name of the measure whose true value this one estimates ("theta" for theta_hat), or None;
     #: ``gpurisk validate`` pairs each estimate with that truth
     estimates: ClassVar[str | None] = None
@@ -189,6 +197,15 @@ class Measure:
     #: run when no measures are named; costly measures (a model fit) set False and run when named
     default: ClassVar[bool] = True
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        opts = cls.__dict__.get("options")
+        if isinstance(opts, Mapping) and not isinstance(opts, OptionSpecs):
+            try:
+                cls.options = OptionSpecs(opts)
+            except Exception:  # noqa: BLE001 - left as declared; the conformance kit reports it
+                pass
+
     def compute(self, table, ctx: Context) -> Result:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -197,7 +214,9 @@ class Measure:
         return {"name": cls.name, "description": cls.description, "needs": sorted(cls.needs),
                 "level": cls.level, "reference": cls.reference, "options": dict(cls.options),
                 "estimates": cls.estimates, "column_options": list(cls.column_options),
-                "default": cls.default}
+                "default": cls.default,
+                "option_specs": {k: o.describe() for k, o in option_specs(cls).items()},
+                "shared_options": getattr(cls, "shared_options", None)}
 
 
 def missing_needs(measure: type[Measure], table, ctx: Context) -> str | None:

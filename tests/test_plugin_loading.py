@@ -23,7 +23,7 @@ class Cells(gpurisk.Measure):
     name = "toy_cells"
     description = "number of sample cells"
     reference = "test plugin"
-    options = {"scale": 1.0}
+    options = {"scale": gpurisk.Option(float, 1.0, min=0.0, help="multiplies the count")}
 
     def compute(self, table, ctx):
         return gpurisk.Result(value=table.sample_cells * ctx.option(self.name, "scale", 1.0))
@@ -99,6 +99,8 @@ def test_broken_import_is_skipped_with_one_warning(two_plugins, capsys):
     # naming a measure that is not there says which plugin failed
     with pytest.raises(gpurisk.BadInput, match="unknown measure.*'toybroken'.*failed to load"):
         gpurisk.assess(pd.DataFrame({"k": [1, 2]}), ["k"], measures=["broken_measure"])
+    with pytest.raises(gpurisk.BadInput, match="unknown measure 'broken_measure'.*'toybroken'"):
+        gpurisk.assess(pd.DataFrame({"k": [1, 2]}), ["k"], options={"broken_measure": {"x": 1}})
 
 
 @pytest.mark.parametrize("block", ["toybroken", "gpurisk-toy-broken"])
@@ -119,6 +121,7 @@ def test_cli_lists_loaded_and_failed_plugins(two_plugins):
     assert any(r["plugin"] == "toybroken" and r.get("status") == "failed" for r in rows)
     rows = json.loads(run_cli("measures", "--json", env=env, check=True).stdout)
     cells = [r for r in rows if r["name"] == "toy_cells"][0]
+    assert cells["option_specs"]["scale"]["type"] == "float"
     failed = [r for r in rows if r.get("status") == "failed"]
     assert [(r["plugin"], r["name"]) for r in failed] == [("toybroken", None)]
     table = run_cli("measures", env={**env, "COLUMNS": "300"}, check=True).stdout

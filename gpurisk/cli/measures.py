@@ -13,12 +13,17 @@ def _failed_rows() -> list[dict]:
              "status": "failed", "error": f.error} for f in failed_plugins()]
 
 
+def _options_text(d: dict) -> str:
+    from ..options import spec_text
+    return "\n".join(f"{k}: {spec_text(s)}" for k, s in d.get("option_specs", {}).items())
+
+
 def register(cli: click.Group) -> None:
     @cli.command()
     @click.option("--json", "as_json", is_flag=True, help="print JSON")
     def measures(as_json):
-        """List every registered measure, built-in or third-party (and any plugin that failed to
-        load, with its error)."""
+        """List every registered measure, built-in or third-party, with its options and their types
+        (and any plugin that failed to load, with its error)."""
         from ..plugins import measure_registry
 
         rows = registry_rows(measure_registry())
@@ -29,16 +34,16 @@ def register(cli: click.Group) -> None:
         from rich.console import Console
         from rich.table import Table
         t = Table(show_header=True, header_style="bold")
-        for col in ("measure", "description", "needs", "reference", "plugin"):
+        for col in ("measure", "description", "needs", "options", "reference", "plugin"):
             t.add_column(col, overflow="fold")
         for d in rows:
             needs = ", ".join(d["needs"]) or "sample only"
             if not d.get("default", True):
                 needs += " (runs when named)"
-            t.add_row(d["name"], d["description"], needs,
+            t.add_row(d["name"], d["description"], needs, _options_text(d),
                       d["reference"], f"{d['plugin']} ({d['package']})")
         for d in failed:
-            t.add_row("—", f"FAILED to load: {d['error']}", "", "",
+            t.add_row("—", f"FAILED to load: {d['error']}", "", "", "",
                       f"{d['plugin']} ({d['package']})")
         Console().print(t)
 

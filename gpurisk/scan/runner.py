@@ -88,7 +88,9 @@ def _num(v):
 
 
 def _scan_options(names: Sequence[str], options: Mapping | None) -> dict:
-    opts = copy.deepcopy(dict(options or {}))
+    """The options checked (see :func:`gpurisk.options.check_options`), plus the scan's defaults."""
+    from ..options import check_options
+    opts = copy.deepcopy(check_options(options))
     for m, defaults in SCAN_DEFAULT_OPTIONS.items():
         if m in names:
             mine = dict(opts.get(m, {}))
