@@ -1,7 +1,6 @@
 """``gpurisk.assess``: one key combination, every applicable measure."""
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -9,8 +8,8 @@ from typing import Any, Iterable, Mapping
 from .errors import BadInput
 from .inputs import resolve_fraction  # noqa: F401  (re-exported: gpurisk.assess.resolve_fraction)
 from .freq.table import FreqTable
-from .measure import Context, Result, missing_needs
-from .plugins import measure_registry
+from .measure import Context, Result, checked_result, missing_needs
+from .plugins import measure_registry, unknown_measure_hint
 
 
 @dataclass
@@ -75,13 +74,21 @@ def _call_with_timeout(fn, timeout: float):
     return True, box.get("value"), box.get("exc")
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0] if text else ""
+
+
 def run_measures(table: FreqTable, ctx: Context, names: Iterable[str] | None = None,
                  timeout: float | None = None) -> dict[str, Result]:
     """Every registered measure (or those named) on one table; one failing measure never stops the rest.
 
-    A measure that raises, returns something other than a :class:`Result`, returns NaN without a
-    reason or (with ``timeout`` seconds) runs past the time limit is reported on its own row as not
-    applicable, with the reason; the other measures still run.
+    A measure that raises (any exception, ``SystemExit`` included; ``KeyboardInterrupt`` and
+    :class:`BadInput` still stop the run), returns something other than a well-formed
+    :class:`Result` (see :func:`gpurisk.measure.checked_result`: a finite real value or a reason;
+    se and upper real numbers) or (with ``timeout`` seconds) runs past the time limit is reported on
+    its own row as not applicable, with the reason; the other measures still run. Values come back
+    as plain Python ints and floats.
     """
     if timeout is not None and not (float(timeout) > 0):
         raise BadInput(f"measure time limit {timeout!r} must be a positive number of seconds")
@@ -93,7 +100,7 @@ def run_measures(table: FreqTable, ctx: Context, names: Iterable[str] | None = N
         unknown = [m for m in names if m not in reg]
         if unknown:
             raise BadInput(f"unknown measure(s) {', '.join(map(repr, unknown))}; "
-                           f"registered: {', '.join(reg)}")
+                           f"registered: {', '.join(reg)}" + unknown_measure_hint())
     out: dict[str, Result] = {}
     for name in names:
         cls = reg[name].cls
@@ -113,15 +120,11 @@ def run_measures(table: FreqTable, ctx: Context, names: Iterable[str] | None = N
                     raise exc
         except BadInput:
             raise
-        except Exception as exc:  # isolate a failing measure, report it on its own row
-            res = Result.not_applicable(f"measure raised {type(exc).__name__}: {exc}")
-        if not isinstance(res, Result):
-            res = Result.not_applicable(f"measure returned {type(res).__name__}, not a gpurisk.Result")
-        elif res.value is not None and isinstance(res.value, float) and math.isnan(res.value) and not res.reason:
-            res = Result.not_applicable("measure returned NaN without a reason")
-        elif isinstance(res.value, float) and math.isinf(res.value) and not res.reason:
-            res = Result.not_applicable(f"measure returned {res.value} without a reason")
-        out[name] = res
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: B036 - isolate a failing measure (sys.exit too) on its row
+            res = Result.not_applicable(f"measure raised {type(exc).__name__}: {_first_line(exc)}")
+        out[name] = checked_result(res)
     return out
 
 
@@ -162,9 +165,11 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
     applicable and goes on (see :func:`run_measures`).
     """
     from .inputs import Inputs
+    from .options import check_options
     if isinstance(measures, str):
         measures = [m.strip() for m in measures.split(",") if m.strip()]
     measures = None if measures is None else list(measures)
+    options = check_options(options)   # before anything is read
     if not 0.0 < float(alpha) < 0.5:
         raise BadInput(f"alpha={alpha!r} is outside (0, 0.5)")
     extra_cols = option_columns(measures, options)

@@ -31,5 +31,25 @@ def gpurisk_register_perturbations():
     plugin, is an error that names both plugins.
     """
 
+@hookspec
+def gpurisk_register_commands(cli):
+    """Add commands to the ``gpurisk`` command line; ``cli`` is its :class:`click.Group`.
+
+    Called once, when the command line first lists or looks up its commands (``gpurisk --help``,
+    ``gpurisk NAME``)::
+
+        @gpurisk.hookimpl
+        def gpurisk_register_commands(cli):
+            @cli.command(help="Count the records of SAMPLE.")
+            @click.argument("sample")
+            def count(sample):
+                click.echo(len(gpurisk.read_table(sample)))
+
+    A command may not replace a built-in one (it is ignored, with a warning); a hook that raises is
+    skipped with one warning line naming the plugin, and the other commands still work. Raise
+    :class:`gpurisk.BadInput` in a command for a one-line ``gpurisk: error: ...`` and exit code 2.
+    """
+
+
 #: decorator for hook implementations, re-exported as ``gpurisk.hookimpl``
 hookimpl = pluggy.HookimplMarker(PROJECT)

@@ -13,8 +13,11 @@ within cells).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import numbers
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Mapping
+
+from .options import Option, OptionSpecs, option_specs  # noqa: F401 - Option re-exported
 
 #: Everything a measure may declare in ``needs``.
 NEEDS = {
@@ -63,6 +66,77 @@ def _clean(v: Any) -> Any:
     return v
 
 
+def _real(v: Any) -> tuple[Any, str | None]:
+    """(v as a plain Python int or float, None), or (None, what v is) when it is not a real number.
+
+    numpy and cupy scalars and 0-d arrays of an integer or float dtype are accepted; bools, complex
+    numbers, strings, arrays and everything else are not.
+    """
+    if v is None:
+        return None, None
+    if getattr(v, "ndim", None) == 0 and hasattr(v, "item") and hasattr(v, "dtype"):
+        kind = getattr(v.dtype, "kind", "")
+        if kind not in ("i", "u", "f"):
+            what = {"b": "bool", "c": "complex"}.get(kind, f"{type(v).__name__} of dtype {v.dtype}")
+            return None, _a(what)
+        v = v.item()
+    if isinstance(v, bool):
+        return None, "a bool"
+    if isinstance(v, complex):
+        return None, "a complex"
+    if isinstance(v, numbers.Integral):
+        return int(v), None
+    if isinstance(v, numbers.Real):
+        return float(v), None
+    shape = getattr(v, "shape", None)
+    if shape is not None:
+        return None, _a(f"{type(v).__name__} of shape {tuple(shape)}")
+    return None, _a(type(v).__name__)
+
+
+def _a(what: str) -> str:
+    return ("an " if what[:1].lower() in "aeio" else "a ") + what
+
+
+def checked_result(res: Any) -> Result:
+    """``res`` as a well-formed :class:`Result`, or a not-applicable one saying what was wrong.
+
+    A Result has a finite real value or a reason; ``se`` and ``upper`` are finite real numbers or
+    None (NaN with a reason); the numbers come back as plain Python ints and floats, and ``extra``
+    must be JSON once cleaned. Nothing a measure returned is quoted, only its type.
+    """
+    if not isinstance(res, Result):
+        return Result.not_applicable(f"measure returned {type(res).__name__}, not a gpurisk.Result")
+    reason = res.reason
+    if reason is not None and not isinstance(reason, str):
+        return Result.not_applicable(f"measure returned a reason of type {type(reason).__name__}, "
+                                     "not a text")
+    has_reason = bool(reason and reason.strip())
+    clean = {}
+    for attr in ("value", "se", "upper"):
+        v, bad = _real(getattr(res, attr))
+        as_ = "" if attr == "value" else f" as {attr}"
+        if bad is not None:
+            return Result.not_applicable(f"measure returned {bad}{as_}, not a real number")
+        if isinstance(v, float) and not math.isfinite(v) and not has_reason:
+            shown = "NaN" if math.isnan(v) else str(v)
+            return Result.not_applicable(f"measure returned {shown}{as_} without a reason")
+        clean[attr] = v
+    if clean["value"] is None and not has_reason:
+        return Result.not_applicable("measure returned no value and no reason")
+    if not isinstance(res.extra, dict):
+        return Result.not_applicable(f"measure returned extra of type {type(res.extra).__name__}, "
+                                     "not a dict")
+    out = replace(res, **clean)
+    try:
+        import json
+        json.dumps(out.to_dict(), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return Result.not_applicable(f"measure returned extra that is not JSON ({why})")
+    return out
+
+
 @dataclass
 class Context:
     """Everything besides the counts that a measure may read.
@@ -106,8 +180,14 @@ class Measure:
     needs: ClassVar[frozenset[str]] = frozenset()
     level: ClassVar[str] = "file"  # "file" or "record"
     reference: ClassVar[str] = ""
-    #: options and their defaults, e.g. {"K": 100_000}
-    options: ClassVar[Mapping[str, Any]] = {}
+    #: options, each a :class:`gpurisk.Option` (type, default, range, help) or a plain default, e.g.
+    #: ``{"K": Option(int, 100_000, min=1)}`` or ``{"K": 100_000}``. Turned into an
+    #: :class:`~gpurisk.options.OptionSpecs` when the class is made: ``options["K"]`` is the default,
+    #: ``options.specs["K"]`` the declaration; ``--option NAME.K=V`` is checked against it.
+    options: ClassVar[Mapping[str, Any]] = OptionSpecs()
+    #: an option namespace shared with other measures that this one also reads (e.g. ``kim_jeong``:
+    #: ``--option kim_jeong.p_f2=0.1`` sets p_f2 for each of them), or None
+    shared_options: ClassVar[str | None] = None
     #: name of the measure whose true value this one estimates ("theta" for theta_hat), or None;
     #: ``gpurisk validate`` pairs each estimate with that truth
     estimates: ClassVar[str | None] = None
@@ -117,6 +197,15 @@ class Measure:
     #: run when no measures are named; costly measures (a model fit) set False and run when named
     default: ClassVar[bool] = True
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        opts = cls.__dict__.get("options")
+        if isinstance(opts, Mapping) and not isinstance(opts, OptionSpecs):
+            try:
+                cls.options = OptionSpecs(opts)
+            except Exception:  # noqa: BLE001 - left as declared; the conformance kit reports it
+                pass
+
     def compute(self, table, ctx: Context) -> Result:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -125,7 +214,9 @@ class Measure:
         return {"name": cls.name, "description": cls.description, "needs": sorted(cls.needs),
                 "level": cls.level, "reference": cls.reference, "options": dict(cls.options),
                 "estimates": cls.estimates, "column_options": list(cls.column_options),
-                "default": cls.default}
+                "default": cls.default,
+                "option_specs": {k: o.describe() for k, o in option_specs(cls).items()},
+                "shared_options": getattr(cls, "shared_options", None)}
 
 
 def missing_needs(measure: type[Measure], table, ctx: Context) -> str | None:

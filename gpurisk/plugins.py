@@ -1,15 +1,18 @@
 """The plugin manager and the measure registry.
 
 Built-in measure modules are registered first, by the same call as third-party plugins; then the
-entry-point group ``gpurisk`` is loaded, unless ``GPURISK_DISABLE_PLUGIN_AUTOLOAD`` is set. Plugins
-named (entry-point name or distribution name) in ``GPURISK_BLOCK_PLUGINS`` (comma separated) are
-blocked. Nothing is loaded at import time: the manager is built on first use.
+entry-point group ``gpurisk`` is loaded by pluggy (``load_setuptools_entrypoints``, one entry point
+at a time), unless ``GPURISK_DISABLE_PLUGIN_AUTOLOAD`` is set. Plugins named (entry-point name or
+distribution name) in ``GPURISK_BLOCK_PLUGINS`` (comma separated) are blocked. A plugin that fails
+to import is skipped with one warning line on standard error and listed by :func:`failed_plugins`.
+Nothing is loaded at import time: the manager is built on first use.
 """
 from __future__ import annotations
 
 import importlib
 import inspect
 import os
+import sys
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -68,6 +71,71 @@ def blocked_names() -> set[str]:
     return {b.strip() for b in os.environ.get(ENV_BLOCK, "").split(",") if b.strip()}
 
 
+@dataclass(frozen=True)
+class FailedPlugin:
+    """An entry-point plugin that could not be loaded; gpurisk goes on without it."""
+
+    plugin: str        # entry-point name
+    package: str       # distribution
+    version: str
+    error: str         # "ExceptionType: first line of the message"
+
+    def warning(self) -> str:
+        return (f"gpurisk: warning: plugin {self.plugin!r} ({self.package} {self.version}".rstrip()
+                + f") failed to load and is skipped: {self.error}; to silence this, uninstall it or "
+                f"set {ENV_BLOCK}={self.plugin}")
+
+
+_failed: dict[str, FailedPlugin] = {}
+
+
+def _error_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+
+
+def _entry_points() -> list[tuple[str, str, str]]:
+    """(entry-point name, distribution, version) of every entry point in the group, first wins."""
+    seen: dict[str, tuple[str, str, str]] = {}
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(ep, "dist", None)
+        seen.setdefault(ep.name, (ep.name, dist.name if dist is not None else "",
+                                  dist.version if dist is not None else ""))
+    return list(seen.values())
+
+
+def _load_entry_points(pm: pluggy.PluginManager, blocked: set[str]) -> None:
+    """pluggy's own loader, one entry point at a time, so that one broken plugin is skipped alone.
+
+    A plugin whose import (or registration) raises is recorded in :func:`failed_plugins` and named
+    in one warning line on standard error; the others load.
+    """
+    for name, dist, version in _entry_points():
+        if name in blocked or dist in blocked:
+            pm.set_blocked(name)   # pluggy skips blocked names
+            continue
+        if pm.get_plugin(name) is not None or pm.is_blocked(name):
+            continue
+        try:
+            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=name)
+        except Exception as exc:  # a broken third-party package must not break gpurisk
+            if pm.get_plugin(name) is not None:   # imported, then failed: leave no half of it
+                pm.unregister(name=name)
+            failed = FailedPlugin(name, dist, version, _error_line(exc))
+            _failed[name] = failed
+            sys.stderr.write(failed.warning() + "\n")
+
+
+def _distributions(pm: pluggy.PluginManager) -> dict[str, tuple[str, str]]:
+    """plugin name -> (distribution, version) of every plugin loaded from an entry point."""
+    if hasattr(pm, "list_plugin_distributions"):      # pluggy >= 1.6
+        pairs = [(p, d.metadata["name"], d.version) for p, d in pm.list_plugin_distributions()]
+    else:
+        pairs = [(p, d.project_name, d.version) for p, d in pm.list_plugin_distinfo()]
+    return {pm.get_name(p): (name, version) for p, name, version in pairs
+            if pm.get_name(p) is not None}
+
+
 def get_plugin_manager() -> pluggy.PluginManager:
     """The (cached) plugin manager with built-ins and, unless disabled, entry-point plugins."""
     global _pm
@@ -81,27 +149,27 @@ def get_plugin_manager() -> pluggy.PluginManager:
     for modname in BUILTIN_PLUGINS:
         if modname not in blocked:
             pm.register(importlib.import_module(modname), name=modname)
+    _failed.clear()
     if not _truthy(os.environ.get(ENV_DISABLE)):
-        for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-            dist = ep.dist.name if ep.dist is not None else ""
-            if ep.name in blocked or dist in blocked or pm.is_registered(ep.name):
-                continue
-            if pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
-                continue
-            try:
-                plugin = ep.load()
-            except Exception as exc:  # a broken third-party package must not break gpurisk
-                raise PluginError(f"plugin {ep.name!r} ({dist}) failed to import: "
-                                  f"{type(exc).__name__}: {exc}") from exc
-            pm.register(plugin, name=ep.name)
-            pm._gpurisk_dists = getattr(pm, "_gpurisk_dists", {})  # type: ignore[attr-defined]
-            pm._gpurisk_dists[ep.name] = (dist, ep.dist.version if ep.dist else "")  # type: ignore[attr-defined]
+        _load_entry_points(pm, blocked)
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
         raise PluginError(f"a plugin implements an unknown hook: {exc}") from exc
     _pm = pm
     return pm
+
+
+def failed_plugins() -> list[FailedPlugin]:
+    """Entry-point plugins that failed to load (after :func:`get_plugin_manager`)."""
+    get_plugin_manager()
+    return list(_failed.values())
+
+
+def unknown_measure_hint() -> str:
+    """"; plugin 'x' (dist) failed to load: ..." for each failed plugin, or "" when none failed."""
+    return "".join(f"; plugin {f.plugin!r} ({f.package}) failed to load ({f.error}), its measures "
+                   f"are unavailable" for f in failed_plugins())
 
 
 def reset() -> None:
@@ -127,8 +195,10 @@ def unregister(name: str) -> None:
     _registry = None
 
 
-def plugin_info(pm: pluggy.PluginManager, plugin_name: str) -> tuple[str, str]:
-    dists = getattr(pm, "_gpurisk_dists", {})
+def plugin_info(pm: pluggy.PluginManager, plugin_name: str,
+                dists: dict[str, tuple[str, str]] | None = None) -> tuple[str, str]:
+    """(distribution, version) of a registered plugin (``dists``: :func:`_distributions`, if known)."""
+    dists = _distributions(pm) if dists is None else dists
     if plugin_name in dists:
         return dists[plugin_name]
     if plugin_name.startswith("gpurisk."):
@@ -143,6 +213,7 @@ def measure_registry() -> dict[str, Registered]:
     if _registry is not None:
         return _registry
     pm = get_plugin_manager()
+    dists = _distributions(pm)
     reg: dict[str, Registered] = {}
     for impl in pm.hook.gpurisk_register_measures.get_hookimpls():  # registration order
         classes = impl.function() or []
@@ -155,19 +226,24 @@ def measure_registry() -> dict[str, Registered]:
             if cls.name in reg:
                 raise PluginError(f"measure {cls.name!r} is registered twice: by plugin "
                                   f"{reg[cls.name].plugin!r} and by plugin {impl.plugin_name!r}")
-            package, version = plugin_info(pm, impl.plugin_name)
+            package, version = plugin_info(pm, impl.plugin_name, dists)
             reg[cls.name] = Registered(cls, impl.plugin_name, package, version)
     _registry = reg
     return reg
 
 
 def plugins_list() -> list[dict[str, str]]:
-    """Every registered plugin with its package and version."""
+    """Every registered plugin with its package and version, then every plugin that failed to load
+    (those rows add ``"status": "failed"`` and ``"error"``)."""
     pm = get_plugin_manager()
+    dists = _distributions(pm)
     out = []
     for name, _plugin in pm.list_name_plugin():
-        package, version = plugin_info(pm, name)
+        package, version = plugin_info(pm, name, dists)
         out.append({"plugin": name, "package": package, "version": version})
+    for f in failed_plugins():
+        out.append({"plugin": f.plugin, "package": f.package, "version": f.version,
+                    "status": "failed", "error": f.error})
     return out
 
 
@@ -178,6 +254,7 @@ def perturbation_registry() -> dict[str, Registered]:
     """
     from .perturb.base import Perturbation
     pm = get_plugin_manager()
+    dists = _distributions(pm)
     reg: dict[str, Registered] = {}
     for impl in pm.hook.gpurisk_register_perturbations.get_hookimpls():
         for cls in impl.function() or []:
@@ -190,6 +267,6 @@ def perturbation_registry() -> dict[str, Registered]:
             if cls.name in reg:
                 raise PluginError(f"perturbation {cls.name!r} is registered twice: by plugin "
                                   f"{reg[cls.name].plugin!r} and by plugin {impl.plugin_name!r}")
-            package, version = plugin_info(pm, impl.plugin_name)
+            package, version = plugin_info(pm, impl.plugin_name, dists)
             reg[cls.name] = Registered(cls, impl.plugin_name, package, version)
     return reg

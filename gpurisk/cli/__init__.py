@@ -1,6 +1,7 @@
 """The ``gpurisk`` command line. Each command lives in its own module of this package.
 
 Every error that is the input's fault prints one line ``gpurisk: error: ...`` and exits with 2.
+Plugins add commands through the ``gpurisk_register_commands`` hook (see :mod:`._plugins`).
 """
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ import click
 
 from .. import __version__
 from ..errors import GpuriskError
+from ._plugins import PluginGroup
 
 #: modules that each add commands to :data:`main`
 COMMAND_MODULES = ("assess", "measures", "validate", "dis", "design", "scan", "compare", "report", "record_risk")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=PluginGroup,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="gpurisk")
 def cli():
     """Disclosure risk of a microdata release: which key variables make re-identification likely."""

@@ -37,8 +37,15 @@ def split_list(value: str | None) -> list[str] | None:
 
 
 def parse_options(pairs: tuple[str, ...]) -> dict[str, dict]:
-    """``--option theta_hat_dis.K=50000`` -> {"theta_hat_dis": {"K": 50000}} (values parsed as JSON)."""
+    """``--option theta_hat_dis.K=50000`` -> {"theta_hat_dis": {"K": 50000}}, checked against the
+    measures' declared options (:func:`gpurisk.options.check_options`) before anything is read.
+
+    Values are parsed as JSON (text that is not JSON stays text); a str option keeps the text as
+    typed. An unknown measure or option, a wrong type or a value out of range is BadInput.
+    """
+    from ..options import check_options
     out: dict[str, dict] = {}
+    texts: dict[tuple[str, str], str] = {}
     for p in pairs:
         if "=" not in p or "." not in p.split("=", 1)[0]:
             raise BadInput(f"--option {p!r} is not MEASURE.NAME=VALUE")
@@ -49,7 +56,8 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, dict]:
         except json.JSONDecodeError:
             val = rhs
         out.setdefault(measure, {})[key] = val
-    return out
+        texts[(measure, key)] = rhs
+    return check_options(out, texts)
 
 
 def _set_config(name):

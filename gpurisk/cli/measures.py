@@ -1,4 +1,4 @@
-"""``gpurisk measures`` and ``gpurisk plugins``: what is registered."""
+"""``gpurisk measures`` and ``gpurisk plugins``: what is registered, and what failed to load."""
 from __future__ import annotations
 
 import click
@@ -6,38 +6,59 @@ import click
 from ._common import echo_json, registry_rows
 
 
+def _failed_rows() -> list[dict]:
+    """One row per plugin that failed to load: ``name`` None, ``status`` "failed" and the error."""
+    from ..plugins import failed_plugins
+    return [{"name": None, "plugin": f.plugin, "package": f.package, "version": f.version,
+             "status": "failed", "error": f.error} for f in failed_plugins()]
+
+
+def _options_text(d: dict) -> str:
+    from ..options import spec_text
+    return "\n".join(f"{k}: {spec_text(s)}" for k, s in d.get("option_specs", {}).items())
+
+
 def register(cli: click.Group) -> None:
     @cli.command()
     @click.option("--json", "as_json", is_flag=True, help="print JSON")
     def measures(as_json):
-        """List every registered measure, built-in or third-party."""
+        """List every registered measure, built-in or third-party, with its options and their types
+        (and any plugin that failed to load, with its error)."""
         from ..plugins import measure_registry
 
         rows = registry_rows(measure_registry())
+        failed = _failed_rows()
         if as_json:
-            echo_json(rows)
+            echo_json(rows + failed)
             return
         from rich.console import Console
         from rich.table import Table
         t = Table(show_header=True, header_style="bold")
-        for col in ("measure", "description", "needs", "reference", "plugin"):
+        for col in ("measure", "description", "needs", "options", "reference", "plugin"):
             t.add_column(col, overflow="fold")
         for d in rows:
             needs = ", ".join(d["needs"]) or "sample only"
             if not d.get("default", True):
                 needs += " (runs when named)"
-            t.add_row(d["name"], d["description"], needs,
+            t.add_row(d["name"], d["description"], needs, _options_text(d),
                       d["reference"], f"{d['plugin']} ({d['package']})")
+        for d in failed:
+            t.add_row("—", f"FAILED to load: {d['error']}", "", "", "",
+                      f"{d['plugin']} ({d['package']})")
         Console().print(t)
 
     @cli.command()
     @click.option("--json", "as_json", is_flag=True, help="print JSON")
     def plugins(as_json):
-        """List every loaded plugin with its package and version."""
+        """List every loaded plugin with its package and version, and every plugin that failed to
+        load with its error."""
         from ..plugins import plugins_list
         rows = plugins_list()
         if as_json:
             echo_json(rows)
             return
         for r in rows:
-            click.echo(f"{r['plugin']}\t{r['package']} {r['version']}".rstrip())
+            line = f"{r['plugin']}\t{r['package']} {r['version']}".rstrip()
+            if r.get("status") == "failed":
+                line += f"\tFAILED: {r['error']}"
+            click.echo(line)

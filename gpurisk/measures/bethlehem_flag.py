@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..errors import BadInput
 from ..hookspecs import hookimpl
 from ..measure import Context, Measure, Result
+from ..options import Option
 from . import _kim_jeong as kj
 
 
@@ -17,7 +18,8 @@ class BethlehemFlag(Measure):
     description = "1 when Pr(PU) = N1/N exceeds Bethlehem's 0.1 % threshold, else 0"
     needs = frozenset({"population"})
     reference = "Bethlehem et al. (1990); Kim & Jeong (2007) §4; SPEC §3"
-    options = {"threshold": 0.001}
+    options = {"threshold": Option(float, 0.001, min=0.0, max=1.0, min_open=True, max_open=True,
+                                   help="flag when Pr(PU) exceeds it")}
 
     def compute(self, table, ctx: Context) -> Result:
         t = ctx.option(self.name, "threshold", self.options["threshold"])

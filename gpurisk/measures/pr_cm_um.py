@@ -17,6 +17,7 @@ import math
 
 from ..hookspecs import hookimpl
 from ..measure import Context, Measure, Result
+from ..options import Option
 
 
 class PrCmUm(Measure):
@@ -25,8 +26,14 @@ class PrCmUm(Measure):
     needs = frozenset({"fraction", "records"})
     default = False  # needs a perturbation to say anything θ̂ does not: run when named
     reference = "Elliot (2001) §§11-14; SPEC §6"
-    options = {"perturb": None, "max_iter": 100, "stable": 10, "decimals": 3, "batch": None,
-               "orientation": "intruder"}
+    options = {
+        "perturb": Option(None, None, help="perturbation spec NAME:OPT=V,... or a list of them"),
+        "max_iter": Option(int, 100, min=1, help="largest number of DIS iterations"),
+        "stable": Option(int, 10, min=1, help="iterations the rounded value must stay the same"),
+        "decimals": Option(int, 3, min=0, help="decimals of the stability check"),
+        "batch": Option(int, None, min=1, help="perturbed files drawn at once"),
+        "orientation": Option(str, "intruder", choices=("intruder", "release")),
+    }
 
     def compute(self, table, ctx: Context) -> Result:
         from ..dis import pr_cm_um, record_codes, run_dis, tpf_counts

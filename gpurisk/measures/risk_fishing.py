@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..hookspecs import hookimpl
 from ..measure import Context, Measure, Result
+from ..options import Option
 from . import _kim_jeong as kj
 
 
@@ -17,7 +18,9 @@ class RiskFishing(Measure):
     description = "Kim-Jeong fishing risk P(A in F1) P(A in F2) Pr(PU), independent files"
     needs = frozenset({"population", "fraction"})
     reference = "Kim & Jeong (2007) eq. 6; SPEC §3"
-    options = {"p_f1": "pi", "p_f2": 1.0}
+    options = {"p_f1": Option(float, "pi", min=0.0, max=1.0, min_open=True, help="P(A in F1), the released file"),
+               "p_f2": Option(float, 1.0, min=0.0, max=1.0, min_open=True, help="P(A in F2), the intruder's file")}
+    shared_options = kj.SHARED
 
     def compute(self, table, ctx: Context) -> Result:
         a, a_src = kj.p_f1(ctx, self.name)

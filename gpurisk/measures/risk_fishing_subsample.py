@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..errors import BadInput
 from ..hookspecs import hookimpl
 from ..measure import Context, Measure, Result
+from ..options import Option
 from . import _kim_jeong as kj
 
 
@@ -20,7 +21,10 @@ class RiskFishingSubsample(Measure):
     description = "Kim-Jeong fishing risk when the release is a subsample of the intruder's file"
     needs = frozenset({"population", "fraction"})
     reference = "Kim & Jeong (2007) eq. 7; SPEC §3"
-    options = {"p_f2": 1.0, "subsampling_rate": "p_f1 / p_f2"}
+    options = {"p_f2": Option(float, 1.0, min=0.0, max=1.0, min_open=True, help="P(A in F2), the intruder's file"),
+               "subsampling_rate": Option(float, "p_f1 / p_f2", min=0.0, max=1.0, min_open=True,
+                                          help="P(A in F1 | A in F2)")}
+    shared_options = kj.SHARED
 
     def compute(self, table, ctx: Context) -> Result:
         b, b_src = kj.p_f2(ctx, self.name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..hookspecs import hookimpl
 from ..measure import Context, Measure, Result
+from ..options import Option
 from . import _kim_jeong as kj
 
 
@@ -17,7 +18,8 @@ class RiskResponse(Measure):
     description = "Kim-Jeong risk under response knowledge, P(A in F2) Pr(PU)"
     needs = frozenset({"population"})
     reference = "Kim & Jeong (2007) eqs. 8-9; SPEC §3"
-    options = {"p_f2": 1.0}
+    options = {"p_f2": Option(float, 1.0, min=0.0, max=1.0, min_open=True, help="P(A in F2), the intruder's file")}
+    shared_options = kj.SHARED
 
     def compute(self, table, ctx: Context) -> Result:
         b, b_src = kj.p_f2(ctx, self.name)

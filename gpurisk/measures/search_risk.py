@@ -21,6 +21,7 @@ from ..xp import to_host
 from ..hookspecs import hookimpl
 from ..loglinear import MAX_CELLS, MAX_ITER, TOL, check_cells, sample_levels
 from ..measure import Context, Measure, Result
+from ..options import Option
 from . import search_methods as sm
 
 SHARED = "record_risk"  # option namespace read by all six measures
@@ -31,8 +32,16 @@ class SearchRisk(Measure):
     needs = frozenset({"records"})
     level = "record"
     default = False  # fits a log-linear model: run when named (--measures r1,r2)
-    options = {"population_size": None, "thresholds": [0.1, 0.5], "tol": TOL, "max_iter": MAX_ITER,
-               "max_cells": MAX_CELLS}
+    options = {
+        "population_size": Option(float, None, min=0.0, min_open=True,
+                                  help="N (default: the population's size, else n/pi)"),
+        "thresholds": Option(list, [0.1, 0.5], item=float, min=0.0, max=1.0,
+                             help="count the records whose risk exceeds each"),
+        "tol": Option(float, TOL, min=0.0, min_open=True, help="IPF tolerance, in records"),
+        "max_iter": Option(int, MAX_ITER, min=1, help="IPF iteration limit"),
+        "max_cells": Option(float, MAX_CELLS, min=1.0, help="largest dense table fitted"),
+    }
+    shared_options = SHARED
 
     def opt(self, ctx: Context, key: str):
         return ctx.option(self.name, key, ctx.option(SHARED, key, self.options.get(key)))
@@ -81,7 +90,7 @@ def _make(method: str, extra_options: dict | None = None) -> type[SearchRisk]:
         "description": f"expected correct identifications of sample uniques, search method "
                        f"{method}: {desc} (p̂ from the two-way log-linear model)",
         "reference": f"Skinner (2007) {eq}; SPEC §5",
-        "options": {**SearchRisk.options, **(extra_options or {})},
+        "options": {**SearchRisk.options.specs, **(extra_options or {})},
         "__doc__": f"Search method {method} ({eq}): {desc}.",
         "__module__": __name__,
     }
@@ -91,9 +100,9 @@ def _make(method: str, extra_options: dict | None = None) -> type[SearchRisk]:
 R1 = _make("r1")
 R1u = _make("r1u")
 R2 = _make("r2")
-R3 = _make("r3", {"y": None})
-R4 = _make("r4", {"database_size": None})
-B1 = _make("b1", {"p_tilde": None})
+R3 = _make("r3", {"y": Option(float, None, min=0.0, help="non-matches seen before the match")})
+R4 = _make("r4", {"database_size": Option(float, None, min=1.0, help="size of the database searched")})
+B1 = _make("b1", {"p_tilde": Option(float, None, min=0.0, max=1.0, help="match probability (default p-hat)")})
 
 
 @hookimpl

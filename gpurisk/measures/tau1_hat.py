@@ -33,6 +33,7 @@ from ..freq.table import _fof_vector
 from ..xp import to_host
 from ..hookspecs import hookimpl
 from ..measure import Context, Measure, Result
+from ..options import Option
 from . import _tau1_series as ser
 
 
@@ -95,7 +96,14 @@ class Tau1Hat(Measure):
     description = "Estimated number of sample uniques that are population uniques (smoothed series)"
     needs = frozenset({"fraction"})
     reference = "Camerlenghi, Favaro, Naulet & Panero (2021); SPEC §4, §4.1"
-    options = {"smoothing": "binomial", "r": None, "k": None, "q": None}
+    options = {
+        "smoothing": Option(str, "binomial", choices=ser.SMOOTHERS,
+                            help="smoother of the series when lambda > 1 (none: the unbiased series)"),
+        "r": Option(float, None, min=0.0, min_open=True, help="Poisson smoother's r (default: formula)"),
+        "k": Option(int, None, min=1, max=10**6, help="Binomial smoother's k (default: formula)"),
+        "q": Option(float, None, min=0.0, max=1.0, min_open=True,
+                    help="Binomial smoother's q (default: 2/(lambda+2))"),
+    }
     estimates = "tau1"
 
     def compute(self, table, ctx: Context) -> Result:

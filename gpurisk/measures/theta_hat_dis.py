@@ -22,6 +22,7 @@ import numpy as np
 
 from ..hookspecs import hookimpl
 from ..measure import Context, Measure, Result
+from ..options import Option
 from ._util import z_upper
 
 
@@ -39,7 +40,8 @@ class ThetaHatDIS(Measure):
     description = "theta_hat by Monte Carlo data intrusion simulation (K draws, seeded)"
     needs = frozenset({"fraction"})
     reference = "Skinner & Elliot (2002) §3, eq. 6, Proposition 1; SPEC §2"
-    options = {"K": 200_000}
+    options = {"K": Option(int, 200_000, min=1, max=10**12,
+                           help="simulated intrusions; the s.e. shrinks as 1/sqrt(K)")}
     estimates = "theta"
 
     def compute(self, table, ctx: Context) -> Result:

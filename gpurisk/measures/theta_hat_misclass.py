@@ -28,6 +28,7 @@ from ..errors import BadInput
 from ..xp import to_host
 from ..hookspecs import hookimpl
 from ..measure import Context, Measure, Result
+from ..options import Option
 
 DENSE_LIMIT = 1 << 23  # float64 cells of the dense count tensor (64 MiB)
 
@@ -140,7 +141,12 @@ class ThetaHatMisclass(Measure):
     description = "theta_hat allowing for misclassification of the keys (per-variable matrices)"
     needs = frozenset({"fraction"})
     reference = "Skinner & Elliot (2002) §4, eqs. 12-13; SPEC §2"
-    options = {"matrices": None, "method": "auto", "dense_limit": DENSE_LIMIT}
+    options = {
+        "matrices": Option((str, dict), None,
+                           help="misclassification matrices: FILE.json, JSON text or a mapping"),
+        "method": Option(str, "auto", choices=("auto", "dense", "sparse")),
+        "dense_limit": Option(int, DENSE_LIMIT, min=1, help="largest dense count tensor (cells)"),
+    }
 
     def compute(self, table, ctx: Context) -> Result:
         from ..perturb.matrices import key_matrices

@@ -86,7 +86,9 @@ def _num(v):
 
 
 def _scan_options(names: Sequence[str], options: Mapping | None) -> dict:
-    opts = copy.deepcopy(dict(options or {}))
+    """The options checked (see :func:`gpurisk.options.check_options`), plus the scan's defaults."""
+    from ..options import check_options
+    opts = copy.deepcopy(check_options(options))
     for m, defaults in SCAN_DEFAULT_OPTIONS.items():
         if m in names:
             mine = dict(opts.get(m, {}))
@@ -106,7 +108,7 @@ def _measure_names(measures: Iterable[str] | None) -> list[str]:
     Measures that need each record's cell or other columns (``records``, ``columns``) cost a pass
     over the records for every combination; a scan runs them only when named.
     """
-    from ..plugins import measure_registry
+    from ..plugins import measure_registry, unknown_measure_hint
     reg = measure_registry()
     if measures is None:
         return [n for n, r in reg.items() if getattr(r.cls, "level", "file") == "file"
@@ -114,7 +116,8 @@ def _measure_names(measures: Iterable[str] | None) -> list[str]:
     names = [measures] if isinstance(measures, str) else list(measures)
     unknown = [m for m in names if m not in reg]
     if unknown:
-        raise BadInput(f"unknown measure(s) {', '.join(map(repr, unknown))}; registered: {', '.join(reg)}")
+        raise BadInput(f"unknown measure(s) {', '.join(map(repr, unknown))}; registered: {', '.join(reg)}"
+                       + unknown_measure_hint())
     return names
 
 

@@ -140,6 +140,8 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
         raise BadInput(f"replicates={replicates!r} must be a positive integer")
     if not 0.0 < float(alpha) < 0.5:
         raise BadInput(f"alpha={alpha!r} is outside (0, 0.5)")
+    from ..options import check_options
+    options = check_options(options)
     inp = Inputs(population, keys, missing=missing, recode=recode, backend=backend, sep=sep,
                  encoding=encoding, allow_high_cardinality=allow_high_cardinality,
                  columns=[dsg.column] if dsg.column else [], role="population")

@@ -17,8 +17,10 @@ import pandas as pd
 
 from gpurisk import BadInput, Context, Measure, Result
 from gpurisk.xp import namespace, scalar, to_device
+from gpurisk import Option
 
-from .individual import risk_of_cells
+from .individual import FK_SOURCES, risk_of_cells
+from .risk import METHODS
 
 
 def household_codes(values, column: str) -> tuple[np.ndarray, int]:
@@ -48,7 +50,12 @@ class HouseholdRisk(Measure):
     needs = frozenset({"records", "columns"})
     level = "record"
     reference = "sdcMicro measure_risk (hid, fast_hier); Templ, Kowarik & Meindl (2015) JSS 67(4)"
-    options = {"household": None, "method": "approx", "qual": 1.0, "Fk": "auto"}
+    options = {"household": Option(str, None, help="column of household ids"),
+               "method": Option(str, "approx", choices=METHODS, help="approx or exact (sdcMicro)"),
+               "qual": Option(float, 1.0, min=0.0, max=1.0, min_open=True,
+                              help="quality factor multiplying the risks"),
+               "Fk": Option(str, "auto", choices=("auto",) + FK_SOURCES,
+                            help="source of the estimated population counts F_k")}
     column_options = ("household",)
 
     def compute(self, table, ctx: Context) -> Result:

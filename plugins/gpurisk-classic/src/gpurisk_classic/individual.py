@@ -19,6 +19,7 @@ import numpy as np
 
 from gpurisk import BadInput, Context, Measure, Result
 from gpurisk.xp import scalar
+from gpurisk import Option
 
 from .risk import METHODS, cell_risk
 
@@ -103,7 +104,13 @@ class IndividualRisk(Measure):
     level = "record"
     reference = ("Benedetti & Franconi (1998); Franconi & Polettini (2004) PSD LNCS 3050; "
                  "sdcMicro indivRisk / measure_risk")
-    options = {"method": "approx", "qual": 1.0, "threshold": 0.1, "Fk": "auto"}
+    options = {"method": Option(str, "approx", choices=METHODS, help="approx or exact (sdcMicro)"),
+               "qual": Option(float, 1.0, min=0.0, max=1.0, min_open=True,
+                              help="quality factor multiplying the risks"),
+               "threshold": Option(float, 0.1, min=0.0, max=1.0,
+                                   help="count the records whose risk exceeds it"),
+               "Fk": Option(str, "auto", choices=("auto",) + FK_SOURCES,
+                            help="source of the estimated population counts F_k")}
 
     def compute(self, table, ctx: Context) -> Result:
         r, source, why = risk_of_cells(self.name, table, ctx, self.options)

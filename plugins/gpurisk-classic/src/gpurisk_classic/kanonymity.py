@@ -12,6 +12,7 @@ Counts only: no records are read.
 from __future__ import annotations
 
 from gpurisk import BadInput, Context, Measure, Result
+from gpurisk import Option
 
 
 def k_option(name: str, ctx: Context, default) -> int:
@@ -27,7 +28,7 @@ class KAnonymity(Measure):
     needs = frozenset()
     level = "file"
     reference = "Samarati & Sweeney (1998); sdcMicro kAnon print; pycanon k_anonymity"
-    options = {"k": 3}
+    options = {"k": Option(int, 3, min=1, help="the k of k-anonymity")}
 
     def compute(self, table, ctx: Context) -> Result:
         k = k_option(self.name, ctx, self.options["k"])

@@ -22,6 +22,7 @@ import numpy as np
 
 from gpurisk import BadInput, Context, Measure, Result
 from gpurisk.xp import to_host
+from gpurisk import Option
 
 
 def l_option(name: str, ctx: Context, default) -> int:
@@ -46,7 +47,8 @@ class LDiversity(Measure):
     needs = frozenset({"records", "columns"})
     level = "record"
     reference = "Machanavajjhala et al. (2007) ACM TKDD 1(1); sdcMicro ldiversity"
-    options = {"sensitive": None, "l": 2}
+    options = {"sensitive": Option(str, None, help="the sensitive column"),
+               "l": Option(int, 2, min=1, help="count the cells with fewer distinct values")}
     column_options = ("sensitive",)
 
     def compute(self, table, ctx: Context) -> Result:
