@@ -9,11 +9,18 @@ from ._common import echo_json, registry_rows
 def register(cli: click.Group) -> None:
     @cli.command()
     @click.option("--json", "as_json", is_flag=True, help="print JSON")
-    def measures(as_json):
+    @click.option("--markdown", "as_markdown", is_flag=True,
+                  help="print the Markdown reference of every measure and perturbation (docs/measures.md)")
+    def measures(as_json, as_markdown):
         """List every registered measure, built-in or third-party."""
         from ..plugins import measure_registry
 
         rows = registry_rows(measure_registry())
+        if as_markdown:
+            from ..plugins import perturbation_registry
+            from ._reference import markdown
+            click.echo(markdown(rows, registry_rows(perturbation_registry())), nl=False)
+            return
         if as_json:
             echo_json(rows)
             return

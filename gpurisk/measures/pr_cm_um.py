@@ -24,7 +24,7 @@ class PrCmUm(Measure):
     description = "pr(cm|um) after a perturbation (swap, PRAM), by iterated data intrusion simulation"
     needs = frozenset({"fraction", "records"})
     default = False  # needs a perturbation to say anything θ̂ does not: run when named
-    reference = "Elliot (2001) §§11-14; SPEC §6"
+    reference = "Elliot (2001), paras. 11-14 (pr(cm|um) of para. 13)"
     options = {"perturb": None, "max_iter": 100, "stable": 10, "decimals": 3, "batch": None,
                "orientation": "intruder"}
 

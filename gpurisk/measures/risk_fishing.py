@@ -16,7 +16,7 @@ class RiskFishing(Measure):
     name = "risk_fishing"
     description = "Kim-Jeong fishing risk P(A in F1) P(A in F2) Pr(PU), independent files"
     needs = frozenset({"population", "fraction"})
-    reference = "Kim & Jeong (2007) eq. 6; SPEC §3"
+    reference = "Kim & Jeong (2007), eq. (6)"
     options = {"p_f1": "pi", "p_f2": 1.0}
 
     def compute(self, table, ctx: Context) -> Result:

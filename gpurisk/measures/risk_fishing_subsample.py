@@ -19,7 +19,7 @@ class RiskFishingSubsample(Measure):
     name = "risk_fishing_subsample"
     description = "Kim-Jeong fishing risk when the release is a subsample of the intruder's file"
     needs = frozenset({"population", "fraction"})
-    reference = "Kim & Jeong (2007) eq. 7; SPEC §3"
+    reference = "Kim & Jeong (2007), eq. (7)"
     options = {"p_f2": 1.0, "subsampling_rate": "p_f1 / p_f2"}
 
     def compute(self, table, ctx: Context) -> Result:

@@ -16,7 +16,7 @@ class RiskResponse(Measure):
     name = "risk_response"
     description = "Kim-Jeong risk under response knowledge, P(A in F2) Pr(PU)"
     needs = frozenset({"population"})
-    reference = "Kim & Jeong (2007) eqs. 8-9; SPEC §3"
+    reference = "Kim & Jeong (2007), eqs. (8) and (9)"
     options = {"p_f2": 1.0}
 
     def compute(self, table, ctx: Context) -> Result:

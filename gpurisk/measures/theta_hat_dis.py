@@ -38,7 +38,7 @@ class ThetaHatDIS(Measure):
     name = "theta_hat_dis"
     description = "theta_hat by Monte Carlo data intrusion simulation (K draws, seeded)"
     needs = frozenset({"fraction"})
-    reference = "Skinner & Elliot (2002) §3, eq. 6, Proposition 1; SPEC §2"
+    reference = "Skinner & Elliot (2002), §3, eq. (6) and Proposition 1"
     options = {"K": 200_000}
     estimates = "theta"
 
