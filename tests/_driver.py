@@ -35,11 +35,13 @@ class Proc:
         self.returncode, self.stderr, self.stdout = d["rc"], d["stderr"], d["stdout"]
 
 
-def run_many(arg_lists, timeout: float = 300) -> list[Proc]:
+def run_many(arg_lists, timeout: float = 300, cwd=None, pythonpath=()) -> list[Proc]:
+    """Run each argument list through ``gpurisk.cli.main`` in one subprocess (in ``cwd``, with the
+    directories ``pythonpath`` after the repository root on ``PYTHONPATH``)."""
     from conftest import ROOT
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(map(str, (ROOT, *pythonpath))), COLUMNS="200")
     proc = subprocess.run([sys.executable, "-c", DRIVER],
                           input=json.dumps([[str(a) for a in args] for args in arg_lists]),
-                          capture_output=True, text=True, env=env, timeout=timeout)
+                          capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
     assert proc.returncode == 0, proc.stderr
     return [Proc(d) for d in json.loads(proc.stdout)]

@@ -1,6 +1,6 @@
-"""The bad-input catalogue of the README ("Bad input and faults"): every case through the command
-line gives exit code 2 and exactly one line ``gpurisk: error: ...`` naming the problem (or a documented
-warning), never a traceback or a silently wrong number."""
+"""The bad-input catalogue of docs/bad-input.md ("Bad input and faults"): every case through the
+command line gives exit code 2 and exactly one line ``gpurisk: error: ...`` naming the problem (or a
+documented warning), never a traceback or a silently wrong number."""
 from __future__ import annotations
 
 import json
@@ -142,7 +142,7 @@ def test_cli_bad_input_in_its_own_process(files, name):
 
 
 def test_catalogue_count():
-    """The README's catalogue and this test list the same number of CLI cases."""
+    """The catalogue of docs/bad-input.md and this test list the same number of CLI cases."""
     assert len(CASES) >= 30
 
 

@@ -26,7 +26,7 @@ def register(cli: click.Group) -> None:
     @click.option("--state", default=None, metavar="FILE",
                   help="JSON file keeping finished batches: a rerun resumes from it")
     @click.option("--orientation", type=click.Choice(["intruder", "release"]), default="intruder",
-                  show_default=True, help="match true keys against the released file (SPEC §6), "
+                  show_default=True, help="match the intruder's true keys against the released file, "
                   "or released records against the original file (the paper's text)")
     @click.option("--json", "as_json", is_flag=True, help="print the JSON document")
     @input_options

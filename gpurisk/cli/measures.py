@@ -21,12 +21,19 @@ def _options_text(d: dict) -> str:
 def register(cli: click.Group) -> None:
     @cli.command()
     @click.option("--json", "as_json", is_flag=True, help="print JSON")
-    def measures(as_json):
+    @click.option("--markdown", "as_markdown", is_flag=True,
+                  help="print the Markdown reference of every measure and perturbation (docs/measures.md)")
+    def measures(as_json, as_markdown):
         """List every registered measure, built-in or third-party, with its options and their types
         (and any plugin that failed to load, with its error)."""
         from ..plugins import measure_registry
 
         rows = registry_rows(measure_registry())
+        if as_markdown:
+            from ..plugins import perturbation_registry
+            from ._reference import markdown
+            click.echo(markdown(rows, registry_rows(perturbation_registry())), nl=False)
+            return
         failed = _failed_rows()
         if as_json:
             echo_json(rows + failed)

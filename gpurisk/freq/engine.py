@@ -170,7 +170,7 @@ def _raise_f_over_F(keys, categories, cells, f, F, radix, sample_codes, samp_ids
         else:
             i = int(np.flatnonzero(samp_ids == cid)[0])
             codes = [int(c[i]) for c in sample_codes]
-        # a sample unique's key values never appear in a message (see README "Bad input and faults")
+        # a sample unique's key values never appear in a message (see docs/bad-input.md)
         label = ", ".join(f"{k}=" + ("<withheld: f=1>" if int(fj) == 1 else repr(categories[v][codes[v]]))
                           for v, k in enumerate(keys))
         ex.append(f"({label}): f={int(fj)} > F={int(Fj)}")

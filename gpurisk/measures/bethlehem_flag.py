@@ -17,7 +17,7 @@ class BethlehemFlag(Measure):
     name = "bethlehem_flag"
     description = "1 when Pr(PU) = N1/N exceeds Bethlehem's 0.1 % threshold, else 0"
     needs = frozenset({"population"})
-    reference = "Bethlehem et al. (1990); Kim & Jeong (2007) §4; SPEC §3"
+    reference = "Bethlehem, Keller & Pannekoek (1990); Kim & Jeong (2007), §4"
     options = {"threshold": Option(float, 0.001, min=0.0, max=1.0, min_open=True, max_open=True,
                                    help="flag when Pr(PU) exceeds it")}
 

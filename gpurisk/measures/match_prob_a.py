@@ -16,7 +16,7 @@ class MatchProbA(Measure):
     name = "match_prob_a"
     description = "Pr(correct match) for a sample unique under attack method A (mean of 1/F_j)"
     needs = frozenset({"population"})
-    reference = "Skinner & Elliot (2002) eq. 3; SPEC §2"
+    reference = "Skinner & Elliot (2002), eq. (3) (attack method A)"
 
     def compute(self, table, ctx: Context) -> Result:
         s = table.unique_stats()

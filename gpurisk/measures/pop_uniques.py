@@ -13,7 +13,7 @@ class PopUniques(Measure):
     name = "pop_uniques"
     description = "Number of population uniques N1 (persons alone in their population cell)"
     needs = frozenset({"population"})
-    reference = "Kim & Jeong (2007) Table 2; SPEC §3"
+    reference = "Kim & Jeong (2007), Table 2"
 
     def compute(self, table, ctx: Context) -> Result:
         return Result(value=float(table.pop_uniques()))

@@ -14,7 +14,7 @@ class PrPU(Measure):
     name = "pr_pu"
     description = "Pr(PU): share of population units that are unique in the population"
     needs = frozenset({"population"})
-    reference = "Skinner & Elliot (2002) §2; Kim & Jeong (2007); SPEC §2"
+    reference = "Skinner & Elliot (2002), §2.2 (Pr(PU) = N1/N); Kim & Jeong (2007), P(A ∈ P1) in eqs. (6)-(9)"
 
     def compute(self, table, ctx: Context) -> Result:
         N1 = table.pop_uniques()

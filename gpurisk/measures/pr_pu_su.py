@@ -16,7 +16,7 @@ class PrPUgivenSU(Measure):
     name = "pr_pu_su"
     description = "Pr(PU|SU): share of sample uniques that are population uniques"
     needs = frozenset({"population"})
-    reference = "Skinner & Elliot (2002) §2; SPEC §2"
+    reference = "Skinner & Elliot (2002), §2.2 and eq. (3)"
 
     def compute(self, table, ctx: Context) -> Result:
         s = table.unique_stats()

@@ -25,7 +25,7 @@ class RiskBroad(Measure):
     name = "risk_broad"
     description = "Kim-Jeong broad risk: sample uniques weighted by 1/F_j, times P(A in F2), over N"
     needs = frozenset({"population"})
-    reference = "Kim & Jeong (2007) eq. 10; SPEC §3"
+    reference = "Kim & Jeong (2007), eq. (10)"
     options = {"p_f2": Option(float, 1.0, min=0.0, max=1.0, min_open=True, help="P(A in F2), the intruder's file")}
     shared_options = kj.SHARED
 

@@ -17,7 +17,7 @@ class RiskFishing(Measure):
     name = "risk_fishing"
     description = "Kim-Jeong fishing risk P(A in F1) P(A in F2) Pr(PU), independent files"
     needs = frozenset({"population", "fraction"})
-    reference = "Kim & Jeong (2007) eq. 6; SPEC §3"
+    reference = "Kim & Jeong (2007), eq. (6)"
     options = {"p_f1": Option(float, "pi", min=0.0, max=1.0, min_open=True, help="P(A in F1), the released file"),
                "p_f2": Option(float, 1.0, min=0.0, max=1.0, min_open=True, help="P(A in F2), the intruder's file")}
     shared_options = kj.SHARED

@@ -20,7 +20,7 @@ class RiskFishingSubsample(Measure):
     name = "risk_fishing_subsample"
     description = "Kim-Jeong fishing risk when the release is a subsample of the intruder's file"
     needs = frozenset({"population", "fraction"})
-    reference = "Kim & Jeong (2007) eq. 7; SPEC §3"
+    reference = "Kim & Jeong (2007), eq. (7)"
     options = {"p_f2": Option(float, 1.0, min=0.0, max=1.0, min_open=True, help="P(A in F2), the intruder's file"),
                "subsampling_rate": Option(float, "p_f1 / p_f2", min=0.0, max=1.0, min_open=True,
                                           help="P(A in F1 | A in F2)")}

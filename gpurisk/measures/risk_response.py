@@ -17,7 +17,7 @@ class RiskResponse(Measure):
     name = "risk_response"
     description = "Kim-Jeong risk under response knowledge, P(A in F2) Pr(PU)"
     needs = frozenset({"population"})
-    reference = "Kim & Jeong (2007) eqs. 8-9; SPEC §3"
+    reference = "Kim & Jeong (2007), eqs. (8) and (9)"
     options = {"p_f2": Option(float, 1.0, min=0.0, max=1.0, min_open=True, help="P(A in F2), the intruder's file")}
     shared_options = kj.SHARED
 

@@ -12,7 +12,7 @@ from ..measure import Context, Measure, Result
 class SampleUniques(Measure):
     name = "sample_uniques"
     description = "Number of sample uniques n1 (records alone in their sample cell)"
-    reference = "Kim & Jeong (2007); SPEC §1, §3"
+    reference = "Skinner & Elliot (2002), §2.1 (n_1); Kim & Jeong (2007), eq. (2)"
 
     def compute(self, table, ctx: Context) -> Result:
         return Result(value=float(table.n_r(1)))

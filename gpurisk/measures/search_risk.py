@@ -89,7 +89,7 @@ def _make(method: str, extra_options: dict | None = None) -> type[SearchRisk]:
         "method": method,
         "description": f"expected correct identifications of sample uniques, search method "
                        f"{method}: {desc} (p̂ from the two-way log-linear model)",
-        "reference": f"Skinner (2007) {eq}; SPEC §5",
+        "reference": f"Skinner (2007), eq. ({eq.split()[-1]})",
         "options": {**SearchRisk.options.specs, **(extra_options or {})},
         "__doc__": f"Search method {method} ({eq}): {desc}.",
         "__module__": __name__,

@@ -14,7 +14,7 @@ class Tau1(Measure):
     name = "tau1"
     description = "True number of sample uniques that are population uniques"
     needs = frozenset({"population"})
-    reference = "Camerlenghi, Favaro, Naulet & Panero (2021) τ1; SPEC §4"
+    reference = "Camerlenghi, Favaro, Naulet & Panero (2021), definition of τ1"
 
     def compute(self, table, ctx: Context) -> Result:
         s = table.unique_stats()

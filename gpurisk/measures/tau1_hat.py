@@ -95,7 +95,7 @@ class Tau1Hat(Measure):
     name = "tau1_hat"
     description = "Estimated number of sample uniques that are population uniques (smoothed series)"
     needs = frozenset({"fraction"})
-    reference = "Camerlenghi, Favaro, Naulet & Panero (2021); SPEC §4, §4.1"
+    reference = "Camerlenghi, Favaro, Naulet & Panero (2021), estimators τ̂1 (λ < 1) and τ̂1^L; smoothing parameters of Orlitsky, Suresh & Wu (2016)"
     options = {
         "smoothing": Option(str, "binomial", choices=ser.SMOOTHERS,
                             help="smoother of the series when lambda > 1 (none: the unbiased series)"),

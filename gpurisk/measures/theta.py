@@ -16,7 +16,7 @@ class Theta(Measure):
     name = "theta"
     description = "True Pr(correct match | unique match) given the population"
     needs = frozenset({"population"})
-    reference = "Skinner & Elliot (2002) eq. 2; SPEC §2"
+    reference = "Skinner & Elliot (2002), eq. (2)"
 
     def compute(self, table, ctx: Context) -> Result:
         s = table.unique_stats()

@@ -31,7 +31,7 @@ class ThetaHat(Measure):
     name = "theta_hat"
     description = "Estimated Pr(correct match | unique match), with variance and upper bound"
     needs = frozenset({"fraction"})
-    reference = "Skinner & Elliot (2002) eqs. 7, 9; SPEC §2"
+    reference = "Skinner & Elliot (2002), eqs. (7) and (9)"
     estimates = "theta"
 
     def compute(self, table, ctx: Context) -> Result:

@@ -39,7 +39,7 @@ class ThetaHatDIS(Measure):
     name = "theta_hat_dis"
     description = "theta_hat by Monte Carlo data intrusion simulation (K draws, seeded)"
     needs = frozenset({"fraction"})
-    reference = "Skinner & Elliot (2002) §3, eq. 6, Proposition 1; SPEC §2"
+    reference = "Skinner & Elliot (2002), §3, eq. (6) and Proposition 1"
     options = {"K": Option(int, 200_000, min=1, max=10**12,
                            help="simulated intrusions; the s.e. shrinks as 1/sqrt(K)")}
     estimates = "theta"

@@ -140,7 +140,7 @@ class ThetaHatMisclass(Measure):
     name = "theta_hat_misclass"
     description = "theta_hat allowing for misclassification of the keys (per-variable matrices)"
     needs = frozenset({"fraction"})
-    reference = "Skinner & Elliot (2002) §4, eqs. 12-13; SPEC §2"
+    reference = "Skinner & Elliot (2002), §4, eqs. (12) and (13)"
     options = {
         "matrices": Option((str, dict), None,
                            help="misclassification matrices: FILE.json, JSON text or a mapping"),

@@ -37,7 +37,7 @@ class ThetaHatWeighted(Measure):
     name = "theta_hat_weighted"
     description = "theta_hat for unequal inclusion probabilities pi_i = 1/w_i (experimental)"
     needs = frozenset({"weights"})
-    reference = "Skinner & Elliot (2002) §5.3; SPEC §2"
+    reference = "Skinner & Elliot (2002), §5.3 (modified data intrusion simulation)"
 
     def compute(self, table, ctx: Context) -> Result:
         f, w = table.f, table.w

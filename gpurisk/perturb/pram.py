@@ -43,7 +43,7 @@ def invariant_matrix(P: np.ndarray, pi: np.ndarray) -> np.ndarray:
 class Pram(Perturbation):
     name = "pram"
     description = "PRAM: redraw chosen key variables from per-variable transition matrices"
-    reference = "Gouweleeuw et al. (1998); Elliot (2001) §13; SPEC §6"
+    reference = "Gouweleeuw et al. (1998); Elliot (2001), para. 13"
     options = {"vars": None, "p": None, "matrix": None, "invariant": False}
 
     def __init__(self, **options):

@@ -33,7 +33,7 @@ class RecordSwap(Perturbation):
     name = "swap"
     description = ("record swapping: exchange the geography of pairs of records in the same region, "
                    "paired on chosen variables")
-    reference = "Elliot (2001) §§16-18, Tables 2-5; SPEC §6"
+    reference = "Elliot (2001), paras. 16-18 and Tables 2-5"
     options = {"fraction": None, "geo": None, "region": None, "pairing": None, "stratify": True}
 
     def __init__(self, **options):
