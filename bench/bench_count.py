@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 import gpurisk
-import gpurisk.synth as synth
+import gpurisk.testing.synth as synth
 from gpurisk.freq.engine import build_table
 
 CARDS = (2, 100, 6, 17, 10, 50, 12, 5)

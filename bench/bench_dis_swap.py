@@ -46,7 +46,7 @@ import pandas as pd
 
 from gpurisk.dis import dis, pr_cm_um, stop_point, tpf_counts
 from gpurisk.freq.encode import encode_keys
-from gpurisk.perturb.swap import RecordSwap
+from gpurisk.dis.perturb.swap import RecordSwap
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"

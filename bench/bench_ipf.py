@@ -31,7 +31,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpurisk.loglinear import fit_two_way, observed_margins, two_way_margins  # noqa: E402
+from gpurisk.models.loglinear import fit_two_way, observed_margins, two_way_margins  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 
@@ -110,7 +110,7 @@ def bench_table(name, cards, N, n, rng, rows, traces, bincount_cycles=3):
 
 
 def bench_records(n_rec, all_records, rows):
-    from gpurisk.record_risk import record_risk
+    from gpurisk.models.record_risk import record_risk
     rng = np.random.default_rng(7)
     cards = (90, 2, 10, 7, 16)
     p = two_way_model(cards, rng, scale=0.6)

@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("GPURISK_DISABLE_PLUGIN_AUTOLOAD", "1")
 
 import gpurisk  # noqa: E402
-from gpurisk.assess import run_measures  # noqa: E402
+from gpurisk.workflows.assess import run_measures  # noqa: E402
 from gpurisk.measure import Context  # noqa: E402
 from gpurisk.scan.runner import SCAN_DEFAULT_OPTIONS, _measure_names, default_threads  # noqa: E402
 

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpurisk.freq.engine import build_table  # noqa: E402
-from gpurisk.record_risk import build_model  # noqa: E402
+from gpurisk.models.record_risk import build_model  # noqa: E402
 
 CASES = [
     # (name, file, sep, keys, pi)

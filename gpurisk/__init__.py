@@ -9,23 +9,28 @@ Public API::
 """
 __version__ = "0.1.0"
 
-from .errors import BadInput, GpuriskError, PluginError, UnsupportedBackend  # noqa: E402
-from . import xp  # noqa: E402  (array namespaces: gpurisk.xp.to_host, gpurisk.xp.scalar)
-from .hookspecs import hookimpl  # noqa: E402
-from .measure import Context, Measure, Result  # noqa: E402
-from .options import Option  # noqa: E402
-from .freq.table import FreqTable  # noqa: E402
-from .freq.engine import build_table  # noqa: E402
-from .assess import Assessment, assess, run_measures  # noqa: E402
-from .backends import config  # noqa: E402
-from .io import read_table  # noqa: E402
-from .validation import Validation, validate  # noqa: E402
-from .io import write_results  # noqa: E402
-from .freq.within import CellValueCounts, cell_value_counts  # noqa: E402
+from gpurisk.errors import BadInput, GpuriskError, PluginError, UnsupportedBackend  # noqa: E402
+from gpurisk import xp  # noqa: E402  (array namespaces: gpurisk.xp.to_host, gpurisk.xp.scalar)
+from gpurisk.hookspecs import hookimpl  # noqa: E402
+from gpurisk.measure import Context, Measure, Result  # noqa: E402
+from gpurisk.options import Option  # noqa: E402
+from gpurisk.freq.table import FreqTable  # noqa: E402
+from gpurisk.freq.engine import build_table  # noqa: E402
+from gpurisk.workflows.assess import Assessment, assess, run_measures  # noqa: E402
+from gpurisk.backends import config  # noqa: E402
+from gpurisk.io import read_table  # noqa: E402
+from gpurisk.validation import Validation, validate  # noqa: E402
+from gpurisk.io import write_results  # noqa: E402
+from gpurisk.freq.within import CellValueCounts, cell_value_counts  # noqa: E402
 
 __all__ = ["assess", "Assessment", "build_table", "run_measures", "FreqTable", "Measure", "Result",
            "Context", "hookimpl", "BadInput", "GpuriskError", "PluginError", "UnsupportedBackend",
            "config", "read_table", "__version__", "validate", "Validation", "Option"]
 __all__ += ["write_results", "cell_value_counts", "CellValueCounts"]
-from .scan import ScanResult, read_scan, scan  # noqa: E402
+from gpurisk.scan import ScanResult, read_scan, scan  # noqa: E402
 __all__ += ["scan", "ScanResult", "read_scan"]
+from gpurisk.inputs import Inputs  # noqa: E402
+from gpurisk.models.record_risk import record_risk  # noqa: E402
+from gpurisk.workflows import design  # noqa: E402  (gpurisk.design.stratified works after `import gpurisk`)
+from gpurisk import dis  # noqa: E402  (gpurisk.dis.dis, gpurisk.dis.run_dis)
+__all__ += ["Inputs", "record_risk", "design", "dis", "xp"]

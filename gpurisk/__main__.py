@@ -1,3 +1,3 @@
-from .cli import main
+from gpurisk.cli import main
 
 main()

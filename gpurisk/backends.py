@@ -21,7 +21,7 @@ import logging
 import os
 from contextlib import contextmanager
 
-from .errors import BadInput, UnsupportedBackend
+from gpurisk.errors import BadInput, UnsupportedBackend
 
 log = logging.getLogger("gpurisk.backends")
 BACKENDS = ("auto", "pandas", "dask", "cudf", "dask-cudf")
@@ -75,7 +75,7 @@ def _missing_modules(*mods: str) -> str | None:
 
 def data_kind(data) -> str | None:
     """The backend a collection belongs to, or None for paths and other objects."""
-    from .xp import is_cudf
+    from gpurisk.xp import is_cudf
     if hasattr(data, "__dask_graph__") and hasattr(data, "npartitions"):
         meta = getattr(data, "_meta", None)
         return "dask-cudf" if meta is not None and is_cudf(meta) else "dask"
@@ -139,18 +139,6 @@ def require(name: str) -> None:
         if miss:
             raise UnsupportedBackend(f"backend {name!r} needs RAPIDS (pip install 'gpurisk[cuda12]' "
                                      f"or 'gpurisk[cuda13]'): {miss}")
-
-
-def dispatch_build(name: str, sample, keys, **kw):
-    """build_table on a backend other than pandas."""
-    require(name)
-    if name in ("dask", "dask-cudf"):
-        from .freq._dask import build_table_dask
-        return build_table_dask(sample, keys, gpu=(name == "dask-cudf"), **kw)
-    if name == "cudf":
-        from .freq._cudf import build_table_cudf
-        return build_table_cudf(sample, keys, **kw)
-    raise UnsupportedBackend(f"backend {name!r} is not available in this build")
 
 
 # --- Dask clusters -----------------------------------------------------------------------------

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from .errors import BadInput
-from .freq.engine import build_table
-from .freq.table import FreqTable
+from gpurisk.errors import BadInput
+from gpurisk.freq.engine import build_table
+from gpurisk.freq.table import FreqTable
 
 __all__ = ["Inputs", "Frames", "Counted", "key_list", "resolve_fraction", "check_fraction"]
 
@@ -112,8 +112,8 @@ class Inputs:
     role: str = "sample"
 
     def __post_init__(self):
-        from .backends import require, resolve_backend
-        from .recode import parse_recodes
+        from gpurisk.backends import require, resolve_backend
+        from gpurisk.freq.recode import parse_recodes
         set_ = object.__setattr__
         set_(self, "keys", tuple(key_list(self.keys)))
         if self.missing not in MISSING_POLICIES:
@@ -151,7 +151,7 @@ class Inputs:
         return str(d) if isinstance(d, str) else f"<{type(d).__name__}>"
 
     def _read(self, source, columns):
-        from .io import read_lazy, read_table
+        from gpurisk.io import read_lazy, read_table
         if not isinstance(source, (str, Path)):
             return source
         if self.distributed:   # partition-wise: a Parquet directory or a CSV glob, read by the workers
@@ -160,7 +160,7 @@ class Inputs:
 
     def read(self) -> Frames:
         """The sample and population as frames, checked: records present, keys not all missing."""
-        from .guards import check_key_columns
+        from gpurisk.freq.guards import check_key_columns
         sample = self._read(self.data, self.sample_columns)
         population = self._read(self.population, list(self.keys))
         if not self.distributed and len(sample) == 0:   # the Dask engine checks while counting
@@ -178,7 +178,7 @@ class Inputs:
         """
         import time
 
-        from .guards import check_cardinality
+        from gpurisk.freq.guards import check_cardinality
         frames = self.read() if frames is None else frames
         keys = list(self.keys) if keys is None else key_list(keys)
         t0 = time.perf_counter()
@@ -190,8 +190,8 @@ class Inputs:
         t1 = time.perf_counter()
         recodes = [r for r in self.recode if r.key in keys]
         if recodes:
-            from .freq.lattice import regroup
-            from .recode import code_maps
+            from gpurisk.freq.lattice import regroup
+            from gpurisk.freq.recode import code_maps
             table = regroup(table, table.keys, code_maps(table, recodes))
         t2 = time.perf_counter()
         if guard:
@@ -214,7 +214,7 @@ class Inputs:
                            f"not in the sample (its columns: {shown})")
         sub = frame[cols]
         if self.sample_flag is not None:
-            from .freq.engine import sample_flag_mask
+            from gpurisk.freq.engine import sample_flag_mask
             sub = sub[sample_flag_mask(frame, self.sample_flag)]
         return {c: sub[c].to_numpy() for c in cols}
 
@@ -223,7 +223,7 @@ class Inputs:
         import numpy as np
         if self.sample_flag is None:
             return None
-        from .freq.engine import sample_flag_mask
+        from gpurisk.freq.engine import sample_flag_mask
         return np.flatnonzero(sample_flag_mask(frames.sample, self.sample_flag))
 
     def with_(self, **changes) -> "Inputs":

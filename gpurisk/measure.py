@@ -17,7 +17,7 @@ import numbers
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Mapping
 
-from .options import Option, OptionSpecs, option_specs  # noqa: F401 - Option re-exported
+from gpurisk.options import Option, OptionSpecs, option_specs  # noqa: F401 - Option re-exported
 
 #: Everything a measure may declare in ``needs``.
 NEEDS = {
@@ -162,7 +162,7 @@ class Context:
         """The sample's values of column ``name``, one per record in ``table.record_cell()`` order."""
         name = str(name)
         if name not in self.columns:
-            from .errors import BadInput
+            from gpurisk.errors import BadInput
             have = ", ".join(map(repr, self.columns)) or "none"
             raise BadInput(f"column {name!r} was not passed to the measures (passed: {have})")
         return self.columns[name]

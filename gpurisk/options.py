@@ -25,7 +25,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .errors import BadInput
+from gpurisk.errors import BadInput
 
 #: the types an option may declare (None: any value)
 TYPES = (int, float, str, bool, list, dict)
@@ -274,28 +274,32 @@ def namespaces(registry) -> dict[str, dict[str, Option]]:
 
 
 def check_options(options: Mapping[str, Mapping[str, Any]] | None,
-                  texts: Mapping[tuple[str, str], str] | None = None) -> dict[str, dict[str, Any]]:
-    """The options checked against the registered measures' declarations and converted; BadInput
-    (one line naming the measure, the option and what is expected) for anything else.
+                  texts: Mapping[tuple[str, str], str] | None = None, registry=None,
+                  hint: str = "") -> dict[str, dict[str, Any]]:
+    """The options checked against the measures' declarations in ``registry`` and converted;
+    BadInput (one line naming the measure, the option and what is expected) for anything else.
 
-    ``texts`` maps (measure, option) to the value as typed on the command line.
+    ``texts`` maps (measure, option) to the value as typed on the command line. Callers use
+    :func:`gpurisk.plugins.check_options`, which passes the registry (this module sits below the
+    plugin manager and does not import it).
     """
     if options is None:
         return {}
     if not isinstance(options, Mapping):
         raise BadInput(f"options must map measure names to {{option: value}} mappings, "
                        f"not {type(options).__name__}")
-    from .plugins import measure_registry, unknown_measure_hint
-    spaces = namespaces(measure_registry())
+    if registry is None:
+        raise TypeError("check_options needs the measure registry: call gpurisk.plugins.check_options")
+    spaces = namespaces(registry)
     texts = texts or {}
     out: dict[str, dict[str, Any]] = {}
     for measure, values in options.items():
         if measure not in spaces:
-            shared = sorted(set(spaces) - set(measure_registry()))
+            shared = sorted(set(spaces) - set(registry))
             raise BadInput(f"option for unknown measure {measure!r}; measures: "
-                           f"{', '.join(measure_registry())}"
+                           f"{', '.join(registry)}"
                            + (f"; shared option names: {', '.join(shared)}" if shared else "")
-                           + unknown_measure_hint())
+                           + hint)
         if not isinstance(values, Mapping):
             raise BadInput(f"options of {measure!r} must be a mapping of option names to values, "
                            f"not {type(values).__name__}")

@@ -18,9 +18,9 @@ from importlib import metadata
 
 import pluggy
 
-from . import hookspecs
-from .errors import PluginError
-from .measure import Measure
+from gpurisk import hookspecs
+from gpurisk.errors import BadInput, PluginError
+from gpurisk.measure import Measure
 
 ENTRY_POINT_GROUP = "gpurisk"
 ENV_DISABLE = "GPURISK_DISABLE_PLUGIN_AUTOLOAD"
@@ -39,8 +39,8 @@ BUILTIN_PLUGINS = (
     "gpurisk.measures.pr_cm_um",
     "gpurisk.measures.theta_hat_misclass",
     "gpurisk.measures.theta_hat_weighted",
-    "gpurisk.perturb.swap",
-    "gpurisk.perturb.pram",
+    "gpurisk.dis.perturb.swap",
+    "gpurisk.dis.perturb.pram",
     "gpurisk.measures.pop_uniques",
     "gpurisk.measures.sample_uniques",
     "gpurisk.measures.risk_fishing",
@@ -202,8 +202,7 @@ def plugin_info(pm: pluggy.PluginManager, plugin_name: str,
     if plugin_name in dists:
         return dists[plugin_name]
     if plugin_name.startswith("gpurisk."):
-        from . import __version__
-        return "gpurisk", __version__
+        return "gpurisk", _own_version()
     return "(registered at run time)", ""
 
 
@@ -252,7 +251,7 @@ def perturbation_registry() -> dict[str, Registered]:
 
     Not cached: it is cheap, and it stays right after :func:`register` / :func:`reset`.
     """
-    from .perturb.base import Perturbation
+    from gpurisk.dis.perturb.base import Perturbation
     pm = get_plugin_manager()
     dists = _distributions(pm)
     reg: dict[str, Registered] = {}
@@ -270,3 +269,35 @@ def perturbation_registry() -> dict[str, Registered]:
             package, version = plugin_info(pm, impl.plugin_name, dists)
             reg[cls.name] = Registered(cls, impl.plugin_name, package, version)
     return reg
+
+
+def _own_version() -> str:
+    """gpurisk's version, without importing the package's __init__ (which imports this module)."""
+    import sys
+    mod = sys.modules.get("gpurisk")
+    if mod is not None and getattr(mod, "__version__", None):
+        return mod.__version__
+    try:
+        return metadata.version("gpurisk")
+    except metadata.PackageNotFoundError:  # pragma: no cover - a bare source tree
+        return ""
+
+
+def check_options(options, texts=None) -> dict:
+    """``options`` checked against every registered measure's declared options and converted (see
+    :func:`gpurisk.options.check_options`); BadInput in one line for anything else."""
+    from gpurisk.options import check_options as check
+    return check(options, texts, registry=measure_registry(), hint=unknown_measure_hint())
+
+
+def make_perturbation(spec):
+    """A registered Perturbation from an instance, a spec string (``"swap:fraction=0.1"``) or a
+    (name, options) pair."""
+    from gpurisk.dis.perturb.base import Perturbation, parse_spec
+    if isinstance(spec, Perturbation):
+        return spec
+    name, opts = parse_spec(spec) if isinstance(spec, str) else spec
+    reg = perturbation_registry()
+    if name not in reg:
+        raise BadInput(f"unknown perturbation {name!r}; registered: {', '.join(reg) or '(none)'}")
+    return reg[name].cls(**dict(opts))

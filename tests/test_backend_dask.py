@@ -23,7 +23,7 @@ from conftest import data_path, run_cli
 dd = pytest.importorskip("dask.dataframe")
 distributed = pytest.importorskip("distributed")
 
-from gpurisk.assess import run_measures  # noqa: E402
+from gpurisk.workflows.assess import run_measures  # noqa: E402
 from gpurisk.errors import BadInput  # noqa: E402
 from gpurisk.freq import build_table, summarize, write_record_counts  # noqa: E402
 from gpurisk.freq.summary import summary_of_table  # noqa: E402

@@ -14,7 +14,7 @@ import pytest
 
 from _datasets import DATASETS, IDS
 from conftest import data_path, run_cli
-from gpurisk.assess import run_measures
+from gpurisk.workflows.assess import run_measures
 from gpurisk.freq import build_table, summarize, write_record_counts
 from gpurisk.freq.summary import summary_of_table
 from gpurisk.io import read_lazy, read_table

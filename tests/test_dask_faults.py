@@ -79,7 +79,7 @@ def test_killed_worker_gives_one_clear_line(monkeypatch, capsys):
 
     import sys
     from gpurisk.cli import main
-    mod = sys.modules["gpurisk.assess"]
+    mod = sys.modules["gpurisk.workflows.assess"]
 
     def boom(*a, **k):
         raise KilledWorker("count-part-3", "tcp://127.0.0.1:1", 3)

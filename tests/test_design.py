@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpurisk.assess import assess
-from gpurisk.design import cluster_pairs, design_report, stratified, stratum_weights
+from gpurisk.workflows.assess import assess
+from gpurisk.workflows.design import cluster_pairs, design_report, stratified, stratum_weights
 from gpurisk.errors import BadInput
 
 from conftest import data_path, run_cli

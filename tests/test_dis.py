@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpurisk.assess import assess
+from gpurisk.workflows.assess import assess
 from gpurisk.dis import dis, pr_cm_um, record_codes, run_dis, stop_point, tpf_counts
 from gpurisk.errors import BadInput
 from gpurisk.freq.engine import build_table
-from gpurisk.perturb.swap import RecordSwap
+from gpurisk.dis.perturb.swap import RecordSwap
 
 from conftest import data_path, run_cli
 

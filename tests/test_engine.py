@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 
-import gpurisk.synth as synth
+import gpurisk.testing.synth as synth
 from unittest import mock
 from gpurisk.errors import BadInput
 from gpurisk.freq import cellid, count

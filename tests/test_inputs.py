@@ -115,9 +115,9 @@ def test_keys_as_a_string_or_a_list_everywhere():
     assert key_list(text) == keys
     a, b = gpurisk.assess(frame, text, fraction=0.1), gpurisk.assess(frame, keys, fraction=0.1)
     assert a.to_dict()["measures"] == b.to_dict()["measures"]
-    from gpurisk.design import design_report
+    from gpurisk.workflows.design import design_report
     from gpurisk.dis import dis
-    from gpurisk.record_risk import record_risk
+    from gpurisk.models.record_risk import record_risk
     from gpurisk.scan.compare import compare
     assert design_report(frame, text, fraction=0.1) == design_report(frame, keys, fraction=0.1)
     assert record_risk(frame, text, fraction=0.1) == record_risk(frame, keys, fraction=0.1)

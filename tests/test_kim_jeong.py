@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import gpurisk
-from gpurisk.assess import run_measures
+from gpurisk.workflows.assess import run_measures
 from gpurisk.measure import Context
 
 from conftest import data_path

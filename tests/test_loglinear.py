@@ -11,7 +11,7 @@ import pytest
 
 from gpurisk.errors import BadInput
 from gpurisk.freq.engine import build_table
-from gpurisk.loglinear import check_cells, fit_table, fit_two_way, observed_margins, two_way_margins
+from gpurisk.models.loglinear import check_cells, fit_table, fit_two_way, observed_margins, two_way_margins
 
 from conftest import data_path
 

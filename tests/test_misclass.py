@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpurisk.assess import assess
+from gpurisk.workflows.assess import assess
 from gpurisk.errors import BadInput
 
 from conftest import data_path, run_cli

@@ -10,7 +10,8 @@ import pytest
 
 import gpurisk
 from gpurisk import BadInput, Option, plugins
-from gpurisk.options import OptionSpecs, check_options, option_specs
+from gpurisk.plugins import check_options
+from gpurisk.options import OptionSpecs, option_specs
 
 from conftest import run_cli
 

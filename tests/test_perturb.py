@@ -13,9 +13,10 @@ from gpurisk.dis import record_codes
 from gpurisk.errors import BadInput, PluginError
 from gpurisk.freq.engine import build_table
 from gpurisk.hookspecs import hookimpl
-from gpurisk.perturb import Perturbation, make_perturbation, parse_spec
-from gpurisk.perturb.pram import Pram, invariant_matrix
-from gpurisk.perturb.swap import RecordSwap
+from gpurisk.dis.perturb import Perturbation, parse_spec
+from gpurisk.plugins import make_perturbation
+from gpurisk.dis.perturb.pram import Pram, invariant_matrix
+from gpurisk.dis.perturb.swap import RecordSwap
 
 from conftest import data_path
 

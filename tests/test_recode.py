@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import gpurisk
-from gpurisk.recode import apply_recodes, parse_recode
+from gpurisk.freq.recode import apply_recodes, parse_recode
 
 from conftest import data_path, run_cli
 

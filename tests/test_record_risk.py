@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 
 from conftest import data_path, run_cli
-from gpurisk.assess import assess
+from gpurisk.workflows.assess import assess
 from gpurisk.errors import BadInput
 from gpurisk.freq.engine import build_table
 from gpurisk.measures import search_methods as sm
-from gpurisk.record_risk import build_model, record_risk, summarize, write_records
+from gpurisk.models.record_risk import build_model, record_risk, summarize, write_records
 
 ADULT_KEYS = ["age", "sex", "race", "marital-status", "education"]
 

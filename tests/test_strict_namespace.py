@@ -166,8 +166,8 @@ def test_scan_roll_ups_in_the_strict_namespace_equal_pandas():
 
 
 def test_guards_and_recodes_in_the_strict_namespace_equal_pandas():
-    from gpurisk.guards import check_cardinality, sample_categories
-    from gpurisk.recode import apply_recodes
+    from gpurisk.freq.guards import check_cardinality, sample_categories
+    from gpurisk.freq.recode import apply_recodes
     kw = _designs()["register+flag+weights"]
     ref, got = gpurisk.build_table(**kw), strict_table(**kw)
     assert sample_categories(got) == sample_categories(ref)

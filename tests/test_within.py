@@ -8,7 +8,7 @@ import pytest
 
 import gpurisk
 from gpurisk import BadInput, Context, Measure, Result
-from gpurisk.assess import option_columns
+from gpurisk.workflows.assess import option_columns
 from gpurisk.measure import missing_needs
 from gpurisk.plugins import register, unregister
 

@@ -11,9 +11,9 @@ import sys
 
 import click
 
-from .. import __version__
-from ..errors import GpuriskError
-from ._plugins import PluginGroup
+from gpurisk import __version__
+from gpurisk.errors import GpuriskError
+from gpurisk.cli._plugins import PluginGroup
 
 #: modules that each add commands to :data:`main`
 COMMAND_MODULES = ("assess", "measures", "validate", "dis", "design", "scan", "compare", "report", "record_risk")

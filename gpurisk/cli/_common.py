@@ -5,7 +5,7 @@ import json
 
 import click
 
-from ..errors import BadInput
+from gpurisk.errors import BadInput
 
 
 def echo_json(doc, default=None) -> None:
@@ -38,12 +38,12 @@ def split_list(value: str | None) -> list[str] | None:
 
 def parse_options(pairs: tuple[str, ...]) -> dict[str, dict]:
     """``--option theta_hat_dis.K=50000`` -> {"theta_hat_dis": {"K": 50000}}, checked against the
-    measures' declared options (:func:`gpurisk.options.check_options`) before anything is read.
+    measures' declared options (:func:`gpurisk.plugins.check_options`) before anything is read.
 
     Values are parsed as JSON (text that is not JSON stays text); a str option keeps the text as
     typed. An unknown measure or option, a wrong type or a value out of range is BadInput.
     """
-    from ..options import check_options
+    from gpurisk.plugins import check_options
     out: dict[str, dict] = {}
     texts: dict[tuple[str, str], str] = {}
     for p in pairs:
@@ -64,7 +64,7 @@ def _set_config(name):
     """A click callback storing an option in gpurisk.config (commands need no extra parameter)."""
     def cb(ctx, param, value):
         if value is not None:
-            from ..backends import config
+            from gpurisk.backends import config
             setattr(config, name, value)
         return value
     return cb

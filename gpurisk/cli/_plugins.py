@@ -26,7 +26,7 @@ class PluginGroup(click.Group):
 
     def load_plugin_commands(self) -> None:
         """Call every plugin's ``gpurisk_register_commands(cli)`` once per set of plugins."""
-        from ..plugins import get_plugin_manager
+        from gpurisk.plugins import get_plugin_manager
         pm = get_plugin_manager()
         state = (pm, frozenset((name, id(p)) for name, p in pm.list_name_plugin()))
         if self._plugin_state is not None and state[0] is self._plugin_state[0] \
@@ -63,6 +63,6 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _warn(plugin: str, what: str) -> None:
-    from ..plugins import ENV_BLOCK
+    from gpurisk.plugins import ENV_BLOCK
     sys.stderr.write(f"gpurisk: warning: plugin {plugin!r} {what}; to silence this, uninstall it or "
                      f"set {ENV_BLOCK}={plugin}\n")

@@ -21,7 +21,7 @@ def _value(v) -> str:
 
 
 def _needs(needs: list[str]) -> str:
-    from ..measure import NEEDS
+    from gpurisk.measure import NEEDS
     if not needs:
         return "the sample alone"
     return "; ".join(f"`{n}`: {NEEDS.get(n, 'declared by the measure')}" for n in needs)

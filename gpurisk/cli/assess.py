@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from ._common import echo_json, fmt_value as _fmt, input_options, parse_options, split_list
+from gpurisk.cli._common import echo_json, fmt_value as _fmt, input_options, parse_options, split_list
 
 
 def print_assessment(doc: dict) -> None:
@@ -66,11 +66,11 @@ def register(cli: click.Group) -> None:
         SAMPLE may be a Parquet directory or a quoted CSV glob ("parts/*.csv"); on --backend dask
         or dask-cudf it is read partition-wise by the workers.
         """
-        from ..assess import assess as run
-        from ..io import write_results
+        from gpurisk.workflows.assess import assess as run
+        from gpurisk.io import write_results
 
         if output:
-            from ..formats import check_output
+            from gpurisk.io.formats import check_output
             check_output(output)  # a bad name fails before the work, not after
         res = run(sample, keys, fraction=fraction, population=population, sample_flag=sample_flag,
                   weights=weights, measures=split_list(measures), missing=missing, alpha=alpha,

@@ -5,7 +5,7 @@ import math
 
 import click
 
-from ._common import echo_json, input_options, parse_options, split_list
+from gpurisk.cli._common import echo_json, input_options, parse_options, split_list
 
 
 def _fmt(v):
@@ -44,7 +44,7 @@ def register(cli: click.Group) -> None:
                 weights, measures, opts, alpha, seed, show_all, output, as_json, sep, encoding,
                 missing, backend, recode, allow_high_cardinality):
         """Unique counts and measures of DATA before -> after alternative recodes."""
-        from ..scan.compare import compare as run
+        from gpurisk.scan.compare import compare as run
         res = run(data, keys, list(alts), cumulative=cumulative, max_size=max_size,
                   min_size=min_size, fraction=fraction, population=population,
                   sample_flag=sample_flag, weights=weights, measures=split_list(measures),
@@ -53,7 +53,7 @@ def register(cli: click.Group) -> None:
                   allow_high_cardinality=allow_high_cardinality)
         table = res.table if show_all else res.affected()
         if output:
-            from ..io import write_frame_atomic
+            from gpurisk.io import write_frame_atomic
             if str(output).endswith((".parquet", ".pq")):
                 write_frame_atomic(table, output)
             else:

@@ -5,7 +5,7 @@ import math
 
 import click
 
-from ._common import echo_json, input_options
+from gpurisk.cli._common import echo_json, input_options
 
 
 def register(cli: click.Group) -> None:
@@ -25,8 +25,8 @@ def register(cli: click.Group) -> None:
     def design(sample, keys, fraction, weights, strata, fractions, cluster, cluster_threshold,
                as_json, sep, encoding, missing, recode, allow_high_cardinality, backend):
         """θ̂ for complex designs of SAMPLE (Skinner & Elliot 2002, §5)."""
-        from ..design import design_report, parse_fractions
-        from ..measure import _clean
+        from gpurisk.workflows.design import design_report, parse_fractions
+        from gpurisk.measure import _clean
 
         doc = _clean(design_report(sample, keys, fraction=fraction, weights=weights,
                                    stratum=strata,

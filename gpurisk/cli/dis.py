@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from ._common import echo_json, fmt_value as _fmt, input_options, registry_rows
+from gpurisk.cli._common import echo_json, fmt_value as _fmt, input_options, registry_rows
 
 
 def register(cli: click.Group) -> None:
@@ -37,8 +37,8 @@ def register(cli: click.Group) -> None:
         Repeats perturb -> measure until the running mean is stable or --max-iter files were drawn;
         reports the mean, its standard error, the unperturbed θ̂ and their ratio.
         """
-        from ..dis import dis as run
-        from ..errors import BadInput
+        from gpurisk.dis import dis as run
+        from gpurisk.errors import BadInput
 
         if not perturb:
             raise BadInput("give at least one --perturb NAME:OPTION=VALUE,... "
@@ -68,7 +68,7 @@ def register(cli: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True, help="print JSON")
     def perturbations(as_json):
         """List every registered perturbation, built-in or third-party."""
-        from ..plugins import perturbation_registry
+        from gpurisk.plugins import perturbation_registry
         rows = registry_rows(perturbation_registry())
         if as_json:
             echo_json(rows, default=str)

@@ -3,18 +3,18 @@ from __future__ import annotations
 
 import click
 
-from ._common import echo_json, registry_rows
+from gpurisk.cli._common import echo_json, registry_rows
 
 
 def _failed_rows() -> list[dict]:
     """One row per plugin that failed to load: ``name`` None, ``status`` "failed" and the error."""
-    from ..plugins import failed_plugins
+    from gpurisk.plugins import failed_plugins
     return [{"name": None, "plugin": f.plugin, "package": f.package, "version": f.version,
              "status": "failed", "error": f.error} for f in failed_plugins()]
 
 
 def _options_text(d: dict) -> str:
-    from ..options import spec_text
+    from gpurisk.options import spec_text
     return "\n".join(f"{k}: {spec_text(s)}" for k, s in d.get("option_specs", {}).items())
 
 
@@ -26,12 +26,12 @@ def register(cli: click.Group) -> None:
     def measures(as_json, as_markdown):
         """List every registered measure, built-in or third-party, with its options and their types
         (and any plugin that failed to load, with its error)."""
-        from ..plugins import measure_registry
+        from gpurisk.plugins import measure_registry
 
         rows = registry_rows(measure_registry())
         if as_markdown:
-            from ..plugins import perturbation_registry
-            from ._reference import markdown
+            from gpurisk.plugins import perturbation_registry
+            from gpurisk.cli._reference import markdown
             click.echo(markdown(rows, registry_rows(perturbation_registry())), nl=False)
             return
         failed = _failed_rows()
@@ -59,7 +59,7 @@ def register(cli: click.Group) -> None:
     def plugins(as_json):
         """List every loaded plugin with its package and version, and every plugin that failed to
         load with its error."""
-        from ..plugins import plugins_list
+        from gpurisk.plugins import plugins_list
         rows = plugins_list()
         if as_json:
             echo_json(rows)

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import click
 
-from ..errors import BadInput
-from ..loglinear import MAX_CELLS, MAX_ITER, TOL
-from ._common import echo_json, input_options, split_list
+from gpurisk.errors import BadInput
+from gpurisk.models.loglinear import MAX_CELLS, MAX_ITER, TOL
+from gpurisk.cli._common import echo_json, input_options, split_list
 
 
 def _fmt(v, digits=4):
@@ -105,7 +105,7 @@ def register(cli: click.Group) -> None:
         p̂ comes from the log-linear model with all two-way interactions fitted to DATA's counts over
         the keys; risks are reported per sample-unique record (or every record with --all-records).
         """
-        from ..record_risk import record_risk as run
+        from gpurisk.models.record_risk import record_risk as run
 
         doc = run(data, keys, population_size=population_size, population=population,
                   sample_flag=sample_flag, fraction=fraction, methods=split_list(methods) or [],

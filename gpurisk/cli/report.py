@@ -15,7 +15,7 @@ def register(cli: click.Group) -> None:
     @click.option("--title", default=None, help="page title")
     def report(scan_output, html_path, measure, threshold, top, title):
         """Write an HTML report (plots inline) of SCAN_OUTPUT, a directory written by gpurisk scan."""
-        from ..report import write_report
+        from gpurisk.report import write_report
         out = write_report(scan_output, html_path, measure=measure, threshold=threshold, top=top,
                            title=title)
         click.echo(f"report: {out}")

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ._common import echo_json, input_options, parse_options, split_list
+from gpurisk.cli._common import echo_json, input_options, parse_options, split_list
 
 
 def _fmt(v, digits=4):
@@ -125,7 +125,7 @@ def register(cli: click.Group) -> None:
              batch_rows, top, rank_by, progress, as_json, allow_high_cardinality, measure_timeout,
              threads, sep, encoding, missing, backend):
         """Risk of many key combinations of DATA: subsets of a pool, scenarios, or a key plus each."""
-        from ..scan import scan as run
+        from gpurisk.scan import scan as run
         if progress is None:
             progress = sys.stderr.isatty()
         res = run(data, keys=keys, max_size=max_size, min_size=min_size,

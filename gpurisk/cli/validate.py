@@ -6,8 +6,8 @@ import math
 
 import click
 
-from ..errors import BadInput
-from ._common import echo_json, input_options, parse_options, split_list
+from gpurisk.errors import BadInput
+from gpurisk.cli._common import echo_json, input_options, parse_options, split_list
 
 LABELS = {"true": "true value", "estimate": "estimate", "error": "error (est − true)",
           "se": "est. s.e.", "nmse": "NMSE"}
@@ -94,7 +94,7 @@ def register(cli: click.Group) -> None:
                  backend):
         """Draw replicate samples of POPULATION and compare every estimator with its true value
         (Skinner & Elliot 2002, Table 1)."""
-        from ..validation import validate as run
+        from gpurisk.validation import validate as run
 
         res = run(population, keys, fractions=_fractions(fractions),
                   replicates=replicates, design=design, measures=split_list(measures), seed=seed,

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import BadInput
-from .device import build_table_device
-from .plan import check_columns
+from gpurisk.errors import BadInput
+from gpurisk.freq.device import build_table_device
+from gpurisk.freq.plan import check_columns
 
 
 def to_cudf(data, columns, sep=None, where="the sample", **check):  # pragma: no cover - needs a GPU
@@ -21,8 +21,8 @@ def to_cudf(data, columns, sep=None, where="the sample", **check):  # pragma: no
     """
     import cudf
 
-    from ..backends import data_kind
-    from ..io import _parquet_names, expand_input, is_parquet, read_table
+    from gpurisk.backends import data_kind
+    from gpurisk.io import _parquet_names, expand_input, is_parquet, read_table
     cols = list(dict.fromkeys(columns))
     if isinstance(data, (str, Path)):
         files = expand_input(data)

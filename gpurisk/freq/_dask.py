@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import BadInput
-from ..xp import is_cudf, namespace, scalar
-from . import partial as P
-from .plan import check_columns, make_plan, merge_uniques, partition_uniques, uniques_to_pandas
+from gpurisk.errors import BadInput
+from gpurisk.xp import is_cudf, namespace, scalar
+from gpurisk.freq import partial as P
+from gpurisk.freq.plan import check_columns, make_plan, merge_uniques, partition_uniques, uniques_to_pandas
 
 SPLIT_EVERY = 8
 ROWS_PER_PARTITION = 1_000_000   # in-memory frames are cut into partitions of about this size
@@ -38,9 +38,9 @@ def to_dask(data, columns, gpu: bool, nworkers: int, sep=None, where="the sample
     """A Dask DataFrame of ``columns`` (checked to exist) from a path, a frame or a Dask frame."""
     import dask.dataframe as dd
 
-    from ..backends import data_kind
+    from gpurisk.backends import data_kind
     if isinstance(data, (str, Path)):
-        from ..io import read_lazy
+        from gpurisk.io import read_lazy
         ddf = read_lazy(data, sep=sep, columns=None, gpu=gpu)
         in_memory = False
     else:
@@ -173,7 +173,7 @@ def build_table_dask(sample, keys, population=None, sample_flag=None, weights=No
     """A FreqTable (numpy arrays, ``backend="dask"``/``"dask-cudf"``, no record locator)."""
     from dask import delayed
 
-    from ..backends import dask_client
+    from gpurisk.backends import dask_client
     with dask_client(gpu=gpu) as client:
         run = _Run(client, sample, keys, population, sample_flag, weights, missing, gpu, sep)
         roots = run.bucket_roots(buckets or run.default_buckets())
@@ -225,7 +225,7 @@ def summary_dask(sample, keys, population=None, sample_flag=None, weights=None, 
     """(plan, list of per-bucket summaries), the cells never leaving the workers."""
     from dask import delayed
 
-    from ..backends import dask_client
+    from gpurisk.backends import dask_client
     with dask_client(gpu=gpu) as client:
         run = _Run(client, sample, keys, population, sample_flag, weights, missing, gpu, sep)
         roots = run.bucket_roots(buckets or run.default_buckets())
@@ -237,7 +237,7 @@ def summary_dask(sample, keys, population=None, sample_flag=None, weights=None, 
 
 def record_words(plan, frame, sample_flag=None):
     """The words of each (sampled) record of a partition."""
-    from .plan import encode_words
+    from gpurisk.freq.plan import encode_words
     words = encode_words(plan, frame)
     if sample_flag:
         mask = P._flag(frame, sample_flag)
@@ -291,7 +291,7 @@ def write_part(frame, acc: dict, path: str, carry, sample_flag=None) -> int:
             out[c] = sub[c].reset_index(drop=True)
     for k, v in acc.items():
         out[k] = v
-    from ..io import atomic_path
+    from gpurisk.io import atomic_path
     with atomic_path(path) as tmp:
         out.to_parquet(str(tmp), index=False)
     return int(len(out))
@@ -302,7 +302,7 @@ def write_records_dask(sample, keys, out_dir, population=None, sample_flag=None,
     """Partition ``i`` of the (sampled) records -> ``out_dir/part.{i:05d}.parquet``."""
     from dask import delayed
 
-    from ..backends import dask_client
+    from gpurisk.backends import dask_client
     out = Path(out_dir)
     carry = list(carry or ())
     with dask_client(gpu=gpu) as client:
@@ -330,7 +330,7 @@ def _check_carry(sample, carry, sep):
     if not carry:
         return
     if isinstance(sample, (str, Path)):
-        from ..io import read_lazy
+        from gpurisk.io import read_lazy
         cols = list(read_lazy(sample, sep=sep).columns)
     else:
         cols = list(sample.columns)

@@ -9,10 +9,10 @@ the code the CPU tests check.
 """
 from __future__ import annotations
 
-from ..errors import BadInput
-from ..xp import frame_namespace
-from . import partial as P
-from .plan import make_plan, partition_uniques, uniques_to_pandas
+from gpurisk.errors import BadInput
+from gpurisk.xp import frame_namespace
+from gpurisk.freq import partial as P
+from gpurisk.freq.plan import make_plan, partition_uniques, uniques_to_pandas
 
 
 def build_table_device(sample, keys, population=None, sample_flag=None, weights=None,
@@ -38,7 +38,7 @@ def build_table_device(sample, keys, population=None, sample_flag=None, weights=
     if sample_flag:
         mask = P._flag(sample, sample_flag)
         if frame_namespace(sample) is not xp:
-            from ..xp import to_device
+            from gpurisk.xp import to_device
             mask = to_device(mask, xp)
         inv = inv[mask]
     record_cell = inv

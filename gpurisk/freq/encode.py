@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..errors import BadInput
+from gpurisk.errors import BadInput
 
 #: integer columns whose value range is at most this are encoded by offset + bincount
 DENSE_RANGE_LIMIT = 1 << 24

@@ -10,53 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..errors import BadInput
-from . import cellid, count
-from .encode import encode_keys
-from .table import FreqTable
-
-
-def sample_flag_mask(frame: pd.DataFrame, col: str) -> np.ndarray:
-    """The boolean sample flag of a register frame; anything but booleans (or 0/1) is bad input."""
-    if col not in frame.columns:
-        raise BadInput(f"sample flag column {col!r} not in the register "
-                       f"(its columns: {', '.join(map(str, list(frame.columns)[:20]))})")
-    s = frame[col]
-    if pd.api.types.is_bool_dtype(s.dtype):
-        if s.isna().any():
-            raise BadInput(f"sample flag column {col!r} has {int(s.isna().sum())} missing value(s)")
-        return s.to_numpy(dtype=bool)
-    if s.isna().any():
-        raise BadInput(f"sample flag column {col!r} has {int(s.isna().sum())} missing value(s); "
-                       "it must be boolean (True/False or 1/0)")
-    if pd.api.types.is_numeric_dtype(s.dtype):
-        bad = ~s.isin([0, 1])
-        if not bad.any():
-            return s.to_numpy() == 1
-        ex = pd.unique(s[bad])[:3].tolist()
-    else:
-        low = s.astype(str).str.strip().str.lower()
-        ok = low.isin(["true", "false", "1", "0"])
-        if ok.all():
-            return low.isin(["true", "1"]).to_numpy()
-        ex = pd.unique(s[~ok])[:3].tolist()
-    raise BadInput(f"sample flag column {col!r} is not boolean: it holds values such as {ex} "
-                   "(expected True/False or 1/0)")
-
-
-def weight_array(frame: pd.DataFrame, col: str) -> np.ndarray:
-    if col not in frame.columns:
-        raise BadInput(f"weight column {col!r} not in the sample")
-    s = frame[col]
-    if not pd.api.types.is_numeric_dtype(s.dtype) or pd.api.types.is_bool_dtype(s.dtype):
-        raise BadInput(f"weight column {col!r} is not numeric (dtype {s.dtype})")
-    w = s.to_numpy(dtype=np.float64, na_value=np.nan)
-    bad = ~np.isfinite(w) | (w <= 0)
-    if bad.any():
-        rows = np.flatnonzero(bad)[:5].tolist()
-        raise BadInput(f"weight column {col!r} has {int(bad.sum())} missing, infinite or "
-                       f"non-positive value(s) (first rows {rows}); weights must be > 0")
-    return w
+from gpurisk.errors import BadInput, UnsupportedBackend
+from gpurisk.freq import cellid, count
+from gpurisk.freq.columns import sample_flag_mask, weight_array  # noqa: F401  (re-exported)
+from gpurisk.freq.encode import encode_keys
+from gpurisk.freq.table import FreqTable
 
 
 def build_table(sample, keys, population=None, sample_flag: str | None = None,
@@ -68,12 +26,26 @@ def build_table(sample, keys, population=None, sample_flag: str | None = None,
     names a boolean column of ``sample`` that marks the released records, ``sample`` then being the
     whole register. At most one of the two.
     """
-    from ..backends import resolve_backend, dispatch_build
+    from gpurisk.backends import resolve_backend
     name = resolve_backend(backend, sample)
     if name != "pandas":
         return dispatch_build(name, sample, list(keys), population=population,
                               sample_flag=sample_flag, weights=weights, missing=missing)
     return build_table_pandas(sample, list(keys), population, sample_flag, weights, missing)
+
+
+def dispatch_build(name: str, sample, keys, **kw):
+    """build_table on a backend other than pandas (the engine owns its backends' counting code;
+    :mod:`gpurisk.backends` only names them, checks they can run and provides the Dask client)."""
+    from gpurisk.backends import require
+    require(name)
+    if name in ("dask", "dask-cudf"):
+        from gpurisk.freq._dask import build_table_dask
+        return build_table_dask(sample, keys, gpu=(name == "dask-cudf"), **kw)
+    if name == "cudf":
+        from gpurisk.freq._cudf import build_table_cudf
+        return build_table_cudf(sample, keys, **kw)
+    raise UnsupportedBackend(f"backend {name!r} is not available in this build")
 
 
 def build_table_pandas(sample: pd.DataFrame, keys, population=None, sample_flag=None,

@@ -36,10 +36,10 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import BadInput
-from ..xp import namespace, to_host
-from .cellid import INT64_LIMIT, decode_radix
-from .table import FreqTable
+from gpurisk.errors import BadInput
+from gpurisk.xp import namespace, to_host
+from gpurisk.freq.cellid import INT64_LIMIT, decode_radix
+from gpurisk.freq.table import FreqTable
 
 #: coarse id spaces up to this many cells are summed into a dense accumulator ...
 DENSE_LIMIT = 1 << 24

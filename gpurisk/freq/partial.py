@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import BadInput
-from ..xp import frame_namespace, is_cudf, namespace, to_device, to_host
-from .plan import Plan, encode_words, unpack_words
-from .table import FreqTable
+from gpurisk.errors import BadInput
+from gpurisk.xp import frame_namespace, is_cudf, namespace, to_device, to_host
+from gpurisk.freq.plan import Plan, encode_words, unpack_words
+from gpurisk.freq.table import FreqTable
 
 INT_FIELDS = ("f", "F")
 FIELDS = ("f", "F", "w")
@@ -148,20 +148,20 @@ def partial(plan: Plan, frame, role: str, sample_flag=None, weights=None, xp=Non
 
 def _flag(frame, col):
     if is_cudf(frame):  # pragma: no cover - needs a GPU
-        from .engine import sample_flag_mask
+        from gpurisk.freq.columns import sample_flag_mask
         import cupy as cp
         s = frame[col]
         if str(s.dtype) == "bool" and not s.isna().any():
             return s.values
         return cp.asarray(sample_flag_mask(s.to_frame(col).to_pandas(), col))
-    from .engine import sample_flag_mask
+    from gpurisk.freq.columns import sample_flag_mask
     return sample_flag_mask(frame, col)
 
 
 def _weights(frame, col):
     if is_cudf(frame):  # pragma: no cover - needs a GPU
         import cupy as cp
-        from .engine import weight_array
+        from gpurisk.freq.columns import weight_array
         s = frame[col]
         kind = str(s.dtype)
         if kind.startswith(("float", "int", "uint")):
@@ -169,7 +169,7 @@ def _weights(frame, col):
             if bool(cp.all(cp.isfinite(w) & (w > 0))):
                 return w
         return cp.asarray(weight_array(s.to_frame(col).to_pandas(), col))  # for its message
-    from .engine import weight_array
+    from gpurisk.freq.columns import weight_array
     return weight_array(frame, col)
 
 

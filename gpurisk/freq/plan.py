@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import BadInput
-from ..xp import frame_namespace, is_cudf
-from .cellid import INT64_LIMIT
-from .encode import MISSING_POLICIES, _series_parts, check_keys, encode_keys
+from gpurisk.errors import BadInput
+from gpurisk.xp import frame_namespace, is_cudf
+from gpurisk.freq.cellid import INT64_LIMIT
+from gpurisk.freq.encode import MISSING_POLICIES, _series_parts, check_keys, encode_keys
 
 #: int keys whose value range is at most this are encoded through a lookup table, else by search
 LUT_RANGE_LIMIT = 1 << 24

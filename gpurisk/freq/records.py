@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import BadInput
-from ..xp import is_cudf
+from gpurisk.errors import BadInput
+from gpurisk.xp import is_cudf
 
 
 def write_record_counts(source, keys, out_dir, backend=None, population=None, sample_flag=None,
@@ -23,20 +23,20 @@ def write_record_counts(source, keys, out_dir, backend=None, population=None, sa
 
     Returns ``{"files": ..., "rows": ..., "buckets": ...}``.
     """
-    from ..backends import require, resolve_backend
+    from gpurisk.backends import require, resolve_backend
     keys = [keys] if isinstance(keys, str) else list(keys)
     carry = [carry] if isinstance(carry, str) else list(carry or ())
     name = resolve_backend(backend, source)
     if name in ("dask", "dask-cudf"):
         require(name)
-        from ._dask import write_records_dask
+        from gpurisk.freq._dask import write_records_dask
         return write_records_dask(source, keys, out_dir, population=population,
                                   sample_flag=sample_flag, weights=weights, missing=missing,
                                   gpu=(name == "dask-cudf"), sep=sep, carry=carry, buckets=buckets)
-    from .engine import build_table
+    from gpurisk.freq.engine import build_table
     cols = list(dict.fromkeys(keys + [c for c in (sample_flag, weights) if c] + carry))
     if isinstance(source, str) or hasattr(source, "__fspath__"):
-        from ..io import read_table
+        from gpurisk.io import read_table
         source = read_table(source, sep=sep, columns=cols)
         if isinstance(population, str) or hasattr(population, "__fspath__"):
             population = read_table(population, sep=sep, columns=keys)
@@ -48,7 +48,7 @@ def write_record_counts(source, keys, out_dir, backend=None, population=None, sa
     rc = table.record_cell()
     sub = source
     if sample_flag:
-        from .partial import _flag
+        from gpurisk.freq.partial import _flag
         sub = source[_flag(source, sample_flag)]
     if name == "cudf":  # pragma: no cover - needs a GPU
         import cudf
@@ -67,7 +67,7 @@ def write_record_counts(source, keys, out_dir, backend=None, population=None, sa
         out["w"] = table.w[rc]
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
-    from ..io import atomic_path
+    from gpurisk.io import atomic_path
     with atomic_path(d / "part.00000.parquet") as tmp:
         out.to_parquet(str(tmp), index=False)
     return {"files": 1, "rows": int(len(out)), "buckets": 1}

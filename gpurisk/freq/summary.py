@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import BadInput
-from ..xp import scalar, to_host
+from gpurisk.errors import BadInput
+from gpurisk.xp import scalar, to_host
 
 JOINT_MAX_F = 3
 
@@ -72,13 +72,13 @@ def summarize(source, keys, population=None, sample_flag=None, weights=None, mis
     On ``dask``/``dask-cudf`` the cells stay distributed in ``buckets`` ranges (default: one per
     eight partitions, at most 64); elsewhere the FreqTable is built and summarised.
     """
-    from ..backends import require, resolve_backend
+    from gpurisk.backends import require, resolve_backend
     keys = [keys] if isinstance(keys, str) else list(keys)
     name = resolve_backend(backend, source)
     if name not in ("dask", "dask-cudf"):
-        from .engine import build_table
+        from gpurisk.freq.engine import build_table
         if isinstance(source, str) or hasattr(source, "__fspath__"):
-            from ..io import read_table
+            from gpurisk.io import read_table
             source = read_table(source, sep=sep, columns=keys + [c for c in (sample_flag, weights) if c])
             if isinstance(population, str) or hasattr(population, "__fspath__"):
                 population = read_table(population, sep=sep, columns=keys)
@@ -86,7 +86,7 @@ def summarize(source, keys, population=None, sample_flag=None, weights=None, mis
                                             sample_flag=sample_flag, weights=weights,
                                             missing=missing, backend=name))
     require(name)
-    from ._dask import summary_dask
+    from gpurisk.freq._dask import summary_dask
     plan, parts = summary_dask(source, keys, population=population, sample_flag=sample_flag,
                                weights=weights, missing=missing, gpu=(name == "dask-cudf"), sep=sep,
                                buckets=buckets)
@@ -97,7 +97,7 @@ def combine(plan, parts: list[dict], backend: str) -> CellSummary:
     """Add up per-bucket summaries; raise the f_j > F_j error when any bucket found one."""
     bad = sum(p["bad"] for p in parts)
     if bad:
-        from .partial import f_over_F_error, labels_of
+        from gpurisk.freq.partial import f_over_F_error, labels_of
         labels, f, F = [], [], []
         for p in parts:
             if p["bad_cells"] is not None:

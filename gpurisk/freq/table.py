@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..xp import readonly, scalar, to_host
+from gpurisk.xp import readonly, scalar, to_host
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ class FreqTable:
         """Per key, the code of each cell (arrays in ``xp``)."""
         if self.stored_cell_codes is not None:
             return self.stored_cell_codes
-        from .cellid import decode_radix
+        from gpurisk.freq.cellid import decode_radix
         return decode_radix(self.cell_id, self.cards)
 
     def cell_labels(self, index) -> list[dict]:

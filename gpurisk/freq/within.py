@@ -16,11 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..errors import BadInput
-from .count import count_ids
-from .encode import encode_keys
-from ..xp import to_host
-from .table import FreqTable
+from gpurisk.errors import BadInput
+from gpurisk.freq.count import count_ids
+from gpurisk.freq.encode import encode_keys
+from gpurisk.xp import to_host
+from gpurisk.freq.table import FreqTable
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ Each measure reads its options under its own name, falling back to the shared na
 """
 from __future__ import annotations
 
-from ..errors import BadInput
+from gpurisk.errors import BadInput
 
 SHARED = "kim_jeong"
 

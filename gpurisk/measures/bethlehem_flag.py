@@ -6,11 +6,11 @@ Bethlehem, Keller & Pannekoek (1990), as used by Kim & Jeong (2007) §4.
 """
 from __future__ import annotations
 
-from ..errors import BadInput
-from ..hookspecs import hookimpl
-from ..measure import Context, Measure, Result
-from ..options import Option
-from . import _kim_jeong as kj
+from gpurisk.errors import BadInput
+from gpurisk.hookspecs import hookimpl
+from gpurisk.measure import Context, Measure, Result
+from gpurisk.options import Option
+from gpurisk.measures import _kim_jeong as kj
 
 
 class BethlehemFlag(Measure):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
-from ..hookspecs import hookimpl
-from ..measure import Context, Measure, Result
+from gpurisk.hookspecs import hookimpl
+from gpurisk.measure import Context, Measure, Result
 
 
 class MatchProbA(Measure):

@@ -5,8 +5,8 @@ the population on that subset: one cell with F_j = 1 is one such person.
 """
 from __future__ import annotations
 
-from ..hookspecs import hookimpl
-from ..measure import Context, Measure, Result
+from gpurisk.hookspecs import hookimpl
+from gpurisk.measure import Context, Measure, Result
 
 
 class PopUniques(Measure):

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import math
 
-from ..hookspecs import hookimpl
-from ..measure import Context, Measure, Result
-from ..options import Option
+from gpurisk.hookspecs import hookimpl
+from gpurisk.measure import Context, Measure, Result
+from gpurisk.options import Option
 
 
 class PrCmUm(Measure):
@@ -36,8 +36,8 @@ class PrCmUm(Measure):
     }
 
     def compute(self, table, ctx: Context) -> Result:
-        from ..dis import pr_cm_um, record_codes, run_dis, tpf_counts
-        from ..perturb.base import make_perturbation
+        from gpurisk.dis import pr_cm_um, record_codes, run_dis, tpf_counts
+        from gpurisk.plugins import make_perturbation
 
         spec = ctx.option(self.name, "perturb", None)
         specs = [] if spec in (None, "", []) else ([spec] if isinstance(spec, str) else list(spec))

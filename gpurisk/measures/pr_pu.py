@@ -6,8 +6,8 @@ Skinner & Elliot (2002) section 2; Kim & Jeong (2007) P(A ∈ P1).
 """
 from __future__ import annotations
 
-from ..hookspecs import hookimpl
-from ..measure import Context, Measure, Result
+from gpurisk.hookspecs import hookimpl
+from gpurisk.measure import Context, Measure, Result
 
 
 class PrPU(Measure):

@@ -15,10 +15,10 @@ narrow eq. 6). Kim & Jeong (2007) §3.2, eq. 10.
 """
 from __future__ import annotations
 
-from ..hookspecs import hookimpl
-from ..measure import Context, Measure, Result
-from ..options import Option
-from . import _kim_jeong as kj
+from gpurisk.hookspecs import hookimpl
+from gpurisk.measure import Context, Measure, Result
+from gpurisk.options import Option
+from gpurisk.measures import _kim_jeong as kj
 
 
 class RiskBroad(Measure):

@@ -9,11 +9,11 @@ Kim & Jeong (2007) §3.1.1, eq. 7.
 """
 from __future__ import annotations
 
-from ..errors import BadInput
-from ..hookspecs import hookimpl
-from ..measure import Context, Measure, Result
-from ..options import Option
-from . import _kim_jeong as kj
+from gpurisk.errors import BadInput
+from gpurisk.hookspecs import hookimpl
+from gpurisk.measure import Context, Measure, Result
+from gpurisk.options import Option
+from gpurisk.measures import _kim_jeong as kj
 
 
 class RiskFishingSubsample(Measure):

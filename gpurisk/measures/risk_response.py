@@ -7,10 +7,10 @@ Option ``p_f2`` (default 1, i.e. eq. 9). Kim & Jeong (2007) §3.1.2, eqs. 8-9.
 """
 from __future__ import annotations
 
-from ..hookspecs import hookimpl
-from ..measure import Context, Measure, Result
-from ..options import Option
-from . import _kim_jeong as kj
+from gpurisk.hookspecs import hookimpl
+from gpurisk.measure import Context, Measure, Result
+from gpurisk.options import Option
+from gpurisk.measures import _kim_jeong as kj
 
 
 class RiskResponse(Measure):

@@ -5,8 +5,8 @@ only uniqueness count a release's own file gives.
 """
 from __future__ import annotations
 
-from ..hookspecs import hookimpl
-from ..measure import Context, Measure, Result
+from gpurisk.hookspecs import hookimpl
+from gpurisk.measure import Context, Measure, Result
 
 
 class SampleUniques(Measure):

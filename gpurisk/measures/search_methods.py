@@ -19,8 +19,8 @@ import math
 
 import numpy as np
 
-from ..errors import BadInput
-from ..xp import namespace
+from gpurisk.errors import BadInput
+from gpurisk.xp import namespace
 
 
 def one_minus_pow(p, m):

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import BadInput
-from ..xp import to_host
-from ..hookspecs import hookimpl
-from ..loglinear import MAX_CELLS, MAX_ITER, TOL, check_cells, sample_levels
-from ..measure import Context, Measure, Result
-from ..options import Option
-from . import search_methods as sm
+from gpurisk.errors import BadInput
+from gpurisk.xp import to_host
+from gpurisk.hookspecs import hookimpl
+from gpurisk.models.loglinear import MAX_CELLS, MAX_ITER, TOL, check_cells, sample_levels
+from gpurisk.measure import Context, Measure, Result
+from gpurisk.options import Option
+from gpurisk.measures import search_methods as sm
 
 SHARED = "record_risk"  # option namespace read by all six measures
 
@@ -47,7 +47,7 @@ class SearchRisk(Measure):
         return ctx.option(self.name, key, ctx.option(SHARED, key, self.options.get(key)))
 
     def compute(self, table, ctx: Context) -> Result:
-        from ..record_risk import build_model, method_summary
+        from gpurisk.models.record_risk import build_model, method_summary
         N_given = self.opt(ctx, "population_size")
         if N_given is None and table.N is None and ctx.fraction is None:
             return Result.not_applicable("needs the population size N: give the option "

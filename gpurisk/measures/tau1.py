@@ -6,8 +6,8 @@ Camerlenghi, Favaro, Naulet & Panero (2021), the functional τ1 of their introdu
 """
 from __future__ import annotations
 
-from ..hookspecs import hookimpl
-from ..measure import Context, Measure, Result
+from gpurisk.hookspecs import hookimpl
+from gpurisk.measure import Context, Measure, Result
 
 
 class Tau1(Measure):

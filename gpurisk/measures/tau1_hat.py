@@ -28,13 +28,13 @@ import warnings
 
 import numpy as np
 
-from ..errors import BadInput
-from ..freq.table import _fof_vector
-from ..xp import to_host
-from ..hookspecs import hookimpl
-from ..measure import Context, Measure, Result
-from ..options import Option
-from . import _tau1_series as ser
+from gpurisk.errors import BadInput
+from gpurisk.freq.table import _fof_vector
+from gpurisk.xp import to_host
+from gpurisk.hookspecs import hookimpl
+from gpurisk.measure import Context, Measure, Result
+from gpurisk.options import Option
+from gpurisk.measures import _tau1_series as ser
 
 
 def series_for(lam: float, n: int, imax: int, smoothing: str = "binomial", r=None, k=None,

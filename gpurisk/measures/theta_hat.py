@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 
-from ..hookspecs import hookimpl
-from ..measure import Context, Measure, Result
-from ._util import z_upper
+from gpurisk.hookspecs import hookimpl
+from gpurisk.measure import Context, Measure, Result
+from gpurisk.measures._util import z_upper
 
 
 def theta_hat(n1: int, n2: int, n3: int, pi: float) -> tuple[float, float]:

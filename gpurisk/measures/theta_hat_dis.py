@@ -20,10 +20,10 @@ import math
 
 import numpy as np
 
-from ..hookspecs import hookimpl
-from ..measure import Context, Measure, Result
-from ..options import Option
-from ._util import z_upper
+from gpurisk.hookspecs import hookimpl
+from gpurisk.measure import Context, Measure, Result
+from gpurisk.options import Option
+from gpurisk.measures._util import z_upper
 
 
 def dis_draws(n1: int, n2: int, n: int, pi: float, K: int, rng: np.random.Generator):
@@ -47,7 +47,7 @@ class ThetaHatDIS(Measure):
     def compute(self, table, ctx: Context) -> Result:
         K = int(ctx.option(self.name, "K", self.options["K"]))
         if K < 1:
-            from ..errors import BadInput
+            from gpurisk.errors import BadInput
             raise BadInput(f"theta_hat_dis: K must be a positive integer, got {K}")
         rng = np.random.default_rng(ctx.seed)
         nu, nc = dis_draws(table.n_r(1), table.n_r(2), table.n, ctx.fraction, K, rng)

@@ -24,11 +24,11 @@ import math
 
 import numpy as np
 
-from ..errors import BadInput
-from ..xp import to_host
-from ..hookspecs import hookimpl
-from ..measure import Context, Measure, Result
-from ..options import Option
+from gpurisk.errors import BadInput
+from gpurisk.xp import to_host
+from gpurisk.hookspecs import hookimpl
+from gpurisk.measure import Context, Measure, Result
+from gpurisk.options import Option
 
 DENSE_LIMIT = 1 << 23  # float64 cells of the dense count tensor (64 MiB)
 
@@ -50,7 +50,7 @@ def expected_counts_dense(codes, f, cards, mats, targets) -> np.ndarray:
 
 
 def _combine(arrays, cards):
-    from ..perturb.base import combine_codes
+    from gpurisk.dis.perturb.base import combine_codes
     return combine_codes(arrays, cards)
 
 
@@ -149,7 +149,7 @@ class ThetaHatMisclass(Measure):
     }
 
     def compute(self, table, ctx: Context) -> Result:
-        from ..perturb.matrices import key_matrices
+        from gpurisk.dis.perturb.matrices import key_matrices
         spec = ctx.option(self.name, "matrices", None)
         if spec is None:
             return Result.not_applicable("needs misclassification matrices: give "

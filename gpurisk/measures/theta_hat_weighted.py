@@ -19,9 +19,9 @@ from __future__ import annotations
 import math
 
 
-from ..xp import scalar
-from ..hookspecs import hookimpl
-from ..measure import Context, Measure, Result
+from gpurisk.xp import scalar
+from gpurisk.hookspecs import hookimpl
+from gpurisk.measure import Context, Measure, Result
 
 
 def theta_hat_weighted(f, w) -> tuple[float, int, float]:

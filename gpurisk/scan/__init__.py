@@ -2,9 +2,9 @@
 
 ``gpurisk.scan(...)`` is :func:`gpurisk.scan.runner.scan`; ``read_scan(path)`` reads a scan's output.
 """
-from .plan import Combination, build_plan, combo_seed
-from .runner import ScanResult, scan, top_combinations
-from .sink import read_scan
+from gpurisk.scan.plan import Combination, build_plan, combo_seed
+from gpurisk.scan.runner import ScanResult, scan, top_combinations
+from gpurisk.scan.sink import read_scan
 
 __all__ = ["scan", "ScanResult", "Combination", "build_plan", "combo_seed", "read_scan",
            "top_combinations"]

@@ -11,12 +11,12 @@ from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from ..errors import BadInput
-from ..freq.lattice import Lattice, regroup
-from ..measure import Context
-from ..recode import Recode, code_maps, parse_recodes
-from .plan import build_plan, combo_seed, root_keys
-from .runner import _measure_names, _scan_options, combination_row
+from gpurisk.errors import BadInput
+from gpurisk.freq.lattice import Lattice, regroup
+from gpurisk.measure import Context
+from gpurisk.freq.recode import Recode, code_maps, parse_recodes
+from gpurisk.scan.plan import build_plan, combo_seed, root_keys
+from gpurisk.scan.runner import _measure_names, _scan_options, combination_row
 
 
 @dataclass
@@ -66,7 +66,7 @@ def compare(data, keys: Sequence[str], alternatives: Iterable, cumulative: bool 
     :func:`gpurisk.assess`) is the original coding: the alternatives regroup it further. The data
     are read, checked and counted by :class:`gpurisk.inputs.Inputs`, as every command.
     """
-    from ..inputs import Inputs, key_list
+    from gpurisk.inputs import Inputs, key_list
     keys = key_list(keys)
     alts = [parse_alternative(a, i + 1) for i, a in enumerate(alternatives)]
     if not alts:

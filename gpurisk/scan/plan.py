@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from ..errors import BadInput
+from gpurisk.errors import BadInput
 
 
 #: without --max-size, a pool may have at most this many subsets

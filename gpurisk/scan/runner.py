@@ -19,11 +19,11 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from ..errors import BadInput
-from ..freq.lattice import Lattice
-from ..measure import Context
-from .plan import Combination, build_plan, combo_seed, root_keys
-from .sink import ParquetSink, check_output_path, read_scan, row_schema
+from gpurisk.errors import BadInput
+from gpurisk.freq.lattice import Lattice
+from gpurisk.measure import Context
+from gpurisk.scan.plan import Combination, build_plan, combo_seed, root_keys
+from gpurisk.scan.sink import ParquetSink, check_output_path, read_scan, row_schema
 
 #: per-scan defaults of measure options, applied unless the user sets them. theta_hat_dis, the Monte
 #: Carlo check of θ̂, costs K random draws per combination (a few ms at its single-assessment default
@@ -86,8 +86,8 @@ def _num(v):
 
 
 def _scan_options(names: Sequence[str], options: Mapping | None) -> dict:
-    """The options checked (see :func:`gpurisk.options.check_options`), plus the scan's defaults."""
-    from ..options import check_options
+    """The options checked (see :func:`gpurisk.plugins.check_options`), plus the scan's defaults."""
+    from gpurisk.plugins import check_options
     opts = copy.deepcopy(check_options(options))
     for m, defaults in SCAN_DEFAULT_OPTIONS.items():
         if m in names:
@@ -108,7 +108,7 @@ def _measure_names(measures: Iterable[str] | None) -> list[str]:
     Measures that need each record's cell or other columns (``records``, ``columns``) cost a pass
     over the records for every combination; a scan runs them only when named.
     """
-    from ..plugins import measure_registry, unknown_measure_hint
+    from gpurisk.plugins import measure_registry, unknown_measure_hint
     reg = measure_registry()
     if measures is None:
         return [n for n, r in reg.items() if getattr(r.cls, "level", "file") == "file"
@@ -150,7 +150,7 @@ def _check_threads(threads) -> int:
 def combination_row(i: int, combo: Combination, table, ctx: Context, names: Sequence[str],
                     timeout: float | None = None) -> dict:
     """One result row: counts and every measure of one combination's table."""
-    from ..assess import run_measures
+    from gpurisk.workflows.assess import run_measures
     F = table.F
     row = {"order": i, "combo": combo.combo, "scenario": combo.scenario, "keys": list(combo.keys),
            "size": len(combo.keys), "n": table.n, "N": table.N, "cells": table.sample_cells,
@@ -208,8 +208,8 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     of finished combinations (default: the CPUs this process may use, at most 4; 0 runs
     everything in the calling thread). The results do not depend on it.
     """
-    from ..assess import option_columns
-    from ..inputs import Inputs, key_list
+    from gpurisk.workflows.assess import option_columns
+    from gpurisk.inputs import Inputs, key_list
     t_start = time.perf_counter()
     pool = None if keys is None else key_list(keys)          # None: scenarios only
     fundamental = None if fundamental is None else key_list(fundamental, "fundamental keys")

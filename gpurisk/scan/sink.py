@@ -21,14 +21,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import BadInput
+from gpurisk.errors import BadInput
 
 MANIFEST = "_scan.json"
 PART_RE = re.compile(r"^part-(\d+)\.parquet$")
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    from ..io import write_bytes_atomic
+    from gpurisk.io import write_bytes_atomic
     write_bytes_atomic(path, data)
 
 
@@ -154,7 +154,7 @@ class ParquetSink:
             return
         table = pa.Table.from_pylist(self.rows, schema=self.schema)
         final = self.path / f"part-{self._next:06d}.parquet"
-        from ..io import atomic_path
+        from gpurisk.io import atomic_path
         with atomic_path(final) as tmp:
             pq.write_table(table, tmp)
         self._next += 1

@@ -36,9 +36,9 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from ..errors import BadInput, UnsupportedBackend
-from ..freq.engine import build_table
-from ..measure import NEEDS, Context, Measure, Result, missing_needs
+from gpurisk.errors import BadInput, UnsupportedBackend
+from gpurisk.freq.engine import build_table
+from gpurisk.measure import NEEDS, Context, Measure, Result, missing_needs
 
 __all__ = ["check_metadata", "check_bad_input", "check_backends_agree", "check_measure",
            "synthetic_register", "table_from_counts", "run_measure", "BackendReport", "BACKENDS",
@@ -285,7 +285,7 @@ def check_backends_agree(cls: type[Measure], frame: pd.DataFrame | None = None,
     opts = _default_options(cls, options)
     mask = None
     if sample_flag is not None:
-        from ..freq.engine import sample_flag_mask
+        from gpurisk.freq.engine import sample_flag_mask
         mask = sample_flag_mask(frame, sample_flag)
     cols = _columns(cls, frame, opts, mask)
     report = BackendReport()
@@ -293,7 +293,7 @@ def check_backends_agree(cls: type[Measure], frame: pd.DataFrame | None = None,
     for b in dict.fromkeys(["pandas", *backends]):
         try:
             if b == "strict":
-                from .strict import strict_table
+                from gpurisk.testing.strict import strict_table
                 table = strict_table(frame, keys, sample_flag=sample_flag, weights=weights)
             else:
                 table = build_table(frame, keys, sample_flag=sample_flag, weights=weights, backend=b)

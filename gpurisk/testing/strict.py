@@ -307,6 +307,6 @@ def strict_table(sample, keys, population=None, sample_flag=None, weights=None,
     with its arrays in the strict namespace: keys are encoded on the host, as cuDF's would be on
     the device, then moved with ``xp.asarray``; counting, merging, the f <= F check and each
     record's cell run in the strict namespace."""
-    from ..freq.device import build_table_device
+    from gpurisk.freq.device import build_table_device
     return build_table_device(sample, list(keys), population=population, sample_flag=sample_flag,
                               weights=weights, missing=missing, xp=xp, backend="strict")

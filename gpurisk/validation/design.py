@@ -24,7 +24,7 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
-from ..errors import BadInput
+from gpurisk.errors import BadInput
 
 KINDS = ("bernoulli", "srs", "systematic", "stratified")
 #: random numbers drawn per batch (replicates × population records); bounds a batch's memory

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import BadInput
+from gpurisk.errors import BadInput
 
 
 def plot_validation(v, path) -> Path:
@@ -42,7 +42,7 @@ def plot_validation(v, path) -> Path:
     fig.suptitle(f"gpurisk validate: N = {v.info['N']}, keys {', '.join(v.info['keys'])}", fontsize=9)
     fig.tight_layout()
     p = Path(path)
-    from ..io import atomic_path
+    from gpurisk.io import atomic_path
     with atomic_path(p, suffix=p.suffix) as tmp:
         fig.savefig(tmp, dpi=110)
     plt.close(fig)

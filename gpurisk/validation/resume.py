@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import BadInput
-from ..io import write_text_atomic
+from gpurisk.errors import BadInput
+from gpurisk.io import write_text_atomic
 
 SETTINGS = "_validate.json"
 

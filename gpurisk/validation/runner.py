@@ -24,12 +24,12 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from ..errors import BadInput
-from ..freq.table import FreqTable
-from ..xp import to_host
-from ..measure import Context
-from ..plugins import measure_registry
-from . import design as dz
+from gpurisk.errors import BadInput
+from gpurisk.freq.table import FreqTable
+from gpurisk.xp import to_host
+from gpurisk.measure import Context
+from gpurisk.plugins import measure_registry
+from gpurisk.validation import design as dz
 
 #: left out of the default set: the Monte Carlo form of theta_hat (same estimate; its s.e. is the
 #: simulation's, not the estimator's, and it is slow)
@@ -55,7 +55,7 @@ class Validation:
 
     def write(self, path) -> Path:
         """The summary as Parquet (.parquet/.pq) or CSV (anything else)."""
-        from ..io import write_frame_atomic
+        from gpurisk.io import write_frame_atomic
         return write_frame_atomic(self.summary, path)
 
     def table1(self, measure: str) -> pd.DataFrame:
@@ -74,7 +74,7 @@ class Validation:
         return out
 
     def plot(self, path) -> Path:
-        from .plot import plot_validation
+        from gpurisk.validation.plot import plot_validation
         return plot_validation(self, path)
 
 
@@ -133,14 +133,14 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
     :mod:`gpurisk.validation.resume`); a run killed at any point and started again with the same
     folder and settings skips the saved chunks and gives the same result as an uninterrupted run.
     """
-    from ..inputs import Inputs
+    from gpurisk.inputs import Inputs
     dsg = dz.parse_design(design)
     fracs = _check_fractions(fractions)
     if dsg.kind != "systematic" and (isinstance(replicates, bool) or int(replicates) < 1):
         raise BadInput(f"replicates={replicates!r} must be a positive integer")
     if not 0.0 < float(alpha) < 0.5:
         raise BadInput(f"alpha={alpha!r} is outside (0, 0.5)")
-    from ..options import check_options
+    from gpurisk.plugins import check_options
     options = check_options(options)
     inp = Inputs(population, keys, missing=missing, recode=recode, backend=backend, sep=sep,
                  encoding=encoding, allow_high_cardinality=allow_high_cardinality,
@@ -164,7 +164,7 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
     caught: dict[str, list] = {}
     store = None
     if resume is not None:
-        from .resume import ChunkStore
+        from gpurisk.validation.resume import ChunkStore
         store = ChunkStore(resume, {
             "keys": keys, "fractions": fracs, "replicates": int(replicates), "design": dsg.label,
             "measures": names, "seed": int(seed), "alpha": float(alpha), "missing": missing,
@@ -210,7 +210,7 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
 
 
 def _run_one(table, ctx, names, frac, r, caught):
-    from ..assess import run_measures
+    from gpurisk.workflows.assess import run_measures
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         res = run_measures(table, ctx, names)

@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import BadInput
+from gpurisk.errors import BadInput
 
 ROW_TOL = 1e-9
 

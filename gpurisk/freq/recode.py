@@ -26,10 +26,10 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import BadInput
-from .xp import to_host
-from .freq.lattice import CodeMap, regroup
-from .freq.table import FreqTable
+from gpurisk.errors import BadInput
+from gpurisk.xp import to_host
+from gpurisk.freq.lattice import CodeMap, regroup
+from gpurisk.freq.table import FreqTable
 
 KINDS = ("bands", "breaks", "map", "hierarchy")
 
@@ -116,7 +116,7 @@ def _breaks(key: str, args: str):
 
 
 def _read_csv_rows(path: Path, sep: str | None = None) -> list[list[str]]:
-    from .io import detect_separator
+    from gpurisk.io import detect_separator
     if not path.exists():
         raise BadInput(f"file {str(path)!r} does not exist")
     sep = sep or detect_separator(path)

@@ -24,9 +24,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..errors import BadInput
-from ..hookspecs import hookimpl
-from .base import Perturbation, as_bool, as_float, as_list, combine_codes, group_rank
+from gpurisk.errors import BadInput
+from gpurisk.hookspecs import hookimpl
+from gpurisk.dis.perturb.base import Perturbation, as_bool, as_float, as_list, combine_codes, group_rank
 
 
 class RecordSwap(Perturbation):

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from .errors import BadInput
+from gpurisk.errors import BadInput
 
 STATA = (".dta",)
 SPSS = (".sav", ".zsav")
@@ -193,7 +193,7 @@ def write_atomic(result, path) -> Path:
     """See :func:`gpurisk.io.write_results`."""
     p, kind = check_output(path)
     doc = result.to_dict() if hasattr(result, "to_dict") else dict(result)
-    from .io import atomic_path
+    from gpurisk.io.atomic import atomic_path
     try:
         with atomic_path(p) as tmp:
             if kind == ".json":

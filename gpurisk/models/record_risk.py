@@ -19,10 +19,10 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .errors import BadInput
-from .xp import namespace, to_host
-from .loglinear import MAX_CELLS, MAX_ITER, TOL, LoglinearFit, fit_table
-from .measures import search_methods as sm
+from gpurisk.errors import BadInput
+from gpurisk.xp import namespace, to_host
+from gpurisk.models.loglinear import MAX_CELLS, MAX_ITER, TOL, LoglinearFit, fit_table
+from gpurisk.measures import search_methods as sm
 
 DEFAULT_THRESHOLDS = (0.1, 0.5)
 _CACHE_ATTR = "_gpurisk_loglinear_fits"
@@ -219,7 +219,7 @@ def check_records_output(path) -> None:
 def write_records(model: RiskModel, path, row_numbers=None, all_records: bool = False,
                   chunk: int = 1 << 20) -> int:
     """Write one row per selected record to Parquet, ``chunk`` records at a time; returns the count."""
-    from .record_writer import RecordRiskWriter
+    from gpurisk.io.record_writer import RecordRiskWriter
     pos, cells = selected_records(model.table, all_records)
     rows = pos if row_numbers is None else np.asarray(row_numbers)[pos]
     xp = model.table.xp
@@ -244,7 +244,7 @@ def record_risk(frame, keys, population_size=None, population=None, sample_flag=
 
     Row numbers in the output are 0-based positions in ``frame`` (the register, with ``sample_flag``).
     """
-    from .inputs import Inputs
+    from gpurisk.inputs import Inputs
     inp = Inputs(frame, keys, population=population, sample_flag=sample_flag, fraction=fraction,
                  missing=missing, recode=recode, backend=backend, sep=sep, encoding=encoding,
                  allow_high_cardinality=allow_high_cardinality)

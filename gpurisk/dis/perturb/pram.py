@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import BadInput
-from ..hookspecs import hookimpl
-from .base import Perturbation, as_bool, as_float, as_list, load_json_option, sample_rows
-from .matrices import cumulative_rows, key_matrices, matrix_for
+from gpurisk.errors import BadInput
+from gpurisk.hookspecs import hookimpl
+from gpurisk.dis.perturb.base import Perturbation, as_bool, as_float, as_list, load_json_option, sample_rows
+from gpurisk.dis.perturb.matrices import cumulative_rows, key_matrices, matrix_for
 
 
 def invariant_matrix(P: np.ndarray, pi: np.ndarray) -> np.ndarray:

@@ -3,17 +3,16 @@
 CSV (separator detected among , ; tab | unless given; gzip etc. by extension) and Parquet (a file or
 a directory dataset). ``example:adult`` names the bundled UCI Adult file. Stata ``.dta`` (pandas),
 SPSS ``.sav``/``.zsav`` (pyreadstat, the ``formats`` extra), SAS ``.sas7bdat`` and ``.xpt`` (pandas):
-see :mod:`gpurisk.formats`. Results are written by :func:`write_results` (JSON, CSV or Parquet).
+see :mod:`gpurisk.io.formats`. Results are written by :func:`write_results` (JSON, CSV or Parquet).
 """
 from __future__ import annotations
 
 import csv
-import io as _io
 from pathlib import Path
 
 import pandas as pd
 
-from .errors import BadInput
+from gpurisk.errors import BadInput
 
 EXAMPLES = {"adult": "adult.csv.gz"}
 SEPARATORS = ",;\t|"
@@ -98,7 +97,7 @@ def read_table(path, sep: str | None = None, columns: list[str] | None = None,
     p = resolve_path(path)
     if is_parquet(p):
         return _read_parquet(p, columns)
-    from . import formats
+    from gpurisk.io import formats
     reader = formats.reader_for(p)
     if reader is not None:
         return reader(p, columns, encoding)
@@ -193,7 +192,7 @@ def write_results(result, path) -> Path:
     one row per measure (keys, n, N, fraction, measure, value, se, upper, reason, extra as JSON).
     Written atomically: a temporary file in the same folder, renamed over ``path``.
     """
-    from .formats import write_atomic
+    from gpurisk.io.formats import write_atomic
     return write_atomic(result, path)
 
 
@@ -274,60 +273,6 @@ def _parquet_names(p: Path) -> list[str]:
     return list(schema.names)
 
 
-# --- atomic writing: every file gpurisk writes goes through these -----------------------------------
-
-from contextlib import contextmanager  # noqa: E402
-
-
-@contextmanager
-def atomic_path(path, suffix: str = ""):
-    """Yield a temporary path beside ``path``; on success it is flushed and renamed over ``path``.
-
-    A crash (or kill) before the rename leaves only a hidden ``.NAME.*.tmp`` file, never a half-written
-    file under the final name; on an exception the temporary file is removed. ``suffix`` is appended
-    to the temporary name (writers that choose a format by extension need it, e.g. ``.png``).
-    """
-    import os
-    p = Path(path)
-    tmp = temp_path(p, suffix)
-    try:
-        yield tmp
-        if tmp.exists():
-            with open(tmp, "rb") as fh:
-                os.fsync(fh.fileno())
-        os.replace(tmp, p)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def temp_path(path, suffix: str = "") -> Path:
-    """The hidden temporary name beside ``path`` that :func:`atomic_path` writes to."""
-    import os
-    p = Path(path)
-    return p.with_name(f".{p.name}.{os.getpid()}.tmp{suffix}")
-
-
-def write_text_atomic(path, text: str, encoding: str = "utf-8") -> Path:
-    with atomic_path(path) as tmp:
-        Path(tmp).write_text(text, encoding=encoding)
-    return Path(path)
-
-
-def write_bytes_atomic(path, data: bytes) -> Path:
-    with atomic_path(path) as tmp:
-        Path(tmp).write_bytes(data)
-    return Path(path)
-
-
-def write_frame_atomic(frame: pd.DataFrame, path, **kwargs) -> Path:
-    """A frame as Parquet (``.parquet``/``.pq``) or CSV (anything else, gzip for ``.gz``), atomically."""
-    p = Path(path)
-    name = p.name.lower()
-    with atomic_path(p) as tmp:
-        if name.endswith((".parquet", ".pq")):
-            frame.to_parquet(tmp, **{"index": False, **kwargs})
-        else:
-            comp = "gzip" if name.endswith(".gz") else None
-            frame.to_csv(tmp, **{"index": False, "compression": comp, **kwargs})
-    return p
+# atomic writing: every file gpurisk writes goes through these (gpurisk.io.atomic)
+from gpurisk.io.atomic import (atomic_path, temp_path, write_bytes_atomic,  # noqa: E402,F401
+                                write_frame_atomic, write_text_atomic)

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import BadInput
-from .xp import namespace, scalar
+from gpurisk.errors import BadInput
+from gpurisk.xp import namespace, scalar
 
 #: default largest K = Π c_v fitted densely (μ alone takes 8 K bytes)
 MAX_CELLS = 50_000_000
@@ -259,7 +259,7 @@ def _ipf_dense(xp, mu, obs, margins, tol, max_iter, trace):
 
 def _ipf_sparse(xp, support, obs, cards, margins, n, tol, max_iter, trace):
     """IPF on the support cells only: margins by ``bincount``, rescaling by a gather."""
-    from .freq.cellid import decode_radix
+    from gpurisk.freq.cellid import decode_radix
     codes = decode_radix(support, cards)
     idx = []
     for axes in margins:

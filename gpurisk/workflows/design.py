@@ -24,10 +24,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .errors import BadInput
-from .freq.encode import encode_keys
-from .freq.engine import build_table
-from .xp import scalar, to_host
+from gpurisk.errors import BadInput
+from gpurisk.freq.encode import encode_keys
+from gpurisk.freq.engine import build_table
+from gpurisk.xp import scalar, to_host
 
 CLUSTER_WARN = 0.1
 
@@ -86,9 +86,9 @@ def stratum_weights(frame: pd.DataFrame, stratum: str, fractions) -> np.ndarray:
 def stratified(frame: pd.DataFrame, keys: Sequence[str], stratum: str, fractions,
                missing: str = "category", recode=None) -> dict[str, Any]:
     """θ̂_w over the file and θ̂ within each stratum (see the module docstring)."""
-    from .inputs import Inputs, key_list
-    from .measures.theta_hat import theta_hat
-    from .measures.theta_hat_weighted import theta_hat_weighted
+    from gpurisk.inputs import Inputs, key_list
+    from gpurisk.measures.theta_hat import theta_hat
+    from gpurisk.measures.theta_hat_weighted import theta_hat_weighted
     keys = key_list(keys)
     if stratum in keys:
         raise BadInput(f"the stratum column {stratum!r} is also a key variable")
@@ -164,9 +164,9 @@ def design_report(frame, keys: Sequence[str], *, fraction: float | None = None,
     """What ``gpurisk design`` prints: θ̂ (given π), θ̂_w, per-stratum θ̂, the cluster diagnostic.
 
     ``frame`` is a frame or a path, read, checked and counted by :class:`gpurisk.inputs.Inputs`."""
-    from .inputs import Inputs
-    from .measures.theta_hat import theta_hat
-    from .measures.theta_hat_weighted import theta_hat_weighted
+    from gpurisk.inputs import Inputs
+    from gpurisk.measures.theta_hat import theta_hat
+    from gpurisk.measures.theta_hat_weighted import theta_hat_weighted
     if weights and stratum:
         raise BadInput("give either --weights or --strata with --fractions, not both")
     if stratum and fractions is None:

@@ -13,8 +13,8 @@
 """
 from __future__ import annotations
 
-from .errors import BadInput
-from .xp import scalar
+from gpurisk.errors import BadInput
+from gpurisk.xp import scalar
 
 #: a key with more distinct values than this (and more than half as many as records) is refused
 MAX_CATEGORIES = 1000
@@ -43,7 +43,7 @@ def sample_categories(table, only=None) -> list[int | None]:
         return [None] * len(table.keys)
     xp = table.xp
     live = table.f > 0
-    from .freq.lattice import cell_codes
+    from gpurisk.freq.lattice import cell_codes
     codes = cell_codes(table)
     out: list[int | None] = []
     for v, c in enumerate(codes):

@@ -5,11 +5,11 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from .errors import BadInput
-from .inputs import resolve_fraction  # noqa: F401  (re-exported: gpurisk.assess.resolve_fraction)
-from .freq.table import FreqTable
-from .measure import Context, Result, checked_result, missing_needs
-from .plugins import measure_registry, unknown_measure_hint
+from gpurisk.errors import BadInput
+from gpurisk.inputs import resolve_fraction  # noqa: F401  (re-exported: gpurisk.workflows.assess.resolve_fraction)
+from gpurisk.freq.table import FreqTable
+from gpurisk.measure import Context, Result, checked_result, missing_needs
+from gpurisk.plugins import measure_registry, unknown_measure_hint
 
 
 @dataclass
@@ -164,8 +164,8 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
     :mod:`gpurisk.guards`). ``measure_timeout`` (seconds) reports a measure that runs longer as not
     applicable and goes on (see :func:`run_measures`).
     """
-    from .inputs import Inputs
-    from .options import check_options
+    from gpurisk.inputs import Inputs
+    from gpurisk.plugins import check_options
     if isinstance(measures, str):
         measures = [m.strip() for m in measures.split(",") if m.strip()]
     measures = None if measures is None else list(measures)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import BadInput
-from .xp import to_host
+from gpurisk.errors import BadInput
+from gpurisk.xp import to_host
 
 
 class RecordRiskWriter:
@@ -46,7 +46,7 @@ class RecordRiskWriter:
         if self.path.parent and not self.path.parent.exists():
             raise BadInput(f"output directory {str(self.path.parent)!r} does not exist")
         try:
-            from .io import temp_path
+            from gpurisk.io import temp_path
             self._tmp = temp_path(self.path)
             self._writer = pq.ParquetWriter(str(self._tmp), self.schema)
         except OSError as exc:

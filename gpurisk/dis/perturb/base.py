@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import BadInput
+from gpurisk.errors import BadInput
 
 
 class Perturbation:
@@ -100,21 +100,6 @@ def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
             raise BadInput(f"--perturb {spec!r}: option {k.strip()!r} given twice")
         opts[k.strip()] = v.strip()
     return name, opts
-
-
-def make_perturbation(spec) -> Perturbation:
-    """A Perturbation from an instance, a spec string, or a (name, options) pair."""
-    if isinstance(spec, Perturbation):
-        return spec
-    from ..plugins import perturbation_registry
-    if isinstance(spec, str):
-        name, opts = parse_spec(spec)
-    else:
-        name, opts = spec
-    reg = perturbation_registry()
-    if name not in reg:
-        raise BadInput(f"unknown perturbation {name!r}; registered: {', '.join(reg) or '(none)'}")
-    return reg[name].cls(**dict(opts))
 
 
 # --- option coercion (command-line strings or Python values) -----------------------------------

@@ -4,6 +4,6 @@ Built-in perturbations are plugins registered through ``gpurisk_register_perturb
 like a third-party plugin (see :data:`gpurisk.plugins.BUILTIN_PLUGINS`). ``gpurisk.dis`` measures
 pr(cm|um) on the perturbed files.
 """
-from .base import Perturbation, make_perturbation, parse_spec
+from gpurisk.dis.perturb.base import Perturbation, parse_spec
 
-__all__ = ["Perturbation", "make_perturbation", "parse_spec"]
+__all__ = ["Perturbation", "parse_spec"]

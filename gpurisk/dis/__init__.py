@@ -37,9 +37,9 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .errors import BadInput, PluginError
-from .freq import cellid, count
-from .xp import to_host
+from gpurisk.errors import BadInput, PluginError
+from gpurisk.freq import cellid, count
+from gpurisk.xp import to_host
 
 #: default budget of perturbed records held at once (batch x n). On a CPU the batched arrays
 #: cost about what a loop over files costs (the sorts are n log n either way, and large batches
@@ -75,7 +75,7 @@ class DISResult:
         return self.value / self.theta_hat if self.theta_hat else math.nan
 
     def to_dict(self) -> dict[str, Any]:
-        from .measure import _clean
+        from gpurisk.measure import _clean
         return _clean({
             "pr_cm_um": self.value, "se": self.se, "theta_hat": self.theta_hat,
             "ratio": self.ratio, "iterations": self.iterations, "converged": self.converged,
@@ -206,7 +206,7 @@ def _load_state(path: Path, fp: str) -> dict:
 
 
 def _save_state(path: Path, st: dict) -> None:
-    from .io import write_text_atomic
+    from gpurisk.io import write_text_atomic
     write_text_atomic(path, json.dumps(st))
 
 
@@ -234,7 +234,7 @@ def run_dis(codes: Sequence[np.ndarray], categories: Sequence[Sequence], keys: S
     the codes of other columns the perturbations read. See the module docstring for the rule;
     ``orientation`` as in :func:`tpf_counts`.
     """
-    from .perturb.base import make_perturbation
+    from gpurisk.plugins import make_perturbation
 
     keys = list(keys)
     codes = [np.asarray(c) for c in codes]
@@ -317,9 +317,9 @@ def dis(frame, keys: Sequence[str], fraction: float, perturb: Iterable, *, max_i
     ``perturb`` is a list of perturbations: instances, spec strings such as
     ``"swap:fraction=0.1,geo=state,pairing=age+sex"``, or (name, options) pairs.
     """
-    from .freq.encode import encode_keys
-    from .inputs import Inputs, check_fraction, key_list
-    from .perturb.base import make_perturbation
+    from gpurisk.freq.encode import encode_keys
+    from gpurisk.inputs import Inputs, check_fraction, key_list
+    from gpurisk.plugins import make_perturbation
 
     keys = key_list(keys)
     perts = [make_perturbation(p) for p in ([perturb] if isinstance(perturb, str) else perturb)]

@@ -1,0 +1,2 @@
+"""Models fitted to the counts: the two-way log-linear model by IPF (:mod:`.loglinear`) and the
+record-level risk under intruder search methods built on it (:mod:`.record_risk`)."""
