@@ -2,7 +2,7 @@
 
 Each measure evaluates its formula (see :mod:`gpurisk.measures.search_methods`; Skinner (2007) eqs.
 5, 10, 7, 8, 8, 9) at p̂_x = μ̂_x / n, μ̂ the IPF fit of the log-linear model with all two-way
-interactions (:mod:`gpurisk.loglinear`, fitted once per table and shared by the six), for every
+interactions (:mod:`gpurisk.models.loglinear`, fitted once per table and shared by the six), for every
 sample-unique record. The file-level value is the sum of the risks, i.e. the expected number of
 correct identifications among the sample uniques; ``extra`` holds their number, mean, maximum, the
 numbers above the thresholds, and the IPF's iterations and final margin discrepancy.

@@ -201,7 +201,7 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     ``keys`` is the pool; every subset with ``min_size <= size <= max_size`` is evaluated, and/or the
     named ``scenarios`` (a TOML path or a list of :class:`Combination`), and/or ``fundamental`` plus
     each other pool variable (``plus_each=True``). ``recode`` is a list of ``KEY=SPEC`` strings
-    (see :mod:`gpurisk.recode`). With ``output`` rows stream to a Parquet dataset (a directory);
+    (see :mod:`gpurisk.freq.recode`). With ``output`` rows stream to a Parquet dataset (a directory);
     ``resume=True`` finishes an interrupted scan there. Returns a :class:`ScanResult`.
     ``allow_high_cardinality`` and ``measure_timeout`` as in :func:`gpurisk.assess`. ``threads``:
     roll-ups run in this many background threads while the calling thread computes the measures

@@ -159,9 +159,9 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
     holding the population's records; ``sample_flag`` names a boolean column of ``frame`` marking the
     released records (``frame`` then being the whole register). ``fraction`` is π; with a population
     it defaults to n/N. ``recode`` regroups categories (``["age=bands:5", ...]``, see
-    :mod:`gpurisk.recode`) on the counted table, never on the records. A key with more than 1000
+    :mod:`gpurisk.freq.recode`) on the counted table, never on the records. A key with more than 1000
     distinct values and more than n/2 is refused unless ``allow_high_cardinality`` (see
-    :mod:`gpurisk.guards`). ``measure_timeout`` (seconds) reports a measure that runs longer as not
+    :mod:`gpurisk.freq.guards`). ``measure_timeout`` (seconds) reports a measure that runs longer as not
     applicable and goes on (see :func:`run_measures`).
     """
     from gpurisk.inputs import Inputs
