@@ -23,7 +23,7 @@ def gpurisk_register_measures():
 
 @hookspec
 def gpurisk_register_perturbations():
-    """Return a list of :class:`gpurisk.perturb.Perturbation` subclasses.
+    """Return a list of :class:`gpurisk.dis.perturb.Perturbation` subclasses.
 
     A perturbation (record swapping, PRAM, ...) turns the key codes of a file into the codes of a
     perturbed release; ``gpurisk dis`` measures pr(cm|um) on it (SPEC §6). Each class needs a

@@ -259,7 +259,7 @@ def perturbation_registry() -> dict[str, Registered]:
         for cls in impl.function() or []:
             if not (inspect.isclass(cls) and issubclass(cls, Perturbation)):
                 raise PluginError(f"plugin {impl.plugin_name!r} registered {cls!r}, "
-                                  "which is not a gpurisk.perturb.Perturbation subclass")
+                                  "which is not a gpurisk.dis.perturb.Perturbation subclass")
             if not cls.name or not isinstance(cls.name, str):
                 raise PluginError(f"plugin {impl.plugin_name!r}: perturbation class "
                                   f"{cls.__name__} has no name")

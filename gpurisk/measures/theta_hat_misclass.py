@@ -15,7 +15,7 @@ non-zero cells, keeping after each product only the entries that can still reach
 θ̂_M = θ̂ (eq. 7).
 
 Option ``matrices``: key variable -> matrix (a keep probability, a K x K list, a labelled mapping or
-a CSV file), or a JSON file of that mapping; see :mod:`gpurisk.perturb.matrices`.
+a CSV file), or a JSON file of that mapping; see :mod:`gpurisk.dis.perturb.matrices`.
 Skinner & Elliot (2002) §4, eqs. 12-13, Proposition 5.
 """
 from __future__ import annotations

@@ -6,7 +6,7 @@ transition matrix. SPEC §6.
 - ``vars``: the key variables to perturb (default: every key named in ``matrix``, else all keys);
 - ``p``: keep probability of the default matrix p I + (1 − p)/(K − 1)(J − I) over the K categories
   that occur in the file;
-- ``matrix``: per-variable matrices (JSON inline or a file; see :mod:`gpurisk.perturb.matrices`),
+- ``matrix``: per-variable matrices (JSON inline or a file; see :mod:`gpurisk.dis.perturb.matrices`),
   which override ``p`` for the variables they name;
 - ``invariant``: replace each matrix P by the invariant R = P Q, Q_kl = P_lk π_l / Σ_j P_jk π_j,
   where π is the variable's observed distribution in the file (Gouweleeuw, Kooiman, Willenborg &
