@@ -121,7 +121,7 @@ class Inputs:
         if self.population is not None and self.sample_flag is not None:
             raise BadInput("give either a population or a sample flag, not both")
         set_(self, "fraction", check_fraction(self.fraction))
-        set_(self, "recode", tuple(parse_recodes(list(self.recode) if self.recode else None)))
+        set_(self, "recode", tuple(parse_recodes(self.recode or None)))   # list, {key: spec} or str
         unused = [r.key for r in self.recode if r.key not in self.keys]
         if unused:
             raise BadInput(f"--recode {unused[0]!r}: not one of the key variables "

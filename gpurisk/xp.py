@@ -50,6 +50,8 @@ def to_host(a) -> np.ndarray | None:
     """
     if a is None or isinstance(a, np.ndarray):
         return a
+    if type(a).__module__.split(".")[0] in ("pandas", "cudf"):     # a Series or an Index
+        return a.to_numpy()
     if hasattr(a, "shape") and callable(getattr(a, "get", None)):   # CuPy (or strict) array
         return a.get()
     return np.asarray(a)        # host objects: numpy scalars, lists, ranges

@@ -171,3 +171,9 @@ def test_scan_output_is_checked_before_the_records_are_read(files, tmp_path):
     runs = run_many([base + ["--output", o] for o in cases])
     for (o, e), p in zip(cases.items(), runs):
         assert p.returncode == 2 and e in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_recodes_in_every_form_give_the_same_inputs():
+    forms = ["a=bands:10", ["a=bands:10"], {"a": "bands:10"}, ("a=bands:10",)]
+    got = {str(Inputs("x.csv", "a,b", recode=f).recode) for f in forms}
+    assert len(got) == 1 and "bands" in got.pop()

@@ -195,3 +195,11 @@ def test_summary_in_the_strict_namespace_equals_pandas(design):
 def dataclasses_replace(obj, **kw):
     import dataclasses
     return dataclasses.replace(obj, **kw)
+
+
+def test_to_host_takes_every_kind_of_array():
+    np.testing.assert_array_equal(to_host(pd.Series([1, 2])), [1, 2])     # Series.get(key) is no copy
+    np.testing.assert_array_equal(to_host([1, 2]), [1, 2])
+    assert to_host(None) is None and scalar(np.float64(2.5)) == 2.5 and scalar(3) == 3
+    with pytest.raises(ValueError, match="2 elements"):
+        scalar(np.arange(2))

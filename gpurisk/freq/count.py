@@ -22,18 +22,6 @@ def count_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s[starts].astype(np.int64), counts.astype(np.int64)
 
 
-def merge_counts(uniq_a, cnt_a, uniq_b, cnt_b):
-    """Union of two (sorted ids, counts) tables, counts summed (used for partial counts)."""
-    ids = np.concatenate([uniq_a, uniq_b])
-    cnt = np.concatenate([cnt_a, cnt_b])
-    if ids.size == 0:
-        return ids.astype(np.int64), cnt.astype(np.int64)
-    order = np.argsort(ids, kind="stable")
-    ids, cnt = ids[order], cnt[order]
-    starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
-    return ids[starts], np.add.reduceat(cnt, starts)
-
-
 def locate(ids: np.ndarray, cells: np.ndarray, space: int | None,
            counts: np.ndarray | None = None) -> np.ndarray:
     """Position of each id in the sorted array ``cells`` (every id must be in ``cells``).
