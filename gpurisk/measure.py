@@ -72,14 +72,15 @@ def _real(v: Any) -> tuple[Any, str | None]:
     numpy and cupy scalars and 0-d arrays of an integer or float dtype are accepted; bools, complex
     numbers, strings, arrays and everything else are not.
     """
-    if v is None:
-        return None, None
-    if getattr(v, "ndim", None) == 0 and hasattr(v, "item") and hasattr(v, "dtype"):
+    if v is None or type(v) is float or type(v) is int:     # the common case, first
+        return v, None
+    if getattr(v, "ndim", None) == 0 and hasattr(v, "dtype"):
         kind = getattr(v.dtype, "kind", "")
         if kind not in ("i", "u", "f"):
             what = {"b": "bool", "c": "complex"}.get(kind, f"{type(v).__name__} of dtype {v.dtype}")
             return None, _a(what)
-        v = v.item()
+        from gpurisk.xp import scalar
+        v = scalar(v)                    # a device scalar comes to the host by name
     if isinstance(v, bool):
         return None, "a bool"
     if isinstance(v, complex):
@@ -105,6 +106,8 @@ def checked_result(res: Any) -> Result:
     None (NaN with a reason); the numbers come back as plain Python ints and floats, and ``extra``
     must be JSON once cleaned. Nothing a measure returned is quoted, only its type.
     """
+    if _simple(res):
+        return res
     if not isinstance(res, Result):
         return Result.not_applicable(f"measure returned {type(res).__name__}, not a gpurisk.Result")
     reason = res.reason
@@ -127,7 +130,10 @@ def checked_result(res: Any) -> Result:
     if not isinstance(res.extra, dict):
         return Result.not_applicable(f"measure returned extra of type {type(res.extra).__name__}, "
                                      "not a dict")
-    out = replace(res, **clean)
+    same = all(getattr(res, a) is clean[a] for a in clean)
+    out = res if same else replace(res, **clean)
+    if all(_plain(v) for v in res.extra.values()):   # scalars: JSON once cleaned (the fast path:
+        return out                                      # a scan checks thousands of Results)
     try:
         import json
         json.dumps(out.to_dict(), allow_nan=False)
@@ -135,6 +141,43 @@ def checked_result(res: Any) -> Result:
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return Result.not_applicable(f"measure returned extra that is not JSON ({why})")
     return out
+
+
+_PLAIN = (str, int, float, bool, type(None))
+_NUMBER = (int, float, type(None))
+
+
+def _simple(res) -> bool:
+    """True for a Result that needs no conversion and passes every check: plain Python numbers
+    (finite, or any with a reason), a value or a reason, plain scalars in ``extra`` (the common
+    case, checked without building the JSON document)."""
+    if type(res) is not Result or type(res.extra) is not dict:
+        return False
+    reason, v, se, up = res.reason, res.value, res.se, res.upper
+    if reason is not None and (type(reason) is not str or not reason.strip()):
+        return False
+    if type(v) not in _NUMBER_SET or type(se) not in _NUMBER_SET or type(up) not in _NUMBER_SET:
+        return False
+    if reason is None and (v is None or v != v or v in _INF or se in _INF or up in _INF
+                           or (se is not None and se != se) or (up is not None and up != up)):
+        return False
+    for x in res.extra.values():
+        if type(x) not in _PLAIN_SET:
+            return False
+    return True
+
+
+_NUMBER_SET = frozenset(_NUMBER)
+_PLAIN_SET = frozenset(_PLAIN)
+_INF = (math.inf, -math.inf)
+
+
+def _plain(v) -> bool:
+    """A value that :func:`_clean` makes JSON whatever it holds (NaN and inf become None)."""
+    if type(v) in _PLAIN:
+        return True
+    import numpy as np
+    return isinstance(v, (np.integer, np.floating, np.bool_))
 
 
 @dataclass

@@ -61,6 +61,8 @@ def scalar(a):
     """A 0-d array (or a size-1 array, or a number) as a Python int, float or bool."""
     if isinstance(a, (bool, int, float)):
         return a
+    if isinstance(a, np.generic):          # a numpy reduction's result: already on the host
+        return a.item()
     h = to_host(a)
     if h.size != 1:
         raise ValueError(f"scalar() of an array of {h.size} elements")

@@ -203,3 +203,12 @@ def test_to_host_takes_every_kind_of_array():
     assert to_host(None) is None and scalar(np.float64(2.5)) == 2.5 and scalar(3) == 3
     with pytest.raises(ValueError, match="2 elements"):
         scalar(np.arange(2))
+
+
+def test_a_measure_may_return_a_device_scalar():
+    """A GPU measure that returns ``table.f.sum() / n`` (a 0-d device array) gets a plain float."""
+    from gpurisk.measure import checked_result
+    r = checked_result(gpurisk.Result(value=xp.asarray(np.arange(4)).sum() / 4))
+    assert r.value == 1.5 and type(r.value) is float
+    bad = checked_result(gpurisk.Result(value=xp.asarray(np.arange(4)) > 1))
+    assert bad.value is None and "not a real number" in bad.reason

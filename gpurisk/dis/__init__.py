@@ -28,7 +28,6 @@ that holds the T, P, F of the batches done.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -181,28 +180,18 @@ def stop_point(values: np.ndarray, max_iter: int, stable: int, decimals: int) ->
 
 # --- the loop ----------------------------------------------------------------------------------
 def _fingerprint(codes, extra, keys, cards, perts, seed, batch) -> str:
-    h = hashlib.sha256()
-    h.update(json.dumps({"keys": list(keys), "cards": [int(c) for c in cards],
-                         "perturbations": [[p.name, p.opts] for p in perts],
-                         "seed": int(seed), "batch": int(batch)}, sort_keys=True,
-                        default=str).encode())
-    for c in codes:
-        h.update(np.ascontiguousarray(c, dtype=np.int64).tobytes())
-    for name in sorted(extra):
-        h.update(name.encode())
-        h.update(np.ascontiguousarray(extra[name], dtype=np.int64).tobytes())
-    return h.hexdigest()
+    from gpurisk.io.checkpoint import fingerprint
+    return fingerprint({"keys": list(keys), "cards": [int(c) for c in cards],
+                        "perturbations": [[p.name, p.opts] for p in perts],
+                        "seed": int(seed), "batch": int(batch)}, codes, extra)
 
 
 def _load_state(path: Path, fp: str) -> dict:
-    try:
-        st = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BadInput(f"state file {path} is not readable JSON ({exc})") from None
-    if st.get("fingerprint") != fp:
-        raise BadInput(f"state file {path} was written for another run (data, keys, perturbations, "
-                       "seed or batch differ); remove it or name another --state")
-    return st
+    from gpurisk.io.checkpoint import load_checked
+    return load_checked(path, fp, unreadable=f"state file {path} is not readable JSON",
+                        mismatch=f"state file {path} was written for another run (data, keys, "
+                                 "perturbations, seed or batch differ); remove it or name another "
+                                 "--state")
 
 
 def _save_state(path: Path, st: dict) -> None:

@@ -117,8 +117,12 @@ def assemble(keys, categories, samp_ids, pop_ids, w, radix, space, sample_codes=
         src_ids, src_codes = (pop_ids, pop_codes) if pop_ids is not None else (samp_ids, sample_codes)
         first = _first_index(src_ids, cells)
         stored = [np.asarray(c)[first].astype(np.int64) for c in src_codes]
+    # the table marks f read-only; np.repeat (in locate) copies read-only repeats, so the locator
+    # keeps a view of its own (it never writes into it)
+    f_counts = f.view()
+
     def locator():
-        return count.locate(samp_ids, cells, space, counts=f)
+        return count.locate(samp_ids, cells, space, counts=f_counts)
     wsum = None
     if w is not None:
         wsum = np.bincount(locator(), weights=w, minlength=cells.size)

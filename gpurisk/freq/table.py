@@ -140,11 +140,9 @@ class FreqTable:
 
         def make():
             Fsu = self.F[self.f == 1]
-            sums = self.xp.stack([Fsu.sum().astype(self.xp.float64), (1.0 / Fsu).sum(),
-                                  (Fsu == 1).sum().astype(self.xp.float64)])
-            F_sum, inv, pu = to_host(sums).tolist()        # one transfer for the three sums
-            return UniqueStats(n1=int(Fsu.shape[0]), F_sum=int(F_sum), inv_F_sum=float(inv),
-                               pop_unique=int(pu))
+            return UniqueStats(n1=int(Fsu.shape[0]), F_sum=int(scalar(Fsu.sum())),
+                               inv_F_sum=float(scalar((1.0 / Fsu).sum())),
+                               pop_unique=int(scalar((Fsu == 1).sum())))
         return self.cached("su", make)
 
     # --- records -------------------------------------------------------------------------------

@@ -46,13 +46,8 @@ def combo_seed(seed: int, keys: Iterable[str]) -> int:
 
 
 def _check_names(keys: Sequence[str], what: str) -> tuple[str, ...]:
-    keys = tuple(str(k) for k in keys)
-    if not keys:
-        raise BadInput(f"{what}: no key variables")
-    dup = sorted({k for k in keys if keys.count(k) > 1})
-    if dup:
-        raise BadInput(f"{what}: key(s) {', '.join(map(repr, dup))} named more than once")
-    return keys
+    from gpurisk.inputs import key_list       # one check of key names for every command
+    return tuple(key_list(keys, what))
 
 
 def subsets(pool: Sequence[str], max_size: int | None = None, min_size: int = 1) -> list[Combination]:

@@ -9,23 +9,19 @@ written for other settings or another population is refused, never silently mixe
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 
 from gpurisk.errors import BadInput
 from gpurisk.io import write_text_atomic
+from gpurisk.io.checkpoint import fingerprint, load_checked
 
 SETTINGS = "_validate.json"
 
 
 def _fingerprint(settings: dict, F, cell_id) -> str:
-    h = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
-    h.update(np.ascontiguousarray(np.asarray(F, dtype=np.int64)).tobytes())
-    h.update(np.ascontiguousarray(np.asarray(cell_id, dtype=np.int64)).tobytes())
-    return h.hexdigest()
+    return fingerprint(settings, (F, cell_id))
 
 
 class ChunkStore:
@@ -37,14 +33,10 @@ class ChunkStore:
         fp = _fingerprint(settings, F, cell_id)
         meta = self.path / SETTINGS
         if meta.exists():
-            try:
-                old = json.loads(meta.read_text())
-            except (OSError, json.JSONDecodeError) as exc:
-                raise BadInput(f"{meta} is not readable JSON ({exc})") from None
-            if old.get("fingerprint") != fp:
-                raise BadInput(f"resume folder {str(self.path)!r} was written for another validation "
-                               "(population, keys, fractions, replicates, design, measures, seed or "
-                               "options differ); remove it or name another folder")
+            load_checked(meta, fp, unreadable=f"{meta} is not readable JSON",
+                         mismatch=f"resume folder {str(self.path)!r} was written for another "
+                                  "validation (population, keys, fractions, replicates, design, "
+                                  "measures, seed or options differ); remove it or name another folder")
         else:
             if any(self.path.glob("part-*.json")):
                 raise BadInput(f"resume folder {str(self.path)!r} holds parts but no {SETTINGS}")

@@ -1,0 +1,42 @@
+"""Checkpoints that let long runs resume: one fingerprint and one checked reader for every command
+that keeps state on disk (``validate --resume``, ``dis --state``; a scan's ``_scan.json`` compares
+its settings field by field, so that its message can name the one that differs).
+
+A fingerprint hashes the run's settings (JSON, sorted keys) and the integer arrays it depends on (the
+population's counts, the records' codes), so a file written for other data or settings is refused,
+never silently mixed with a new run.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import numpy as np
+
+from gpurisk.errors import BadInput
+
+
+def fingerprint(settings: Mapping, arrays: Iterable = (), named: Mapping | None = None) -> str:
+    """sha256 of ``settings`` and the int64 bytes of ``arrays``, then of each of ``named`` (in name
+    order, each name before its array)."""
+    h = hashlib.sha256(json.dumps(dict(settings), sort_keys=True, default=str).encode())
+    for a in arrays:
+        h.update(np.ascontiguousarray(np.asarray(a), dtype=np.int64).tobytes())
+    for name in sorted(named or {}):
+        h.update(str(name).encode())
+        h.update(np.ascontiguousarray(np.asarray(named[name]), dtype=np.int64).tobytes())
+    return h.hexdigest()
+
+
+def load_checked(path, fp: str, *, unreadable: str, mismatch: str) -> dict:
+    """The JSON document at ``path`` whose ``fingerprint`` is ``fp``; one-line BadInput otherwise:
+    ``unreadable`` (followed by the reason) or ``mismatch``."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BadInput(f"{unreadable} ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("fingerprint") != fp:
+        raise BadInput(mismatch)
+    return doc
