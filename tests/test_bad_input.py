@@ -56,6 +56,8 @@ def files(tmp_path_factory):
     m = 3000
     put("cont.csv", pd.DataFrame({"inc": rng.normal(3e4, 1e4, m).round(2),
                                   "sex": rng.choice(["m", "f"], m)}))
+    put("ids.csv", df.assign(pid=np.arange(n)))
+    put("floats.csv", df.assign(x=rng.normal(size=n).round(3)))
     put("flag.csv", df.assign(s=np.where(np.arange(n) % 2 == 0, "yes", "no"), none=False))
     put("quoted.csv", text='age,sex,note\n1,m,"a, b"\n2,f,"line\nbreak"\n3,m,x\n')
     return out
@@ -116,6 +118,42 @@ CASES = [
     ("record-risk no N", ["record-risk", "{ok.csv}", "--keys", "age,sex"], ["population size"]),
     ("dis truncated", ["dis", "{trunc.parquet}", "--keys", "age", "--fraction", "0.1",
                        "--perturb", "pram:vars=age,p=0.9"], ["not a readable Parquet"]),
+    # issue 20: what used to give no clear line
+    ("empty keys", ["assess", "{ok.csv}", "--keys", ""], ["keys are empty"]),
+    ("fraction not a number", ["assess", "{ok.csv}", "--keys", "age", "--fraction", "abc"],
+     ["'abc' is not a valid float", "gpurisk assess --help"]),
+    ("unknown command", ["asses", "{ok.csv}"], ["No such command 'asses'"]),
+    ("unknown encoding", ["assess", "{ok.csv}", "--keys", "age", "--encoding", "nosuch"],
+     ["unknown text encoding 'nosuch'"]),
+    ("identifier key, small file", ["assess", "{ids.csv}", "--keys", "pid,sex"],
+     ["'pid' has 300 distinct values in 300 records", "identifier"]),
+    ("continuous key, small file", ["assess", "{floats.csv}", "--keys", "x,sex"],
+     ["'x'", "not whole numbers"]),
+    ("identifier key in record-risk", ["record-risk", "{ids.csv}", "--keys", "pid,sex",
+                                       "--population-size", "1000"], ["'pid'"]),
+    ("scan output named .csv", ["scan", "{ok.csv}", "--keys", "age,sex", "-o", "s.csv"],
+     ["Parquet dataset"]),
+    ("scan output folder missing", ["scan", "{ok.csv}", "--keys", "age,sex", "-o",
+                                    "/nonexistent/dir/s.parquet"], ["does not exist"]),
+    ("record-risk output .csv", ["record-risk", "{ok.csv}", "--keys", "age,sex", "--population-size",
+                                 "10000", "--output", "r.csv"], ["written as Parquet"]),
+    ("report output folder missing", ["report", "{ok.csv}", "-o", "/nonexistent/r.html"],
+     ["does not exist"]),
+    ("report output not html", ["report", "{ok.csv}", "-o", "r.txt"], [".html"]),
+    ("validate output folder missing", ["validate", "{ok.csv}", "--keys", "age", "--output",
+                                        "/nonexistent/v.csv"], ["does not exist"]),
+    ("validate plot name", ["validate", "{ok.csv}", "--keys", "age", "--plot", "p.txt"], [".png"]),
+    ("compare output folder missing", ["compare", "{ok.csv}", "--keys", "age,sex", "--alt",
+                                       "age=bands:10", "-o", "/nonexistent/c.csv"], ["does not exist"]),
+    ("dis state folder missing", ["dis", "{ok.csv}", "--keys", "age", "--fraction", "0.1", "--perturb",
+                                  "pram:vars=age,p=0.9", "--state", "/nonexistent/s.json"],
+     ["does not exist"]),
+    ("unknown option of a measure", ["assess", "{ok.csv}", "--keys", "age", "--option",
+                                     "theta_hat_dis.KK=5"], ["KK"]),
+    ("option of an unknown measure", ["assess", "{ok.csv}", "--keys", "age", "--option", "nosuch.K=3"],
+     ["'nosuch'"]),
+    ("option of the wrong type", ["assess", "{ok.csv}", "--keys", "age", "--option",
+                                  "theta_hat_dis.K=abc"], ["theta_hat_dis.K", "int"]),
 ]
 
 
@@ -183,10 +221,20 @@ def test_high_cardinality_allowed_or_recoded(ok):
 
 
 def test_cardinality_rule_boundaries():
-    """More than 1000 categories AND more than n/2: both needed."""
+    """More than 1000 categories AND more than n/2; below 1000, the share and the type (issue 20:
+    an id of 800 values in 800 records used to pass)."""
     rng = np.random.default_rng(3)
-    few = pd.DataFrame({"k": np.arange(800)})                      # 800 <= 1000: passes
+    few = pd.DataFrame({"k": np.arange(1000) % 800})               # 800 values, 80 % of records
     gpurisk.assess(few, ["k"], measures=["sample_uniques"])
+    with pytest.raises(BadInput, match="800 distinct values in 800 records.*identifier"):
+        gpurisk.assess(pd.DataFrame({"k": np.arange(800)}), ["k"], measures=["sample_uniques"])
+    small = pd.DataFrame({"k": np.arange(49)})                     # fewer than 50 values: passes
+    gpurisk.assess(small, ["k"], measures=["sample_uniques"])
+    halves = pd.DataFrame({"k": (np.arange(100) // 2) + 0.5})      # 50 non-integral in 100: passes
+    gpurisk.assess(halves, ["k"], measures=["sample_uniques"])
+    cont = pd.DataFrame({"k": np.arange(100) / 7})                 # 100 non-integral in 100
+    with pytest.raises(BadInput, match="not whole numbers"):
+        gpurisk.assess(cont, ["k"], measures=["sample_uniques"])
     many = pd.DataFrame({"k": rng.integers(0, 1500, 10_000)})      # 1500 > 1000 but < n/2
     gpurisk.assess(many, ["k"], measures=["sample_uniques"])
     ids = pd.DataFrame({"k": np.arange(1500)})                     # 1500 > 1000 and > n/2

@@ -39,6 +39,10 @@ def main(argv=None) -> None:
     except click.Abort:
         click.echo("gpurisk: aborted", err=True)
         sys.exit(130)
+    except click.UsageError as exc:       # a bad option value, a missing argument: one line
+        where = exc.ctx.command_path if exc.ctx is not None else "gpurisk"
+        click.echo(f"gpurisk: error: {exc.format_message()} (see '{where} --help')", err=True)
+        sys.exit(2)
     except click.ClickException as exc:
         exc.show()
         sys.exit(2 if exc.exit_code in (1, 2) else exc.exit_code)

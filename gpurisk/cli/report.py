@@ -7,7 +7,8 @@ import click
 def register(cli: click.Group) -> None:
     @cli.command()
     @click.argument("scan_output")
-    @click.option("--html", "html_path", required=True, metavar="FILE", help="HTML file to write")
+    @click.option("-o", "--output", "--html", "html_path", required=True, metavar="FILE.html",
+                  help="HTML file to write (--html is the same option)")
     @click.option("--measure", default=None, help="column to plot and rank by (default theta_hat, pr_pu or n1)")
     @click.option("--threshold", type=float, default=0.1, show_default=True,
                   help="risk threshold drawn against θ̂ and its upper bound")
@@ -15,7 +16,9 @@ def register(cli: click.Group) -> None:
     @click.option("--title", default=None, help="page title")
     def report(scan_output, html_path, measure, threshold, top, title):
         """Write an HTML report (plots inline) of SCAN_OUTPUT, a directory written by gpurisk scan."""
+        from gpurisk.io import check_output_file
         from gpurisk.report import write_report
+        check_output_file(html_path, (".html", ".htm"), "--output")
         out = write_report(scan_output, html_path, measure=measure, threshold=threshold, top=top,
                            title=title)
         click.echo(f"report: {out}")

@@ -94,7 +94,12 @@ def register(cli: click.Group) -> None:
                  backend):
         """Draw replicate samples of POPULATION and compare every estimator with its true value
         (Skinner & Elliot 2002, Table 1)."""
+        from gpurisk.io import check_output_file
         from gpurisk.validation import validate as run
+        if output:           # before the replicates are drawn, not after
+            check_output_file(output, (".parquet", ".pq", ".csv", ".csv.gz"), "--output")
+        if plot_path:
+            check_output_file(plot_path, (".png", ".svg", ".pdf"), "--plot")
 
         res = run(population, keys, fractions=_fractions(fractions),
                   replicates=replicates, design=design, measures=split_list(measures), seed=seed,
