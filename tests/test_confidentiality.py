@@ -104,3 +104,26 @@ def test_recode_errors_withhold_a_value_of_one_record(planted):
                 "--recode", "region=bands:5")
     assert p.returncode == 2 and "not a number" in p.stderr
     _clean(p.stderr, "the bands error")
+
+
+def test_matrix_and_strata_errors_withhold_a_value_of_one_record(planted):
+    """Issue 20: a misclassification or PRAM matrix that does not label the unique's region, and
+    strata fractions that miss it, name the problem, not the value."""
+    import json
+    from _driver import run_many
+    s = planted / "sample.csv"
+    labels = ["north", "south", "east", "west"]                 # 'ZZUNIQUE' not labelled
+    spec = json.dumps({"region": {"categories": labels, "matrix": np.eye(4).tolist()}})
+    (planted / "m.json").write_text(spec)
+    runs = run_many([
+        ["assess", s, "--keys", "age,sex,region", "--fraction", "0.1", "--measures",
+         "theta_hat_misclass", "--option", f"theta_hat_misclass.matrices={planted / 'm.json'}"],
+        ["dis", s, "--keys", "age,sex,region", "--fraction", "0.1", "--perturb",
+         f"pram:matrix={planted / 'm.json'}", "--max-iter", "2"],
+        ["design", s, "--keys", "age,sex", "--strata", "region",
+         "--fractions", "north=0.1,south=0.1,east=0.1,west=0.1"],
+    ])
+    for p in runs:
+        text = p.stdout + p.stderr
+        assert "withheld: a value of 1 record" in text, text
+        _clean(text, "a matrix or strata error")

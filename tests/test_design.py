@@ -99,8 +99,13 @@ def test_stratified_weights_and_per_stratum_theta_hat():
         assert out["strata"][str(h)]["pi"] == pytest.approx(pi)
     ref = _weighted(d.assign(w=w), keys, "w").value
     assert out["theta_hat_weighted"] == pytest.approx(ref, rel=1e-14)
-    with pytest.raises(BadInput, match=r"no sampling fraction for stratum value\(s\) \['2'\]"):
+    with pytest.raises(BadInput, match=r"no sampling fraction for 1 stratum value\(s\) of 'urbrur', "
+                                       r"e.g. \['2'\]"):
         stratum_weights(d, "urbrur", {"1": 0.01})
+    one = d.assign(urbrur=d["urbrur"].where(d.index != 0, 7))     # stratum 7: one record
+    with pytest.raises(BadInput, match=r"e.g. \['<withheld: a value of 1 record>'\]") as err:
+        stratum_weights(one, "urbrur", {"1": 0.01, "2": 0.05})
+    assert "7" not in str(err.value)
     with pytest.raises(BadInput, match="pi=1.5 of stratum '2' is outside"):
         stratum_weights(d, "urbrur", {"1": 0.01, "2": 1.5})
 

@@ -154,8 +154,13 @@ def test_bad_matrices_are_one_clear_line():
         _misclass(d, keys, 0.1, {"sex": [[1, 0], [0.5, 0.4]]})
     with pytest.raises(BadInput, match="keep probability 1.2"):
         _misclass(d, keys, 0.1, {"sex": 1.2})
-    with pytest.raises(BadInput, match=r"does not label categories \['2'\] that occur in the file"):
+    with pytest.raises(BadInput, match=r"does not label 1 categories that occur in the file, "
+                                       r"e.g. \['2'\]"):
         _misclass(d, keys, 0.1, {"sex": {"categories": [1, 3], "matrix": np.eye(2).tolist()}})
+    one = d.assign(sex=d["sex"].where(d.index != 0, 9))           # sex 9: one record
+    with pytest.raises(BadInput, match=r"'<withheld: a value of 1 record>'") as err:
+        _misclass(one, keys, 0.1, {"sex": {"categories": [1, 2], "matrix": np.eye(2).tolist()}})
+    assert "9" not in str(err.value)
     a = assess(d, keys, fraction=0.1, measures=["theta_hat_misclass"])
     assert a.measures["theta_hat_misclass"].value is None
     assert "matrices" in a.measures["theta_hat_misclass"].reason

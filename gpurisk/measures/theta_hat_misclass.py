@@ -154,12 +154,10 @@ class ThetaHatMisclass(Measure):
         if spec is None:
             return Result.not_applicable("needs misclassification matrices: give "
                                          "--option theta_hat_misclass.matrices=FILE.json")
-        codes, _ = _cells(table)
-        present = []
-        for c, cat in zip(codes, table.categories):
-            m = np.zeros(len(cat), bool)
-            m[c] = True
-            present.append(m)
+        codes, f = _cells(table)
+        # records per category (a value held by one record is never named in a message)
+        present = [np.bincount(c, weights=f, minlength=len(cat)).astype(np.int64)
+                   for c, cat in zip(codes, table.categories)]
         mats = key_matrices(spec, list(table.keys), table.categories, self.name, present,
                             allow_outside=True)
         r = theta_hat_misclass(table, ctx.fraction, mats,

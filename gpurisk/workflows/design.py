@@ -75,10 +75,13 @@ def stratum_weights(frame: pd.DataFrame, stratum: str, fractions) -> np.ndarray:
         k, v = next(iter(bad.items()))
         raise BadInput(f"sampling fraction pi={v!r} of stratum {k!r} is outside (0, 1]")
     labels = s.astype(str)
-    uniq = pd.unique(labels)
-    miss = [u for u in uniq if u not in lookup]
+    counts = labels.value_counts()
+    miss = [u for u in counts.index if u not in lookup]
     if miss:
-        raise BadInput(f"no sampling fraction for stratum value(s) {miss[:5]} of {stratum!r}")
+        # a stratum value held by one record is never named (issue 20)
+        shown = ["<withheld: a value of 1 record>" if counts[u] == 1 else u for u in miss[:5]]
+        raise BadInput(f"no sampling fraction for {len(miss)} stratum value(s) of {stratum!r}, "
+                       f"e.g. {shown}")
     pi = labels.map(lookup).to_numpy(dtype=np.float64)
     return 1.0 / pi
 

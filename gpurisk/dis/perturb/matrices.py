@@ -111,17 +111,20 @@ def _embed(m: np.ndarray, pos: np.ndarray, K: int) -> np.ndarray:
     return out
 
 
-def _labelled(key, labels, m, categories, present, who, allow_outside) -> np.ndarray:
-    """Put a labelled matrix into the table's category order (labels compare as text)."""
+def _labelled(key, labels, m, categories, present, who, allow_outside, counts=None) -> np.ndarray:
+    """Put a labelled matrix into the table's category order (labels compare as text). A category
+    that ``counts`` shows held by one record is withheld from the message (issue 20)."""
     lab = [str(x) for x in labels]
     if len(set(lab)) != len(lab):
         raise BadInput(f"{who}: matrix of {key!r} repeats a category label")
     cat = ["" if c is None else str(c) for c in categories]
     where = {c: i for i, c in enumerate(cat)}
-    unlabelled = [c for c, ok in zip(cat, present) if ok and c not in set(lab)]
+    labelled = set(lab)
+    unlabelled = [("<withheld: a value of 1 record>" if counts is not None and counts[i] == 1 else c)
+                  for i, (c, ok) in enumerate(zip(cat, present)) if ok and c not in labelled]
     if unlabelled:
-        raise BadInput(f"{who}: matrix of {key!r} does not label categories {unlabelled[:5]} "
-                       "that occur in the file")
+        raise BadInput(f"{who}: matrix of {key!r} does not label {len(unlabelled)} categories "
+                       f"that occur in the file, e.g. {unlabelled[:5]}")
     inside = np.array([x in where for x in lab])
     outside = [x for x in lab if x not in where]
     if outside and not allow_outside:
@@ -136,7 +139,8 @@ def matrix_for(key: str, spec: Any, categories: Sequence, who: str, present=None
                allow_outside: bool = False) -> np.ndarray:
     """The K x K matrix of one key variable, in the table's category order, checked.
 
-    ``present`` marks the categories that occur in the file (default: all). Integer keys may carry
+    ``present`` marks the categories that occur in the file (default: all), or counts the records
+    of each (then a category held by one record is never named in a message). Integer keys may carry
     empty categories (every integer of a small range is a category): a keep probability spreads
     over the other *present* categories, an unlabelled matrix may be given over the present
     categories only, and a labelled one needs labels for the present categories only.
@@ -144,7 +148,8 @@ def matrix_for(key: str, spec: Any, categories: Sequence, who: str, present=None
     file (a misclassified value that matches nobody); PRAM cannot.
     """
     K = len(categories)
-    present = np.ones(K, bool) if present is None else np.asarray(present, bool)
+    counts = None if present is None or np.asarray(present).dtype == bool else np.asarray(present)
+    present = np.ones(K, bool) if present is None else np.asarray(present) > 0
     pos = np.flatnonzero(present)
     if isinstance(spec, (int, float)) and not isinstance(spec, bool):
         p = float(spec)
@@ -162,7 +167,7 @@ def matrix_for(key: str, spec: Any, categories: Sequence, who: str, present=None
             raise BadInput(f"{who}: matrix of {key!r}: {s!r} is neither a number nor a file")
         labels, m = _read_csv_matrix(key, p, who)
         m = _check_stochastic(key, _as_array(key, m, who), who)
-        return _labelled(key, labels, m, categories, present, who, allow_outside)
+        return _labelled(key, labels, m, categories, present, who, allow_outside, counts)
     if isinstance(spec, str):
         try:
             spec = json.loads(spec)
@@ -176,7 +181,7 @@ def matrix_for(key: str, spec: Any, categories: Sequence, who: str, present=None
         if m.shape[0] != len(labels):
             raise BadInput(f"{who}: matrix of {key!r} is {m.shape[0]} x {m.shape[1]} but labels "
                            f"{len(labels)} categories")
-        return _labelled(key, labels, m, categories, present, who, allow_outside)
+        return _labelled(key, labels, m, categories, present, who, allow_outside, counts)
     m = _check_stochastic(key, _as_array(key, spec, who), who)
     if m.shape[0] == K:
         return m

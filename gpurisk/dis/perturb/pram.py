@@ -60,7 +60,8 @@ class Pram(Perturbation):
         keys = list(keys)
         present = None
         if codes is not None:
-            present = [np.bincount(np.asarray(c).ravel().astype(np.int64), minlength=len(cat))[:len(cat)] > 0
+            # records per category (counts, not flags: a value of one record is never named)
+            present = [np.bincount(np.asarray(c).ravel().astype(np.int64), minlength=len(cat))[:len(cat)]
                        for c, cat in zip(codes, categories)]
         given = (key_matrices(self.matrix, keys, categories, "perturbation 'pram'", present)
                  if self.matrix else {})
