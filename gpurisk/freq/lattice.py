@@ -38,7 +38,7 @@ import numpy as np
 
 from gpurisk.errors import BadInput
 from gpurisk.xp import namespace, to_host
-from gpurisk.freq.cellid import INT64_LIMIT, decode_radix
+from gpurisk.freq.cellid import INT64_LIMIT, decode_radix, mixed_radix_ids, smallest_id_dtype
 from gpurisk.freq.table import FreqTable
 
 #: coarse id spaces up to this many cells are summed into a dense accumulator ...
@@ -133,29 +133,9 @@ def _key_index(table: FreqTable, keys: Sequence[str]) -> list[int]:
 
 
 def _radix(xp, codes, cards):
-    """Mixed-radix ids of the code tuples, in the smallest integer type that holds them.
-
-    On numpy, long arrays are done in chunks of :data:`RADIX_CHUNK` so that the running ids stay
-    in cache between the multiply-adds (twice as fast as whole-array passes for 6-7 keys).
-    """
-    space = math.prod(int(k) for k in cards)
-    dt = xp.int16 if space <= 2**15 else xp.int32 if space <= 2**31 else xp.int64
-    m = int(codes[0].shape[0])
-    if xp is not np or m <= RADIX_CHUNK or len(codes) < 3:
-        ids = codes[0].astype(dt)
-        for c, k in zip(codes[1:], cards[1:]):
-            ids *= dt(int(k))
-            ids += c
-        return ids
-    ids = np.empty(m, dtype=dt)
-    ks = [dt(int(k)) for k in cards[1:]]
-    for start in range(0, m, RADIX_CHUNK):
-        part = ids[start:start + RADIX_CHUNK]
-        np.copyto(part, codes[0][start:start + RADIX_CHUNK], casting="unsafe")
-        for c, k in zip(codes[1:], ks):
-            part *= k
-            part += c[start:start + RADIX_CHUNK]
-    return ids
+    """Mixed-radix ids of the code tuples in the smallest integer type that holds them
+    (:func:`gpurisk.freq.cellid.mixed_radix_ids`, chunked on numpy)."""
+    return mixed_radix_ids(codes, cards, xp, dtype=smallest_id_dtype(cards, xp), chunk=RADIX_CHUNK)
 
 
 def _surrogate(xp, codes, cards):

@@ -22,7 +22,7 @@ import pandas as pd
 
 from gpurisk.errors import BadInput
 from gpurisk.xp import frame_namespace, is_cudf
-from gpurisk.freq.cellid import INT64_LIMIT
+from gpurisk.freq.cellid import INT64_LIMIT, mixed_radix_ids
 from gpurisk.freq.encode import MISSING_POLICIES, _series_parts, check_keys, encode_keys
 
 #: int keys whose value range is at most this are encoded through a lookup table, else by search
@@ -216,14 +216,8 @@ def pack_words(plan: Plan, codes, xp=np) -> list:
     a sequence or an iterator of per-key code arrays, in key order."""
     cards = plan.cards
     it = iter(codes)
-    out = []
-    for run in plan.layout:
-        acc = xp.asarray(next(it)).astype(xp.int64, copy=True)
-        for i in run[1:]:
-            acc *= int(cards[i])
-            acc += next(it)
-        out.append(acc)
-    return out
+    return [mixed_radix_ids((next(it) for _ in run), [cards[i] for i in run], xp, dtype=xp.int64)
+            for run in plan.layout]
 
 
 def unpack_words(plan: Plan, words: list, xp=np) -> list:

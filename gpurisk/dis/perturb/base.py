@@ -204,7 +204,11 @@ def group_rank(group: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray,
 
 
 def combine_codes(arrays: Sequence[np.ndarray], cards: Sequence[int]) -> np.ndarray:
-    """Mixed-radix int64 code of several code arrays (re-densified when it would overflow)."""
+    """Mixed-radix int64 code of several code arrays (any shape; re-densified when it would
+    overflow). Within int64 it is :func:`gpurisk.freq.cellid.mixed_radix_ids`."""
+    from gpurisk.freq.cellid import mixed_radix_ids, radix_space
+    if arrays and radix_space(cards) <= 2**62:
+        return mixed_radix_ids(list(arrays), cards, dtype=np.int64)
     n = arrays[0].shape if arrays else ()
     acc = np.zeros(n, np.int64)
     space = 1
