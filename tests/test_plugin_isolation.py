@@ -91,11 +91,8 @@ def test_measure_past_the_time_limit_is_reported_and_the_rest_run(fresh_registry
 
 
 def test_cli_third_party_plugin_isolated(tmp_path):
-    (tmp_path / "gpurisk_toy_slow.py").write_text(SLOW_SRC)
-    info = tmp_path / "gpurisk_toy_slow-0.7.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gpurisk-toy-slow\nVersion: 0.7\n")
-    (info / "entry_points.txt").write_text("[gpurisk]\ntoyslow = gpurisk_toy_slow\n")
+    from _fake_plugin import install
+    install(tmp_path, "gpurisk-toy-slow", "toyslow", "gpurisk_toy_slow", SLOW_SRC, "0.7")
     pd.DataFrame({"k": np.r_[np.arange(30), np.arange(30) % 5]}).to_csv(tmp_path / "d.csv", index=False)
     env = {"PYTHONPATH": str(tmp_path)}
     t0 = time.perf_counter()

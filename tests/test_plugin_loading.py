@@ -52,11 +52,8 @@ def gpurisk_register_measures():
 
 
 def dist(tmp_path, dist_name, ep, module, src, version="0.2"):
-    (tmp_path / f"{module}.py").write_text(src)
-    info = tmp_path / f"{dist_name.replace('-', '_')}-{version}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist_name}\nVersion: {version}\n")
-    (info / "entry_points.txt").write_text(f"[gpurisk]\n{ep} = {module}\n")
+    from _fake_plugin import install
+    install(tmp_path, dist_name, ep, module, src, version)
 
 
 @pytest.fixture

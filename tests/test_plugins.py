@@ -40,12 +40,8 @@ def gpurisk_register_measures():
 
 def make_plugin(tmp_path, dist="gpurisk-toy", module=None, ep="toy", name="toy_cells"):
     module = module or f"gpurisk_toy_{abs(hash(str(tmp_path)))}"  # fresh module per test
-    (tmp_path / f"{module}.py").write_text(PLUGIN_SRC.format(name=name))
-    info = tmp_path / f"{dist.replace('-', '_')}-0.3.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.3\n")
-    (info / "entry_points.txt").write_text(f"[gpurisk]\n{ep} = {module}\n")
-    return tmp_path
+    from _fake_plugin import install
+    return install(tmp_path, dist, ep, module, PLUGIN_SRC.format(name=name), "0.3")
 
 
 @pytest.fixture
@@ -103,16 +99,13 @@ def test_duplicate_measure_name_names_both_plugins(tmp_path, monkeypatch, fresh_
 
 
 def test_misspelt_hook_is_an_error(tmp_path, monkeypatch, fresh_registry):
-    (tmp_path / "typo_mod.py").write_text(textwrap.dedent('''
+    from _fake_plugin import install
+    install(tmp_path, "typo", "typo", "typo_mod", textwrap.dedent('''
         import gpurisk
         @gpurisk.hookimpl
         def gpurisk_register_measure():
             return []
     '''))
-    info = tmp_path / "typo-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: typo\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[gpurisk]\ntypo = typo_mod\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(PluginError, match="unknown hook"):
         plugins.get_plugin_manager()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 
 import numpy as np
 import pandas as pd
@@ -173,11 +172,8 @@ def gpurisk_register_measures():
 
 
 def test_cli_assess_and_scan_survive_bad_results(tmp_path):
-    (tmp_path / "gpurisk_toy_results.py").write_text(PLUGIN_SRC)
-    info = tmp_path / "gpurisk_toy_results-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gpurisk-toy-results\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[gpurisk]\ntoyresults = gpurisk_toy_results\n")
+    from _fake_plugin import install
+    install(tmp_path, "gpurisk-toy-results", "toyresults", "gpurisk_toy_results", PLUGIN_SRC)
     FRAME.to_csv(tmp_path / "d.csv", index=False)
     env = {"PYTHONPATH": str(tmp_path)}
     p = run_cli("assess", tmp_path / "d.csv", "--keys", "k,s", "--fraction", "0.5", "--json",
