@@ -157,3 +157,38 @@ def test_no_writer_bypasses_the_atomic_helpers():
             if pattern.search(line) and "tmp" not in line and "buf" not in line:
                 offenders.append(f"{f.relative_to(ROOT)}:{i}: {line.strip()}")
     assert offenders == []
+
+
+def test_scan_output_left_by_a_kill_while_the_manifest_was_written(tmp_path):
+    """Issue 20: a kill during the first write of _scan.json left a folder that neither --resume nor
+    --overwrite accepted; a folder holding only a killed writer's temporary files is a fresh start."""
+    from _driver import run_many
+    data = tmp_path / "d.csv"
+    pd.DataFrame({"a": np.arange(200) % 7, "b": np.arange(200) % 3}).to_csv(data, index=False)
+    runs = []
+    for flag in ([], ["--resume"], ["--overwrite"]):
+        out = tmp_path / f"s{len(runs)}.parquet"
+        out.mkdir()
+        (out / f"._scan.json.{4242 + len(runs)}.tmp").write_text('{"format": "gpurisk-sc')   # cut off
+        runs.append(["scan", data, "--keys", "a,b", "--fraction", "0.1", "-o", out, "--json", *flag])
+    for args, p in zip(runs, run_many(runs)):
+        assert p.returncode == 0, (args, p.stderr)
+        assert [f.name for f in Path(args[7]).iterdir() if f.name.startswith(".")] == []
+
+
+def test_damaged_scan_outputs_are_one_line(tmp_path):
+    from _driver import run_many
+    data = tmp_path / "d.csv"
+    pd.DataFrame({"a": np.arange(200) % 7, "b": np.arange(200) % 3}).to_csv(data, index=False)
+    out = tmp_path / "s.parquet"
+    base = ["scan", data, "--keys", "a,b", "--fraction", "0.1", "-o", out, "--json"]
+    assert run_many([base])[0].returncode == 0
+    part = sorted(out.glob("part-*.parquet"))[0]
+    part.write_bytes(part.read_bytes()[:40])                       # damaged after the scan
+    (out / "_scan.json").write_text("{not json")
+    p_resume, p_report, p_over = run_many([base + ["--resume"],
+                                           ["report", out, "-o", tmp_path / "r.html"],
+                                           base + ["--overwrite"]])
+    for p, needle in ((p_resume, "not a readable scan manifest"), (p_report, "not readable Parquet")):
+        assert p.returncode == 2 and needle in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert p_over.returncode == 0, p_over.stderr

@@ -177,3 +177,17 @@ def test_recodes_in_every_form_give_the_same_inputs():
     forms = ["a=bands:10", ["a=bands:10"], {"a": "bands:10"}, ("a=bands:10",)]
     got = {str(Inputs("x.csv", "a,b", recode=f).recode) for f in forms}
     assert len(got) == 1 and "bands" in got.pop()
+
+
+def test_assessment_repr_and_frame(tmp_path):
+    """Issue 20: an Assessment printed dumped every array; it had no DataFrame export."""
+    a = gpurisk.assess(data_path("sdcmicro/testdata.csv"), "urbrur,water,sex,age", fraction=0.01)
+    text = repr(a)
+    assert text.startswith("<Assessment n=4580") and "theta_hat=" in text and "array" not in text
+    assert len(text) < 400
+    frame = a.to_frame()
+    assert list(frame["measure"]) == list(a.measures)
+    assert frame.loc[frame["measure"] == "theta_hat", "value"].item() == a.measures["theta_hat"].value
+    gpurisk.write_results(a.to_dict(), tmp_path / "r.csv")
+    back = pd.read_csv(tmp_path / "r.csv")
+    assert list(back["measure"]) == list(frame["measure"])

@@ -47,6 +47,27 @@ def row_schema(measures: list[str]) -> pa.Schema:
     return pa.schema(fields)
 
 
+def _is_leftover(name: str) -> bool:
+    """A temporary file that a killed writer left behind (``.NAME.PID.tmp``, ``.part-*``)."""
+    return name.startswith(".") and (".tmp" in name or name.startswith(".part-"))
+
+
+def _contents(p: Path) -> list[Path]:
+    """What a folder holds besides a killed writer's temporary files."""
+    return [f for f in p.iterdir() if not _is_leftover(f.name)]
+
+
+def _load_manifest(man: Path) -> dict:
+    try:
+        doc = json.loads(man.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadInput(f"{str(man)!r} is not a readable scan manifest ({type(exc).__name__}); "
+                       "use --overwrite to start the scan again") from None
+    if not isinstance(doc, dict):
+        raise BadInput(f"{str(man)!r} is not a scan manifest; use --overwrite to start again")
+    return doc
+
+
 #: names that promise a single file of another format, never a Parquet dataset (a folder)
 _FILE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".json", ".txt", ".xlsx", ".html")
 
@@ -63,7 +84,7 @@ def check_output_path(path, resume: bool = False, overwrite: bool = False) -> No
         raise BadInput(f"--output {str(p)!r} exists and is a file; a scan writes a directory")
     if not p.exists() and not p.parent.is_dir():
         raise BadInput(f"output folder {str(p.parent)!r} does not exist")
-    if p.is_dir() and any(p.iterdir()):
+    if p.is_dir() and _contents(p):
         if not (p / MANIFEST).exists():
             raise BadInput(f"--output {str(p)!r} is a non-empty directory that is not a scan "
                            "(no _scan.json); choose another path")
@@ -91,7 +112,11 @@ class ParquetSink:
         p = self.path
         if p.exists() and not p.is_dir():
             raise BadInput(f"--output {str(p)!r} exists and is a file; a scan writes a directory")
-        existing = p.is_dir() and any(p.iterdir())
+        # a folder holding only what a killed first run left (temporary files) is a fresh start
+        existing = p.is_dir() and bool(_contents(p))
+        if p.is_dir() and not existing:
+            for f in p.iterdir():
+                f.unlink(missing_ok=True)
         if existing and overwrite:
             self._clear()
             existing = False
@@ -103,7 +128,7 @@ class ParquetSink:
             if not resume:
                 raise BadInput(f"--output {str(p)!r} already holds a scan; use --resume to finish it "
                                "or --overwrite to start again")
-            old = json.loads(man.read_text(encoding="utf-8"))
+            old = _load_manifest(man)
             self._check_same(old.get("settings", {}))
             for tmp in p.glob(".part-*"):
                 tmp.unlink(missing_ok=True)
@@ -120,7 +145,7 @@ class ParquetSink:
             raise BadInput(f"--overwrite: {str(self.path)!r} is not a scan output (no _scan.json); "
                            "not deleting it")
         for f in self.path.iterdir():
-            if PART_RE.match(f.name) or f.name == MANIFEST or f.name.startswith(".part-"):
+            if PART_RE.match(f.name) or f.name == MANIFEST or _is_leftover(f.name):
                 f.unlink()
 
     def _check_same(self, old: dict) -> None:
@@ -175,7 +200,7 @@ def read_scan(path) -> "pd.DataFrame":  # noqa: F821
         files = sorted(f for f in p.iterdir() if PART_RE.match(f.name))
         if not files:
             raise BadInput(f"{p}: no part files (is it a gpurisk scan output?)")
-        frame = pa.concat_tables([pq.read_table(f) for f in files],
+        frame = pa.concat_tables([_read_part(f) for f in files],
                                  promote_options="default").to_pandas()
     else:
         try:
@@ -188,6 +213,14 @@ def read_scan(path) -> "pd.DataFrame":  # noqa: F821
     return frame
 
 
+def _read_part(f: Path):
+    try:
+        return pq.read_table(f)
+    except (pa.ArrowException, OSError) as exc:
+        raise BadInput(f"part file {f.name} of {str(f.parent)!r} is not readable Parquet "
+                       f"({type(exc).__name__}): the file was damaged after the scan wrote it") from None
+
+
 def read_manifest(path) -> dict:
     p = Path(path) / MANIFEST
-    return json.loads(p.read_text(encoding="utf-8")) if p.exists() else {}
+    return _load_manifest(p) if p.exists() else {}

@@ -12,9 +12,10 @@ from gpurisk.measure import Context, Result, checked_result, missing_needs
 from gpurisk.plugins import measure_registry, unknown_measure_hint
 
 
-@dataclass
+@dataclass(repr=False)
 class Assessment:
-    """What :func:`assess` returns. ``to_dict()`` is the JSON document of ``gpurisk assess --json``."""
+    """What :func:`assess` returns. ``to_dict()`` is the JSON document of ``gpurisk assess --json``;
+    ``to_frame()`` one row per measure (what ``--output FILE.csv`` writes)."""
 
     table: FreqTable
     context: Context
@@ -28,6 +29,21 @@ class Assessment:
     @property
     def N(self) -> int | None:
         return self.table.N
+
+    def to_frame(self):
+        """One row per measure: keys, n, N, π, measure, value, se, upper, reason, extra (JSON)."""
+        from gpurisk.io.formats import result_rows
+        return result_rows(self.to_dict())
+
+    def __repr__(self) -> str:
+        t = self.table
+        shown = [f"{name}={r.value:.4g}" for name, r in self.measures.items()
+                 if isinstance(r.value, (int, float))][:6]
+        idle = sum(1 for r in self.measures.values() if r.value is None)
+        head = f"n={t.n}" + (f", N={t.N}" if t.N is not None else "")
+        return (f"<Assessment {head}, keys={list(t.keys)}: {', '.join(shown)}"
+                + (", ..." if len(shown) < len(self.measures) - idle else "")
+                + (f"; {idle} not applicable>" if idle else ">"))
 
     def to_dict(self) -> dict[str, Any]:
         t = self.table
