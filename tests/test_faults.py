@@ -192,3 +192,26 @@ def test_damaged_scan_outputs_are_one_line(tmp_path):
     for p, needle in ((p_resume, "not a readable scan manifest"), (p_report, "not readable Parquet")):
         assert p.returncode == 2 and needle in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert p_over.returncode == 0, p_over.stderr
+
+
+def test_one_writer_per_output(tmp_path):
+    """Issue 20: a second run on an output that another run is writing stopped nothing and wrote
+    duplicates; now it stops at once with one line, and the output is free again afterwards."""
+    from _driver import run_many
+    from gpurisk.io.lock import exclusive, lock_path
+    data = tmp_path / "d.csv"
+    pd.DataFrame({"a": np.arange(300) % 7, "b": np.arange(300) % 3}).to_csv(data, index=False)
+    scan_out, ck, state = tmp_path / "s.parquet", tmp_path / "ck", tmp_path / "state.json"
+    lines = [["scan", data, "--keys", "a,b", "--fraction", "0.1", "-o", scan_out, "--json"],
+             ["validate", data, "--keys", "a,b", "--fractions", "0.1", "--replicates", "5",
+              "--resume", ck, "--json"],
+             ["dis", data, "--keys", "a,b", "--fraction", "0.1", "--perturb", "pram:vars=b,p=0.8",
+              "--max-iter", "3", "--state", state, "--json"]]
+    for args, target in zip(lines, (scan_out, ck, state)):
+        with exclusive(target, "test"):               # another run holds the output
+            (p,) = run_many([args])
+            assert p.returncode == 2 and "another gpurisk run is writing" in p.stderr, p.stderr
+            assert len(p.stderr.strip().splitlines()) == 1
+        (p,) = run_many([args])                        # released: the run goes through
+        assert p.returncode == 0, p.stderr
+        assert not lock_path(target).exists()         # and leaves no lock file behind

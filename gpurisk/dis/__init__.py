@@ -36,6 +36,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from gpurisk.io.lock import locked
 from gpurisk.errors import BadInput, PluginError
 from gpurisk.freq import cellid, count
 from gpurisk.xp import to_host
@@ -295,6 +296,7 @@ def run_dis(codes: Sequence[np.ndarray], categories: Sequence[Sequence], keys: S
                      orientation)
 
 
+@locked("state", "the state file")
 def dis(frame, keys: Sequence[str], fraction: float, perturb: Iterable, *, max_iter: int = 100,
         stable: int = 10, decimals: int = 3, batch: int | None = None, seed: int = 0,
         missing: str = "category", state: str | Path | None = None, sep: str | None = None,

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import pandas as pd
 
 from gpurisk.errors import BadInput
+from gpurisk.io.lock import locked
 from gpurisk.freq.lattice import Lattice
 from gpurisk.measure import Context
 from gpurisk.scan.plan import Combination, build_plan, combo_seed, root_keys
@@ -186,6 +187,7 @@ def _progress(enabled: bool, total: int):
     return prog
 
 
+@locked("output", "the scan output")
 def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = None,
          min_size: int = 1, scenarios=None, fundamental: Sequence[str] | str | None = None,
          plus_each: bool = False, fraction: float | None = None, population=None,

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from gpurisk.errors import BadInput
+from gpurisk.io.lock import locked
 from gpurisk.freq.table import FreqTable
 from gpurisk.xp import to_host
 from gpurisk.measure import Context
@@ -119,6 +120,7 @@ def _check_fractions(fractions) -> list[float]:
     return out
 
 
+@locked("resume", "the resume folder")
 def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 100,
              design: str = "bernoulli", measures: Iterable[str] | None = None, seed: int = 0,
              options: Mapping[str, Mapping[str, Any]] | None = None, alpha: float = 0.01,
