@@ -137,3 +137,18 @@ def test_bundled_data_is_declared_as_package_data():
     assert "data/adult.csv.gz" in files
     for f in files:
         assert any(fnmatch.fnmatch(f, pat) for pat in patterns), f
+
+
+def test_no_wrapping_at_80_columns_when_not_a_terminal():
+    """Issue 20: piped output was folded at 80 columns (rich's default without a terminal)."""
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["PYTHONPATH"] = str(ROOT)
+    p = subprocess.run([sys.executable, "-m", "gpurisk", "assess", "example:adult", "--keys", "age,sex",
+                        "--fraction", "0.01"], capture_output=True, text=True, env=env, check=True)
+    lines = p.stdout.splitlines()
+    long = [ln for ln in lines if "risk_fishing_subsample" in ln]
+    assert long and "needs population counts F_j: give --population POP or --sample-flag COL" in long[0]
+    assert max(len(ln) for ln in lines) > 80

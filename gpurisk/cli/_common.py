@@ -8,6 +8,21 @@ import click
 from gpurisk.errors import BadInput
 
 
+def console(stderr: bool = False):
+    """The rich Console every command prints with. In a terminal it fits the terminal; when the
+    output goes to a file or a pipe, lines are not wrapped at 80 columns (issue 20): the width is
+    $COLUMNS if set, else 240, and text is never folded."""
+    import os
+    import sys
+
+    from rich.console import Console
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(stderr=stderr)
+    cols = os.environ.get("COLUMNS", "")
+    return Console(stderr=stderr, width=int(cols) if cols.isdigit() else 240, soft_wrap=True)
+
+
 def echo_json(doc, default=None) -> None:
     """``doc`` as indented JSON on standard output (the ``--json`` of every command)."""
     import sys

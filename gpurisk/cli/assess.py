@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import click
 
-from gpurisk.cli._common import echo_json, fmt_value as _fmt, input_options, parse_options, split_list
+from gpurisk.cli._common import (console, echo_json, fmt_value as _fmt, input_options,
+                                 parse_options, split_list)
 
 
 def print_assessment(doc: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    con = console()
     fof = doc["freq_of_freq"]
     head = (f"n = {doc['n']}" + (f", N = {doc['N']}" if doc["N"] is not None else "")
             + (f", π = {doc['fraction']:.6g} ({doc['fraction_source']})" if doc["fraction"] else ", π not given")

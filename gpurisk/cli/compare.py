@@ -5,7 +5,7 @@ import math
 
 import click
 
-from gpurisk.cli._common import echo_json, input_options, parse_options, split_list
+from gpurisk.cli._common import console, echo_json, input_options, parse_options, split_list
 
 
 def _fmt(v):
@@ -72,9 +72,8 @@ def register(cli: click.Group) -> None:
             echo_json({"uniques": res.uniques, "alternatives": labels[1:], "settings": res.settings,
                        "rows": rows}, default=str)
             return
-        from rich.console import Console
         from rich.table import Table
-        con = Console()
+        con = console()
         what = "population uniques N1" if res.uniques == "N1" else "sample uniques n1"
         for col in res.columns:
             t = Table(title=f"{what if col == res.uniques else col}: original → "

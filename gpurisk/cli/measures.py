@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from gpurisk.cli._common import echo_json, registry_rows
+from gpurisk.cli._common import console, echo_json, registry_rows
 
 
 def _failed_rows() -> list[dict]:
@@ -38,7 +38,6 @@ def register(cli: click.Group) -> None:
         if as_json:
             echo_json(rows + failed)
             return
-        from rich.console import Console
         from rich.table import Table
         t = Table(show_header=True, header_style="bold")
         for col in ("measure", "description", "needs", "options", "reference", "plugin"):
@@ -52,7 +51,7 @@ def register(cli: click.Group) -> None:
         for d in failed:
             t.add_row("—", f"FAILED to load: {d['error']}", "", "", "",
                       f"{d['plugin']} ({d['package']})")
-        Console().print(t)
+        console().print(t)
 
     @cli.command()
     @click.option("--json", "as_json", is_flag=True, help="print JSON")

@@ -5,7 +5,7 @@ import click
 
 from gpurisk.errors import BadInput
 from gpurisk.models.loglinear import MAX_CELLS, MAX_ITER, TOL
-from gpurisk.cli._common import echo_json, input_options, split_list
+from gpurisk.cli._common import console, echo_json, input_options, split_list
 
 
 def _fmt(v, digits=4):
@@ -17,10 +17,9 @@ def _fmt(v, digits=4):
 
 
 def print_summary(doc: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    con = console()
     ipf = doc["ipf"]
     con.print(f"n = {doc['n']}, N = {doc['N']:.10g} ({doc['N_source']}), keys: {', '.join(doc['keys'])}, "
               f"K = {' × '.join(map(str, doc['fit_categories']))} = {doc['K']:,} cells, "

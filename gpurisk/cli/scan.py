@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from gpurisk.cli._common import echo_json, input_options, parse_options, split_list
+from gpurisk.cli._common import console, echo_json, input_options, parse_options, split_list
 
 
 def _fmt(v, digits=4):
@@ -47,9 +47,8 @@ def _py(v):
 
 
 def print_summary(doc: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
-    con = Console()
+    con = console()
     head = (f"n = {doc['n']}" + (f", N = {doc['N']}" if doc["N"] is not None else "")
             + (f", π = {doc['fraction']:.6g}" if doc["fraction"] else ", π not given")
             + f"   combinations: {doc['combinations']}"

@@ -7,7 +7,7 @@ import math
 import click
 
 from gpurisk.errors import BadInput
-from gpurisk.cli._common import echo_json, input_options, parse_options, split_list
+from gpurisk.cli._common import console, echo_json, input_options, parse_options, split_list
 
 LABELS = {"true": "true value", "estimate": "estimate", "error": "error (est − true)",
           "se": "est. s.e.", "nmse": "NMSE"}
@@ -20,10 +20,9 @@ def _fmt(v) -> str:
 
 
 def print_validation(v) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    con = console()
     info = v.info
     reps = ", ".join(f"{f:g}: {r}" for f, r in info["replicates"].items())
     con.print(f"population N = {info['N']}, {info['cells']} cells, keys {', '.join(info['keys'])}; "
