@@ -176,11 +176,13 @@ class Inputs:
 
     # --- what is counted -------------------------------------------------------------------------
     def count(self, frames: Frames | None = None, keys=None, *, weights: bool = True,
-              guard: bool = True) -> Counted:
+              guard: bool = True, records: str | None = None) -> Counted:
         """The table over ``keys`` (default: all), recoded and checked, and π.
 
         ``weights=False`` leaves the design weights out (commands that do not read them);
-        ``guard=False`` skips the cardinality check (for a caller that checks a coarser table).
+        ``guard=False`` skips the cardinality check (for a caller that checks a coarser table);
+        ``records="what needs them"``: the command reads each record's cell, so a backend that
+        keeps none (Dask) is one clear line instead of a failure later.
         """
         import time
 
@@ -193,6 +195,9 @@ class Inputs:
                             missing=self.missing, backend=self.backend)
         if table.n == 0:
             raise BadInput(f"the sample flag {self.sample_flag!r} marks no record as sampled")
+        if records and table.record_locator is None:
+            raise BadInput(f"{records} needs each record's cell, which the {table.backend} backend "
+                           "does not keep: use --backend pandas (or cudf)")
         t1 = time.perf_counter()
         recodes = [r for r in self.recode if r.key in keys]
         if recodes:

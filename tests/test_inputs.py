@@ -191,3 +191,17 @@ def test_assessment_repr_and_frame(tmp_path):
     gpurisk.write_results(a.to_dict(), tmp_path / "r.csv")
     back = pd.read_csv(tmp_path / "r.csv")
     assert list(back["measure"]) == list(frame["measure"])
+
+
+@pytest.mark.parametrize("args", [
+    ["dis", "{data}", "--keys", "a,b", "--fraction", "0.1", "--perturb", "pram:vars=b,p=0.8",
+     "--max-iter", "2"],
+    ["record-risk", "{data}", "--keys", "a,b", "--fraction", "0.1"],
+    ["validate", "{data}", "--keys", "a,b", "--fractions", "0.1", "--replicates", "2"],
+])
+def test_commands_that_read_records_say_so_on_a_backend_that_keeps_none(files, args):
+    """Dask keeps no record cells: one line naming the backend to use, not an internal error."""
+    pytest.importorskip("distributed")
+    (p,) = run_many([_fill(args, files) + ["--backend", "dask", "--workers", "1"]])
+    assert p.returncode == 2 and "use --backend pandas" in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1

@@ -324,7 +324,7 @@ def dis(frame, keys: Sequence[str], fraction: float, perturb: Iterable, *, max_i
     if state is not None:
         check_state_path(state)
     frames = inp.read()
-    table = inp.count(frames).table
+    table = inp.count(frames, records="dis (it perturbs the records)").table
     extra = {}
     if extra_cols:
         extra = {e.name: e.sample for e in encode_keys(frames.sample, extra_cols, missing=missing)}

@@ -251,7 +251,7 @@ def record_risk(frame, keys, population_size=None, population=None, sample_flag=
     if output is not None:
         check_records_output(output)      # a bad name fails before the work, not after
     frames = inp.read()
-    table = inp.count(frames, weights=False).table
+    table = inp.count(frames, weights=False, records="record-risk").table
     keys, fraction = list(inp.keys), inp.fraction
     model = build_model(table, methods, population_size, fraction, y, database_size, p_tilde,
                         tol, max_iter, max_cells)

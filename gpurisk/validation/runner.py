@@ -153,10 +153,7 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
         dz.replicate_count(dsg, f, int(replicates))   # systematic: 1/π must be an integer
     frames = inp.read()
     frame = frames.sample
-    pop = inp.count(frames).table
-    if pop.record_locator is None:
-        raise BadInput(f"validate draws samples from the population's records, which the "
-                       f"{pop.backend} backend does not keep: use --backend pandas or cudf")
+    pop = inp.count(frames, records="validate (it draws samples from the population's records)").table
     cell = to_host(pop.record_cell()).astype(np.int64, copy=False)
     F = to_host(pop.f).astype(np.int64, copy=False)
     N, C = int(F.sum()), F.size

@@ -183,7 +183,7 @@ def design_report(frame, keys: Sequence[str], *, fraction: float | None = None,
     keys = list(inp.keys)
     frames = inp.read()
     frame = frames.sample
-    table = inp.count(frames).table
+    table = inp.count(frames, records="design --cluster" if cluster else None).table
     doc: dict[str, Any] = {"n": table.n, "keys": keys, "n1": table.n_r(1), "n2": table.n_r(2),
                            "warnings": []}
     if inp.fraction is not None:
