@@ -187,6 +187,9 @@ class Inputs:
         import time
 
         from gpurisk.freq.guards import check_cardinality
+        if records and self.distributed:     # Dask tables never keep them: say so before any work
+            raise BadInput(f"{records} needs each record's cell, which the {self.backend} backend "
+                           "does not keep: use --backend pandas (or cudf)")
         frames = self.read() if frames is None else frames
         keys = list(self.keys) if keys is None else key_list(keys)
         t0 = time.perf_counter()
