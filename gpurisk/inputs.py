@@ -239,10 +239,3 @@ class Inputs:
             return None
         from gpurisk.freq.engine import sample_flag_mask
         return np.flatnonzero(sample_flag_mask(frames.sample, self.sample_flag))
-
-    def with_(self, **changes) -> "Inputs":
-        """A copy with some fields changed (checked again)."""
-        import dataclasses
-        return dataclasses.replace(self, **changes)
-
-

@@ -174,7 +174,7 @@ _INF = (math.inf, -math.inf)
 
 def _plain(v) -> bool:
     """A value that :func:`_clean` makes JSON whatever it holds (NaN and inf become None)."""
-    if type(v) in _PLAIN:
+    if type(v) in _PLAIN_SET:
         return True
     import numpy as np
     return isinstance(v, (np.integer, np.floating, np.bool_))

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["namespace", "is_host", "to_host", "scalar", "to_device", "frame_namespace", "is_cudf",
+__all__ = ["namespace", "to_host", "scalar", "to_device", "frame_namespace", "is_cudf",
            "readonly"]
 
 
@@ -35,11 +35,6 @@ def namespace(*arrays) -> Any:
         return np
     import array_api_compat
     return array_api_compat.array_namespace(*arrs, use_compat=False)
-
-
-def is_host(xp) -> bool:
-    """True when ``xp`` is numpy (arrays already in host memory)."""
-    return xp is np
 
 
 def to_host(a) -> np.ndarray | None:

@@ -128,7 +128,7 @@ def test_every_registered_measure_in_the_strict_namespace_equals_pandas(design):
     names = list(reg)
     options = {n: _options(reg[n].cls) for n in names}
     options["pr_cm_um"] = {"perturb": "pram:vars=k2,p=0.8", "max_iter": 3, "stable": 2}
-    options["theta_hat_misclass"] = {"matrix": "k2=0.9"}
+    options["theta_hat_misclass"] = {"matrices": {"k2": 0.9}}
     cols = {EXTRA_COLUMN: (frame[frame[kw["sample_flag"]]] if kw.get("sample_flag") else frame)
             [EXTRA_COLUMN].to_numpy()}
     ctx_kw = dict(fraction=None if kw.get("population") is not None or kw.get("sample_flag") else 0.2)

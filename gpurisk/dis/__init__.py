@@ -322,7 +322,8 @@ def dis(frame, keys: Sequence[str], fraction: float, perturb: Iterable, *, max_i
                  encoding=encoding, allow_high_cardinality=allow_high_cardinality,
                  columns=extra_cols)
     if state is not None:
-        check_state_path(state)
+        from gpurisk.io import check_output_file
+        check_output_file(state, None, "--state")   # before the work
     frames = inp.read()
     table = inp.count(frames, records="dis (it perturbs the records)").table
     extra = {}
@@ -331,12 +332,3 @@ def dis(frame, keys: Sequence[str], fraction: float, perturb: Iterable, *, max_i
     return run_dis(record_codes(table), table.categories, keys, f, perts, extra=extra,
                    max_iter=max_iter, stable=stable, decimals=decimals, batch=batch, seed=seed,
                    state=state, orientation=orientation)
-
-
-def check_state_path(state) -> None:
-    """A ``--state`` file can be written: its folder exists and it is not a folder (before the work)."""
-    p = Path(state)
-    if not p.parent.is_dir():
-        raise BadInput(f"--state folder {str(p.parent)!r} does not exist")
-    if p.is_dir():
-        raise BadInput(f"--state {str(p)!r} is a folder")

@@ -273,22 +273,6 @@ def _parquet_names(p: Path) -> list[str]:
     return list(schema.names)
 
 
-def check_output_file(path, suffixes=None, what: str = "output") -> Path:
-    """An output file that can be written, checked before any work: its folder exists, it is not a
-    folder, and (with ``suffixes``) its name ends in one of them. BadInput in one line otherwise."""
-    p = Path(path)
-    if suffixes and not p.name.lower().endswith(tuple(suffixes)):
-        raise BadInput(f"{what} {p.name!r}: name it with one of {', '.join(suffixes)}")
-    if not p.parent.is_dir():
-        raise BadInput(f"{what} folder {str(p.parent)!r} does not exist")
-    if p.is_dir():
-        raise BadInput(f"{what} {str(p)!r} is a folder")
-    import os
-    if not os.access(p.parent, os.W_OK):
-        raise BadInput(f"{what} folder {str(p.parent)!r} is not writable")
-    return p
-
-
 # atomic writing: every file gpurisk writes goes through these (gpurisk.io.atomic)
-from gpurisk.io.atomic import (atomic_path, temp_path, write_bytes_atomic,  # noqa: E402,F401
-                                write_frame_atomic, write_text_atomic)
+from gpurisk.io.atomic import (atomic_path, check_output_file, temp_path,  # noqa: E402,F401
+                                write_bytes_atomic, write_frame_atomic, write_text_atomic)

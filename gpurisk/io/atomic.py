@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from gpurisk.errors import BadInput
+
 
 @contextmanager
 def atomic_path(path, suffix: str = ""):
@@ -59,4 +61,20 @@ def write_frame_atomic(frame: pd.DataFrame, path, **kwargs) -> Path:
         else:
             comp = "gzip" if name.endswith(".gz") else None
             frame.to_csv(tmp, **{"index": False, "compression": comp, **kwargs})
+    return p
+
+
+def check_output_file(path, suffixes=None, what: str = "output") -> Path:
+    """An output file that can be written, checked before any work: its folder exists, it is not a
+    folder, and (with ``suffixes``) its name ends in one of them. BadInput in one line otherwise."""
+    p = Path(path)
+    if suffixes and not p.name.lower().endswith(tuple(suffixes)):
+        raise BadInput(f"{what} {p.name!r}: name it with one of {', '.join(suffixes)}")
+    if not p.parent.is_dir():
+        raise BadInput(f"{what} folder {str(p.parent)!r} does not exist")
+    if p.is_dir():
+        raise BadInput(f"{what} {str(p)!r} is a folder")
+    import os
+    if not os.access(p.parent, os.W_OK):
+        raise BadInput(f"{what} folder {str(p.parent)!r} is not writable")
     return p

@@ -180,13 +180,9 @@ def _suffix(p: Path) -> str:
 
 def check_output(path) -> tuple[Path, str]:
     """(path, kind) of a results file that can be written; BadInput for a bad extension or folder."""
-    p = Path(path)
-    kind = _suffix(p)
-    if not p.parent.is_dir():
-        raise BadInput(f"output folder {str(p.parent)!r} does not exist")
-    if p.is_dir():
-        raise BadInput(f"output {str(p)!r} is a folder")
-    return p, kind
+    from gpurisk.io.atomic import check_output_file
+    kind = _suffix(Path(path))
+    return check_output_file(path, None, "output"), kind
 
 
 def write_atomic(result, path) -> Path:

@@ -202,20 +202,6 @@ def selected_records(table, all_records: bool = False):
     return pos, rc[pos]
 
 
-def check_records_output(path) -> None:
-    """The per-record output is Parquet: a .parquet/.pq name in a folder that exists (issue 20:
-    ``--output r.csv`` used to get Parquet under a CSV name)."""
-    from pathlib import Path
-    p = Path(path)
-    if not p.name.lower().endswith((".parquet", ".pq")):
-        raise BadInput(f"record-level output {p.name!r}: the rows are written as Parquet; "
-                       "name the file .parquet")
-    if not p.parent.is_dir():
-        raise BadInput(f"output folder {str(p.parent)!r} does not exist")
-    if p.is_dir():
-        raise BadInput(f"output {str(p)!r} is a folder")
-
-
 def write_records(model: RiskModel, path, row_numbers=None, all_records: bool = False,
                   chunk: int = 1 << 20) -> int:
     """Write one row per selected record to Parquet, ``chunk`` records at a time; returns the count."""
@@ -249,7 +235,9 @@ def record_risk(frame, keys, population_size=None, population=None, sample_flag=
                  missing=missing, recode=recode, backend=backend, sep=sep, encoding=encoding,
                  allow_high_cardinality=allow_high_cardinality)
     if output is not None:
-        check_records_output(output)      # a bad name fails before the work, not after
+        from gpurisk.io import check_output_file     # before the work, not after
+        check_output_file(output, (".parquet", ".pq"),
+                          "record-level output (the rows are written as Parquet)")
     frames = inp.read()
     table = inp.count(frames, weights=False, records="record-risk").table
     keys, fraction = list(inp.keys), inp.fraction

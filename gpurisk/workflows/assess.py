@@ -10,6 +10,7 @@ from gpurisk.inputs import resolve_fraction  # noqa: F401  (re-exported: gpurisk
 from gpurisk.freq.table import FreqTable
 from gpurisk.measure import Context, Result, checked_result, missing_needs
 from gpurisk.plugins import measure_registry, unknown_measure_hint
+from gpurisk.xp import scalar
 
 
 @dataclass(repr=False)
@@ -61,7 +62,7 @@ class Assessment:
             "warnings": list(self.warnings),
         }
         if t.F is not None:
-            doc["population_cells"] = int((t.F > 0).sum())
+            doc["population_cells"] = int(scalar((t.F > 0).sum()))
             doc["pop_freq_of_freq"] = {str(r): c for r, c in sorted(t.pop_freq_of_freq().items())
                                        if r <= 10}
         return doc
