@@ -102,8 +102,8 @@ def test_backend_comparison_catches_a_disagreement(monkeypatch):
     def fake(name, sample, keys, **kw):
         if name != "dask":
             raise gpurisk.UnsupportedBackend(f"{name} not here")
-        t = engine.build_table_pandas(sample, keys, kw.get("population"), kw.get("sample_flag"),
-                                      kw.get("weights"), kw.get("missing", "category"))
+        t = engine.build_table_piece(sample, keys, kw.get("population"), kw.get("sample_flag"),
+                                     kw.get("weights"), kw.get("missing", "category"))
         return dataclasses.replace(t, backend="dask")
     monkeypatch.setattr(engine, "dispatch_build", fake)
     report = check_backends_agree(Good)

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st, HealthCheck
 import gpurisk.testing.synth as synth
 from unittest import mock
 from gpurisk.errors import BadInput
-from gpurisk.freq import cellid, count
+from gpurisk.freq import cellid, partial
 from gpurisk.freq.engine import build_table
 
 from conftest import data_path
@@ -185,6 +185,10 @@ def test_true_int64_overflow_uses_fallback():
 def test_locate_paths_agree(space):
     rng = np.random.default_rng(0)
     ids = rng.integers(0, min(space, 1 << 40), 10_000)
-    cells, _ = count.count_ids(ids)
-    pos = count.locate(ids, cells, space)
-    np.testing.assert_array_equal(cells[pos], ids)
+    cells, counts = partial.count_ids(ids)
+    for complete, cnt in ((True, counts), (True, None), (False, None)):
+        pos = partial.locate([ids], [cells], space, counts=cnt, complete=complete)
+        np.testing.assert_array_equal(cells[pos], ids)
+    # a record whose cell is absent is -1
+    pos = partial.locate([np.array([cells[0], cells[-1] + 1])], [cells], space=None)
+    assert pos.tolist() == [0, -1]

@@ -111,8 +111,10 @@ def test_partials_merge_in_any_grouping(nwords):
     w = rng.uniform(1, 2, n)
     ref = _reference(words, flag, w)
     pieces = np.split(np.arange(n), _cuts(n, 9, rng))
-    parts = [P.reduce_cells(np, [x[idx] for x in words], {"F": None, "f": flag[idx]},
-                            {"w": w[idx]})[0] for idx in pieces]
+    # each piece: F and w over every row, f over the flagged rows
+    parts = [P.merge(P.reduce_cells(np, [x[idx] for x in words], {"F": None}, {"w": w[idx]}),
+                     P.reduce_cells(np, [x[idx][flag[idx]] for x in words], {"f": None}, {}))
+             for idx in pieces]
     for grouping in ([parts], [parts[:2], parts[2:5], parts[5:]], [[p] for p in parts]):
         level = [P.merge(*g) for g in grouping]
         out = P.merge(*level)
@@ -124,22 +126,26 @@ def test_partials_merge_in_any_grouping(nwords):
         np.testing.assert_allclose(out["w"], ref["wt"].to_numpy(), rtol=1e-13)
 
 
-def test_merge_fills_missing_fields_with_zeros_and_inverse():
+def test_merge_fills_missing_fields_with_zeros():
     a = {"words": [np.array([1, 5, 9])], "f": np.array([2, 1, 4]), "w": np.array([1.0, 2.0, 3.0])}
     b = {"words": [np.array([0, 5, 11])], "F": np.array([3, 6, 1])}
-    out, inv = P.merge(a, b, want_inverse=True)
+    out = P.merge(a, b)
     np.testing.assert_array_equal(out["words"][0], [0, 1, 5, 9, 11])
     np.testing.assert_array_equal(out["f"], [0, 2, 1, 4, 0])
     np.testing.assert_array_equal(out["F"], [3, 0, 6, 0, 1])
     np.testing.assert_array_equal(out["w"], [0.0, 1.0, 2.0, 3.0, 0.0])
-    np.testing.assert_array_equal(inv, [1, 2, 3, 0, 2, 4])  # a's cells, then b's
+    # where a's cells, then b's, went
+    np.testing.assert_array_equal(P.locate([np.array([1, 5, 9, 0, 5, 11])], out["words"]),
+                                  [1, 2, 3, 0, 2, 4])
 
 
 @pytest.mark.parametrize("nwords", [1, 3])
 def test_split_concat_and_locate(nwords):
     rng = np.random.default_rng(11)
     words = [rng.integers(0, 50, 5000) for _ in range(nwords)]
-    part, inv = P.reduce_cells(np, words, {"f": None}, {}, want_inverse=True)
+    part = P.reduce_cells(np, words, {"f": None}, {})
+    inv = P.locate(words, part["words"], space=50 ** nwords if nwords == 1 else None,
+                   counts=part["f"], complete=True)
     width = -(-50 // 6)
     pieces = P.split(part, width, 6)
     assert sum(P.size(p) for p in pieces) == P.size(part)
@@ -158,8 +164,9 @@ def test_split_concat_and_locate(nwords):
 
 
 def test_empty_piece():
-    part, inv = P.reduce_cells(np, [np.zeros(0, np.int64)], {"f": None}, {"w": np.zeros(0)}, True)
-    assert P.size(part) == 0 and inv.size == 0 and part["w"].dtype == np.float64
+    part = P.reduce_cells(np, [np.zeros(0, np.int64)], {"f": None}, {"w": np.zeros(0)})
+    assert P.size(part) == 0 and part["w"].dtype == np.float64
+    assert P.locate([np.zeros(0, np.int64)], part["words"]).size == 0
     full = {"words": [np.array([3])], "f": np.array([2])}
     out = P.merge(part, full)
     np.testing.assert_array_equal(out["f"], [2])

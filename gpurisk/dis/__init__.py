@@ -38,7 +38,8 @@ import numpy as np
 
 from gpurisk.io.lock import locked
 from gpurisk.errors import BadInput, PluginError
-from gpurisk.freq import cellid, count
+from gpurisk.freq import cellid
+from gpurisk.freq.partial import count_ids, values_at
 from gpurisk.xp import to_host
 
 #: default budget of perturbed records held at once (batch x n). On a CPU the batched arrays
@@ -113,14 +114,6 @@ def _ids(orig: Sequence[np.ndarray], pert: Sequence[np.ndarray], cards) -> tuple
 ORIENTATIONS = ("intruder", "release")
 
 
-def _lookup(cells: np.ndarray, cnt: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Counts of the ids ``want`` in the sorted ``cells`` (0 where absent)."""
-    if cells.size == 0:
-        return np.zeros(want.shape, np.int64)
-    pos = np.minimum(np.searchsorted(cells, want), cells.size - 1)
-    return np.where(cells[pos] == want, cnt[pos], 0)
-
-
 def tpf_counts(orig: Sequence[np.ndarray], pert: Sequence[np.ndarray], cards,
                orientation: str = "intruder") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """T, P, F (one value per perturbed file) of original codes (n,) and perturbed codes (B, n).
@@ -137,15 +130,18 @@ def tpf_counts(orig: Sequence[np.ndarray], pert: Sequence[np.ndarray], cards,
     B, n = pert[0].shape
     o, p, space = _ids(orig, pert, cards)
     if orientation == "release":
-        cells, cnt = count.count_ids(o)
-        fB = _lookup(cells, cnt, p.astype(np.int64, copy=False))
+        cells, cnt = count_ids(o)
+        fB = values_at(cells, cnt, p.astype(np.int64, copy=False))
     else:
         if space * B > cellid.INT64_LIMIT:  # densify the id space first
-            uniq, inv = np.unique(np.concatenate([o, p.ravel()]), return_inverse=True)
-            o, p, space = inv[:n].astype(np.int64), inv[n:].reshape(B, n).astype(np.int64), uniq.size
-        off = (np.arange(B, dtype=np.int64) * space)[:, None]
-        cells, cnt = count.count_ids((p + off).ravel())
-        fB = _lookup(cells, cnt, (o[None, :] + off).ravel()).reshape(B, n)
+            o, p = cellid.surrogate_ids([[o], [p.ravel()]], [space])
+            p = p.reshape(B, n)
+            space = int(max(o.max(initial=0), p.max(initial=0))) + 1
+        # the counts f^B of every released file at once: cells are (file, id) pairs
+        rep = np.broadcast_to(np.arange(B, dtype=np.int64)[:, None], (B, n))
+        cells, cnt = count_ids(cellid.mixed_radix_ids([rep, p], [B, space], dtype=np.int64).ravel())
+        want = cellid.mixed_radix_ids([rep, np.broadcast_to(o, (B, n))], [B, space], dtype=np.int64)
+        fB = values_at(cells, cnt, want)
     same = p == o[None, :]
     one = fB == 1
     T = np.count_nonzero(same & one, axis=1)

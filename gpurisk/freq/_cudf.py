@@ -1,6 +1,6 @@
 """The counting engine on one GPU: cuDF frames in, a FreqTable of CuPy arrays (``xp = cupy``) out.
 
-Inputs are read or moved to cuDF here; the count is :func:`gpurisk.freq.device.build_table_device`
+Inputs are read or moved to cuDF here; the count is :func:`gpurisk.freq.piece.build_table_piece`
 (the code the strict-namespace tests run on the CPU). Nothing here is imported unless the ``cudf``
 backend is asked for.
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpurisk.errors import BadInput
-from gpurisk.freq.device import build_table_device
 from gpurisk.freq.plan import check_columns
 
 
@@ -53,4 +52,5 @@ def build_table_cudf(sample, keys, population=None, sample_flag=None, weights=No
     p = None
     if population is not None:
         p = to_cudf(population, keys, sep=sep, where="the population", keys=keys)
-    return build_table_device(s, keys, p, sample_flag, weights, missing, backend="cudf")
+    from gpurisk.freq.piece import build_table_piece
+    return build_table_piece(s, keys, p, sample_flag, weights, missing, backend="cudf")

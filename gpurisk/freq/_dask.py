@@ -185,39 +185,19 @@ def build_table_dask(sample, keys, population=None, sample_flag=None, weights=No
 # --- the distributed summary -------------------------------------------------------------------
 
 def bucket_summary(part: dict) -> dict:
-    """Frequencies of frequencies and totals of one bucket of cells (small)."""
+    """The summaries of one bucket of cells (small, :func:`gpurisk.freq.partial.summary`), and up to
+    three of its cells with f_j > F_j."""
     part = P.part_to_host(part)
-    out = {"cells": 0, "n": 0, "N": None, "fof": {}, "pop_fof": None, "joint": {}, "w": None,
-           "bad": 0, "bad_cells": None}
     f = part.get("f", np.zeros(P.size(part), np.int64))
-    out["cells"] = int((f > 0).sum())
-    out["n"] = int(f.sum())
-    out["fof"] = _fof(f)
-    if "w" in part:
-        out["w"] = float(part["w"].sum())
+    out = P.summary(f, part.get("F"), part.get("w"))
+    out.update(bad=0, bad_cells=None)
     if "F" in part:
-        F = part["F"]
-        out["N"] = int(F.sum())
-        out["pop_cells"] = int((F > 0).sum())
-        out["pop_fof"] = _fof(F)
-        small = (f > 0) & (f <= 3)
-        if small.any():
-            pairs, cnt = np.unique(np.stack([f[small], F[small]]), axis=1, return_counts=True)
-            out["joint"] = {(int(a), int(b)): int(c) for a, b, c in zip(pairs[0], pairs[1], cnt)}
-        bad = np.flatnonzero(f > F)
+        bad = np.flatnonzero(f > part["F"])
         out["bad"] = int(bad.size)
         if bad.size:
             sel = bad[:3]
-            out["bad_cells"] = {"words": [w[sel] for w in part["words"]], "f": f[sel], "F": F[sel]}
+            out["bad_cells"] = {"words": [w[sel] for w in part["words"]], "f": f[sel], "F": part["F"][sel]}
     return out
-
-
-def _fof(c) -> dict:
-    c = c[c > 0]
-    if c.size == 0:
-        return {}
-    b = np.bincount(c)
-    return {int(r): int(b[r]) for r in np.flatnonzero(b)}
 
 
 def summary_dask(sample, keys, population=None, sample_flag=None, weights=None, missing="category",

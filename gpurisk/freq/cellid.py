@@ -86,26 +86,42 @@ def decode_radix(ids: np.ndarray, cards) -> list[np.ndarray]:
     return out[::-1]
 
 
-def surrogate_ids(codes_parts: list[list[np.ndarray]], cards) -> list[np.ndarray]:
-    """Ids for key spaces that overflow int64, consistent across several frames (sample, population).
+def surrogate_ids(codes_parts, cards, xp=np, dense: bool = True, limit: int = INT64_LIMIT) -> list:
+    """Ids for key spaces that overflow ``limit``, consistent across several frames (sample,
+    population): keys are combined left to right and the partial id re-densified (``unique``)
+    whenever the next multiplication would overflow, so ids keep the lexicographic order of the codes.
 
-    ``codes_parts[p][v]`` are the codes of key v in frame p. Returns one int64 id array per frame;
-    equal ids mean equal codes in every key.
+    ``codes_parts[p][v]`` are the (1-d) codes of key v in frame p. Returns one int64 id array per
+    frame; equal ids mean equal codes in every key. ``dense``: end with dense ranks 0..m-1 (one more
+    ``unique``); otherwise the ids are only order-preserving.
     """
-    sizes = [p[0].shape[0] for p in codes_parts]
-    cat = [np.concatenate([p[v] for p in codes_parts]).astype(np.int64) for v in range(len(cards))]
-    acc = cat[0].copy()
+    sizes = [int(p[0].shape[0]) for p in codes_parts]
+    cat = [xp.concatenate([p[v] for p in codes_parts]).astype(xp.int64) for v in range(len(cards))]
+    acc = cat[0]
     space = int(cards[0])
     for c, k in zip(cat[1:], cards[1:]):
-        if space * int(k) > INT64_LIMIT:
-            uniq, acc = np.unique(acc, return_inverse=True)
-            acc = acc.astype(np.int64)
-            space = len(uniq)
+        if space * int(k) > limit:
+            uniq, acc = xp.unique(acc, return_inverse=True)
+            acc = acc.reshape(-1).astype(xp.int64)
+            space = int(uniq.shape[0])
         acc = acc * int(k) + c
         space *= int(k)
-    uniq, acc = np.unique(acc, return_inverse=True)
+    if dense:
+        acc = xp.unique(acc, return_inverse=True)[1].reshape(-1).astype(xp.int64)
     out, start = [], 0
     for s in sizes:
-        out.append(acc[start:start + s].astype(np.int64))
+        out.append(acc[start:start + s])
         start += s
     return out
+
+
+def combined_ids(codes, cards, xp=np, limit: int = INT64_LIMIT):
+    """Order-preserving int64 ids of code tuples (arrays of any one shape): the mixed radix
+    (:func:`mixed_radix_ids`) when the space is at most ``limit``, else surrogate ids
+    (:func:`surrogate_ids`, not re-densified at the end)."""
+    codes = list(codes)
+    if radix_space(cards) <= limit:
+        return mixed_radix_ids(codes, cards, xp, dtype=xp.int64)
+    shape = codes[0].shape
+    flat = [c.reshape(-1) for c in codes]
+    return surrogate_ids([flat], cards, xp, dense=False, limit=limit)[0].reshape(shape)

@@ -38,7 +38,7 @@ import numpy as np
 
 from gpurisk.errors import BadInput
 from gpurisk.xp import namespace, to_host
-from gpurisk.freq.cellid import INT64_LIMIT, decode_radix, mixed_radix_ids, smallest_id_dtype
+from gpurisk.freq.cellid import INT64_LIMIT, decode_radix, mixed_radix_ids, smallest_id_dtype, surrogate_ids
 from gpurisk.freq.table import FreqTable
 
 #: coarse id spaces up to this many cells are summed into a dense accumulator ...
@@ -139,17 +139,9 @@ def _radix(xp, codes, cards):
 
 
 def _surrogate(xp, codes, cards):
-    """Order-preserving dense ranks of the code tuples, densified when the next key would overflow."""
-    acc = codes[0].astype(xp.int64)
-    space = int(cards[0])
-    for c, k in zip(codes[1:], cards[1:]):
-        if space * int(k) > INT64_LIMIT:
-            uniq, acc = xp.unique(acc, return_inverse=True)
-            acc = acc.reshape(-1).astype(xp.int64)
-            space = int(uniq.shape[0])
-        acc = acc * int(k) + c
-        space *= int(k)
-    return acc
+    """Order-preserving ids of the code tuples, densified when the next key would overflow
+    (:func:`gpurisk.freq.cellid.surrogate_ids`)."""
+    return surrogate_ids([list(codes)], cards, xp, dense=False)[0]
 
 
 def pack_limit_ok(n: int, N: int) -> int | None:

@@ -9,19 +9,25 @@ table too large for one process can stay distributed, bucket ``b`` of every piec
 cells of bucket ``b`` (and the buckets, in order, concatenating to the sorted table).
 :func:`finish` turns the last partial into a :class:`~gpurisk.freq.table.FreqTable`.
 
-Integer counts are summed exactly (integer prefix sums); weights by ``bincount``.
+This is the one reducer of gpurisk: the in-process backends count their single piece with the same
+functions (:func:`count_ids`, :func:`reduce_cells`, :func:`merge`, :func:`finish`), and every record
+is found in its cell by :func:`locate`. Integer counts are summed exactly (run lengths, integer prefix
+sums); weights by ``bincount`` in the records' order.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from gpurisk.errors import BadInput
-from gpurisk.xp import frame_namespace, is_cudf, namespace, to_device, to_host
+from gpurisk.xp import frame_namespace, is_cudf, namespace, scalar, to_device, to_host
+from gpurisk.freq.cellid import mixed_radix_ids
 from gpurisk.freq.plan import Plan, encode_words, unpack_words
 from gpurisk.freq.table import FreqTable
 
 INT_FIELDS = ("f", "F")
 FIELDS = ("f", "F", "w")
+#: ids below this are located through a dense lookup table (int32: 128 MiB at most)
+DENSE_LOOKUP_LIMIT = 1 << 25
 
 
 def part_to_host(part: dict) -> dict:
@@ -38,6 +44,20 @@ def size(part: dict) -> int:
 
 
 # --- grouping ------------------------------------------------------------------------------------
+
+def count_ids(ids, xp=None):
+    """(sorted distinct ids as int64, their counts as int64): sort, then run lengths."""
+    xp = namespace(ids) if xp is None else xp
+    n = int(ids.shape[0])
+    if n == 0:
+        return xp.zeros(0, xp.int64), xp.zeros(0, xp.int64)
+    s = xp.sort(ids)
+    new = xp.ones(n, dtype=bool)
+    new[1:] = s[1:] != s[:-1]
+    starts = xp.flatnonzero(new)
+    counts = xp.diff(xp.concatenate([starts, xp.asarray([n], dtype=starts.dtype)]))
+    return s[starts].astype(xp.int64), counts.astype(xp.int64)
+
 
 def _group(xp, words, runs: bool = False):
     """(order, sorted words, start mask, starts) of rows grouped by equal words. ``runs``: the
@@ -67,27 +87,34 @@ def _segment_sums_int(xp, v_sorted, starts, n):
     return tot - prev
 
 
-def reduce_cells(xp, words, ints: dict, floats: dict, want_inverse: bool = False,
-                 runs: bool = False):
-    """Group rows by cell. ``ints[name]`` is None (count rows), a boolean mask (count those rows)
-    or int64 counts (sum them); ``floats[name]`` float64 values (sum them). Returns
-    ``(partial, inverse)``, ``inverse`` being each row's cell index (or None)."""
+def reduce_cells(xp, words, ints: dict, floats: dict, runs: bool = False,
+                 space: int | None = None) -> dict:
+    """The partial of rows grouped by cell. ``ints[name]`` is None (count rows) or int64 counts
+    (sum them); ``floats[name]`` float64 values (sum them, in row order). ``space``: the ids'
+    range, when known (one word), for :func:`locate`.
+
+    One word of unsorted rows (an input piece): the ids are sorted and run-length encoded
+    (:func:`count_ids`); only when values are summed is each row located in its cell (:func:`locate`,
+    which reuses the run lengths). Several words, or sorted runs to merge (``runs``): one (stable)
+    argsort groups the rows.
+    """
     n = int(words[0].shape[0])
     if n == 0:
         part = {"words": [w[:0].astype(xp.int64) for w in words]}
         part.update({k: xp.zeros(0, xp.int64) for k in ints})
         part.update({k: xp.zeros(0, xp.float64) for k in floats})
-        return part, (xp.zeros(0, xp.int64) if want_inverse else None)
-    plain = all(v is None for v in ints.values()) and not floats and not want_inverse
-    if plain and len(words) == 1:   # fastest path: sort the ids, run lengths are the counts
-        s = xp.sort(words[0])
-        new = xp.ones(n, dtype=bool)
-        new[1:] = s[1:] != s[:-1]
-        starts = xp.flatnonzero(new)
-        counts = xp.diff(xp.concatenate([starts, xp.asarray([n], dtype=starts.dtype)])).astype(xp.int64)
-        part = {"words": [s[starts]]}
+        return part
+    counted = all(v is None for v in ints.values())
+    if len(words) == 1 and counted and not runs:
+        cells, counts = count_ids(words[0], xp)
+        part = {"words": [cells]}
         part.update({k: counts for k in ints})
-        return part, None
+        if floats:
+            inverse = locate(words, part["words"], space=space, counts=counts, complete=True)
+            m = int(cells.shape[0])
+            for k, v in floats.items():
+                part[k] = xp.bincount(inverse, weights=v.astype(xp.float64), minlength=m)
+        return part
     order, sw, new, starts = _group(xp, words, runs)
     part = {"words": [w[starts] for w in sw]}
     m = int(starts.shape[0])
@@ -96,54 +123,118 @@ def reduce_cells(xp, words, ints: dict, floats: dict, want_inverse: bool = False
             part[k] = xp.diff(xp.concatenate([starts, xp.asarray([n], dtype=starts.dtype)])).astype(xp.int64)
         else:
             part[k] = _segment_sums_int(xp, v[order], starts, n)
-    seg = None
-    if floats or want_inverse:
+    if floats:
         seg = xp.cumsum(new) - 1
-    for k, v in floats.items():
-        part[k] = xp.bincount(seg, weights=v[order].astype(xp.float64), minlength=m)
-    inverse = None
-    if want_inverse:
-        inverse = xp.empty(n, dtype=xp.int64)
-        inverse[order] = seg
-    return part, inverse
+        for k, v in floats.items():
+            part[k] = xp.bincount(seg, weights=v[order].astype(xp.float64), minlength=m)
+    return part
+
+
+def locate(rec_words, cell_words, space: int | None = None, counts=None, complete: bool = False):
+    """THE way a record finds its cell: the index of each record's cell in the sorted cells (-1 where
+    the cell is absent), arrays in the cells' namespace.
+
+    One word: a dense lookup table when the id space is small (``space`` <= DENSE_LOOKUP_LIMIT);
+    on numpy, when every record's cell is present (``complete``) with ``counts[j]`` records in cell
+    ``j`` (the cells were counted from these very records), one sort of ``id << b | row`` orders the
+    rows by cell and ``repeat(arange, counts)`` numbers them; otherwise binary search. Several words:
+    cells and records sorted together, each cell just before its records.
+    """
+    xp = namespace(cell_words[0])
+    n, m = int(rec_words[0].shape[0]), int(cell_words[0].shape[0])
+    if n == 0 or m == 0:
+        return xp.full(n, -1, dtype=xp.int64)
+    if len(cell_words) == 1:
+        ids, cells = rec_words[0], cell_words[0]
+        idx_t = xp.int32 if m < 2**31 else xp.int64
+        if space is not None and space <= DENSE_LOOKUP_LIMIT:
+            lut = xp.zeros(int(space), dtype=idx_t) if complete else xp.full(int(space), -1, dtype=idx_t)
+            lut[cells] = xp.arange(m, dtype=idx_t)
+            return lut[ids]
+        if complete and counts is not None and xp is np:
+            top = int(space if space is not None else int(cells[-1]) + 1)
+            nb = int(n - 1).bit_length() or 1
+            if (top - 1).bit_length() + nb <= 63:
+                packed = ids.astype(np.int64)
+                packed <<= nb
+                packed |= np.arange(n, dtype=np.int64)
+                packed.sort()
+                packed &= (1 << nb) - 1          # now the row numbers, in cell order
+                out = np.empty(n, dtype=idx_t)
+                # ``counts`` may be read-only (a table's f): np.repeat copies its repeats then
+                out[packed] = np.repeat(np.arange(m, dtype=idx_t), counts)
+                return out
+        pos = xp.searchsorted(cells, ids)
+        if complete:
+            return pos
+        pos = xp.minimum(pos, m - 1)
+        return xp.where(cells[pos] == ids, pos, -1).astype(xp.int64)
+    # several words: sort cells and records together, each cell just before its records
+    tag = xp.concatenate([xp.zeros(m, xp.int64), xp.ones(n, xp.int64)])
+    cols = [xp.concatenate([c, r]) for c, r in zip(cell_words, rec_words)]
+    order = xp.lexsort(xp.stack([tag] + cols[::-1]))
+    cell_before = xp.cumsum(tag[order] == 0) - 1
+    is_rec = order >= m
+    cand = xp.maximum(cell_before[is_rec], 0)
+    rec_row = order[is_rec] - m
+    ok = xp.ones(cand.shape[0], dtype=bool)
+    for c, r in zip(cell_words, rec_words):
+        ok &= c[cand] == r[rec_row]
+    out = xp.full(n, -1, dtype=xp.int64)
+    out[rec_row] = xp.where(ok, cand, -1)
+    return out
+
+
+def values_at(cells, values, ids):
+    """The value (a count, a fitted frequency) of each id of ``ids`` (any shape) in the sorted
+    ``cells``, 0 where the id is absent."""
+    xp = namespace(cells)
+    if int(cells.shape[0]) == 0:
+        return xp.zeros(ids.shape, dtype=values.dtype)
+    pos = locate([ids.reshape(-1)], [cells])
+    out = xp.where(pos >= 0, values[xp.maximum(pos, 0)], 0)
+    return out.reshape(ids.shape)
 
 
 # --- partials of input pieces --------------------------------------------------------------------
 
-def count_piece(plan: Plan, frame, role: str, sample_flag: str | None = None,
-                weights: str | None = None, want_inverse: bool = False, xp=None):
-    """The partial of one piece of input (a pandas or cuDF frame) and, if asked, each row's cell.
-
-    ``role`` is ``"sample"`` (f, and w with ``weights``), ``"population"`` (F) or ``"register"``
-    (F over every row, f and w over the rows ``sample_flag`` marks). ``xp``: the namespace to count
-    in, when it is not the frame's own (a pandas frame counted on a device: its words, flag and
-    weights are encoded on the host and moved once).
-    """
+def encode_piece(plan: Plan, frame, role: str, sample_flag: str | None = None,
+                 weights: str | None = None, xp=None):
+    """``(words, mask, w)`` of one piece of input (a pandas or cuDF frame): its records' words, the
+    sample flag's mask (role ``"register"``) and the design weights, in namespace ``xp`` (default
+    the frame's own; a pandas frame counted on a device is encoded on the host and moved once)."""
     host = frame_namespace(frame)
     xp = host if xp is None else xp
     words = encode_words(plan, frame)
-    w = _weights(frame, weights) if weights else None
+    w = _weights(frame, weights) if weights and role != "population" else None
+    mask = _flag(frame, sample_flag) if role == "register" else None
     if xp is not host:
         words = [to_device(a, xp) for a in words]
         w = None if w is None else to_device(w, xp)
+        mask = None if mask is None else to_device(mask, xp)
+    return words, mask, w
+
+
+def count_words(xp, words, role: str, mask=None, w=None, space: int | None = None) -> dict:
+    """The partial of records given by their words. ``role`` is ``"sample"`` (f, and w with
+    weights), ``"population"`` (F) or ``"register"`` (F over every row, f and w over the rows
+    ``mask`` marks: the partial of all rows merged with the partial of the marked ones)."""
     if role == "sample":
-        ints, floats = {"f": None}, ({"w": w} if w is not None else {})
-    elif role == "population":
-        ints, floats = {"F": None}, {}
-    elif role == "register":
-        mask = _flag(frame, sample_flag)
-        if xp is not host:
-            mask = to_device(mask, xp)
-        ints = {"F": None, "f": mask}
-        floats = {"w": xp.where(mask, w, 0.0)} if w is not None else {}
-    else:
-        raise ValueError(f"unknown role {role!r}")
-    return reduce_cells(xp, words, ints, floats, want_inverse)
+        return reduce_cells(xp, words, {"f": None}, {"w": w} if w is not None else {}, space=space)
+    if role == "population":
+        return reduce_cells(xp, words, {"F": None}, {}, space=space)
+    if role == "register":
+        everyone = reduce_cells(xp, words, {"F": None}, {}, space=space)
+        sampled = count_words(xp, [x[mask] for x in words], "sample", w=None if w is None else w[mask],
+                              space=space)
+        return merge(everyone, sampled)
+    raise ValueError(f"unknown role {role!r}")
 
 
 def partial(plan: Plan, frame, role: str, sample_flag=None, weights=None, xp=None) -> dict:
-    """:func:`count_piece` without the rows' cells (the function Dask maps over partitions)."""
-    return count_piece(plan, frame, role, sample_flag, weights, xp=xp)[0]
+    """The partial of one piece of input (the function Dask maps over partitions)."""
+    words, mask, w = encode_piece(plan, frame, role, sample_flag, weights, xp)
+    return count_words(namespace(words[0]), words, role, mask, w, space=plan.space)
 
 
 def _flag(frame, col):
@@ -175,24 +266,22 @@ def _weights(frame, col):
 
 # --- combining -----------------------------------------------------------------------------------
 
-def merge(*parts, want_inverse: bool = False):
-    """The partial of the union of the pieces (a tree-reduction step); with ``want_inverse``,
-    ``(partial, inverse)`` where ``inverse`` maps the concatenated input cells to output cells."""
+def merge(*parts) -> dict:
+    """The partial of the union of the pieces (a tree-reduction step)."""
     parts = [p for p in parts if p is not None]
-    if len(parts) == 1 and not want_inverse:
+    if len(parts) == 1:
         return parts[0]
     xp = namespace(parts[0]["words"][0])
     nwords = len(parts[0]["words"])
     words = [xp.concatenate([p["words"][i] for p in parts]) for i in range(nwords)]
-    present = [k for k in FIELDS if any(k in p for p in parts)]
     cols = {}
-    for k in present:
-        dt = xp.float64 if k == "w" else xp.int64
-        cols[k] = xp.concatenate([p[k] if k in p else xp.zeros(size(p), dt) for p in parts])
+    for k in FIELDS:
+        if any(k in p for p in parts):
+            dt = xp.float64 if k == "w" else xp.int64
+            cols[k] = xp.concatenate([p[k] if k in p else xp.zeros(size(p), dt) for p in parts])
     ints = {k: v for k, v in cols.items() if k in INT_FIELDS}
     floats = {k: v for k, v in cols.items() if k not in INT_FIELDS}
-    out, inverse = reduce_cells(xp, words, ints, floats, want_inverse, runs=True)
-    return (out, inverse) if want_inverse else out
+    return reduce_cells(xp, words, ints, floats, runs=True)
 
 
 def bucket_ids(xp, words, width: int):
@@ -224,28 +313,33 @@ def concat(parts: list[dict]) -> dict:
     return out
 
 
-def locate(rec_words, cell_words):
-    """Index of each record's cell in the sorted cells (-1 where the cell is absent)."""
-    xp = namespace(cell_words[0])
-    n, m = int(rec_words[0].shape[0]), int(cell_words[0].shape[0])
-    if n == 0 or m == 0:
-        return xp.full(n, -1, dtype=xp.int64)
-    if len(cell_words) == 1:
-        pos = xp.minimum(xp.searchsorted(cell_words[0], rec_words[0]), m - 1)
-        return xp.where(cell_words[0][pos] == rec_words[0], pos, -1).astype(xp.int64)
-    # several words: sort cells and records together, each cell just before its records
-    tag = xp.concatenate([xp.zeros(m, xp.int64), xp.ones(n, xp.int64)])
-    cols = [xp.concatenate([c, r]) for c, r in zip(cell_words, rec_words)]
-    order = xp.lexsort(xp.stack([tag] + cols[::-1]))
-    cell_before = xp.cumsum(tag[order] == 0) - 1
-    is_rec = order >= m
-    cand = xp.maximum(cell_before[is_rec], 0)
-    rec_row = order[is_rec] - m
-    ok = xp.ones(cand.shape[0], dtype=bool)
-    for c, r in zip(cell_words, rec_words):
-        ok &= c[cand] == r[rec_row]
-    out = xp.full(n, -1, dtype=xp.int64)
-    out[rec_row] = xp.where(ok, cand, -1)
+# --- summaries ---------------------------------------------------------------------------------
+
+#: joint counts #{j : f_j = a, F_j = b} are kept for a <= JOINT_MAX_F
+JOINT_MAX_F = 3
+
+
+def summary(f, F=None, w=None) -> dict:
+    """The small summaries of cell counts (a table's, or one bucket's of a distributed table) in
+    any namespace; only they come to the host: ``n``, ``cells`` (f_j > 0), ``fof`` {r: n_r}, ``w``
+    (total weight), and with ``F``: ``N``, ``pop_cells``, ``pop_fof`` {r: N_r} and ``joint``
+    {(f_j, F_j): cells} for 1 <= f_j <= JOINT_MAX_F. Summaries of disjoint cell ranges add up."""
+    from gpurisk.freq.table import fof_vector, nonzero_dict
+    xp = namespace(f)
+    Z = fof_vector(xp, f)
+    out = {"n": int(scalar(f.sum())), "cells": int(Z[1:].sum()), "fof": nonzero_dict(Z),
+           "w": None if w is None else float(scalar(w.sum())),
+           "N": None, "pop_cells": None, "pop_fof": None, "joint": {}}
+    if F is not None:
+        N = int(scalar(F.sum()))
+        ZF = fof_vector(xp, F)
+        out.update(N=N, pop_cells=int(ZF[1:].sum()), pop_fof=nonzero_dict(ZF))
+        small = (f > 0) & (f <= JOINT_MAX_F)
+        # (f, F) pairs: F <= N, so the mixed radix f * (N + 1) + F is one exact int64 id
+        ids = mixed_radix_ids([f[small], F[small]], [JOINT_MAX_F + 1, N + 1], xp, dtype=xp.int64)
+        pairs, cnt = (to_host(a) for a in count_ids(ids, xp))
+        out["joint"] = {(int(a // (N + 1)), int(a % (N + 1))): int(c)
+                        for a, c in zip(pairs.tolist(), cnt.tolist())}
     return out
 
 

@@ -22,7 +22,8 @@ import pandas as pd
 
 from gpurisk.errors import BadInput
 from gpurisk.xp import frame_namespace, is_cudf
-from gpurisk.freq.cellid import INT64_LIMIT, mixed_radix_ids
+from gpurisk.freq import cellid
+from gpurisk.freq.cellid import id_dtype, mixed_radix_ids, radix_space
 from gpurisk.freq.encode import MISSING_POLICIES, _series_parts, check_keys, encode_keys
 
 #: int keys whose value range is at most this are encoded through a lookup table, else by search
@@ -34,7 +35,8 @@ class KeyPlan:
     name: str
     categories: list
     has_missing: bool
-    kind: str                      # "int": integral values, looked up by value; "obj": hashed labels
+    kind: str                      # "int": integral values, looked up by value; "obj": hashed labels;
+                                   # "encoded": codes come with the plan (see plan_of)
     lo: int = 0
     lut: np.ndarray | None = None  # int kind, modest range: code of value v is lut[v - lo] (int32)
     ints: np.ndarray | None = None  # int kind: the sorted integer categories (searchsorted)
@@ -72,7 +74,13 @@ class Plan:
 
     @property
     def radix(self) -> bool:
-        return len(self.layout) == 1
+        """One word whose ids are the mixed radix of every key (cells decode to codes)."""
+        return len(self.layout) == 1 and cellid.fits_radix(self.cards)
+
+    @property
+    def space(self) -> int | None:
+        """Number of possible ids of a one-word plan (None with several words)."""
+        return radix_space(self.cards) if self.radix else None
 
     def bucket_width(self, nbuckets: int) -> int:
         """Width of ``nbuckets`` equal ranges of the first word's space (range buckets)."""
@@ -87,7 +95,7 @@ def word_layout(cards) -> list[list[int]]:
     out, cur, space = [], [], 1
     for i, c in enumerate(cards):
         c = max(int(c), 1)
-        if cur and space * c > INT64_LIMIT:
+        if cur and space * c > cellid.INT64_LIMIT:
             out.append(cur)
             cur, space = [], 1
         cur.append(i)
@@ -131,8 +139,17 @@ def make_plan(keys, uniq_sample: dict, uniq_pop: dict | None = None, na_sample: 
     return Plan(tuple(keys), plans, word_layout([p.cardinality for p in plans]))
 
 
-def _key_plan(name, categories, has_missing, int_kind) -> KeyPlan:
+def plan_of(encoded) -> Plan:
+    """The plan of keys already encoded by :func:`gpurisk.freq.encode.encode_keys` on the whole input
+    (one piece: its categories are the plan's, and its codes need no second encoding)."""
+    plans = [_key_plan(e.name, e.categories, e.has_missing, False, lookups=False) for e in encoded]
+    return Plan(tuple(e.name for e in encoded), plans, word_layout([p.cardinality for p in plans]))
+
+
+def _key_plan(name, categories, has_missing, int_kind, lookups: bool = True) -> KeyPlan:
     labels = categories[:-1] if has_missing else categories
+    if not lookups:      # a plan that encodes nothing more (see plan_of)
+        return KeyPlan(name, list(categories), has_missing, "encoded")
     if int_kind:
         ints = np.asarray([int(v) for v in labels], dtype=np.int64)
         kp = KeyPlan(name, list(categories), has_missing, "int", ints=ints)
@@ -212,9 +229,13 @@ def _encode_cudf(kp: KeyPlan, s):  # pragma: no cover - needs a GPU
 
 
 def pack_words(plan: Plan, codes, xp=np) -> list:
-    """The int64 words of each record: mixed radix of the codes of each run of keys. ``codes`` is
-    a sequence or an iterator of per-key code arrays, in key order."""
+    """The words of each record: mixed radix of the codes of each run of keys (int64; a one-word
+    plan's ids are uint32 on numpy when the space fits, which sorts twice as fast). ``codes`` is a
+    sequence or an iterator of per-key code arrays, in key order."""
     cards = plan.cards
+    if len(plan.layout) == 1:
+        dtype = id_dtype(cards, np) if xp is np else xp.int64
+        return [mixed_radix_ids(codes, cards, xp, dtype=dtype)]
     it = iter(codes)
     return [mixed_radix_ids((next(it) for _ in run), [cards[i] for i in run], xp, dtype=xp.int64)
             for run in plan.layout]

@@ -19,38 +19,33 @@ from gpurisk.xp import is_cudf
 
 def write_record_counts(source, keys, out_dir, backend=None, population=None, sample_flag=None,
                         weights=None, missing="category", carry=(), sep=None, buckets=None) -> dict:
-    """Write record-level cell counts of ``source`` to the Parquet dataset ``out_dir``.
+    """Write record-level cell counts of ``source`` to the Parquet dataset ``out_dir``, read and
+    checked through :class:`gpurisk.Inputs`.
 
     Returns ``{"files": ..., "rows": ..., "buckets": ...}``.
     """
-    from gpurisk.backends import require, resolve_backend
-    keys = [keys] if isinstance(keys, str) else list(keys)
+    from gpurisk.inputs import Inputs
     carry = [carry] if isinstance(carry, str) else list(carry or ())
-    name = resolve_backend(backend, source)
-    if name in ("dask", "dask-cudf"):
-        require(name)
+    inputs = Inputs(source, keys, population=population, sample_flag=sample_flag, weights=weights,
+                    missing=missing, backend=backend, sep=sep, columns=carry)
+    keys = list(inputs.keys)
+    if inputs.distributed:
         from gpurisk.freq._dask import write_records_dask
         return write_records_dask(source, keys, out_dir, population=population,
                                   sample_flag=sample_flag, weights=weights, missing=missing,
-                                  gpu=(name == "dask-cudf"), sep=sep, carry=carry, buckets=buckets)
-    from gpurisk.freq.engine import build_table
-    cols = list(dict.fromkeys(keys + [c for c in (sample_flag, weights) if c] + carry))
-    if isinstance(source, str) or hasattr(source, "__fspath__"):
-        from gpurisk.io import read_table
-        source = read_table(source, sep=sep, columns=cols)
-        if isinstance(population, str) or hasattr(population, "__fspath__"):
-            population = read_table(population, sep=sep, columns=keys)
-    miss = [c for c in carry if c not in source.columns]
+                                  gpu=(inputs.backend == "dask-cudf"), sep=sep, carry=carry,
+                                  buckets=buckets)
+    frames = inputs.read()
+    miss = [c for c in carry if c not in frames.sample.columns]
     if miss:
         raise BadInput(f"column(s) {', '.join(map(repr, miss))} to carry are not in the sample")
-    table = build_table(source, keys, population=population, sample_flag=sample_flag,
-                        weights=weights, missing=missing, backend=name)
+    table = inputs.count(frames, guard=False).table
     rc = table.record_cell()
-    sub = source
+    sub = frames.sample
     if sample_flag:
         from gpurisk.freq.partial import _flag
-        sub = source[_flag(source, sample_flag)]
-    if name == "cudf":  # pragma: no cover - needs a GPU
+        sub = sub[_flag(sub, sample_flag)]
+    if inputs.backend == "cudf":  # pragma: no cover - needs a GPU
         import cudf
         out = cudf.DataFrame()
         if carry and not is_cudf(sub):

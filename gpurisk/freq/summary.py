@@ -11,12 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from gpurisk.errors import BadInput
-from gpurisk.xp import scalar, to_host
-
-JOINT_MAX_F = 3
+from gpurisk.freq.partial import JOINT_MAX_F  # noqa: F401  (re-exported)
 
 
 @dataclass(frozen=True)
@@ -47,50 +43,35 @@ class CellSummary:
 
 def summary_of_table(table) -> CellSummary:
     """The summary of a FreqTable (any array namespace: only the summaries come to the host)."""
-    xp = table.xp
-    kw = dict(n=table.n, cells=table.sample_cells, freq_of_freq=dict(table.freq_of_freq()),
-              backend=table.backend)
-    if table.w is not None:
-        kw["weight_total"] = float(scalar(table.w.sum()))
-    if table.F is not None:
-        f, F = table.f, table.F
-        kw.update(N=table.N, population_cells=int(scalar((F > 0).sum())),
-                  pop_freq_of_freq=dict(table.pop_freq_of_freq()))
-        small = (f > 0) & (f <= JOINT_MAX_F)
-        # (f, F) pairs with f <= 3: F bounded by N, so f * (N + 1) + F is one exact int64 id
-        ids = to_host(f[small].astype(xp.int64) * (table.N + 1) + F[small])
-        pairs, cnt = np.unique(ids, return_counts=True)
-        kw["joint"] = {(int(a // (table.N + 1)), int(a % (table.N + 1))): int(c)
-                       for a, c in zip(pairs.tolist(), cnt.tolist())}
-    return CellSummary(**kw)
+    from gpurisk.freq.partial import summary
+    return _summary(summary(table.f, table.F, table.w), table.backend)
+
+
+def _summary(d: dict, backend: str, buckets: int = 1) -> CellSummary:
+    return CellSummary(n=d["n"], cells=d["cells"], freq_of_freq=d["fof"], N=d["N"],
+                       population_cells=d["pop_cells"], pop_freq_of_freq=d["pop_fof"],
+                       joint=d["joint"], weight_total=d["w"], backend=backend, buckets=buckets)
 
 
 def summarize(source, keys, population=None, sample_flag=None, weights=None, missing="category",
               backend=None, sep=None, buckets=None) -> CellSummary:
     """A :class:`CellSummary` of ``source`` (a frame, a Dask frame or a path) over ``keys``.
 
-    On ``dask``/``dask-cudf`` the cells stay distributed in ``buckets`` ranges (default: one per
-    eight partitions, at most 64); elsewhere the FreqTable is built and summarised.
+    Read and checked through :class:`gpurisk.Inputs`. On ``dask``/``dask-cudf`` the cells stay
+    distributed in ``buckets`` ranges (default: one per eight partitions, at most 64); elsewhere the
+    FreqTable is built and summarised.
     """
-    from gpurisk.backends import require, resolve_backend
-    keys = [keys] if isinstance(keys, str) else list(keys)
-    name = resolve_backend(backend, source)
-    if name not in ("dask", "dask-cudf"):
-        from gpurisk.freq.engine import build_table
-        if isinstance(source, str) or hasattr(source, "__fspath__"):
-            from gpurisk.io import read_table
-            source = read_table(source, sep=sep, columns=keys + [c for c in (sample_flag, weights) if c])
-            if isinstance(population, str) or hasattr(population, "__fspath__"):
-                population = read_table(population, sep=sep, columns=keys)
-        return summary_of_table(build_table(source, keys, population=population,
-                                            sample_flag=sample_flag, weights=weights,
-                                            missing=missing, backend=name))
-    require(name)
+    from gpurisk.inputs import Inputs
+    inputs = Inputs(source, keys, population=population, sample_flag=sample_flag, weights=weights,
+                    missing=missing, backend=backend, sep=sep)
+    if not inputs.distributed:
+        return summary_of_table(inputs.count(guard=False).table)
     from gpurisk.freq._dask import summary_dask
-    plan, parts = summary_dask(source, keys, population=population, sample_flag=sample_flag,
-                               weights=weights, missing=missing, gpu=(name == "dask-cudf"), sep=sep,
-                               buckets=buckets)
-    return combine(plan, parts, name)
+    frames = inputs.read()
+    plan, parts = summary_dask(frames.sample, list(inputs.keys), population=frames.population,
+                               sample_flag=sample_flag, weights=weights, missing=missing,
+                               gpu=(inputs.backend == "dask-cudf"), sep=sep, buckets=buckets)
+    return combine(plan, parts, inputs.backend)
 
 
 def combine(plan, parts: list[dict], backend: str) -> CellSummary:
@@ -105,17 +86,16 @@ def combine(plan, parts: list[dict], backend: str) -> CellSummary:
                 f += list(p["bad_cells"]["f"])
                 F += list(p["bad_cells"]["F"])
         raise f_over_F_error(labels[:3], f[:3], F[:3], bad)
-    kw = dict(n=sum(p["n"] for p in parts), cells=sum(p["cells"] for p in parts),
-              freq_of_freq=_add([p["fof"] for p in parts]), backend=backend, buckets=len(parts))
-    if kw["n"] == 0:
+    total = {k: sum(p[k] for p in parts) for k in ("n", "cells")}
+    if total["n"] == 0:
         raise BadInput("the sample has no records")
-    if parts[0]["w"] is not None:
-        kw["weight_total"] = float(sum(p["w"] for p in parts))
+    total["w"] = None if parts[0]["w"] is None else float(sum(p["w"] for p in parts))
+    total["fof"] = _add([p["fof"] for p in parts])
+    total.update(N=None, pop_cells=None, pop_fof=None, joint={})
     if parts[0]["N"] is not None:
-        kw.update(N=sum(p["N"] for p in parts), population_cells=sum(p["pop_cells"] for p in parts),
-                  pop_freq_of_freq=_add([p["pop_fof"] for p in parts]),
-                  joint=_add([p["joint"] for p in parts]))
-    return CellSummary(**kw)
+        total.update(N=sum(p["N"] for p in parts), pop_cells=sum(p["pop_cells"] for p in parts),
+                     pop_fof=_add([p["pop_fof"] for p in parts]), joint=_add([p["joint"] for p in parts]))
+    return _summary(total, backend, buckets=len(parts))
 
 
 def _add(dicts):

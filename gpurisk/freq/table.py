@@ -105,15 +105,15 @@ class FreqTable:
     # --- frequencies of frequencies ----------------------------------------------------------
     def fof_vector(self) -> np.ndarray:
         """numpy ``Z`` with ``Z[r] = n_r`` for r = 1..max f_j (``Z[0] = 0``; length at least 2)."""
-        return self.cached("Z", lambda: _fof_vector(self.xp, self.f))
+        return self.cached("Z", lambda: fof_vector(self.xp, self.f))
 
     def freq_of_freq(self) -> dict[int, int]:
         """{r: n_r} for every r >= 1 with n_r > 0 (numbers of cells)."""
-        return self.cached("fof", lambda: _nonzero_dict(self.fof_vector()))
+        return self.cached("fof", lambda: nonzero_dict(self.fof_vector()))
 
     def pop_freq_of_freq(self) -> dict[int, int] | None:
         """{r: N_r} for every r >= 1 with N_r > 0 (numbers of cells), or None without ``F``."""
-        return None if self.F is None else _nonzero_dict(_fof_vector(self.xp, self.F))
+        return None if self.F is None else nonzero_dict(fof_vector(self.xp, self.F))
 
     def n_r(self, r: int) -> int:
         Z = self.fof_vector()
@@ -186,7 +186,7 @@ class FreqTable:
                          self.backend)
 
 
-def _fof_vector(xp, f) -> np.ndarray:
+def fof_vector(xp, f) -> np.ndarray:
     """Z[r] = #{j : f_j = r} for r >= 1, Z[0] = 0, length at least 2 (numpy), for counts f >= 0."""
     if f.shape[0] == 0:
         return np.zeros(2, np.int64)
@@ -197,6 +197,9 @@ def _fof_vector(xp, f) -> np.ndarray:
     return Z
 
 
-def _nonzero_dict(Z: np.ndarray) -> dict[int, int]:
+def nonzero_dict(Z: np.ndarray) -> dict[int, int]:
     nz = np.flatnonzero(Z)
     return dict(zip(nz.tolist(), Z[nz].tolist()))
+
+
+_fof_vector = fof_vector  # the name measures imported before it was public

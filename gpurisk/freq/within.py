@@ -3,8 +3,9 @@
 ``cell_value_counts(table, values)`` takes one value per sample record (in the order of
 ``table.record_cell()``, i.e. the sample's row order), encodes it with the engine's key encoder
 (a missing value is its own category, the last one), and counts the records of every
-(cell, value) pair with the engine's counting kernel: pair id = cell index * c + value code, sorted
-and run-length encoded. Nothing loops over records or cells.
+(cell, value) pair with the engine's reducer: the pair's id is the mixed radix of (cell index, value
+code), sorted and run-length encoded (:func:`gpurisk.freq.partial.count_ids`). Nothing loops over
+records or cells.
 
 From the pairs: the number of distinct values in a cell, ``distinct()``, and the entropy of the
 cell's value distribution, ``entropy()`` = -Σ_v (f_jv / f_j) log(f_jv / f_j) (natural log).
@@ -17,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from gpurisk.errors import BadInput
-from gpurisk.freq.count import count_ids
+from gpurisk.freq.cellid import mixed_radix_ids
+from gpurisk.freq.partial import count_ids
 from gpurisk.freq.encode import encode_keys
 from gpurisk.xp import to_host
 from gpurisk.freq.table import FreqTable
@@ -69,7 +71,7 @@ def cell_value_counts(table: FreqTable, values, name: str = "values") -> CellVal
         raise BadInput(f"column {name!r} has {len(s)} values but the sample has {rc.size} records")
     (enc,) = encode_keys(pd.DataFrame({name: s.reset_index(drop=True)}), [name])
     card = max(enc.cardinality, 1)
-    pair = rc * card + enc.sample.astype(np.int64)
-    ids, cnt = count_ids(pair)
     f = np.asarray(to_host(table.f), dtype=np.int64)
+    pair = mixed_radix_ids([rc, enc.sample], [max(f.size, 1), card], dtype=np.int64)
+    ids, cnt = count_ids(pair)
     return CellValueCounts(ids // card, ids % card, cnt, list(enc.categories), f)

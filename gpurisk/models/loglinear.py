@@ -38,6 +38,7 @@ import numpy as np
 
 from gpurisk.errors import BadInput
 from gpurisk.xp import namespace, scalar
+from gpurisk.freq.cellid import mixed_radix_ids
 
 #: default largest K = Π c_v fitted densely (μ alone takes 8 K bytes)
 MAX_CELLS = 50_000_000
@@ -90,11 +91,8 @@ class LoglinearFit:
         """p̂ = μ̂ / n of the cells with these C-order flat indices (= mixed-radix cell ids)."""
         if self.dense is not None:
             return self.dense.reshape(-1)[flat_ids] / self.n
-        xp = namespace(self.mu_support)
-        if self.support.size == 0:
-            return xp.zeros(flat_ids.shape, dtype=xp.float64)
-        pos = xp.minimum(xp.searchsorted(self.support, flat_ids), self.support.size - 1)
-        return xp.where(self.support[pos] == flat_ids, self.mu_support[pos], 0.0) / self.n
+        from gpurisk.freq.partial import values_at
+        return values_at(self.support, self.mu_support, flat_ids) / self.n
 
 
     def p_hat_codes(self, codes):
@@ -102,12 +100,13 @@ class LoglinearFit:
         the fit (``level_maps``), i.e. no sample record has it."""
         maps = self.level_maps or [None] * len(self.cards)
         xp = namespace(codes[0])
-        flat = xp.zeros(codes[0].shape[0], dtype=xp.int64)
         valid = xp.ones(codes[0].shape[0], dtype=bool)
-        for m, c, k in zip(maps, codes, self.cards):
+        fit_codes = []
+        for m, c in zip(maps, codes):
             cc = c.astype(xp.int64) if m is None else m[c]
             valid &= cc >= 0
-            flat = flat * int(k) + xp.maximum(cc, 0)
+            fit_codes.append(xp.maximum(cc, 0))
+        flat = mixed_radix_ids(fit_codes, self.cards, xp, dtype=xp.int64)
         return xp.where(valid, self.p_hat(flat), 0.0)
 
 
@@ -133,9 +132,7 @@ def observed_margins(xp, codes, f, cards, margins) -> list:
     out = []
     w = f.astype(xp.float64)
     for axes in margins:
-        flat = xp.zeros(codes[0].shape[0], dtype=xp.int64)
-        for a in axes:
-            flat = flat * int(cards[a]) + codes[a].astype(xp.int64)
+        flat = mixed_radix_ids([codes[a] for a in axes], [cards[a] for a in axes], xp, dtype=xp.int64)
         size = math.prod(int(cards[a]) for a in axes)
         m = xp.bincount(flat, weights=w, minlength=size)
         out.append(m.reshape(tuple(int(cards[a]) for a in axes)))

@@ -110,9 +110,8 @@ class RiskModel:
 
     def for_ids(self, ids) -> dict:
         """As :meth:`for_cells` for records given by their mixed-radix cell ids (e.g. one partition)."""
-        xp = self.table.xp
-        cells = xp.searchsorted(self.table.cell_id, ids)
-        return self.for_cells(cells)
+        from gpurisk.freq.partial import locate
+        return self.for_cells(locate([ids], [self.table.cell_id], complete=True))
 
 
 def build_model(table, methods: Iterable[str] = sm.DEFAULT_METHODS, population_size=None,

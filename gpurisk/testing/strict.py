@@ -303,10 +303,12 @@ xp = StrictNamespace()
 
 def strict_table(sample, keys, population=None, sample_flag=None, weights=None,
                  missing: str = "category"):
-    """The FreqTable of pandas frames counted by the device engine (the one the cuDF backend runs)
-    with its arrays in the strict namespace: keys are encoded on the host, as cuDF's would be on
-    the device, then moved with ``xp.asarray``; counting, merging, the f <= F check and each
-    record's cell run in the strict namespace."""
-    from gpurisk.freq.device import build_table_device
-    return build_table_device(sample, list(keys), population=population, sample_flag=sample_flag,
-                              weights=weights, missing=missing, xp=xp, backend="strict")
+    """The FreqTable of pandas frames counted by the one-piece engine as the cuDF backend runs it,
+    with its arrays in the strict namespace: the plan comes from the distinct values and the keys are
+    encoded against it on the host, as cuDF's would be on the device, then moved with
+    ``xp.asarray``; counting, merging, the f <= F check and each record's cell run in the strict
+    namespace."""
+    from gpurisk.freq.piece import build_table_piece
+    return build_table_piece(sample, list(keys), population=population, sample_flag=sample_flag,
+                             weights=weights, missing=missing, xp=xp, backend="strict",
+                             plan_first=True)

@@ -131,6 +131,8 @@ def _srs_within(strata: np.ndarray, fraction: float, count: int, rng: np.random.
 
 
 def count_batch(cell: np.ndarray, C: int, count: int, rep: np.ndarray, rec: np.ndarray) -> np.ndarray:
-    """Sample counts f of every replicate of a batch: a (count × C) matrix, one bincount."""
-    flat = rep.astype(np.int64) * C + cell[rec]
+    """Sample counts f of every replicate of a batch: a (count × C) matrix, one bincount over the
+    (replicate, cell) pairs' mixed-radix ids."""
+    from gpurisk.freq.cellid import mixed_radix_ids
+    flat = mixed_radix_ids([rep, cell[rec]], [count, C], dtype=np.int64)
     return np.bincount(flat, minlength=count * C).reshape(count, C)

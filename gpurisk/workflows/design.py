@@ -26,7 +26,6 @@ import pandas as pd
 
 from gpurisk.errors import BadInput
 from gpurisk.freq.encode import encode_keys
-from gpurisk.freq.engine import build_table
 from gpurisk.xp import scalar, to_host
 
 CLUSTER_WARN = 0.1
@@ -143,7 +142,9 @@ def cluster_pairs(frame: pd.DataFrame, keys: Sequence[str], cluster: str,
     _col(frame, cluster, "cluster")
     if not 0.0 <= float(threshold) <= 1.0:
         raise BadInput(f"cluster threshold {threshold!r} is outside [0, 1]")
-    table = table if table is not None else build_table(frame, keys, missing=missing)
+    if table is None:
+        from gpurisk.inputs import Inputs
+        table = Inputs(frame, keys, missing=missing).count(guard=False).table
     (enc,) = encode_keys(frame, [cluster])
     same, pairs = cluster_pair_share(table, enc.sample)
     share = same / pairs if pairs else math.nan

@@ -204,19 +204,7 @@ def group_rank(group: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray,
 
 
 def combine_codes(arrays: Sequence[np.ndarray], cards: Sequence[int]) -> np.ndarray:
-    """Mixed-radix int64 code of several code arrays (any shape; re-densified when it would
-    overflow). Within int64 it is :func:`gpurisk.freq.cellid.mixed_radix_ids`."""
-    from gpurisk.freq.cellid import mixed_radix_ids, radix_space
-    if arrays and radix_space(cards) <= 2**62:
-        return mixed_radix_ids(list(arrays), cards, dtype=np.int64)
-    n = arrays[0].shape if arrays else ()
-    acc = np.zeros(n, np.int64)
-    space = 1
-    for a, k in zip(arrays, cards):
-        if space * int(k) > 2**62:
-            _, acc = np.unique(acc, return_inverse=True)
-            acc = acc.reshape(n).astype(np.int64)
-            space = int(acc.max()) + 1 if acc.size else 1
-        acc = acc * int(k) + a
-        space *= int(k)
-    return acc
+    """Order-preserving int64 code of several code arrays (any one shape), with headroom below
+    2**62 (:func:`gpurisk.freq.cellid.combined_ids`)."""
+    from gpurisk.freq.cellid import combined_ids
+    return combined_ids([np.asarray(a) for a in arrays], [int(k) for k in cards], limit=2**62)

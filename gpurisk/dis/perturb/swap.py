@@ -89,7 +89,7 @@ class RecordSwap(Perturbation):
 
         # 1. the swap sample, stratified by geography (per replicate)
         half = self.fraction / 2.0
-        stratum = (rep * G + geo).ravel() if self.stratify else rep.ravel()
+        stratum = combine_codes([rep, geo], [B, G]).ravel() if self.stratify else rep.ravel()
         nstrata = B * G if self.stratify else B
         n_g = np.bincount(stratum, minlength=nstrata)
         target = n_g * half
@@ -99,7 +99,7 @@ class RecordSwap(Perturbation):
         chosen = rank < m_g[stratum]
 
         # 2. partners: first on the pairing variables within region, then at random in region
-        base = rep.ravel() * R + reg.ravel().astype(np.int64)
+        base = combine_codes([rep.ravel(), reg.ravel().astype(np.int64)], [B, R])
         free = ~chosen
         want = chosen.copy()
         partner = np.full(B * n, -1, np.int64)
