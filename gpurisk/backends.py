@@ -188,6 +188,15 @@ def _close_local() -> None:
     _LOCAL.clear()
 
 
+def _gpu_count() -> int | None:  # pragma: no cover - needs a GPU
+    """CUDA devices CuPy sees, or None when it cannot tell."""
+    try:
+        import cupy
+        return int(cupy.cuda.runtime.getDeviceCount())
+    except Exception:
+        return None
+
+
 def _local_client(gpu: bool, workers, limit):
     """The process's local cluster of this shape, started on first use and closed at exit."""
     from distributed import Client, LocalCluster
@@ -198,10 +207,18 @@ def _local_client(gpu: bool, workers, limit):
         return client
     if gpu:
         from dask_cuda import LocalCUDACluster
+        gpus = _gpu_count()
+        if workers and gpus and workers > gpus:
+            raise BadInput(f"--workers {workers} asks for more dask-cuda workers than this machine has "
+                           f"GPUs ({gpus}): dask-cuda runs one worker per GPU")
         kw = {"n_workers": workers} if workers else {}
         if limit:
             kw["memory_limit"] = limit
-        cluster = LocalCUDACluster(silence_logs=logging.CRITICAL, dashboard_address=None, **kw)
+        # RMM's asynchronous pool for cuDF and CuPy alike (CuPy routed to RMM on every worker), and
+        # cuDF spilling to host memory instead of failing when a worker's GPU fills
+        cluster = LocalCUDACluster(silence_logs=logging.CRITICAL, dashboard_address=None,
+                                   rmm_async=True, rmm_allocator_external_lib_list=["cupy"],
+                                   enable_cudf_spill=True, **kw)
     else:
         kw = {"memory_limit": limit} if limit else {}
         cluster = LocalCluster(n_workers=workers or max(1, min(os.cpu_count() or 1, 8)),

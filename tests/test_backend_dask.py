@@ -127,6 +127,31 @@ def test_real_data_same_counts_and_measures(client, rel, keys, weights):
     assert_same_measures(a2, b2, ctx)
 
 
+def test_one_large_parquet_file_is_split_by_row_groups(client, tmp_path):
+    """One Parquet file of many row groups becomes several partitions of at most the target size
+    (from the footer's uncompressed sizes), and counts as the pandas backend does."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gpurisk.io import row_groups_per_partition
+    frame = read_table(data_path("arx_genetic/fars_int.csv"))
+    keys = ["iage", "isex", "irace", "istatenum"]
+    path = tmp_path / "one.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=10_000)
+    meta = pq.ParquetFile(path).metadata
+    assert meta.num_row_groups == 11
+    per_rg = max(sum(meta.row_group(g).column(i).total_uncompressed_size
+                     for i in range(meta.num_columns) if meta.schema.column(i).name in keys)
+                 for g in range(meta.num_row_groups))
+    target = 3 * per_rg + 1                        # three row groups fit, four do not
+    assert row_groups_per_partition([path], keys, target) == 3
+    assert row_groups_per_partition([path], keys, 100 * per_rg) is None   # the file fits: one partition
+    lazy = read_lazy(path, columns=keys, partition_bytes=target)
+    assert lazy.npartitions == 4                   # ceil(11 / 3)
+    assert read_lazy(path, columns=keys).npartitions == 1
+    assert_same_table(build_table(frame, keys), build_table(lazy, keys), "fars split by row groups")
+
+
 def test_missing_keys_and_surrogate_ids(client):
     """All 15 columns of UCI Adult: 3 620 rows with an empty key, and a key space beyond int64
     (surrogate cell ids); a separate population frame."""

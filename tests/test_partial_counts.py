@@ -192,3 +192,27 @@ def test_narrow_integer_keys_with_negative_values():
     got = {tuple(plan.categories[v][int(c[i])] for v, c in enumerate(unpack_words(plan, part["words"]))):
            int(part["f"][i]) for i in range(P.size(part))}
     assert got == {(-100, -30000): 300, (100, 30000): 300, (5, 0): 600, (-100, 1): 300, (100, 1): 600}
+
+
+def test_merge_of_a_subset_equals_the_merge_sort():
+    """Two partials where one's cells hold the other's (a register and its sample) are merged by
+    binary search; the result equals the general merge (forced here by a third, empty partial)."""
+    rng = np.random.default_rng(5)
+    ids = rng.integers(0, 400, 3000)
+    flag = rng.random(3000) < 0.2
+    w = rng.uniform(1, 3, 3000)
+    big = P.reduce_cells(np, [ids], {"F": None}, {})
+    small = P.reduce_cells(np, [ids[flag]], {"f": None}, {"w": w[flag]})
+    empty = P.reduce_cells(np, [ids[:0]], {"f": None}, {})
+    fast, general = P.merge(small, big), P.merge(big, small, empty)
+    for k in ("words", "f", "F", "w"):
+        a, b = (np.stack(fast[k]), np.stack(general[k])) if k == "words" else (fast[k], general[k])
+        np.testing.assert_array_equal(a, b)
+    # hand check: the register's counts, and the sample's where it has records
+    ref = pd.DataFrame({"id": ids, "s": flag.astype(int)}).groupby("id")["s"].agg(["size", "sum"])
+    np.testing.assert_array_equal(fast["F"], ref["size"].to_numpy())
+    np.testing.assert_array_equal(fast["f"], ref["sum"].to_numpy())
+    # not a subset: the general merge
+    other = P.reduce_cells(np, [np.array([1000, 1001])], {"f": None}, {})
+    out = P.merge(big, other)
+    assert P.size(out) == P.size(big) + 2 and out["f"][-2:].tolist() == [1, 1]

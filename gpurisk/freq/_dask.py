@@ -56,7 +56,8 @@ def to_dask(data, columns, gpu: bool, nworkers: int, sep=None, where="the sample
             import dask_cudf
             nparts = max(nworkers, math.ceil(len(data) / ROWS_PER_PARTITION), 1)
             check_columns(data.columns, **check, where=where)
-            ddf = dask_cudf.from_cudf(data[list(dict.fromkeys(columns))], npartitions=nparts)
+            ddf = dask_cudf.from_cudf(data[list(dict.fromkeys(columns))], npartitions=nparts,
+                                      sort=False)   # keep the records' order, as from_pandas does
             in_memory = True
         else:
             raise BadInput(f"expected a DataFrame, a Dask DataFrame or a path, got {type(data).__name__}")

@@ -271,6 +271,13 @@ def merge(*parts) -> dict:
     parts = [p for p in parts if p is not None]
     if len(parts) == 1:
         return parts[0]
+    if len(parts) == 2 and len(parts[0]["words"]) == 1:
+        # the common case of a population (or a whole register) and its sample: one side's cells
+        # hold the other's, which is then placed by binary search instead of a merge sort
+        a, b = sorted(parts, key=size, reverse=True)
+        out = _merge_subset(a, b)
+        if out is not None:
+            return out
     xp = namespace(parts[0]["words"][0])
     nwords = len(parts[0]["words"])
     words = [xp.concatenate([p["words"][i] for p in parts]) for i in range(nwords)]
@@ -282,6 +289,31 @@ def merge(*parts) -> dict:
     ints = {k: v for k, v in cols.items() if k in INT_FIELDS}
     floats = {k: v for k, v in cols.items() if k not in INT_FIELDS}
     return reduce_cells(xp, words, ints, floats, runs=True)
+
+
+def _merge_subset(big: dict, small: dict):
+    """``merge(big, small)`` when every cell of ``small`` is a cell of ``big`` (one word), else None."""
+    xp = namespace(big["words"][0])
+    cells, sub = big["words"][0], small["words"][0]
+    m = int(cells.shape[0])
+    if int(sub.shape[0]) == 0:
+        pos = xp.zeros(0, dtype=xp.int64)
+    else:
+        if m == 0:
+            return None
+        pos = xp.minimum(xp.searchsorted(cells, sub), m - 1)
+        if not scalar(xp.all(cells[pos] == sub)):
+            return None
+    out = {"words": [cells]}
+    for k in FIELDS:
+        if k not in big and k not in small:
+            continue
+        dt = xp.float64 if k == "w" else xp.int64
+        col = xp.zeros(m, dt) if k not in big else big[k].astype(dt, copy=True)
+        if k in small:
+            col[pos] += small[k]        # cells are distinct: one addition per cell, exact
+        out[k] = col
+    return out
 
 
 def bucket_ids(xp, words, width: int):

@@ -201,6 +201,9 @@ def write_results(result, path) -> Path:
 GLOB_CHARS = "*?["
 #: bytes of CSV per Dask partition (compressed files are one partition each: they cannot be split)
 CSV_BLOCKSIZE = "64MiB"
+#: decoded bytes (Parquet's uncompressed size of the columns read) per Dask partition of Parquet:
+#: a file's row groups are grouped up to this size, so one large file is many partitions
+PARQUET_PARTITION_BYTES = 64 << 20
 
 
 def expand_input(path) -> list[Path]:
@@ -217,12 +220,38 @@ def expand_input(path) -> list[Path]:
     return [resolve_path(s)]
 
 
+def row_groups_per_partition(files, columns=None, target: int = PARQUET_PARTITION_BYTES) -> int | None:
+    """How many row groups of these Parquet files make a partition of at most ``target`` bytes
+    (the uncompressed size of ``columns``, from the files' footers); None when every file fits in
+    one partition (then one partition per file). A row group larger than the target is a partition
+    of its own: Parquet cannot be split inside a row group."""
+    import pyarrow.parquet as pq
+    largest, most = 0, 0
+    for f in files:
+        paths = sorted(f.rglob("*.parquet")) if f.is_dir() else [f]
+        for p in paths:
+            meta = pq.ParquetFile(p).metadata
+            names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+            pick = [i for i, n in enumerate(names) if columns is None or n in columns]
+            for g in range(meta.num_row_groups):
+                rg = meta.row_group(g)
+                largest = max(largest, sum(rg.column(i).total_uncompressed_size for i in pick))
+            most = max(most, meta.num_row_groups)
+    if largest == 0 or most <= 1:
+        return None
+    k = max(1, int(target) // largest)
+    return None if k >= most else k
+
+
 def read_lazy(path, sep: str | None = None, columns: list[str] | None = None,
-              encoding: str = "utf-8", blocksize=CSV_BLOCKSIZE, gpu: bool = False):
+              encoding: str = "utf-8", blocksize=CSV_BLOCKSIZE, gpu: bool = False,
+              partition_bytes: int = PARQUET_PARTITION_BYTES):
     """A Dask DataFrame over CSV (a file or a glob) or Parquet (a file, a directory, or a glob).
 
-    Nothing is read but the schema or the header: partitions are read by the workers, one at a
-    time per worker thread. CSV columns are typed by pandas on each block (integers as floats, so
+    Nothing is read but the schema or the header (and Parquet footers): partitions are read by the
+    workers, one at a time per worker thread. A large Parquet file is split by its row groups into
+    partitions of about ``partition_bytes`` decoded bytes (:func:`row_groups_per_partition`), CSV
+    into blocks of ``blocksize``. CSV columns are typed by pandas on each block (integers as floats, so
     that a block with a missing value types like one without); a column whose values change type
     between blocks is an error when counted. ``gpu`` gives cuDF partitions.
     """
@@ -238,7 +267,9 @@ def read_lazy(path, sep: str | None = None, columns: list[str] | None = None,
                 raise BadInput(f"column(s) {', '.join(map(repr, miss))} not in {path} "
                                f"(its columns: {', '.join(names[:20])})")
         try:
-            ddf = dd.read_parquet(target, columns=columns)
+            k = row_groups_per_partition(files, columns, partition_bytes)
+            ddf = dd.read_parquet(target, columns=columns,
+                                  **({"split_row_groups": k} if k else {}))
         except Exception as exc:  # pyarrow / fsspec errors: one line naming the input
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise BadInput(f"{path}: not a readable Parquet dataset ({msg})") from None
