@@ -148,7 +148,8 @@ def h100_estimate(rows: int = 10**9, keys: int = 8, bw: float = 3.0e12):
       the 30 significant bits (4 passes of 8 bits, each reading and writing 8 B keys), one read for
       the run-length encoding, 12 B per occupied cell written;
     - gpurisk's cuDF path as written (unfused CuPy): per key read 1 B, write 8 B codes, pack reads
-      16 B and writes 8 B; argsort moves (key, index) pairs (16 B) per pass; then ~4 gathers of 8 B.
+      16 B and writes 8 B; a sort of the int64 ids (8 B per pass), one read to run-length encode;
+      each record's cell is located only when a record-level measure asks (not counted here).
     """
     space = math.prod(CARDS)
     passes = math.ceil(math.ceil(math.log2(space)) / 8)
@@ -159,8 +160,8 @@ def h100_estimate(rows: int = 10**9, keys: int = 8, bw: float = 3.0e12):
          keys * rows + 8 * rows + 4 * space),
         (f"fused encode+pack to int64 ids, {passes}-pass radix sort, run-length encode",
          keys * rows + 8 * rows + passes * 2 * 8 * rows + 8 * rows + 12 * cells),
-        ("gpurisk's cuDF path as written (unfused CuPy, argsort + record locator)",
-         rows * (keys * (1 + 8 + 16 + 8) + passes * 2 * 16 + 4 * 8)),
+        ("gpurisk's cuDF path as written (unfused CuPy, sort of the ids, lazy record locator)",
+         rows * (keys * (1 + 8 + 16 + 8) + passes * 2 * 8 + 8) + 12 * cells),
     ]
     return [(name, nbytes, nbytes / bw) for name, nbytes in plans]
 
