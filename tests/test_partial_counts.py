@@ -216,3 +216,19 @@ def test_merge_of_a_subset_equals_the_merge_sort():
     other = P.reduce_cells(np, [np.array([1000, 1001])], {"f": None}, {})
     out = P.merge(big, other)
     assert P.size(out) == P.size(big) + 2 and out["f"][-2:].tolist() == [1, 1]
+
+
+def test_partition_codes_in_the_smallest_integer_type():
+    """A worker holds each key's codes in the narrowest type (issue 16): int8 up to 127 categories,
+    int16 up to 32 767; the codes index the plan's categories exactly."""
+    from gpurisk.freq.plan import partition_uniques
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"small": rng.integers(-3, 2, 1000), "wide": rng.integers(0, 300, 1000) * 3,
+                          "text": rng.choice(["a", "b", None], 1000)})
+    u = partition_uniques(frame, list(frame.columns))
+    plan = make_plan(list(frame.columns), u["uniq"], None, u["na"])
+    codes = list(encode_partition(plan, frame))
+    assert [c.dtype for c in codes] == [np.int8, np.int16, np.int8]
+    for c, kp, col in zip(codes, plan.key_plans, frame.columns):
+        back = [kp.categories[i] for i in c]
+        assert back == [None if pd.isna(v) else v for v in frame[col].tolist()]

@@ -155,17 +155,26 @@ def _key_plan(name, categories, has_missing, int_kind, lookups: bool = True) -> 
         kp = KeyPlan(name, list(categories), has_missing, "int", ints=ints)
         if ints.size and int(ints[-1]) - int(ints[0]) < LUT_RANGE_LIMIT:
             kp.lo = int(ints[0])
-            kp.lut = np.zeros(int(ints[-1]) - kp.lo + 1, dtype=np.int32)
-            kp.lut[ints - kp.lo] = np.arange(ints.size, dtype=np.int32)
+            code_t = _code_dtype(len(categories))
+            kp.lut = np.zeros(int(ints[-1]) - kp.lo + 1, dtype=code_t)
+            kp.lut[ints - kp.lo] = np.arange(ints.size, dtype=code_t)
         return kp
     return KeyPlan(name, list(categories), has_missing, "obj", labels=pd.Index(labels, dtype=object))
 
 
 # --- encoding one partition ---------------------------------------------------------------------
 
+def _code_dtype(card: int):
+    """The smallest signed integer type holding codes 0..card-1 (codes of a partition on a worker)."""
+    for dt in (np.int8, np.int16, np.int32):
+        if card <= np.iinfo(dt).max:
+            return dt
+    return np.int64
+
+
 def encode_partition(plan: Plan, frame):
-    """Per key (lazily, one at a time), int64 codes of ``frame``'s records (numpy for pandas,
-    CuPy for cuDF)."""
+    """Per key (lazily, one at a time), the codes of ``frame``'s records in the smallest integer
+    type that holds them on numpy (pandas partitions), int64 on CuPy (cuDF partitions)."""
     enc = _encode_cudf if is_cudf(frame) else _encode_pandas
     return (enc(kp, frame[kp.name]) for kp in plan.key_plans)
 
@@ -185,17 +194,17 @@ def _encode_pandas(kp: KeyPlan, s: pd.Series) -> np.ndarray:
         if na is not None:
             vals = np.where(na, kp.ints[0] if kp.ints.size else 0, vals)
         if kp.lut is not None:
-            codes = (kp.lut[vals - kp.lo] if kp.lo else kp.lut[vals]).astype(np.int64)
+            codes = kp.lut[vals - kp.lo] if kp.lo else kp.lut[vals]
         else:
-            codes = np.searchsorted(kp.ints, vals).astype(np.int64)
+            codes = np.searchsorted(kp.ints, vals).astype(_code_dtype(kp.cardinality))
         if na is not None:
             codes = np.where(na, kp.ncat, codes)
         return codes
     vals = s.to_numpy(dtype=object) if isinstance(s.dtype, pd.CategoricalDtype) else s
-    codes = kp.labels.get_indexer(vals).astype(np.int64)
+    codes = kp.labels.get_indexer(vals)
     if kp.has_missing:
         codes = np.where(codes < 0, kp.ncat, codes)
-    return codes
+    return codes.astype(_code_dtype(kp.cardinality))
 
 
 def _encode_cudf(kp: KeyPlan, s):  # pragma: no cover - needs a GPU
