@@ -213,6 +213,34 @@ class Inputs:
         pi, source, notes = resolve_fraction(table, self.fraction)
         return Counted(table, pi, source, notes, {"build_s": t1 - t0, "recode_s": t2 - t1})
 
+    def summarize(self, frames: Frames | None = None, keys=None, *, guard: bool = True) -> Counted:
+        """As :meth:`count` on a distributed backend, when only summaries will be read: the table
+        is a :class:`~gpurisk.freq.summary.SummaryTable` (n, N, frequencies of frequencies, the
+        joint (f_j, F_j) counts), reduced on the workers, so the client's memory does not grow with
+        the number of cells. Recodes need the cells: use :meth:`count`."""
+        import time
+
+        from gpurisk.freq._dask import summary_dask
+        from gpurisk.freq.guards import check_cardinality
+        from gpurisk.freq.summary import SummaryTable, combine
+        if not self.distributed:
+            raise ValueError("Inputs.summarize is for the distributed backends; use count()")
+        if self.recode:
+            raise ValueError("recodes regroup the cells: use Inputs.count()")
+        frames = self.read() if frames is None else frames
+        keys = list(self.keys) if keys is None else key_list(keys)
+        t0 = time.perf_counter()
+        plan, parts, cards = summary_dask(frames.sample, keys, population=frames.population,
+                                          sample_flag=self.sample_flag, weights=self.weights,
+                                          missing=self.missing, gpu=self.backend == "dask-cudf",
+                                          sep=self.sep, with_cards=True)
+        table = SummaryTable(tuple(keys), plan.categories, combine(plan, parts, self.backend), cards,
+                             backend=self.backend)
+        if guard:
+            check_cardinality(table, self.allow_high_cardinality)
+        pi, source, notes = resolve_fraction(table, self.fraction)
+        return Counted(table, pi, source, notes, {"build_s": time.perf_counter() - t0, "recode_s": 0.0})
+
     def column_values(self, frames: Frames, cols: Iterable[str]) -> dict[str, Any]:
         """Each named column of the sample's records (the flagged ones in a register) as a numpy
         array, in record order (what ``ctx.column`` gives a measure)."""

@@ -239,6 +239,12 @@ class Measure:
     column_options: ClassVar[tuple[str, ...]] = ()
     #: run when no measures are named; costly measures (a model fit) set False and run when named
     default: ClassVar[bool] = True
+    #: what ``compute`` reads of the table: "summary" (n, N, ``n_r``/``N_r``, ``freq_of_freq``,
+    #: ``fof_vector``, ``unique_stats``, ``pop_uniques``, the categories) or "cells" (its count arrays,
+    #: each record's cell). On a distributed backend a run whose measures all read summaries keeps
+    #: the cells on the workers and brings back only the summaries (:class:`gpurisk.freq.summary.
+    #: SummaryTable`); the conformance kit checks a "summary" measure against that table.
+    reads: ClassVar[str] = "cells"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -257,14 +263,14 @@ class Measure:
         return {"name": cls.name, "description": cls.description, "needs": sorted(cls.needs),
                 "level": cls.level, "reference": cls.reference, "options": dict(cls.options),
                 "estimates": cls.estimates, "column_options": list(cls.column_options),
-                "default": cls.default,
+                "default": cls.default, "reads": cls.reads,
                 "option_specs": {k: o.describe() for k, o in option_specs(cls).items()},
                 "shared_options": getattr(cls, "shared_options", None)}
 
 
 def missing_needs(measure: type[Measure], table, ctx: Context) -> str | None:
     """The reason a measure cannot run on this table and context, or None when it can."""
-    if "population" in measure.needs and table.F is None:
+    if "population" in measure.needs and table.N is None:
         return "needs population counts F_j: give --population POP or --sample-flag COL"
     if "fraction" in measure.needs and ctx.fraction is None:
         return "needs the sampling fraction pi: give --fraction, --population or --sample-flag"

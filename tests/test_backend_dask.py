@@ -152,6 +152,45 @@ def test_one_large_parquet_file_is_split_by_row_groups(client, tmp_path):
     assert_same_table(build_table(frame, keys), build_table(lazy, keys), "fars split by row groups")
 
 
+def test_assess_of_summary_measures_keeps_the_cells_on_the_workers(client, caplog):
+    """When every measure to run reads summaries, assess on Dask reduces them on the workers: the
+    client gets a SummaryTable (no cell array), and every value equals the pandas backend's."""
+    import gpurisk
+    from gpurisk.freq.summary import SummaryTable
+    frame = read_table(data_path("arx_genetic/fars_int.csv"))
+    keys = ["iage", "isex", "irace", "istatenum", "ihispanic"]
+    reg = frame.copy()
+    reg["in_sample"] = np.random.default_rng(3).random(len(reg)) < 0.05
+    names = [m for m, r in measure_registry().items() if r.cls.reads == "summary"]
+    assert {"theta_hat", "tau1", "tau1_hat", "pr_pu_su", "risk_broad"} <= set(names)
+    a = gpurisk.assess(reg, keys, sample_flag="in_sample", measures=names, backend="pandas")
+    b = gpurisk.assess(dd.from_pandas(reg, npartitions=4, sort=False), keys, sample_flag="in_sample",
+                       measures=names, backend="dask")
+    assert isinstance(b.table, SummaryTable) and not isinstance(a.table, SummaryTable)
+    da, db = a.to_dict(), b.to_dict()
+    for k in ("n", "N", "cells", "population_cells", "freq_of_freq", "pop_freq_of_freq", "fraction"):
+        assert da[k] == db[k], k
+    for name in names:
+        ra, rb = da["measures"][name], db["measures"][name]
+        for field_ in ("value", "se", "upper", "reason"):
+            x, y = ra[field_], rb[field_]
+            assert (x == y) or (isinstance(x, float) and math.isclose(x, y, rel_tol=1e-12)), (name, field_)
+    # a measure that reads cells brings the table back, and says so
+    reg["w"] = 20.0
+    with caplog.at_level("INFO", logger="gpurisk.backends"):
+        c = gpurisk.assess(dd.from_pandas(reg, npartitions=4, sort=False), keys,
+                           sample_flag="in_sample", weights="w",
+                           measures=["theta_hat", "theta_hat_weighted"], backend="dask")
+    assert not isinstance(c.table, SummaryTable)
+    assert any("theta_hat_weighted" in r.getMessage() and "brought to this process" in r.getMessage()
+               for r in caplog.records)
+    # a cell-reading measure that cannot run here (no weights given) does not bring the cells back
+    d = gpurisk.assess(dd.from_pandas(reg, npartitions=4, sort=False), keys, sample_flag="in_sample",
+                       measures=["theta_hat", "theta_hat_weighted"], backend="dask")
+    assert isinstance(d.table, SummaryTable)
+    assert d.measures["theta_hat_weighted"].reason.startswith("needs design weights")
+
+
 def test_missing_keys_and_surrogate_ids(client):
     """All 15 columns of UCI Adult: 3 620 rows with an empty key, and a key space beyond int64
     (surrogate cell ids); a separate population frame."""

@@ -138,8 +138,16 @@ class _Run:
         if self.p_parts:
             up = _tree([delayed(partition_uniques)(d, self.keys) for d in self.p_parts], merge_uniques)
             todo.append(delayed(uniques_to_pandas)(up))
+        if sample_flag:   # the released records' own categories (the cardinality guard reads them)
+            uf = _tree([delayed(flagged_uniques)(d, self.keys, sample_flag) for d in self.s_parts],
+                       merge_uniques)
+            todo.append(delayed(uniques_to_pandas)(uf))
         got = _compute(client, todo)
-        u_s, u_p = got[0], (got[1] if len(got) > 1 else None)
+        u_s = got[0]
+        u_p = got[1] if self.p_parts else None
+        u_flag = got[-1] if sample_flag else u_s
+        #: per key, the number of categories among the sample's (flagged) records
+        self.sample_cards = tuple(int(len(u_flag["uniq"][k])) for k in self.keys)
         if u_s["n"] == 0:
             raise BadInput("the sample has no records")
         self.plan = make_plan(self.keys, u_s["uniq"], u_p["uniq"] if u_p else None, u_s["na"],
@@ -201,9 +209,15 @@ def bucket_summary(part: dict) -> dict:
     return out
 
 
+def flagged_uniques(frame, keys, sample_flag) -> dict:
+    """:func:`partition_uniques` of the records a sample flag marks."""
+    return partition_uniques(frame[P._flag(frame, sample_flag)], keys)
+
+
 def summary_dask(sample, keys, population=None, sample_flag=None, weights=None, missing="category",
-                 gpu=False, sep=None, buckets=None):
-    """(plan, list of per-bucket summaries), the cells never leaving the workers."""
+                 gpu=False, sep=None, buckets=None, with_cards: bool = False):
+    """(plan, list of per-bucket summaries), the cells never leaving the workers; with
+    ``with_cards`` also the sample's number of categories per key."""
     from dask import delayed
 
     from gpurisk.backends import dask_client
@@ -211,7 +225,7 @@ def summary_dask(sample, keys, population=None, sample_flag=None, weights=None, 
         run = _Run(client, sample, keys, population, sample_flag, weights, missing, gpu, sep)
         roots = run.bucket_roots(buckets or run.default_buckets())
         got = _compute(client, [delayed(bucket_summary)(r) for r in roots])
-    return run.plan, got
+    return (run.plan, got, run.sample_cards) if with_cards else (run.plan, got)
 
 
 # --- record-level output ------------------------------------------------------------------------

@@ -52,6 +52,9 @@ def sample_categories(table, only=None) -> list[int | None]:
     want = range(len(table.keys)) if only is None else set(only)
     if not want:
         return [None] * len(table.keys)
+    known = getattr(table, "sample_cards", None)      # a table of summaries knows them
+    if known is not None:
+        return [int(k) if v in want else None for v, k in enumerate(known)]
     xp = table.xp
     live = table.f > 0
     from gpurisk.freq.lattice import cell_codes

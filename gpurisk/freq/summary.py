@@ -11,8 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from typing import Any, Callable
+
+import numpy as np
+
 from gpurisk.errors import BadInput
 from gpurisk.freq.partial import JOINT_MAX_F  # noqa: F401  (re-exported)
+from gpurisk.freq.table import UniqueStats
 
 
 @dataclass(frozen=True)
@@ -53,27 +58,6 @@ def _summary(d: dict, backend: str, buckets: int = 1) -> CellSummary:
                        joint=d["joint"], weight_total=d["w"], backend=backend, buckets=buckets)
 
 
-def summarize(source, keys, population=None, sample_flag=None, weights=None, missing="category",
-              backend=None, sep=None, buckets=None) -> CellSummary:
-    """A :class:`CellSummary` of ``source`` (a frame, a Dask frame or a path) over ``keys``.
-
-    Read and checked through :class:`gpurisk.Inputs`. On ``dask``/``dask-cudf`` the cells stay
-    distributed in ``buckets`` ranges (default: one per eight partitions, at most 64); elsewhere the
-    FreqTable is built and summarised.
-    """
-    from gpurisk.inputs import Inputs
-    inputs = Inputs(source, keys, population=population, sample_flag=sample_flag, weights=weights,
-                    missing=missing, backend=backend, sep=sep)
-    if not inputs.distributed:
-        return summary_of_table(inputs.count(guard=False).table)
-    from gpurisk.freq._dask import summary_dask
-    frames = inputs.read()
-    plan, parts = summary_dask(frames.sample, list(inputs.keys), population=frames.population,
-                               sample_flag=sample_flag, weights=weights, missing=missing,
-                               gpu=(inputs.backend == "dask-cudf"), sep=sep, buckets=buckets)
-    return combine(plan, parts, inputs.backend)
-
-
 def combine(plan, parts: list[dict], backend: str) -> CellSummary:
     """Add up per-bucket summaries; raise the f_j > F_j error when any bucket found one."""
     bad = sum(p["bad"] for p in parts)
@@ -104,3 +88,126 @@ def _add(dicts):
         for k, v in d.items():
             out[k] = out.get(k, 0) + v
     return dict(sorted(out.items()))
+
+
+class CellsNotKept(RuntimeError):
+    """A measure read a cell array of a :class:`SummaryTable` (its cells stayed on the workers)."""
+
+
+@dataclass(frozen=True, eq=False)
+class SummaryTable:
+    """A frequency table known by its summaries only: what a distributed count brings back when every
+    measure to run reads summaries (``Measure.reads = "summary"``), so the client holds a few
+    dictionaries however many cells the table has.
+
+    It answers what :class:`~gpurisk.freq.table.FreqTable` answers from summaries (n, N, the
+    frequencies of frequencies n_r and N_r, the sample-unique statistics, the categories); asking it
+    for a cell array (``f``, ``F``, ``w``, ``cell_id``, each record's cell) raises
+    :class:`CellsNotKept`, which the host reports on that measure's row.
+    """
+
+    keys: tuple
+    categories: list
+    summary: CellSummary
+    #: per key, the number of categories the sample holds (for the cardinality guard)
+    sample_cards: tuple
+    backend: str = "dask"
+    xp: Any = np
+    record_locator: Any = None
+    stored_cell_codes: Any = None
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def cached(self, name: str, make: Callable[[], Any]):
+        if name not in self._memo:
+            self._memo[name] = make()
+        return self._memo[name]
+
+    def _no_cells(self, what: str):
+        raise CellsNotKept(f"{what}: this table keeps only summaries (n, N, frequencies of "
+                           "frequencies), its cells stayed where they were counted; a measure that "
+                           "reads cells must not declare reads = 'summary'")
+
+    @property
+    def f(self):
+        self._no_cells("table.f")
+
+    @property
+    def F(self):
+        return None if self.summary.N is None else self._no_cells("table.F")
+
+    @property
+    def w(self):
+        return None if self.summary.weight_total is None else self._no_cells("table.w")
+
+    @property
+    def cell_id(self):
+        self._no_cells("table.cell_id")
+
+    def record_cell(self):
+        self._no_cells("table.record_cell()")
+
+    @property
+    def cards(self) -> tuple:
+        return tuple(len(c) for c in self.categories)
+
+    @property
+    def n(self) -> int:
+        return self.summary.n
+
+    @property
+    def N(self) -> int | None:
+        return self.summary.N
+
+    @property
+    def sample_cells(self) -> int:
+        return self.summary.cells
+
+    @property
+    def population_cells(self) -> int | None:
+        return self.summary.population_cells
+
+    def fof_vector(self) -> np.ndarray:
+        def make():
+            fof = self.summary.freq_of_freq
+            Z = np.zeros(max([2] + [r + 1 for r in fof]), np.int64)
+            for r, c in fof.items():
+                Z[r] = c
+            return Z
+        return self.cached("Z", make)
+
+    def freq_of_freq(self) -> dict:
+        return dict(self.summary.freq_of_freq)
+
+    def pop_freq_of_freq(self) -> dict | None:
+        return None if self.summary.pop_freq_of_freq is None else dict(self.summary.pop_freq_of_freq)
+
+    def n_r(self, r: int) -> int:
+        return self.summary.n_r(r)
+
+    def N_r(self, r: int) -> int:
+        if self.N is None:
+            raise ValueError("no population counts")
+        return self.summary.pop_freq_of_freq.get(int(r), 0)
+
+    def pop_uniques(self) -> int:
+        return self.N_r(1)
+
+    def unique_stats(self) -> UniqueStats:
+        """From the joint counts #{j : f_j = 1, F_j = b}."""
+        if self.N is None:
+            raise ValueError("no population counts")
+
+        def make():
+            ones = sorted((b, c) for (a, b), c in self.summary.joint.items() if a == 1)
+            return UniqueStats(n1=sum(c for _, c in ones), F_sum=sum(b * c for b, c in ones),
+                               inv_F_sum=float(sum(c / b for b, c in ones)),
+                               pop_unique=dict(ones).get(1, 0))
+        return self.cached("su", make)
+
+
+def summary_table(table) -> SummaryTable:
+    """The :class:`SummaryTable` of a built table (what a distributed count of the same records
+    brings back): for tests, and for measures checked against their ``reads = "summary"``."""
+    from gpurisk.freq.guards import sample_categories
+    return SummaryTable(tuple(table.keys), list(table.categories), summary_of_table(table),
+                        tuple(sample_categories(table)), backend=table.backend)

@@ -102,6 +102,13 @@ class FreqTable:
         """Number of cells with f_j > 0."""
         return int(self.fof_vector()[1:].sum())
 
+    @property
+    def population_cells(self) -> int | None:
+        """Number of cells with F_j > 0 (None without a population)."""
+        if self.F is None:
+            return None
+        return self.cached("pop_cells", lambda: int(scalar((self.F > 0).sum())))
+
     # --- frequencies of frequencies ----------------------------------------------------------
     def fof_vector(self) -> np.ndarray:
         """numpy ``Z`` with ``Z[r] = n_r`` for r = 1..max f_j (``Z[0] = 0``; length at least 2)."""

@@ -20,6 +20,7 @@ class BethlehemFlag(Measure):
     reference = "Bethlehem, Keller & Pannekoek (1990); Kim & Jeong (2007), §4"
     options = {"threshold": Option(float, 0.001, min=0.0, max=1.0, min_open=True, max_open=True,
                                    help="flag when Pr(PU) exceeds it")}
+    reads = "summary"   # n_r, N, unique_stats: runs where the cells stay on the workers
 
     def compute(self, table, ctx: Context) -> Result:
         t = ctx.option(self.name, "threshold", self.options["threshold"])

@@ -17,6 +17,7 @@ class MatchProbA(Measure):
     description = "Pr(correct match) for a sample unique under attack method A (mean of 1/F_j)"
     needs = frozenset({"population"})
     reference = "Skinner & Elliot (2002), eq. (3) (attack method A)"
+    reads = "summary"   # n_r, N, unique_stats: runs where the cells stay on the workers
 
     def compute(self, table, ctx: Context) -> Result:
         s = table.unique_stats()

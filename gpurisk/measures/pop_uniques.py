@@ -14,6 +14,7 @@ class PopUniques(Measure):
     description = "Number of population uniques N1 (persons alone in their population cell)"
     needs = frozenset({"population"})
     reference = "Kim & Jeong (2007), Table 2"
+    reads = "summary"   # n_r, N, unique_stats: runs where the cells stay on the workers
 
     def compute(self, table, ctx: Context) -> Result:
         return Result(value=float(table.pop_uniques()))

@@ -15,6 +15,7 @@ class PrPU(Measure):
     description = "Pr(PU): share of population units that are unique in the population"
     needs = frozenset({"population"})
     reference = "Skinner & Elliot (2002), §2.2 (Pr(PU) = N1/N); Kim & Jeong (2007), P(A ∈ P1) in eqs. (6)-(9)"
+    reads = "summary"   # n_r, N, unique_stats: runs where the cells stay on the workers
 
     def compute(self, table, ctx: Context) -> Result:
         N1 = table.pop_uniques()

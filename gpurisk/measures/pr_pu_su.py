@@ -17,6 +17,7 @@ class PrPUgivenSU(Measure):
     description = "Pr(PU|SU): share of sample uniques that are population uniques"
     needs = frozenset({"population"})
     reference = "Skinner & Elliot (2002), §2.2 and eq. (3)"
+    reads = "summary"   # n_r, N, unique_stats: runs where the cells stay on the workers
 
     def compute(self, table, ctx: Context) -> Result:
         s = table.unique_stats()

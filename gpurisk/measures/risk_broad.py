@@ -28,6 +28,7 @@ class RiskBroad(Measure):
     reference = "Kim & Jeong (2007), eq. (10)"
     options = {"p_f2": Option(float, 1.0, min=0.0, max=1.0, min_open=True, help="P(A in F2), the intruder's file")}
     shared_options = kj.SHARED
+    reads = "summary"   # n_r, N, unique_stats: runs where the cells stay on the workers
 
     def compute(self, table, ctx: Context) -> Result:
         b, b_src = kj.p_f2(ctx, self.name)

@@ -21,6 +21,7 @@ class RiskFishing(Measure):
     options = {"p_f1": Option(float, "pi", min=0.0, max=1.0, min_open=True, help="P(A in F1), the released file"),
                "p_f2": Option(float, 1.0, min=0.0, max=1.0, min_open=True, help="P(A in F2), the intruder's file")}
     shared_options = kj.SHARED
+    reads = "summary"   # n_r, N, unique_stats: runs where the cells stay on the workers
 
     def compute(self, table, ctx: Context) -> Result:
         a, a_src = kj.p_f1(ctx, self.name)

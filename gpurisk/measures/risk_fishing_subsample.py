@@ -25,6 +25,7 @@ class RiskFishingSubsample(Measure):
                "subsampling_rate": Option(float, "p_f1 / p_f2", min=0.0, max=1.0, min_open=True,
                                           help="P(A in F1 | A in F2)")}
     shared_options = kj.SHARED
+    reads = "summary"   # n_r, N, unique_stats: runs where the cells stay on the workers
 
     def compute(self, table, ctx: Context) -> Result:
         b, b_src = kj.p_f2(ctx, self.name)

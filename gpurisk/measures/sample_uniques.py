@@ -13,6 +13,7 @@ class SampleUniques(Measure):
     name = "sample_uniques"
     description = "Number of sample uniques n1 (records alone in their sample cell)"
     reference = "Skinner & Elliot (2002), §2.1 (n_1); Kim & Jeong (2007), eq. (2)"
+    reads = "summary"   # n_r, N, unique_stats: runs where the cells stay on the workers
 
     def compute(self, table, ctx: Context) -> Result:
         return Result(value=float(table.n_r(1)))

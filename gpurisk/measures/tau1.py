@@ -15,6 +15,7 @@ class Tau1(Measure):
     description = "True number of sample uniques that are population uniques"
     needs = frozenset({"population"})
     reference = "Camerlenghi, Favaro, Naulet & Panero (2021), definition of τ1"
+    reads = "summary"   # n_r, N, unique_stats: runs where the cells stay on the workers
 
     def compute(self, table, ctx: Context) -> Result:
         s = table.unique_stats()

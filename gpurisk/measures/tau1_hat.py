@@ -105,6 +105,7 @@ class Tau1Hat(Measure):
                     help="Binomial smoother's q (default: 2/(lambda+2))"),
     }
     estimates = "tau1"
+    reads = "summary"   # n_r, N, unique_stats: runs where the cells stay on the workers
 
     def compute(self, table, ctx: Context) -> Result:
         n = table.n

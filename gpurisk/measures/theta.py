@@ -17,6 +17,7 @@ class Theta(Measure):
     description = "True Pr(correct match | unique match) given the population"
     needs = frozenset({"population"})
     reference = "Skinner & Elliot (2002), eq. (2)"
+    reads = "summary"   # n_r, N, unique_stats: runs where the cells stay on the workers
 
     def compute(self, table, ctx: Context) -> Result:
         s = table.unique_stats()

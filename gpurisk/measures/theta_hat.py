@@ -33,6 +33,7 @@ class ThetaHat(Measure):
     needs = frozenset({"fraction"})
     reference = "Skinner & Elliot (2002), eqs. (7) and (9)"
     estimates = "theta"
+    reads = "summary"   # n_r, N, unique_stats: runs where the cells stay on the workers
 
     def compute(self, table, ctx: Context) -> Result:
         n1, n2, n3 = table.n_r(1), table.n_r(2), table.n_r(3)

@@ -43,6 +43,7 @@ class ThetaHatDIS(Measure):
     options = {"K": Option(int, 200_000, min=1, max=10**12,
                            help="simulated intrusions; the s.e. shrinks as 1/sqrt(K)")}
     estimates = "theta"
+    reads = "summary"   # n_r, N, unique_stats: runs where the cells stay on the workers
 
     def compute(self, table, ctx: Context) -> Result:
         K = int(ctx.option(self.name, "K", self.options["K"]))

@@ -42,7 +42,7 @@ from gpurisk.measure import NEEDS, Context, Measure, Result, missing_needs
 
 __all__ = ["check_metadata", "check_bad_input", "check_backends_agree", "check_measure",
            "synthetic_register", "table_from_counts", "run_measure", "BackendReport", "BACKENDS",
-           "EXTRA_COLUMN", "run_cli"]
+           "EXTRA_COLUMN", "run_cli", "check_reads_summary"]
 
 #: backends compared by :func:`check_backends_agree` (pandas is the reference); "strict" is the
 #: GPU stand-in of :mod:`gpurisk.testing.strict`, which needs no GPU
@@ -52,6 +52,7 @@ BACKENDS = ("pandas", "strict", "dask", "cudf", "dask-cudf")
 EXTRA_COLUMN = "extra"
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 LEVELS = ("file", "record")
+READS = ("summary", "cells")
 
 
 # --- running a measure -------------------------------------------------------------------------
@@ -143,6 +144,10 @@ def check_metadata(cls: type[Measure]) -> None:
         problems.append(f"needs {sorted(unknown)} not among {sorted(NEEDS)}")
     if cls.level not in LEVELS:
         problems.append(f"level {cls.level!r} is not one of {LEVELS}")
+    if cls.reads not in READS:
+        problems.append(f"reads {cls.reads!r} is not one of {READS}")
+    elif cls.reads == "summary" and ({"records", "columns", "weights"} & set(cls.needs)):
+        problems.append("reads 'summary' but needs records, columns or weights (per-cell data)")
     if not isinstance(cls.options, Mapping) or not all(isinstance(k, str) for k in cls.options):
         problems.append("options is not a mapping of option names to defaults")
     else:
@@ -332,10 +337,46 @@ def check_backends_agree(cls: type[Measure], frame: pd.DataFrame | None = None,
     return report
 
 
+def check_reads_summary(cls: type[Measure], frame: pd.DataFrame | None = None,
+                        keys: Iterable[str] | None = None, *, sample_flag: str | None = "in_sample",
+                        options: Mapping[str, Any] | None = None, rtol: float = 1e-9,
+                        atol: float = 1e-12) -> Result | None:
+    """A measure that declares ``reads = "summary"`` gives the same result on the table's summaries
+    alone (:class:`gpurisk.freq.summary.SummaryTable`, what a distributed count brings back) as on
+    the table; it fails if it reads a cell array. Returns that result (None for a "cells" measure)."""
+    if cls.reads != "summary":
+        return None
+    from gpurisk.freq.summary import summary_table
+    if frame is None:
+        frame, keys = synthetic_register(), ["k1", "k2", "k3"] if keys is None else keys
+    elif keys is None:
+        raise ValueError("give the keys of the frame")
+    elif sample_flag not in frame.columns:
+        sample_flag = None
+    table = build_table(frame, list(keys), sample_flag=sample_flag)
+    pi = table.n / table.N if table.N else None
+    ctx = Context(fraction=pi, fraction_source="n/N" if pi else None,
+                  options={cls.name: _default_options(cls, options)})
+    ref = run_measure(cls, table, ctx)
+    try:
+        got = run_measure(cls, summary_table(table), ctx)
+    except Exception as exc:     # CellsNotKept: it read a cell array
+        _raise(cls, "reads = 'summary'", [f"on summaries only: raised {type(exc).__name__}: {exc}"])
+    problems = [f"on summaries only: {p}" for p in result_problems(got)]
+    for attr in ("value", "se", "upper", "reason"):
+        if not _close(getattr(ref, attr), getattr(got, attr), rtol, atol):
+            problems.append(f"on summaries only: {attr} {getattr(got, attr)!r} != on the table "
+                            f"{getattr(ref, attr)!r}")
+    _raise(cls, "reads = 'summary'", problems)
+    return got
+
+
 def check_measure(cls: type[Measure], options: Mapping[str, Any] | None = None, **backend_kw) -> BackendReport:
-    """:func:`check_metadata`, :func:`check_bad_input` and :func:`check_backends_agree` in turn."""
+    """:func:`check_metadata`, :func:`check_bad_input`, :func:`check_reads_summary` and
+    :func:`check_backends_agree` in turn."""
     check_metadata(cls)
     check_bad_input(cls, options)
+    check_reads_summary(cls, options=options)
     return check_backends_agree(cls, options=options, **backend_kw)
 
 

@@ -10,7 +10,6 @@ from gpurisk.inputs import resolve_fraction  # noqa: F401  (re-exported: gpurisk
 from gpurisk.freq.table import FreqTable
 from gpurisk.measure import Context, Result, checked_result, missing_needs
 from gpurisk.plugins import measure_registry, unknown_measure_hint
-from gpurisk.xp import scalar
 
 
 @dataclass(repr=False)
@@ -61,8 +60,8 @@ class Assessment:
             "backend": t.backend,
             "warnings": list(self.warnings),
         }
-        if t.F is not None:
-            doc["population_cells"] = int(scalar((t.F > 0).sum()))
+        if t.N is not None:
+            doc["population_cells"] = t.population_cells
             doc["pop_freq_of_freq"] = {str(r): c for r, c in sorted(t.pop_freq_of_freq().items())
                                        if r <= 10}
         return doc
@@ -161,6 +160,16 @@ def option_columns(measures: Iterable[str] | None = None,
     return cols
 
 
+def _can_run(cls, inp) -> bool:
+    """Whether what the measure needs was given (a measure that cannot run needs no cells)."""
+    needs = set(cls.needs)
+    if "weights" in needs and not inp.weights:
+        return False
+    if "population" in needs and inp.population is None and inp.sample_flag is None:
+        return False
+    return not ({"records", "columns"} & needs and inp.distributed)
+
+
 def assess(frame, keys: Iterable[str], fraction: float | None = None, population=None,
            sample_flag: str | None = None, weights: str | None = None,
            measures: Iterable[str] | None = None, missing: str = "category", alpha: float = 0.01,
@@ -195,7 +204,20 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
                  encoding=encoding, allow_high_cardinality=allow_high_cardinality,
                  columns=extra_cols)
     frames = inp.read()
-    counted = inp.count(frames)
+    reg = measure_registry()
+    chosen = [m for m in (measures if measures is not None else
+                          [m for m, r in reg.items() if getattr(r.cls, "default", True)]) if m in reg]
+    cell_readers = [m for m in chosen if reg[m].cls.reads != "summary" and _can_run(reg[m].cls, inp)]
+    if inp.distributed and not cell_readers and not inp.recode:
+        counted = inp.summarize(frames)     # the cells stay on the workers
+    else:
+        counted = inp.count(frames)
+        if inp.distributed:
+            import logging
+            logging.getLogger("gpurisk.backends").info(
+                "the table of %d cells was brought to this process for the measure(s) that read "
+                "cells (%s); naming only measures that read summaries (--measures) keeps the cells "
+                "on the workers", counted.table.sample_cells, ", ".join(cell_readers) or "recodes")
     ctx = Context(fraction=counted.fraction, fraction_source=counted.fraction_source,
                   alpha=float(alpha), seed=int(seed), options=dict(options or {}),
                   columns=inp.column_values(frames, extra_cols))

@@ -29,6 +29,7 @@ class KAnonymity(Measure):
     level = "file"
     reference = "Samarati & Sweeney (1998); sdcMicro kAnon print; pycanon k_anonymity"
     options = {"k": Option(int, 3, min=1, help="the k of k-anonymity")}
+    reads = "summary"      # the frequencies of frequencies only: runs where the cells stay on the workers
 
     def compute(self, table, ctx: Context) -> Result:
         k = k_option(self.name, ctx, self.options["k"])

@@ -1,4 +1,7 @@
-"""Record-level output: each record's cell counts, written to Parquet without gathering records.
+"""A source named by a path (or given as a frame) counted through :class:`gpurisk.Inputs`: its
+summaries (:func:`summarize`) and its record-level counts (:func:`write_record_counts`).
+
+Record-level output: each record's cell counts, written to Parquet without gathering records.
 
 ``write_record_counts(source, keys, out_dir)`` writes, for every sample record in input order, the
 sample count ``f`` of its cell (sdcMicro's ``fk``), the population count ``F`` with a population or a
@@ -15,6 +18,7 @@ from pathlib import Path
 
 from gpurisk.errors import BadInput
 from gpurisk.xp import is_cudf
+from gpurisk.freq.summary import CellSummary, combine, summary_of_table
 
 
 def write_record_counts(source, keys, out_dir, backend=None, population=None, sample_flag=None,
@@ -66,3 +70,24 @@ def write_record_counts(source, keys, out_dir, backend=None, population=None, sa
     with atomic_path(d / "part.00000.parquet") as tmp:
         out.to_parquet(str(tmp), index=False)
     return {"files": 1, "rows": int(len(out)), "buckets": 1}
+
+
+def summarize(source, keys, population=None, sample_flag=None, weights=None, missing="category",
+              backend=None, sep=None, buckets=None) -> CellSummary:
+    """A :class:`CellSummary` of ``source`` (a frame, a Dask frame or a path) over ``keys``.
+
+    Read and checked through :class:`gpurisk.Inputs`. On ``dask``/``dask-cudf`` the cells stay
+    distributed in ``buckets`` ranges (default: one per eight partitions, at most 64); elsewhere the
+    FreqTable is built and summarised.
+    """
+    from gpurisk.inputs import Inputs
+    inputs = Inputs(source, keys, population=population, sample_flag=sample_flag, weights=weights,
+                    missing=missing, backend=backend, sep=sep)
+    if not inputs.distributed:
+        return summary_of_table(inputs.count(guard=False).table)
+    from gpurisk.freq._dask import summary_dask
+    frames = inputs.read()
+    plan, parts = summary_dask(frames.sample, list(inputs.keys), population=frames.population,
+                               sample_flag=sample_flag, weights=weights, missing=missing,
+                               gpu=(inputs.backend == "dask-cudf"), sep=sep, buckets=buckets)
+    return combine(plan, parts, inputs.backend)
