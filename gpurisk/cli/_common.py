@@ -16,11 +16,18 @@ def console(stderr: bool = False):
     import sys
 
     from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich would exit 1; gpurisk.cli.main exits 0 quietly (``gpurisk ... | head -1``)
+            self.quiet = True
+            raise BrokenPipeError()
+
     stream = sys.stderr if stderr else sys.stdout
     if stream.isatty():
-        return Console(stderr=stderr)
+        return _Console(stderr=stderr)
     cols = os.environ.get("COLUMNS", "")
-    return Console(stderr=stderr, width=int(cols) if cols.isdigit() else 240, soft_wrap=True)
+    return _Console(stderr=stderr, width=int(cols) if cols.isdigit() else 240, soft_wrap=True)
 
 
 def echo_json(doc, default=None) -> None:
