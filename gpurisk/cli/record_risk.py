@@ -83,8 +83,11 @@ def register(cli: click.Group) -> None:
     @click.option("--database-size", type=float, default=None, help="r4: size of the database searched")
     @click.option("--p-tilde", type=float, default=None, help="b1: match probability p̃ (default p̂)")
     @click.option("--all-records", is_flag=True, help="every record, not only the sample uniques")
-    @click.option("--thresholds", default="0.1,0.5", show_default=True,
-                  help="count records whose risk exceeds these")
+    @click.option("--threshold", "threshold", multiple=True, metavar="T[,T...]",
+                  help="count records whose risk exceeds T (repeatable or comma-separated; "
+                       "default 0.1,0.5)")
+    @click.option("--thresholds", "thresholds_legacy", default=None, hidden=True,
+                  help="deprecated spelling of --threshold")
     @click.option("--max-cells", type=float, default=MAX_CELLS, show_default=True,
                   help="largest K = Π categories fitted as a dense table")
     @click.option("--tol", type=float, default=TOL, show_default=True,
@@ -92,13 +95,14 @@ def register(cli: click.Group) -> None:
     @click.option("--max-iter", type=int, default=MAX_ITER, show_default=True, help="IPF iteration limit")
     @click.option("--show-records", is_flag=True,
                   help="print the key values of the minimum/median/maximum p̂ records")
-    @click.option("--output", default=None, help="Parquet file: one row per record with p̂ and risks")
+    @click.option("-o", "--output", default=None, metavar="FILE.parquet",
+                  help="write one row per record with p̂ and risks to FILE.parquet")
     @click.option("--json", "as_json", is_flag=True, help="print the JSON document")
     @input_options
     def record_risk(data, keys, population_size, population, sample_flag, fraction, methods, y,
-                    database_size, p_tilde, all_records, thresholds, max_cells, tol, max_iter,
-                    show_records, output, as_json, sep, encoding, missing, backend, recode,
-                    allow_high_cardinality):
+                    database_size, p_tilde, all_records, threshold, thresholds_legacy, max_cells,
+                    tol, max_iter, show_records, output, as_json, sep, encoding, missing,
+                    backend, recode, allow_high_cardinality):
         """Identification risk of each record of DATA under intruder search methods (Skinner 2007).
 
         p̂ comes from the log-linear model with all two-way interactions fitted to DATA's counts over
@@ -106,10 +110,14 @@ def register(cli: click.Group) -> None:
         """
         from gpurisk.models.record_risk import record_risk as run
 
+        if thresholds_legacy is not None:
+            click.echo("gpurisk: warning: --thresholds is deprecated; use --threshold", err=True)
+            threshold = threshold + (thresholds_legacy,)
+        thresholds = _floats(",".join(threshold), "--threshold") if threshold else [0.1, 0.5]
         doc = run(data, keys, population_size=population_size, population=population,
                   sample_flag=sample_flag, fraction=fraction, methods=split_list(methods) or [],
                   y=y, database_size=database_size, p_tilde=p_tilde, all_records=all_records,
-                  thresholds=_floats(thresholds, "--thresholds"), output=output, tol=tol,
+                  thresholds=thresholds, output=output, tol=tol,
                   max_iter=max_iter, max_cells=max_cells, missing=missing, backend=backend,
                   show_records=show_records, recode=list(recode), sep=sep, encoding=encoding,
                   allow_high_cardinality=allow_high_cardinality)
