@@ -97,11 +97,14 @@ def register(cli: click.Group) -> None:
                   help="print the key values of the minimum/median/maximum p̂ records")
     @click.option("-o", "--output", default=None, metavar="FILE.parquet",
                   help="write one row per record with p̂ and risks to FILE.parquet")
+    @click.option("--id", "ids", multiple=True, metavar="COL[,COL...]",
+                  help="copy these columns of DATA into --output, so the risks can be joined back to "
+                       "the file (repeatable or comma-separated)")
     @click.option("--json", "as_json", is_flag=True, help="print the JSON document")
     @input_options
     def record_risk(data, keys, population_size, population, sample_flag, fraction, methods, y,
                     database_size, p_tilde, all_records, threshold, thresholds_legacy, max_cells,
-                    tol, max_iter, show_records, output, as_json, sep, encoding, missing,
+                    tol, max_iter, show_records, output, ids, as_json, sep, encoding, missing,
                     backend, recode, allow_high_cardinality):
         """Identification risk of each record of DATA under intruder search methods (Skinner 2007).
 
@@ -114,6 +117,14 @@ def register(cli: click.Group) -> None:
             click.echo("gpurisk: warning: --thresholds is deprecated; use --threshold", err=True)
             threshold = threshold + (thresholds_legacy,)
         thresholds = _floats(",".join(threshold), "--threshold") if threshold else [0.1, 0.5]
+        id_cols = [c for v in ids for c in (split_list(v) or [])]
+        if id_cols and not output:
+            raise BadInput("--id names columns to copy into --output; give -o FILE.parquet too")
+        if id_cols:
+            from gpurisk.io import check_output_file
+            check_output_file(output, (".parquet", ".pq"),
+                              "record-level output (the rows are written as Parquet)")
+            id_frame = _id_columns(data, id_cols, sep, encoding)   # before the work, not after
         doc = run(data, keys, population_size=population_size, population=population,
                   sample_flag=sample_flag, fraction=fraction, methods=split_list(methods) or [],
                   y=y, database_size=database_size, p_tilde=p_tilde, all_records=all_records,
@@ -121,10 +132,27 @@ def register(cli: click.Group) -> None:
                   max_iter=max_iter, max_cells=max_cells, missing=missing, backend=backend,
                   show_records=show_records, recode=list(recode), sep=sep, encoding=encoding,
                   allow_high_cardinality=allow_high_cardinality)
+        if id_cols:
+            from gpurisk.io.record_writer import add_id_columns
+            add_id_columns(output, id_frame)
+            doc["output"]["id_columns"] = id_cols
         if as_json:
             echo_json(_json_safe(doc))
         else:
             print_summary(doc)
+
+
+def _id_columns(data, cols, sep, encoding):
+    """The ``--id`` columns of DATA, in file order (``row`` of the output indexes them)."""
+    from gpurisk.io import read_table
+    dup = sorted({c for c in cols if cols.count(c) > 1})
+    if dup:
+        raise BadInput(f"--id names {', '.join(map(repr, dup))} more than once")
+    clash = [c for c in cols if c in ("row", "f", "F", "p_hat", "r1", "r1u", "r2", "r3", "r4", "b1")]
+    if clash:
+        raise BadInput(f"--id column(s) {', '.join(map(repr, clash))} have the name of an output "
+                       "column; rename them in the file")
+    return read_table(data, sep=sep, columns=cols, encoding=encoding)[cols]
 
 
 def _json_safe(v):
