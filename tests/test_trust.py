@@ -79,10 +79,12 @@ def test_validate_and_dis_define_their_symbols(runs):
 
 
 def _walk(cmd, path=()):
+    """Every command of the tree, plugin commands included (list_commands loads them)."""
     yield path, cmd
     if isinstance(cmd, click.Group):
-        for name, sub in cmd.commands.items():
-            yield from _walk(sub, path + (name,))
+        ctx = click.Context(cmd)
+        for name in cmd.list_commands(ctx):
+            yield from _walk(cmd.get_command(ctx, name), path + (name,))
 
 
 def test_no_internal_spec_sections_in_what_users_read():
