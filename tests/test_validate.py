@@ -285,7 +285,8 @@ def test_rerun_over_a_complete_resume_folder_draws_no_sample(tmp_path, monkeypat
 
 
 def test_cli_progress_bar_on_a_terminal_only(tmp_path):
-    """A bar on standard error when it is a terminal (a pty here); nothing when piped."""
+    """A bar on standard error when it is a terminal (a pty here); nothing when piped or with
+    --no-progress; --progress on a pipe writes the final state once."""
     import os
     import pty
     import subprocess
@@ -298,7 +299,18 @@ def test_cli_progress_bar_on_a_terminal_only(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     piped = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
     assert piped.returncode == 0 and piped.stderr == "", piped.stderr
+    forced = subprocess.run(args + ["--progress"], capture_output=True, text=True, env=env,
+                            timeout=120)                # asked for: the final state, once
+    assert forced.returncode == 0 and forced.stderr.count("40/40") == 1, forced.stderr
     master, slave = pty.openpty()
+    off = subprocess.Popen(args + ["--no-progress"], stdout=subprocess.PIPE, stderr=slave, env=env)
+    off.communicate(timeout=120)
+    os.set_blocking(master, False)
+    try:
+        assert os.read(master, 4096) == b""
+    except BlockingIOError:                             # nothing written to the terminal
+        pass
+    os.set_blocking(master, True)
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=slave, env=env)
     os.close(slave)
     seen = b""

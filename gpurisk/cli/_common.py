@@ -35,9 +35,11 @@ def console(stderr: bool = False):
 def progress_bar(what: str, force: bool | None = None):
     """A rich progress bar on standard error while a long step runs, as a callback
     ``update(done, total)``; None (nothing drawn) when standard error is not a terminal, so piped
-    or logged runs stay clean. ``force`` overrides the terminal test (tests)."""
+    or logged runs stay clean. ``force`` (``--progress/--no-progress``) overrides the terminal test;
+    forced onto a file or pipe, the bar's final state is written once at the end (as scan does)."""
     import sys
-    show = sys.stderr.isatty() if force is None else force
+    tty = sys.stderr.isatty()
+    show = tty if force is None else force
     if not show:
         yield None
         return
@@ -45,7 +47,7 @@ def progress_bar(what: str, force: bool | None = None):
                                TimeElapsedColumn, TimeRemainingColumn)
     with Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("eta"), TimeRemainingColumn(), console=console(stderr=True),
-                  transient=True) as bar:
+                  transient=tty) as bar:
         task = bar.add_task(what, total=None)
 
         def update(done: int, total: int) -> None:

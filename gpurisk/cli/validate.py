@@ -102,13 +102,15 @@ def register(cli: click.Group) -> None:
                   help="write the summary to FILE: .parquet, .csv or .csv.gz")
     @click.option("--plot", "plot_path", default=None, help="write a PNG of estimates against truths")
     @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
+    @click.option("--progress/--no-progress", default=None,
+                  help="progress bar on stderr (default: when stderr is a terminal)")
     @click.option("--resume", "resume", default=None, metavar="DIR",
                   help="save each chunk of replicates in DIR as it finishes; run again with the same "
                        "DIR to continue a killed run (same result as an uninterrupted one)")
     @input_options
     def validate(population, keys, fractions, replicates, design, measures, seed, alpha, opts, output,
                  plot_path, as_json, sep, encoding, missing, resume, recode, allow_high_cardinality,
-                 backend):
+                 backend, progress):
         """Draw replicate samples of POPULATION and compare every estimator with its true value
         (Skinner & Elliot 2002, Table 1)."""
         from gpurisk.io import check_output_file
@@ -118,7 +120,7 @@ def register(cli: click.Group) -> None:
         if plot_path:
             check_output_file(plot_path, (".png", ".svg", ".pdf"), "--plot")
 
-        with progress_bar("replicates") as progress:
+        with progress_bar("replicates", force=progress) as progress:
             res = run(population, keys, fractions=_fractions(fractions),
                       replicates=replicates, design=design, measures=split_list(measures),
                       seed=seed, options=parse_options(opts), alpha=alpha, missing=missing,
