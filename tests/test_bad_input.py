@@ -60,6 +60,17 @@ def files(tmp_path_factory):
     put("floats.csv", df.assign(x=rng.normal(size=n).round(3)))
     put("flag.csv", df.assign(s=np.where(np.arange(n) % 2 == 0, "yes", "no"), none=False))
     put("quoted.csv", text='age,sex,note\n1,m,"a, b"\n2,f,"line\nbreak"\n3,m,x\n')
+    import gzip
+    gz = gzip.compress(df.to_csv(index=False).encode())
+    put("trunc.csv.gz", data=gz[: len(gz) // 2])
+    put("notgzip.csv.gz", data=b"age,sex\n1,m\n")
+    import pyreadstat
+    pyreadstat.write_sav(df, str(d / "full.sav"))
+    b = (d / "full.sav").read_bytes()
+    put("trunc.sav", data=b[: len(b) // 2])
+    df.to_stata(d / "full.dta", write_index=False)
+    b = (d / "full.dta").read_bytes()
+    put("trunc.dta", data=b[: len(b) // 2])
     return out
 
 
@@ -148,6 +159,16 @@ CASES = [
     ("dis state folder missing", ["dis", "{ok.csv}", "--keys", "age", "--fraction", "0.1", "--perturb",
                                   "pram:vars=age,p=0.9", "--state", "/nonexistent/s.json"],
      ["does not exist"]),
+    ("truncated csv.gz", ["assess", "{trunc.csv.gz}", "--keys", "age,sex"],
+     ["truncated or corrupt compressed file", "ends before the end"]),
+    ("csv.gz that is not gzip", ["assess", "{notgzip.csv.gz}", "--keys", "age"], ["not gzip data"]),
+    ("truncated sav", ["assess", "{trunc.sav}", "--keys", "age,sex"], ["not a readable SPSS file"]),
+    ("truncated dta", ["assess", "{trunc.dta}", "--keys", "age,sex"], ["not a readable Stata file"]),
+    ("record-risk --id unknown column", ["record-risk", "{ok.csv}", "--keys", "age,sex",
+                                         "--population-size", "10000", "--id", "nope", "-o", "r.parquet"],
+     ["'nope' not in"]),
+    ("record-risk --id without -o", ["record-risk", "{ok.csv}", "--keys", "age,sex",
+                                     "--population-size", "10000", "--id", "reg"], ["give -o"]),
     ("unknown option of a measure", ["assess", "{ok.csv}", "--keys", "age", "--option",
                                      "theta_hat_dis.KK=5"], ["KK"]),
     ("option of an unknown measure", ["assess", "{ok.csv}", "--keys", "age", "--option", "nosuch.K=3"],
@@ -173,7 +194,8 @@ def test_cli_bad_input_one_line_exit_2(driven, case):
     _one_error(driven[case[0]], *case[2])
 
 
-@pytest.mark.parametrize("name", ["continuous key", "short row", "all-missing key", "truncated parquet"])
+@pytest.mark.parametrize("name", ["continuous key", "short row", "all-missing key", "truncated parquet",
+                                  "truncated csv.gz", "truncated sav"])
 def test_cli_bad_input_in_its_own_process(files, name):
     case = next(c for c in CASES if c[0] == name)
     _one_error(run_cli(*_args(files, case[1])), *case[2])
@@ -286,3 +308,58 @@ def test_key_space_overflowing_int64_counts_right():
     b = gpurisk.assess(df, keys, population=pop, measures=["sample_uniques"])
     assert int(np.asarray(b.table.F).sum()) == len(pop)
     assert b.table.freq_of_freq() == a.table.freq_of_freq()
+
+
+def _fifo_writer(path, data: bytes):
+    import threading
+
+    def write():
+        with open(path, "wb") as fh:     # blocks until gpurisk opens the pipe
+            fh.write(data)
+    t = threading.Thread(target=write, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no named pipes here")
+def test_named_pipe_is_read_whole(files, tmp_path):
+    """A FIFO (``mkfifo``, ``<(zcat data.csv.gz)``) used to be reported as an empty file; it is read
+    once into a private temporary file and assessed like the file it carries (issue 20)."""
+    import os
+    fifo = tmp_path / "data.csv"
+    os.mkfifo(fifo)
+    writer = _fifo_writer(fifo, files["ok.csv"].read_bytes())
+    p = run_cli("assess", str(fifo), "--keys", "age,sex", "--json", timeout=120)
+    writer.join(5)
+    assert p.returncode == 0, p.stderr
+    direct = json.loads(run_cli("assess", str(files["ok.csv"]), "--keys", "age,sex", "--json").stdout)
+    assert json.loads(p.stdout)["freq_of_freq"] == direct["freq_of_freq"]
+    assert json.loads(p.stdout)["n"] == 300
+
+
+def test_a_socket_is_refused_in_one_line(tmp_path):
+    import socket
+    path = tmp_path / "s.csv"
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.bind(str(path))
+        _one_error(run_cli("assess", str(path), "--keys", "age"), "not a regular file")
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("args", [["--json"], []], ids=["json", "table"])
+def test_output_into_a_closed_pipe_exits_0_quietly(files, args):
+    """``gpurisk assess ... | head -1``: the reader goes away; gpurisk exits 0 without a word (click
+    turned the BrokenPipeError into exit code 1)."""
+    import os
+    import subprocess
+    import sys
+    from conftest import ROOT
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = (f"{sys.executable} -m gpurisk assess {files['ok.csv']} --keys age,sex "
+           + " ".join(args) + " | head -c 1 >/dev/null; echo rc=${PIPESTATUS[0]}")
+    for _ in range(3):      # the reader closes at different moments
+        p = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=env, timeout=120)
+        assert p.stdout.strip() == "rc=0", (p.stdout, p.stderr)
+        assert p.stderr == "", p.stderr

@@ -58,7 +58,7 @@ def test_main_commands_never_show_a_unique(planted):
         ["assess", s, "--keys", keys, "--fraction", "0.1"],
         ["scan", s, "--keys", keys, "--fraction", "0.1", "-o", d / "scan", "--no-progress"],
         ["scan", s, "--keys", keys, "--fraction", "0.1", "--json"],
-        ["report", d / "scan", "--html", d / "r.html"],
+        ["report", d / "scan", "-o", d / "r.html"],
         ["compare", s, "--keys", keys, "--fraction", "0.1", "--alt", "age=bands:10", "-o", d / "c.csv"],
         ["validate", d / "pop.csv", "--keys", keys, "--fractions", "0.1", "--replicates", "3",
          "--output", d / "v.csv", "--resume", d / "vck"],

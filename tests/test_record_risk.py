@@ -240,3 +240,33 @@ def test_summary_over_every_record_counts_records_not_cells(adult_sample):
     assert doc["methods"]["r2"]["sum"] == pytest.approx(r.sum(), rel=1e-12)
     assert doc["methods"]["r2"]["records"] == len(adult_sample)
     assert doc["methods"]["r2"]["above"]["0.1"] == int((r > 0.1).sum())
+
+
+def test_id_columns_join_the_risks_back_to_the_file(tmp_path):
+    """record-risk -o FILE --id COL (repeatable or comma list) copies COL of each record next to its
+    risks, so ``merge(on=COL)`` gives each record of the user's file its risk (issue 20)."""
+    td = data_path("sdcmicro/testdata.csv")
+    out = tmp_path / "r.parquet"
+    p = run_cli("record-risk", td, "--keys", "urbrur,water,sex,age", "--fraction", "0.01",
+                "-o", out, "--id", "ori_hid,relat", "--id", "expend", "--json", check=True)
+    assert json.loads(p.stdout)["output"]["id_columns"] == ["ori_hid", "relat", "expend"]
+    risks = pd.read_parquet(out)
+    assert list(risks.columns[:4]) == ["ori_hid", "relat", "expend", "row"]
+    data = pd.read_csv(td)
+    for col in ("ori_hid", "relat", "expend"):
+        assert (data[col].to_numpy()[risks["row"]] == risks[col].to_numpy()).all()
+    joined = data.reset_index().merge(risks, left_on="index", right_on="row")
+    assert len(joined) == len(risks) == 330
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--id", "nope", "-o", "{out}"], "'nope' not in"),
+    (["--id", "ori_hid"], "give -o FILE.parquet too"),
+    (["--id", "ori_hid,ori_hid", "-o", "{out}"], "more than once"),
+])
+def test_id_column_errors(tmp_path, args, needle):
+    td = data_path("sdcmicro/testdata.csv")
+    args = [a.replace("{out}", str(tmp_path / "r.parquet")) for a in args]
+    p = run_cli("record-risk", td, "--keys", "urbrur,water,sex,age", "--fraction", "0.01", *args)
+    assert p.returncode == 2 and needle in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r.parquet").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from html.parser import HTMLParser
 
 import numpy as np
 import pandas as pd
@@ -47,17 +48,104 @@ def test_report_html_is_self_contained_and_shows_no_key_values(scan_dir):
     assert "sex, age, race" in page                     # key names are shown
 
 
+class _Refs(HTMLParser):
+    """Every URL the parsed page would load: src/href/srcset/poster/data attributes and CSS url()."""
+
+    def __init__(self):
+        super().__init__()
+        self.urls, self.in_style, self.text = [], False, []
+
+    def handle_starttag(self, tag, attrs):
+        for name, value in attrs:
+            if name in ("src", "href", "srcset", "poster", "data", "action", "formaction") and value:
+                self.urls.append(value)
+            if name == "style" and value:
+                self.urls += re.findall(r"url\(\s*['\"]?([^'\")]+)", value)
+        self.in_style = tag == "style"
+
+    def handle_endtag(self, tag):
+        self.in_style = False
+
+    def handle_data(self, data):
+        if self.in_style:
+            self.urls += re.findall(r"url\(\s*['\"]?([^'\")]+)", data)
+            self.urls += re.findall(r"@import\s+['\"]([^'\"]+)", data)
+        self.text.append(data)
+
+
+def _external(urls):
+    return [u for u in urls if not u.startswith(("data:", "#"))]
+
+
+def test_report_loads_nothing_from_outside_itself(scan_dir):
+    parser = _Refs()
+    parser.feed(scan_dir[2].read_text(encoding="utf-8"))
+    assert parser.urls and not _external(parser.urls), _external(parser.urls)[:5]
+    # the parser's teeth: an http(s) src, a protocol-relative href and a CSS url() are all caught
+    bad = _Refs()
+    bad.feed("<img src='https://x.org/a.png'><a href='//cdn.x/b'>b</a>"
+             "<div style=\"background:url('http://x/c.png')\"></div><style>@import 'http://x/d.css';</style>")
+    assert len(_external(bad.urls)) == 4
+
+
+def test_report_says_what_the_numbers_mean_what_drives_the_risk_and_what_to_do(scan_dir):
+    out, df, html_path = scan_dir
+    parser = _Refs()
+    parser.feed(html_path.read_text(encoding="utf-8"))
+    text = " ".join(" ".join(parser.text).split())
+    for h in ("What the numbers mean", "Which key variables drive the risk", "What to do next",
+              "Not plotted"):
+        assert h in text, h
+    assert "the estimated probability that a match an intruder finds on a unique key value is correct" in text
+    assert "sample uniques: records that are the only one in the release" in text
+    assert "Start with " in text and "gpurisk compare DATA --keys" in text
+
+
+def test_key_contributions_from_the_scan_rows():
+    """The drop when a key is left out, from the scan's own rows: a hand-made scan whose numbers
+    make 'b' the driver; a combination with an undefined value is never compared."""
+    from gpurisk.report import key_contributions
+    nan = float("nan")
+    rows = [(["a"], 1.0), (["b"], 0.0), (["c"], 2.0), (["d"], nan), (["a", "b"], 6.0),
+            (["a", "c"], 3.0), (["b", "c"], 5.0), (["a", "d"], 4.0), (["a", "b", "c"], 8.0)]
+    df = pd.DataFrame({"keys": [r[0] for r in rows], "size": [len(r[0]) for r in rows],
+                       "n1": [r[1] for r in rows]})
+    c = key_contributions(df, "n1").set_index("key")
+    assert list(c.index) == ["b", "a", "d", "c"]
+    assert c.loc["b", "drop_from_largest"] == 5.0 and c.loc["b", "largest"] == "a, b, c"
+    assert c.loc["b", "pairs"] == 3 and c.loc["b", "median_drop"] == 5.0
+    assert c.loc["a", "drop_from_largest"] == 3.0 and c.loc["a", "pairs"] == 3   # not (a,d) − (d)
+    assert c.loc["d", "drop_from_largest"] == 3.0 and c.loc["d", "pairs"] == 1   # (a,d) − (a)
+    assert c.loc["c", "drop_from_largest"] == 2.0 and c.loc["c", "n1_from_largest"] == 2.0
+
+
+def test_report_says_why_combinations_are_not_plotted(scan_dir, tmp_path):
+    out, _, _ = scan_dir
+    from gpurisk.scan.sink import read_scan
+    rows = read_scan(out)
+    page = write_report(rows, tmp_path / "r.html", top=3).read_text(encoding="utf-8")
+    section = page.split("<h2>Not plotted</h2>", 1)[1]
+    shown = int(rows["theta_hat"].notna().sum())
+    assert f"show the 3 highest of {shown} combinations" in section
+    missing = int(rows["theta_hat"].isna().sum())
+    if missing:
+        assert f"{missing} combination(s) have no theta_hat" in section
+
+
 def test_report_renders_in_headless_chromium(scan_dir, tmp_path):
     browser = _browser()
     if browser is None:
         pytest.skip("no chromium in PATH (apt-get install -y chromium)")
     _, _, html_path = scan_dir
-    shot = tmp_path / "shot.png"
+    shot = tmp_path / "report.png"       # kept as an artifact in pytest's temporary folder
+    # no network at all: a page that tried to load something from outside would miss it
     proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
                            "--disable-background-networking", "--hide-scrollbars",
-                           f"--screenshot={shot}", "--window-size=1000,1400",
+                           "--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND",
+                           f"--screenshot={shot}", "--window-size=1000,5000",
                            html_path.resolve().as_uri()], capture_output=True, timeout=120)
     assert shot.exists() and shot.stat().st_size > 0, proc.stderr.decode()[-2000:]
+    print(f"report screenshot: {shot}")
     import matplotlib.image as mpimg
     img = mpimg.imread(shot)
     assert img.shape[0] >= 1000 and img.shape[1] >= 900
@@ -70,7 +158,7 @@ def test_report_renders_in_headless_chromium(scan_dir, tmp_path):
 
 def test_report_cli_and_errors(scan_dir, tmp_path):
     out, _, _ = scan_dir
-    p = run_cli("report", out, "--html", tmp_path / "r.html", "--measure", "nope")
+    p = run_cli("report", out, "-o", tmp_path / "r.html", "--measure", "nope")
     assert p.returncode == 2 and "'nope'" in p.stderr
     with pytest.raises(gpurisk.BadInput, match="threshold"):
         write_report(out, tmp_path / "r.html", threshold=2)

@@ -244,3 +244,86 @@ def test_cli_validate_errors(args, needle):
     p = run_cli(*argv, *args, "--replicates", "2")
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert p.stderr.startswith("gpurisk: error:") and p.stderr.count("\n") == 1 and needle in p.stderr
+
+
+# --- issue 20: progress, and a rerun over a finished --resume folder draws nothing -------------------
+def _small_pop():
+    rng = np.random.default_rng(5)
+    N = 3000
+    return pd.DataFrame({"a": rng.integers(0, 30, N), "b": rng.integers(0, 4, N)})
+
+
+def test_progress_reports_every_replicate_once():
+    seen = []
+    gpurisk.validate(_small_pop(), ["a", "b"], fractions=[0.1, 0.2], replicates=12, seed=1,
+                     progress=lambda done, total: seen.append((done, total)))
+    assert seen[0] == (0, 24) and seen[-1] == (24, 24)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+def test_rerun_over_a_complete_resume_folder_draws_no_sample(tmp_path, monkeypatch):
+    pop = _small_pop()
+    kw = dict(fractions=[0.1, 0.2], replicates=12, seed=1)
+    first = gpurisk.validate(pop, ["a", "b"], resume=tmp_path / "ck", **kw)
+    assert sorted(p.name for p in (tmp_path / "ck").glob("done-*.json")) == ["done-000.json",
+                                                                             "done-001.json"]
+
+    def no_draws(*a, **k):
+        raise AssertionError("a complete fraction drew replicate samples again")
+    monkeypatch.setattr(dz, "batches", no_draws)
+    monkeypatch.setattr(dz, "count_batch", no_draws)
+    seen = []
+    again = gpurisk.validate(pop, ["a", "b"], resume=tmp_path / "ck",
+                             progress=lambda d, t: seen.append(d), **kw)
+    pd.testing.assert_frame_equal(first.summary, again.summary)
+    pd.testing.assert_frame_equal(first.replicates, again.replicates)
+    assert first.warnings == again.warnings and seen[-1] == 24
+    # a done marker whose part went missing is refused in one line, not silently short
+    next((tmp_path / "ck").glob("part-001-*.json")).unlink()
+    with pytest.raises(BadInput, match="is missing though done-001.json lists it"):
+        gpurisk.validate(pop, ["a", "b"], resume=tmp_path / "ck", **kw)
+
+
+def test_cli_progress_bar_on_a_terminal_only(tmp_path):
+    """A bar on standard error when it is a terminal (a pty here); nothing when piped or with
+    --no-progress; --progress on a pipe writes the final state once."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    from conftest import ROOT
+    p = tmp_path / "pop.csv"
+    _small_pop().to_csv(p, index=False)
+    args = [sys.executable, "-m", "gpurisk", "validate", str(p), "--keys", "a,b", "--fractions",
+            "0.1", "--replicates", "40", "--json"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    piped = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
+    assert piped.returncode == 0 and piped.stderr == "", piped.stderr
+    forced = subprocess.run(args + ["--progress"], capture_output=True, text=True, env=env,
+                            timeout=120)                # asked for: the final state, once
+    assert forced.returncode == 0 and forced.stderr.count("40/40") == 1, forced.stderr
+    master, slave = pty.openpty()
+    off = subprocess.Popen(args + ["--no-progress"], stdout=subprocess.PIPE, stderr=slave, env=env)
+    off.communicate(timeout=120)
+    os.set_blocking(master, False)
+    try:
+        assert os.read(master, 4096) == b""
+    except BlockingIOError:                             # nothing written to the terminal
+        pass
+    os.set_blocking(master, True)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=slave, env=env)
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    out, _ = proc.communicate(timeout=120)
+    os.close(master)
+    assert proc.returncode == 0
+    json.loads(out)                                   # stdout stays clean JSON
+    assert b"replicates" in seen and b"/40" in seen, seen[-400:]

@@ -13,7 +13,7 @@ import click
 
 from gpurisk import __version__
 from gpurisk.errors import GpuriskError
-from gpurisk.cli._plugins import PluginGroup
+from gpurisk.cli._plugins import PipeClosed, PluginGroup
 
 #: modules that each add commands to :data:`main`
 COMMAND_MODULES = ("assess", "measures", "validate", "dis", "design", "scan", "compare", "report", "record_risk")
@@ -34,6 +34,9 @@ def main(argv=None) -> None:
     """Entry point: run the group, turning gpurisk errors into one line and exit code 2."""
     try:
         cli.main(args=argv, prog_name="gpurisk", standalone_mode=False)
+        sys.stdout.flush()            # a closed pipe shows here, not at interpreter exit
+    except (BrokenPipeError, PipeClosed):
+        _reader_went_away()
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.Abort:
@@ -67,3 +70,17 @@ def main(argv=None) -> None:
         click.echo(f"gpurisk: internal error: {type(exc).__name__}: {exc} "
                    "(set GPURISK_DEBUG=1 for the traceback)", err=True)
         sys.exit(1)
+
+
+def _reader_went_away() -> None:
+    """``gpurisk assess ... | head -1``: the reader closed the pipe. That is what the user asked for,
+    so exit 0 quietly (as ``cat``/``ls`` do under SIGPIPE's default, without the 141), pointing
+    standard output at /dev/null so Python's final flush cannot raise again."""
+    try:
+        fd = sys.stdout.fileno()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+    except (AttributeError, OSError, ValueError):   # stdout is not a real file (tests, embedding)
+        pass
+    sys.exit(0)

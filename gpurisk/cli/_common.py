@@ -1,6 +1,7 @@
 """Options shared by several commands, and small parsers."""
 from __future__ import annotations
 
+import contextlib
 import json
 
 import click
@@ -16,11 +17,42 @@ def console(stderr: bool = False):
     import sys
 
     from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich would exit 1; gpurisk.cli.main exits 0 quietly (``gpurisk ... | head -1``)
+            self.quiet = True
+            raise BrokenPipeError()
+
     stream = sys.stderr if stderr else sys.stdout
     if stream.isatty():
-        return Console(stderr=stderr)
+        return _Console(stderr=stderr)
     cols = os.environ.get("COLUMNS", "")
-    return Console(stderr=stderr, width=int(cols) if cols.isdigit() else 240, soft_wrap=True)
+    return _Console(stderr=stderr, width=int(cols) if cols.isdigit() else 240, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def progress_bar(what: str, force: bool | None = None):
+    """A rich progress bar on standard error while a long step runs, as a callback
+    ``update(done, total)``; None (nothing drawn) when standard error is not a terminal, so piped
+    or logged runs stay clean. ``force`` (``--progress/--no-progress``) overrides the terminal test;
+    forced onto a file or pipe, the bar's final state is written once at the end (as scan does)."""
+    import sys
+    tty = sys.stderr.isatty()
+    show = tty if force is None else force
+    if not show:
+        yield None
+        return
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+    with Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("eta"), TimeRemainingColumn(), console=console(stderr=True),
+                  transient=tty) as bar:
+        task = bar.add_task(what, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+        yield update
 
 
 def echo_json(doc, default=None) -> None:
@@ -28,6 +60,16 @@ def echo_json(doc, default=None) -> None:
     import sys
     json.dump(doc, sys.stdout, indent=2, default=default)
     sys.stdout.write("\n")
+
+
+def print_plain(header: list[str], rows: list[list[str]]) -> None:
+    """A plain table: a header line, then one line per row, fields separated by tabs (greppable,
+    ``cut -f``; ``column -t -s $'\t'`` aligns it). A field's own tabs and newlines become spaces.
+    ``gpurisk measures`` and ``gpurisk plugins`` print this; their ``--json`` gives every field."""
+    def clean(v) -> str:
+        return " ".join(str(v).split()) if v is not None else ""
+    for r in [header, *rows]:
+        click.echo("\t".join(clean(v) for v in r).rstrip())
 
 
 def registry_rows(registry) -> list[dict]:

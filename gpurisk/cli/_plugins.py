@@ -6,6 +6,10 @@ import sys
 import click
 
 
+class PipeClosed(Exception):
+    """The reader of standard output went away (not an OSError, so click does not catch it)."""
+
+
 class PluginGroup(click.Group):
     """A click group that asks the plugins for more commands when it lists its commands or is
     asked for one it does not have; built-in commands never wait for the plugins."""
@@ -14,6 +18,13 @@ class PluginGroup(click.Group):
         super().__init__(*args, **kwargs)
         self._plugin_state = None        # the plugin set the plugin commands were made for
         self._plugin_commands: list[str] = []
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            # click would turn it into exit code 1; gpurisk.cli.main exits 0 (``| head -1``)
+            raise PipeClosed() from None
 
     def list_commands(self, ctx):
         self.load_plugin_commands()

@@ -10,6 +10,8 @@ from gpurisk.cli._common import (console, echo_json, fmt_value as _fmt, input_op
 def print_assessment(doc: dict) -> None:
     from rich.table import Table
 
+    from gpurisk.cli._notes import measure_note
+
     con = console()
     fof = doc["freq_of_freq"]
     head = (f"n = {doc['n']}" + (f", N = {doc['N']}" if doc["N"] is not None else "")
@@ -25,8 +27,7 @@ def print_assessment(doc: dict) -> None:
         if m.get("value") is None:
             idle.setdefault(m.get("reason") or "no value", []).append(name)
             continue
-        note = m.get("reason") or ("reliable: false" if m.get("reliable") is False else "")
-        t.add_row(name, _fmt(m.get("value")), _fmt(m.get("se")), _fmt(m.get("upper")), note)
+        t.add_row(name, _fmt(m.get("value")), _fmt(m.get("se")), _fmt(m.get("upper")), measure_note(m))
     con.print(t)
     if idle:
         con.print("[bold]not applicable here[/bold]")
@@ -51,7 +52,7 @@ def register(cli: click.Group) -> None:
     @click.option("--option", "opts", multiple=True, metavar="MEASURE.NAME=VALUE",
                   help="a measure's option, e.g. theta_hat_dis.K=1000000 (repeatable)")
     @click.option("--json", "as_json", is_flag=True, help="print the JSON document")
-    @click.option("--output", "output", default=None, metavar="FILE",
+    @click.option("-o", "--output", "output", default=None, metavar="FILE",
                   help="also write the results to FILE: .json, .csv, .csv.gz or .parquet")
     @click.option("--measure-timeout", type=float, default=None, metavar="SECONDS",
                   help="report a measure that runs longer as not applicable and go on (the measure's "

@@ -25,19 +25,23 @@ def register(cli: click.Group) -> None:
     @click.option("--cumulative", is_flag=True,
                   help="each alternative adds to the previous ones (Kim & Jeong Tables 3 -> 4 -> 5)")
     @click.option("--max-size", type=int, default=None, help="largest subset of the keys (default: all)")
-    @click.option("--min-size", type=int, default=1, show_default=True)
+    @click.option("--min-size", type=int, default=1, show_default=True,
+                  help="smallest subset of the keys")
     @click.option("--fraction", type=float, default=None, help="sampling fraction π in (0, 1]")
     @click.option("--population", default=None, help="file with the population's records")
     @click.option("--sample-flag", default=None, help="boolean column marking the sample in a register")
     @click.option("--weights", default=None, help="design-weight column")
     @click.option("--measures", default=None,
                   help="comma-separated measures (default: pop_uniques, sample_uniques, pr_pu, theta_hat)")
-    @click.option("--option", "opts", multiple=True, metavar="MEASURE.NAME=VALUE")
-    @click.option("--alpha", type=float, default=0.01, show_default=True)
-    @click.option("--seed", type=int, default=0, show_default=True)
+    @click.option("--option", "opts", multiple=True, metavar="MEASURE.NAME=VALUE",
+                  help="a measure's option, e.g. theta_hat_dis.K=1000000 (repeatable)")
+    @click.option("--alpha", type=float, default=0.01, show_default=True,
+                  help="one-sided level of upper bounds")
+    @click.option("--seed", type=int, default=0, show_default=True, help="seed of random procedures")
     @click.option("--all", "show_all", is_flag=True,
                   help="show every combination, not only those containing a recoded key")
-    @click.option("--output", "-o", default=None, help="write the full comparison (CSV or .parquet)")
+    @click.option("-o", "--output", default=None, metavar="FILE",
+                  help="write the full comparison to FILE: .csv, .csv.gz or .parquet")
     @click.option("--json", "as_json", is_flag=True, help="print JSON")
     @input_options
     def compare(data, keys, alts, cumulative, max_size, min_size, fraction, population, sample_flag,
@@ -55,6 +59,7 @@ def register(cli: click.Group) -> None:
                   backend=backend, sep=sep, encoding=encoding, recode=list(recode),
                   allow_high_cardinality=allow_high_cardinality)
         table = res.table if show_all else res.affected()
+        reasons = res.reasons if show_all else res.affected_reasons()
         if output:
             from gpurisk.io import write_frame_atomic
             if str(output).endswith((".parquet", ".pq")):
@@ -64,10 +69,15 @@ def register(cli: click.Group) -> None:
         labels = ["original"] + [a.name for a in res.alternatives]
         if as_json:
             rows = []
-            for _, r in table.iterrows():
+            for i, r in table.iterrows():
                 d = {"keys": list(r["keys"]), "size": int(r["size"])}
                 for col in res.columns + ["cells"]:
                     d[col] = {lab: _json(r[f"{col} [{lab}]"]) for lab in labels}
+                why = {col: {lab: reasons.at[i, f"{col} [{lab}]"] for lab in labels
+                             if isinstance(reasons.at[i, f"{col} [{lab}]"], str)}
+                       for col in res.columns} if reasons is not None else {}
+                if any(why.values()):
+                    d["not_applicable"] = {c: w for c, w in why.items() if w}
                 rows.append(d)
             echo_json({"uniques": res.uniques, "alternatives": labels[1:], "settings": res.settings,
                        "rows": rows}, default=str)
@@ -82,12 +92,25 @@ def register(cli: click.Group) -> None:
             t.add_column("size")
             t.add_column("combination (key names)")
             t.add_column(col)
-            for _, r in table.iterrows():
+            notes: dict[str, int] = {}
+
+            def cell(i, r, lab):
+                text = _fmt(r[f"{col} [{lab}]"])
+                why = reasons.at[i, f"{col} [{lab}]"] if reasons is not None else None
+                if text == "—" and isinstance(why, str) and why:
+                    text += _SUP[notes.setdefault(why, len(notes) + 1) % 10]
+                return text
+            for i, r in table.iterrows():
                 t.add_row(str(r["size"]), ", ".join(r["keys"]),
-                          " → ".join(_fmt(r[f"{col} [{lab}]"]) for lab in labels))
+                          " → ".join(cell(i, r, lab) for lab in labels))
             con.print(t)
+            for why, i in notes.items():
+                con.print(f"  —{_SUP[i % 10]} not applicable: {why}", markup=False, highlight=False)
         for i, lab in enumerate(labels[1:], 1):
             con.print(f"[{i}] {lab}")
+
+
+_SUP = "⁰¹²³⁴⁵⁶⁷⁸⁹"
 
 
 def _json(v):

@@ -19,10 +19,12 @@ def register(cli: click.Group) -> None:
     @click.option("--stable", type=int, default=10, show_default=True,
                   help="stop when the running mean moved less than half a unit of --decimals "
                        "over this many iterations")
-    @click.option("--decimals", type=int, default=3, show_default=True)
+    @click.option("--decimals", type=int, default=3, show_default=True,
+                  help="decimals of the stability rule of --stable")
     @click.option("--batch", type=int, default=None, help="perturbed files drawn at once "
                   "(default: min(--stable, 250000 / records))")
-    @click.option("--seed", type=int, default=0, show_default=True)
+    @click.option("--seed", type=int, default=0, show_default=True,
+                  help="seed of the perturbations; fixed seeds reproduce")
     @click.option("--state", default=None, metavar="FILE",
                   help="JSON file keeping finished batches: a rerun resumes from it")
     @click.option("--orientation", type=click.Choice(["intruder", "release"]), default="intruder",
@@ -61,6 +63,12 @@ def register(cli: click.Group) -> None:
                    f"({'stable' if doc['converged'] else 'not stable: --max-iter reached'})")
         click.echo(f"mean T, P, F              {_fmt(doc['mean_T'])}, {_fmt(doc['mean_P'])}, "
                    f"{_fmt(doc['mean_F'])}")
+        click.echo("legend: T = records whose released key is their own and unique in the released "
+                   "file (a correct unique match when copied back, weight f); P = records whose "
+                   "released key is their own and shared with one other record (a false unique match "
+                   "when not copied back, weight 1 − f); F = records whose released key was changed "
+                   "while their true key is unique in the released file (a false unique match, "
+                   "weight 1); pr(cm|um) = T f / (T f + P (1 − f) + F) (Elliot 2001, para. 13)")
         if doc.get("reason"):
             click.echo(f"warning: {doc['reason']}", err=True)
 

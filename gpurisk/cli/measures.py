@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from gpurisk.cli._common import console, echo_json, registry_rows
+from gpurisk.cli._common import echo_json, print_plain, registry_rows
 
 
 def _failed_rows() -> list[dict]:
@@ -15,7 +15,7 @@ def _failed_rows() -> list[dict]:
 
 def _options_text(d: dict) -> str:
     from gpurisk.options import spec_text
-    return "\n".join(f"{k}: {spec_text(s)}" for k, s in d.get("option_specs", {}).items())
+    return "; ".join(f"{k}: {spec_text(s)}" for k, s in d.get("option_specs", {}).items())
 
 
 def register(cli: click.Group) -> None:
@@ -38,20 +38,17 @@ def register(cli: click.Group) -> None:
         if as_json:
             echo_json(rows + failed)
             return
-        from rich.table import Table
-        t = Table(show_header=True, header_style="bold")
-        for col in ("measure", "description", "needs", "options", "reference", "plugin"):
-            t.add_column(col, overflow="fold")
+        table = []
         for d in rows:
             needs = ", ".join(d["needs"]) or "sample only"
             if not d.get("default", True):
                 needs += " (runs when named)"
-            t.add_row(d["name"], d["description"], needs, _options_text(d),
-                      d["reference"], f"{d['plugin']} ({d['package']})")
+            table.append([d["name"], needs, _options_text(d), d["reference"],
+                          f"{d['plugin']} ({d['package']})", d["description"]])
         for d in failed:
-            t.add_row("—", f"FAILED to load: {d['error']}", "", "", "",
-                      f"{d['plugin']} ({d['package']})")
-        console().print(t)
+            table.append(["—", "", "", "", f"{d['plugin']} ({d['package']})",
+                          f"FAILED to load: {d['error']}"])
+        print_plain(["measure", "needs", "options", "reference", "plugin", "description"], table)
 
     @cli.command()
     @click.option("--json", "as_json", is_flag=True, help="print JSON")
@@ -63,8 +60,7 @@ def register(cli: click.Group) -> None:
         if as_json:
             echo_json(rows)
             return
-        for r in rows:
-            line = f"{r['plugin']}\t{r['package']} {r['version']}".rstrip()
-            if r.get("status") == "failed":
-                line += f"\tFAILED: {r['error']}"
-            click.echo(line)
+        print_plain(["plugin", "package", "status"],
+                    [[r["plugin"], f"{r['package']} {r['version'] or ''}".strip(),
+                      f"FAILED: {r['error']}" if r.get("status") == "failed" else "loaded"]
+                     for r in rows])

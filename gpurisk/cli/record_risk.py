@@ -83,8 +83,11 @@ def register(cli: click.Group) -> None:
     @click.option("--database-size", type=float, default=None, help="r4: size of the database searched")
     @click.option("--p-tilde", type=float, default=None, help="b1: match probability p̃ (default p̂)")
     @click.option("--all-records", is_flag=True, help="every record, not only the sample uniques")
-    @click.option("--thresholds", default="0.1,0.5", show_default=True,
-                  help="count records whose risk exceeds these")
+    @click.option("--threshold", "threshold", multiple=True, metavar="T[,T...]",
+                  help="count records whose risk exceeds T (repeatable or comma-separated; "
+                       "default 0.1,0.5)")
+    @click.option("--thresholds", "thresholds_legacy", default=None, hidden=True,
+                  help="deprecated spelling of --threshold")
     @click.option("--max-cells", type=float, default=MAX_CELLS, show_default=True,
                   help="largest K = Π categories fitted as a dense table")
     @click.option("--tol", type=float, default=TOL, show_default=True,
@@ -92,13 +95,17 @@ def register(cli: click.Group) -> None:
     @click.option("--max-iter", type=int, default=MAX_ITER, show_default=True, help="IPF iteration limit")
     @click.option("--show-records", is_flag=True,
                   help="print the key values of the minimum/median/maximum p̂ records")
-    @click.option("--output", default=None, help="Parquet file: one row per record with p̂ and risks")
+    @click.option("-o", "--output", default=None, metavar="FILE.parquet",
+                  help="write one row per record with p̂ and risks to FILE.parquet")
+    @click.option("--id", "ids", multiple=True, metavar="COL[,COL...]",
+                  help="copy these columns of DATA into --output, so the risks can be joined back to "
+                       "the file (repeatable or comma-separated)")
     @click.option("--json", "as_json", is_flag=True, help="print the JSON document")
     @input_options
     def record_risk(data, keys, population_size, population, sample_flag, fraction, methods, y,
-                    database_size, p_tilde, all_records, thresholds, max_cells, tol, max_iter,
-                    show_records, output, as_json, sep, encoding, missing, backend, recode,
-                    allow_high_cardinality):
+                    database_size, p_tilde, all_records, threshold, thresholds_legacy, max_cells,
+                    tol, max_iter, show_records, output, ids, as_json, sep, encoding, missing,
+                    backend, recode, allow_high_cardinality):
         """Identification risk of each record of DATA under intruder search methods (Skinner 2007).
 
         p̂ comes from the log-linear model with all two-way interactions fitted to DATA's counts over
@@ -106,17 +113,46 @@ def register(cli: click.Group) -> None:
         """
         from gpurisk.models.record_risk import record_risk as run
 
+        if thresholds_legacy is not None:
+            click.echo("gpurisk: warning: --thresholds is deprecated; use --threshold", err=True)
+            threshold = threshold + (thresholds_legacy,)
+        thresholds = _floats(",".join(threshold), "--threshold") if threshold else [0.1, 0.5]
+        id_cols = [c for v in ids for c in (split_list(v) or [])]
+        if id_cols and not output:
+            raise BadInput("--id names columns to copy into --output; give -o FILE.parquet too")
+        if id_cols:
+            from gpurisk.io import check_output_file
+            check_output_file(output, (".parquet", ".pq"),
+                              "record-level output (the rows are written as Parquet)")
+            id_frame = _id_columns(data, id_cols, sep, encoding)   # before the work, not after
         doc = run(data, keys, population_size=population_size, population=population,
                   sample_flag=sample_flag, fraction=fraction, methods=split_list(methods) or [],
                   y=y, database_size=database_size, p_tilde=p_tilde, all_records=all_records,
-                  thresholds=_floats(thresholds, "--thresholds"), output=output, tol=tol,
+                  thresholds=thresholds, output=output, tol=tol,
                   max_iter=max_iter, max_cells=max_cells, missing=missing, backend=backend,
                   show_records=show_records, recode=list(recode), sep=sep, encoding=encoding,
                   allow_high_cardinality=allow_high_cardinality)
+        if id_cols:
+            from gpurisk.io.record_writer import add_id_columns
+            add_id_columns(output, id_frame)
+            doc["output"]["id_columns"] = id_cols
         if as_json:
             echo_json(_json_safe(doc))
         else:
             print_summary(doc)
+
+
+def _id_columns(data, cols, sep, encoding):
+    """The ``--id`` columns of DATA, in file order (``row`` of the output indexes them)."""
+    from gpurisk.io import read_table
+    dup = sorted({c for c in cols if cols.count(c) > 1})
+    if dup:
+        raise BadInput(f"--id names {', '.join(map(repr, dup))} more than once")
+    clash = [c for c in cols if c in ("row", "f", "F", "p_hat", "r1", "r1u", "r2", "r3", "r4", "b1")]
+    if clash:
+        raise BadInput(f"--id column(s) {', '.join(map(repr, clash))} have the name of an output "
+                       "column; rename them in the file")
+    return read_table(data, sep=sep, columns=cols, encoding=encoding)[cols]
 
 
 def _json_safe(v):

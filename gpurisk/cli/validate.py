@@ -7,7 +7,8 @@ import math
 import click
 
 from gpurisk.errors import BadInput
-from gpurisk.cli._common import console, echo_json, input_options, parse_options, split_list
+from gpurisk.cli._common import (console, echo_json, input_options, parse_options, progress_bar,
+                                 split_list)
 
 LABELS = {"true": "true value", "estimate": "estimate", "error": "error (est − true)",
           "se": "est. s.e.", "nmse": "NMSE"}
@@ -50,8 +51,24 @@ def print_validation(v) -> None:
         for _, r in s[s["measure"].isin(others)].iterrows():
             t.add_row(r["measure"], f"{r['fraction']:g}", _fmt(r["true_mean"]), _fmt(r["true_sd"]))
         con.print(t)
+    con.print(_legend(v), markup=False, highlight=False)
     for w in v.warnings:
         con.print(f"[yellow]warning:[/yellow] {w}")
+
+
+def _legend(v) -> str:
+    """What the rows of the tables mean (issue 20: NMSE was printed undefined)."""
+    sd = "ddof = 0, all L samples" if str(v.info.get("design", "")).startswith("systematic") \
+        else "ddof = 1"
+    text = ("legend: mean and sd across replicate samples (sd with " + sd + "); true value = the "
+            "measure on the population; error = estimate − true value of the same replicate; "
+            "est. s.e. = the estimator's own standard error")
+    if "nmse" in v.summary and v.summary["nmse"].notna().any():
+        text += ("; NMSE = normalised mean squared error, mean((τ̂1 − τ1)² / n²) over the replicates "
+                 "(n = sample size; Camerlenghi et al. 2021)")
+    if "reliable_share" in v.summary and v.summary["reliable_share"].notna().any():
+        text += "; reliable = share of replicates inside the range where the estimator is proven"
+    return text
 
 
 def _fractions(text: str) -> list[float]:
@@ -81,16 +98,19 @@ def register(cli: click.Group) -> None:
                   help="one-sided level of upper bounds")
     @click.option("--option", "opts", multiple=True, metavar="MEASURE.NAME=VALUE",
                   help="a measure's option, e.g. tau1_hat.smoothing=poisson (repeatable)")
-    @click.option("--output", default=None, help="write the summary to FILE.parquet or FILE.csv")
+    @click.option("-o", "--output", default=None, metavar="FILE",
+                  help="write the summary to FILE: .parquet, .csv or .csv.gz")
     @click.option("--plot", "plot_path", default=None, help="write a PNG of estimates against truths")
     @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
+    @click.option("--progress/--no-progress", default=None,
+                  help="progress bar on stderr (default: when stderr is a terminal)")
     @click.option("--resume", "resume", default=None, metavar="DIR",
                   help="save each chunk of replicates in DIR as it finishes; run again with the same "
                        "DIR to continue a killed run (same result as an uninterrupted one)")
     @input_options
     def validate(population, keys, fractions, replicates, design, measures, seed, alpha, opts, output,
                  plot_path, as_json, sep, encoding, missing, resume, recode, allow_high_cardinality,
-                 backend):
+                 backend, progress):
         """Draw replicate samples of POPULATION and compare every estimator with its true value
         (Skinner & Elliot 2002, Table 1)."""
         from gpurisk.io import check_output_file
@@ -100,11 +120,13 @@ def register(cli: click.Group) -> None:
         if plot_path:
             check_output_file(plot_path, (".png", ".svg", ".pdf"), "--plot")
 
-        res = run(population, keys, fractions=_fractions(fractions),
-                  replicates=replicates, design=design, measures=split_list(measures), seed=seed,
-                  options=parse_options(opts), alpha=alpha, missing=missing, sep=sep,
-                  encoding=encoding, resume=resume, recode=list(recode), backend=backend,
-                  allow_high_cardinality=allow_high_cardinality)
+        with progress_bar("replicates", force=progress) as progress:
+            res = run(population, keys, fractions=_fractions(fractions),
+                      replicates=replicates, design=design, measures=split_list(measures),
+                      seed=seed, options=parse_options(opts), alpha=alpha, missing=missing,
+                      sep=sep, encoding=encoding, resume=resume, recode=list(recode),
+                      backend=backend, allow_high_cardinality=allow_high_cardinality,
+                      progress=progress)
         if output:
             res.write(output)
         if plot_path:

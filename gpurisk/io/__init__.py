@@ -35,7 +35,40 @@ def resolve_path(path) -> Path:
     p = Path(s)
     if not p.exists():
         raise BadInput(f"file {s!r} does not exist")
+    if not p.is_file() and not p.is_dir():
+        return _spooled(p)
     return p
+
+
+#: a named pipe or device already read once in this process -> the regular file holding its bytes
+_SPOOLED: dict[str, Path] = {}
+
+
+def _spooled(p: Path) -> Path:
+    """A named pipe (``mkfifo``, ``<(zcat x.gz)``) or a character device (/dev/stdin) as a regular
+    file: its bytes are copied once into a private temporary file (removed at exit) with the same
+    name, so the readers, which open a file more than once (separator, header, row check, data),
+    see all of it. Anything else that is not a file (a socket) is refused in one line."""
+    import atexit
+    import shutil
+    import stat
+    import tempfile
+    key = str(p)
+    if key in _SPOOLED:
+        return _SPOOLED[key]
+    mode = p.stat().st_mode
+    if not (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
+        raise BadInput(f"{p}: not a regular file, a folder or a named pipe; gpurisk cannot read it")
+    d = Path(tempfile.mkdtemp(prefix="gpurisk-pipe-"))
+    atexit.register(shutil.rmtree, d, True)
+    tmp_copy = d / (p.name if p.suffix else p.name + ".csv")     # a private copy, not an output
+    try:
+        with open(p, "rb") as src, open(tmp_copy, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+    except OSError as exc:
+        raise BadInput(f"{p}: cannot read it ({exc.strerror or exc})") from None
+    _SPOOLED[key] = tmp_copy
+    return tmp_copy
 
 
 def is_parquet(p: Path) -> bool:
@@ -103,6 +136,19 @@ def read_table(path, sep: str | None = None, columns: list[str] | None = None,
         return reader(p, columns, encoding)
     if p.is_dir():
         raise BadInput(f"{p}: a directory with no .parquet files")
+    import gzip
+    import zlib
+    try:
+        return _read_csv(p, sep, columns, encoding)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        # a cut download: gzip's EOFError would otherwise reach click as "aborted" (exit 130)
+        what = ("it ends before the end of the compressed data" if isinstance(exc, EOFError) else
+                "not gzip data" if isinstance(exc, gzip.BadGzipFile) else "corrupt compressed data")
+        raise BadInput(f"{p}: truncated or corrupt compressed file ({what}); "
+                       "download or copy it again") from None
+
+
+def _read_csv(p: Path, sep, columns, encoding) -> pd.DataFrame:
     sep, header = csv_header(p, sep, encoding)
     dups = sorted({str(c).rsplit(".", 1)[0] for c in header if _is_mangled_dup(c, header)})
     if columns is not None:

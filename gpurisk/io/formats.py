@@ -71,7 +71,10 @@ def read_stata(p: Path, columns=None, encoding: str = "utf-8") -> pd.DataFrame:
         raise BadInput(f"{p}: not a readable Stata file ({_first_line(exc)})") from None
     _check_columns(p, columns, names)
     cols = list(columns) if columns is not None else names
-    raw = pd.read_stata(p, columns=cols, convert_categoricals=False)
+    try:
+        raw = pd.read_stata(p, columns=cols, convert_categoricals=False)
+    except (ValueError, OSError, EOFError) as exc:  # a truncated file: a header and too few bytes
+        raise BadInput(f"{p}: not a readable Stata file ({_first_line(exc)}); truncated?") from None
     try:
         labelled = pd.read_stata(p, columns=cols, convert_categoricals=True)
         candidates = {c: labelled[c] for c in cols}
@@ -106,8 +109,11 @@ def read_spss(p: Path, columns=None, encoding: str = "utf-8") -> pd.DataFrame:
     except Exception as exc:  # pyreadstat raises its own error types
         raise BadInput(f"{p}: not a readable SPSS file ({_first_line(exc)})") from None
     _check_columns(p, columns, meta.column_names)
-    df, meta = prs.read_sav(str(p), usecols=list(columns) if columns is not None else None,
-                            apply_value_formats=False, user_missing=False)
+    try:
+        df, meta = prs.read_sav(str(p), usecols=list(columns) if columns is not None else None,
+                                apply_value_formats=False, user_missing=False)
+    except Exception as exc:  # a truncated file has a readable header and too few rows
+        raise BadInput(f"{p}: not a readable SPSS file ({_first_line(exc)}); truncated?") from None
     for c, labels in meta.variable_value_labels.items():
         if c in df.columns:
             df[c] = apply_labels(df[c], labels)

@@ -81,3 +81,36 @@ class RecordRiskWriter:
             finally:
                 self._closed = True
                 Path(self._tmp).unlink(missing_ok=True)
+
+
+def add_id_columns(path, ids) -> None:
+    """Put the columns of ``ids`` (a frame in the input's record order) in front of the record-level
+    Parquet file ``path``, matched by its ``row`` column (``record-risk --id COL``), so a user can join
+    the risks back to the file. Rewritten row group by row group under a temporary name, then renamed
+    into place (a crash leaves the file without ids, never a half-written one)."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gpurisk.io import temp_path
+    path = Path(path)
+    src = pq.ParquetFile(path)
+    try:
+        table = pa.RecordBatch.from_pandas(ids.reset_index(drop=True), preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise BadInput(f"--id column(s) {', '.join(map(repr, ids.columns))} cannot be stored in "
+                       f"Parquet ({type(exc).__name__}: mixed value types?)") from None
+    schema = pa.schema(list(table.schema) + list(src.schema_arrow))
+    tmp = temp_path(path)
+    try:
+        with pq.ParquetWriter(str(tmp), schema) as out:
+            for batch in src.iter_batches():
+                rows = batch.column("row")
+                picked = table.take(rows)
+                out.write_batch(pa.record_batch(list(picked.columns) + list(batch.columns),
+                                                schema=schema))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,8 +1,10 @@
 """A self-contained HTML page about a scan: plots inline as base64 PNG, key NAMES only.
 
 Plots (matplotlib, Agg): the chosen measure by combination size; the top combinations; θ̂ with its
-upper bound against a threshold (when the scan has theta_hat). No key value of any record appears:
-the scan rows hold none.
+upper bound against a threshold (when the scan has theta_hat). Text: what each number means in one
+sentence, which key variables drive the risk (:func:`key_contributions`: the drop when a key is left
+out of a scanned combination), what to do next, and which combinations the plots leave out and why.
+No key value of any record appears: the scan rows hold none.
 """
 from __future__ import annotations
 
@@ -92,6 +94,145 @@ def _theta(df: pd.DataFrame, threshold: float, k: int) -> str | None:
     return _png(fig)
 
 
+#: one sentence per column a scan can hold, in words a statistician reads to a manager; measures
+#: not listed here use the description they register (``gpurisk measures``)
+MEANINGS = {
+    "size": "the number of key variables an intruder is assumed to know and match on",
+    "cells": "the number of distinct combinations of key values that occur in the release",
+    "n1": "sample uniques: records that are the only one in the release with their key values",
+    "n2": "records that share their key values with exactly one other record of the release",
+    "N1": "population uniques: people who are the only one in the population with their key values",
+    "theta_hat": "the estimated probability that a match an intruder finds on a unique key value is "
+                 "correct (Skinner & Elliot 2002, eq. 7); the upper bound is one-sided",
+    "theta": "the true probability that a unique match is correct, computed from the population "
+             "(Skinner & Elliot 2002, eq. 2)",
+    "pr_pu": "the share of the population that is unique on the keys (Skinner & Elliot 2002, §2.2)",
+    "pr_pu_su": "the share of sample uniques that are also unique in the population",
+    "sample_uniques": "the number of records alone in their cell of the release (n1)",
+    "pop_uniques": "the number of people alone in their cell of the population (N1)",
+    "tau1_hat": "the estimated number of sample uniques that are population uniques "
+                "(Camerlenghi et al. 2021)",
+    "k_anonymity": "records in cells with fewer than k records (k-anonymity violations)",
+}
+
+
+def _meaning(col: str) -> str:
+    if col in MEANINGS:
+        return MEANINGS[col]
+    try:
+        from gpurisk.plugins import measure_registry
+        reg = measure_registry()
+        if col in reg:
+            return reg[col].cls.description
+    except Exception:  # a report must not fail on a plugin that does not load
+        pass
+    return "a column of the scan"
+
+
+def key_contributions(df: pd.DataFrame, col: str) -> pd.DataFrame:
+    """How much each key variable drives ``col``, from the scan's own rows: for a scanned combination
+    C holding the key whose subset C without the key was scanned too, the drop
+    value(C) − value(C without the key).
+
+    One row per key: ``drop_from_largest``, the drop when the key is left out of the largest scanned
+    combination holding it (the release's whole key set when the scan went that far; ``largest``
+    names it), ``median_drop`` and ``pairs`` over every such C, and ``n1_from_largest``, the sample
+    uniques that leaving the key out of that combination removes (when the scan has n1). Sorted by
+    ``drop_from_largest``, largest first (then the median drop). Pairs where either value is
+    undefined are left out.
+    """
+    def values(c):
+        return {frozenset(k): float(v) for k, v in zip(df["keys"], df[c].astype(float))
+                if math.isfinite(float(v))}
+    value = values(col)
+    n1 = values("n1") if "n1" in df.columns else {}
+    keys = sorted({k for ks in df["keys"] for k in ks})
+    out = []
+    for key in keys:
+        drops, best = [], None
+        for combo, v in value.items():
+            if key in combo and len(combo) > 1 and combo - {key} in value:
+                drops.append(v - value[combo - {key}])
+                if best is None or len(combo) > len(best[0]):
+                    best = (combo, drops[-1])
+        if not drops:
+            continue
+        rest = best[0] - {key}
+        out.append({"key": key, "drop_from_largest": best[1], "largest": ", ".join(sorted(best[0])),
+                    "n1_from_largest": (n1[best[0]] - n1[rest]) if best[0] in n1 and rest in n1
+                    else math.nan,
+                    "median_drop": float(np.median(drops)), "pairs": len(drops)})
+    cols = ["key", "drop_from_largest", "largest", "n1_from_largest", "median_drop", "pairs"]
+    if not out:
+        return pd.DataFrame(columns=cols)
+    return (pd.DataFrame(out, columns=cols)
+            .sort_values(["drop_from_largest", "median_drop", "key"], ascending=[False, False, True],
+                         kind="stable", na_position="last")
+            .reset_index(drop=True))
+
+
+def _not_plotted(df: pd.DataFrame, col: str, top: int) -> list[str]:
+    """Sentences saying which combinations the plots leave out, and why."""
+    lines = []
+    missing = df[df[col].isna()]
+    if len(missing):
+        why = (missing[f"{col}_reason"].fillna("no value, no reason given")
+               if f"{col}_reason" in missing else pd.Series(["no value"] * len(missing)))
+        for reason, count in why.value_counts().items():
+            lines.append(f"{count} combination(s) have no {col}: {reason}.")
+    shown = int(df[col].notna().sum())
+    if shown > top:
+        lines.append(f"The top plot and table show the {top} highest of {shown} combinations with a "
+                     f"value (--top {top}); the plot by size shows all {shown}.")
+    if col != "theta_hat" and "theta_hat" in df.columns:
+        none = int(df["theta_hat"].isna().sum())
+        if none:
+            lines.append(f"The θ̂ plot leaves out {none} combination(s) without θ̂ (no sample cell "
+                         "with one or two records: no unique match can happen).")
+    return lines
+
+
+def _next_steps(df: pd.DataFrame, col: str, threshold: float, contrib: pd.DataFrame,
+                settings: dict) -> list[str]:
+    steps = []
+    top = top_combinations(df, 1, col)
+    keys = settings.get("keys") or sorted({k for ks in df["keys"] for k in ks})
+    over = 0
+    if "theta_hat" in df.columns and df["theta_hat"].notna().any():
+        over = int((df["theta_hat_upper"].fillna(df["theta_hat"]) > threshold).sum())
+        if over:
+            steps.append(f"{over} combination(s) have θ̂'s upper bound above the threshold "
+                         f"{threshold:g}: the release is not safe against an intruder who knows those "
+                         "keys; act on the key variables named next before releasing.")
+        else:
+            steps.append(f"No combination has θ̂'s upper bound above {threshold:g}: for these key "
+                         "variables the release meets the threshold. Check that the scanned keys "
+                         "are all an intruder could know (other scenarios: gpurisk scan --scenarios).")
+    pi = settings.get("fraction")
+    frac = f"--fraction {pi:.4g}" if isinstance(pi, (int, float)) and pi else "--fraction PI"
+    if len(contrib) and contrib["drop_from_largest"].iloc[0] > 0:
+        r = contrib.iloc[0]
+        k = r["key"]
+        gone = (f" and makes {int(r['n1_from_largest'])} fewer records unique"
+                if math.isfinite(r["n1_from_largest"]) and r["n1_from_largest"] > 0 else "")
+        steps.append(f"Start with <b>{html.escape(k)}</b>: leaving it out of "
+                     f"({html.escape(r['largest'])}) lowers {html.escape(col)} by "
+                     f"{r['drop_from_largest']:.4g}{gone}, more than any other key. Coarsen it and "
+                     f"compare before → after: <code>gpurisk compare DATA --keys "
+                     f"{html.escape(','.join(keys))} {frac} --alt {html.escape(k)}=bands:WIDTH</code> "
+                     "(numbers) or "
+                     f"<code>--alt {html.escape(k)}=map:FILE.csv</code> (categories), or drop it "
+                     "from the release.")
+    if len(top):
+        combo = ",".join(top["keys"].iloc[0])
+        steps.append("Look at the riskiest combination with every measure: "
+                     f"<code>gpurisk assess DATA --keys {html.escape(combo)} {frac}</code> "
+                     "(k-anonymity, individual risk and the expected number of re-identifications).")
+    steps.append("After recoding, scan again and write a new report: the numbers here are for the "
+                 "file and keys of this scan only.")
+    return steps
+
+
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:960px;
 color:#222;background:#fff}h1{font-size:1.6em}h2{font-size:1.2em;margin-top:1.6em}
@@ -148,6 +289,35 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
                  ("seed", settings.get("seed"))]
         parts.append("<table>" + "".join(f"<tr><th>{html.escape(a)}</th><td class='k'>{_fmt(b)}</td></tr>"
                                          for a, b in items) + "</table>")
+    present = [c for c in dict.fromkeys(["size", "cells", "n1", "n2", "N1", col, "theta_hat",
+                                          "pr_pu"]) if c in df.columns and df[c].notna().any()]
+    parts.append("<h2>What the numbers mean</h2><dl>" + "".join(
+        f"<dt><b>{html.escape(c)}</b></dt><dd>{html.escape(_meaning(c))}.</dd>" for c in present)
+        + "</dl>")
+    contrib = key_contributions(df, col)
+    parts.append(f"<h2>Which key variables drive the risk</h2>"
+                 f"<p class='note'>For each key: how much {html.escape(col)} drops when the key is "
+                 "left out of the largest scanned combination that holds it (both were scanned), "
+                 "and the sample uniques that this removes; the median is over every scanned "
+                 "combination with and without the key. A large drop means the key makes records "
+                 "identifiable.</p>")
+    if len(contrib):
+        crow = [f"<tr><th>key</th><th>{html.escape(col)} drop when left out</th><th>of the "
+                "combination</th><th>fewer sample uniques</th><th>median drop</th>"
+                "<th>combinations compared</th></tr>"]
+        for _, r in contrib.iterrows():
+            crow.append(f"<tr><td class='k'>{html.escape(r['key'])}</td>"
+                        f"<td>{_fmt(r['drop_from_largest'])}</td>"
+                        f"<td class='k'>{html.escape(r['largest'])}</td>"
+                        f"<td>{_fmt(r['n1_from_largest'])}</td><td>{_fmt(r['median_drop'])}</td>"
+                        f"<td>{int(r['pairs'])}</td></tr>")
+        parts.append(f"<table class='contrib'>{''.join(crow)}</table>")
+    else:
+        parts.append("<p>Not available: the scan holds no combination together with the same "
+                     "combination less one key (scan with --max-size 2 or more).</p>")
+    parts.append("<h2>What to do next</h2><ol class='next'>" + "".join(
+        f"<li>{s}</li>" for s in _next_steps(df, col, float(threshold), contrib, settings)) + "</ol>")
+    left_out = _not_plotted(df, col, top)
     parts.append(f"<h2>{html.escape(col)} by combination size</h2>"
                  f"<img alt='{html.escape(col)} by size' src='data:image/png;base64,{_by_size(df, col)}'>")
     parts.append(f"<h2>Top combinations by {html.escape(col)}</h2>"
@@ -168,6 +338,9 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
         cells = "".join(f"<td>{_fmt(r[c])}</td>" for c in cols)
         rows.append(f"<tr><td>{i}</td><td class='k'>{html.escape(_label(r))}</td>{cells}</tr>")
     parts.append(f"<h2>Table of the top {len(t)}</h2><table>{''.join(rows)}</table>")
+    parts.append("<h2>Not plotted</h2>" + ("<ul class='left-out'>" + "".join(
+        f"<li>{html.escape(x)}</li>" for x in left_out) + "</ul>" if left_out else
+        "<p>Every combination of the scan is in the plots.</p>"))
     parts.append("<p class='note'>Generated by gpurisk.</p></body></html>")
     out = Path(html_path)
     from gpurisk.io import write_text_atomic

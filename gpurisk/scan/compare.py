@@ -34,11 +34,23 @@ class Comparison:
     columns: list[str]
     uniques: str                    # "N1" (population uniques) or "n1" (sample uniques)
     settings: dict = field(default_factory=dict)
+    #: why a value is missing: same rows as ``table``, columns ``"{col} [{label}]"``, None where
+    #: the value is defined (the CLI prints these as footnotes to its "—" cells)
+    reasons: pd.DataFrame | None = None
 
     def affected(self) -> pd.DataFrame:
         """Rows whose combination contains a key some alternative recodes (as in the paper's tables)."""
+        return self.table[self._affected_mask()].reset_index(drop=True)
+
+    def affected_reasons(self) -> pd.DataFrame | None:
+        """:attr:`reasons` of the rows of :meth:`affected`."""
+        if self.reasons is None:
+            return None
+        return self.reasons[self._affected_mask().to_numpy()].reset_index(drop=True)
+
+    def _affected_mask(self) -> pd.Series:
         keys = {r.key for a in self.alternatives for r in a.recodes}
-        return self.table[self.table["keys"].map(lambda ks: bool(keys & set(ks)))].reset_index(drop=True)
+        return self.table["keys"].map(lambda ks: bool(keys & set(ks)))
 
 
 def parse_alternative(text: str | Sequence, index: int) -> Alternative:
@@ -108,11 +120,14 @@ def compare(data, keys: Sequence[str], alternatives: Iterable, cumulative: bool 
     base = frames["original"]
     out = base[["order", "combo", "keys", "size"]].copy()
     columns = [uniques] + [m for m in names if m not in ("pop_uniques", "sample_uniques")]
+    why = pd.DataFrame(index=out.index)
     for label, fr in frames.items():
         for col in columns:
             out[f"{col} [{label}]"] = fr[col].to_numpy()
+            why[f"{col} [{label}]"] = (fr[f"{col}_reason"].to_numpy() if f"{col}_reason" in fr
+                                       else None)
         out[f"cells [{label}]"] = fr["cells"].to_numpy()
     settings = {"n": root.n, "N": root.N, "fraction": pi, "keys": rkeys,
                 "alternatives": [a.name for a in alts], "cumulative": cumulative,
                 "seconds": time.perf_counter() - t0}
-    return Comparison(out, alts, columns, uniques, settings)
+    return Comparison(out, alts, columns, uniques, settings, why)

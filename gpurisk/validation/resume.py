@@ -2,9 +2,11 @@
 
 ``DIR/_validate.json`` holds the settings and a fingerprint of the population's counts; each finished
 chunk of replicates of one sampling fraction is written (atomically: temporary name, then rename) as
-``DIR/part-FFF-RRRRRRR.json`` with its result rows and the warnings it raised. A run started again with
+``DIR/part-FFF-RRRRRRR.json`` with its result rows and the warnings it raised; when the last chunk of a
+fraction is saved, ``DIR/done-FFF.json`` lists its parts. A run started again with
 the same folder redraws the replicate samples from the same seeds (cheap) and skips every chunk whose
-part exists, so a run killed at any point resumes to the same numbers as an uninterrupted one. A folder
+part exists (a fraction marked done is read back without drawing any sample), so a run killed at any
+point resumes to the same numbers as an uninterrupted one. A folder
 written for other settings or another population is refused, never silently mixed.
 """
 from __future__ import annotations
@@ -42,13 +44,41 @@ class ChunkStore:
                 raise BadInput(f"resume folder {str(self.path)!r} holds parts but no {SETTINGS}")
             write_text_atomic(meta, json.dumps({"fingerprint": fp, "settings": settings},
                                                indent=2, default=str))
-        for tmp in self.path.glob(".part-*"):      # a temporary file of a killed run
-            tmp.unlink(missing_ok=True)
+        for pattern in (".part-*", ".done-*"):      # temporary files of a killed run
+            for tmp in self.path.glob(pattern):
+                tmp.unlink(missing_ok=True)
         self.loaded = 0
         self.saved = 0
 
     def _part(self, fi: int, first: int) -> Path:
         return self.path / f"part-{fi:03d}-{first:07d}.json"
+
+    def _done(self, fi: int) -> Path:
+        return self.path / f"done-{fi:03d}.json"
+
+    def complete(self, fi: int) -> bool:
+        """Every chunk of fraction ``fi`` is saved (its ``done`` marker is written after the last)."""
+        return self._done(fi).exists()
+
+    def mark_complete(self, fi: int) -> None:
+        parts = sorted(p.name for p in self.path.glob(f"part-{fi:03d}-*.json"))
+        write_text_atomic(self._done(fi), json.dumps({"parts": parts}))
+
+    def load_all(self, fi: int):
+        """The saved chunks of a complete fraction, in replicate order."""
+        meta = self._done(fi)
+        try:
+            parts = json.loads(meta.read_text())["parts"]
+        except (OSError, ValueError, KeyError, TypeError):
+            raise BadInput(f"checkpoint {meta} is not readable JSON; remove it to redo the "
+                           "fraction's check") from None
+        for name in parts:
+            fi_, first = name[len("part-"):-len(".json")].split("-")
+            got = self.load(int(fi_), int(first))
+            if got is None:
+                raise BadInput(f"resume folder {str(self.path)!r}: {name} is missing though "
+                               f"{meta.name} lists it; remove {meta.name} to redo the fraction")
+            yield got
 
     def load(self, fi: int, first: int):
         p = self._part(fi, first)

@@ -126,7 +126,7 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
              options: Mapping[str, Mapping[str, Any]] | None = None, alpha: float = 0.01,
              missing: str = "category", sep: str | None = None,
              encoding: str = "utf-8", resume=None, recode=None, backend: str | None = None,
-             allow_high_cardinality: bool = False) -> Validation:
+             allow_high_cardinality: bool = False, progress=None) -> Validation:
     """Draw replicate samples from ``population`` (frame or CSV/Parquet path) and compare each
     estimator with its true value; see the module docstring. Fixed ``seed`` reproduces the result.
     The population is read, checked and counted by :class:`gpurisk.inputs.Inputs`, as every command.
@@ -134,6 +134,11 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
     ``resume`` names a folder where each chunk of replicates is saved as it completes (see
     :mod:`gpurisk.validation.resume`); a run killed at any point and started again with the same
     folder and settings skips the saved chunks and gives the same result as an uninterrupted run.
+    A fraction whose chunks are all saved is read back without drawing its samples, so a rerun over
+    a complete folder draws none.
+
+    ``progress``, when given, is called as ``progress(done, total)`` with counts of replicates
+    (over all fractions) before the first and after each chunk (``gpurisk validate`` draws a bar).
     """
     from gpurisk.inputs import Inputs
     dsg = dz.parse_design(design)
@@ -169,7 +174,22 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
             "measures": names, "seed": int(seed), "alpha": float(alpha), "missing": missing,
             "options": dict(options or {}), "N": N, "cells": C,
             **({"recode": [str(r) for r in inp.recode]} if inp.recode else {})}, F, pop.cell_id)
+    total = sum(dz.replicate_count(dsg, f, int(replicates)) for f in fracs)
+    done = 0
+    if progress is not None:
+        progress(0, total)
     for fi, frac in enumerate(fracs):
+        if store is not None and store.complete(fi):
+            # every chunk of this fraction is saved: read them back, draw no sample (a rerun over
+            # a finished folder used to redraw every replicate sample to skip each chunk)
+            for part_rows, part_caught in store.load_all(fi):
+                rows.extend(part_rows)
+                for key, (msg, k) in part_caught.items():
+                    caught.setdefault(key, [msg, 0])[1] += k
+            done += dz.replicate_count(dsg, frac, int(replicates))
+            if progress is not None:
+                progress(done, total)
+            continue
         rng = np.random.default_rng([int(seed), int(round(frac * 2**32))])
         for first, count, rep, rec in dz.batches(dsg, frac, int(replicates), N, rng, codes):
             fmat = None
@@ -193,6 +213,11 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
                 rows.extend(part_rows)
                 for key, (msg, k) in part_caught.items():
                     caught.setdefault(key, [msg, 0])[1] += k
+                done += c1 - c0
+                if progress is not None:
+                    progress(done, total)
+        if store is not None:
+            store.mark_complete(fi)
     reps = pd.DataFrame(rows, columns=["fraction", "replicate", "n", "measure", "value", "se",
                                        "reliable", "reason"])
     reps = _attach_truth(reps, pairs)
@@ -202,7 +227,6 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
     info = {"N": N, "cells": C, "keys": keys, "design": dsg.label, "fractions": fracs,
             "replicates": {f: dz.replicate_count(dsg, f, int(replicates)) for f in fracs},
             "seed": int(seed), "measures": names, "pairs": pairs, "ddof": ddof}
-    total = sum(info["replicates"].values())
     notes = [msg if k == 1 else f"{msg} (in {k} of {total} replicates; numbers from the first)"
              for msg, k in caught.values()]
     return Validation(summary, reps, info, notes)

@@ -1,0 +1,55 @@
+"""The note column of ``gpurisk assess``: what a threshold-based measure's value was computed with.
+
+A number such as k_anonymity = 674 means nothing without its k; indiv_risk = 0.0054 is easier to act
+on as "24.8 expected re-identifications". The measures put these in their ``extra`` fields (the JSON
+shows them all); :func:`measure_note` turns the ones a statistician acts on into one short text.
+Fields are read by name, so a third-party measure that uses the same names gets the same note.
+"""
+from __future__ import annotations
+
+import re
+
+
+def _num(v) -> str:
+    if isinstance(v, float):
+        if v.is_integer() and abs(v) < 1e15:
+            return str(int(v))
+        return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
+    return str(v)
+
+
+def _pct(share) -> str:
+    return f"{100 * share:.3g} %"
+
+
+def measure_note(m: dict) -> str:
+    """One line for the note column of a measure's JSON entry ``m`` ("" when there is nothing)."""
+    parts: list[str] = []
+    if m.get("k") is not None and m.get("cells_violating") is not None:
+        share = m.get("share_violating")
+        records = m.get("value")
+        parts.append(f"k = {_num(m['k'])}: {_num(records)} records"
+                     + (f" ({_pct(share)})" if share is not None else "")
+                     + f" in {_num(m['cells_violating'])} cells with fewer than k")
+    if m.get("l") is not None and m.get("cells_below_l") is not None:
+        parts.append(f"l = {_num(m['l'])}: {_num(m.get('records_below_l'))} records in "
+                     f"{_num(m['cells_below_l'])} cells below l")
+    if m.get("threshold") is not None:
+        if m.get("records_above_threshold") is not None:
+            parts.append(f"threshold {_num(m['threshold'])}: {_num(m['records_above_threshold'])} "
+                         "records above")
+        elif m.get("pr_pu") is not None:
+            parts.append(f"threshold {_num(m['threshold'])} on Pr(PU) = {_num(m['pr_pu'])}")
+        else:
+            parts.append(f"threshold {_num(m['threshold'])}")
+    above = sorted(((float(k[6:]), v) for k, v in m.items()
+                    if re.fullmatch(r"above_[0-9.eE+-]+", k) and v is not None), key=lambda t: t[0])
+    if above:
+        parts.append("records with risk " + ", ".join(f"> {_num(t)}: {_num(v)}" for t, v in above))
+    if m.get("expected_reidentifications") is not None:
+        parts.append(f"expected re-identifications {_num(float(m['expected_reidentifications']))}")
+    if m.get("reason"):
+        parts.append(m["reason"])
+    if m.get("reliable") is False:
+        parts.append("reliable: false")
+    return "; ".join(parts)
