@@ -16,6 +16,11 @@ Rows of the table:
   the cell table comes back to the client as a FreqTable
 - ``dask summary``: ``summarize(dir, backend="dask")``: the cells stay on the workers (range
   buckets), only frequencies of frequencies come back
+- ``dask assess``: ``gpurisk.assess(dir, backend="dask")`` with the measures that read summaries
+  (``Measure.reads = "summary"``): what a user runs; the client gets summaries only
+
+``--layout onefile`` stores the same rows as ONE Parquet file of 1 M-row row groups (split into
+partitions of about 64 MiB decoded by the lazy reader) instead of one file per 1 M rows.
 
 Peak memory: RSS sampled every 50 ms, of each Dask worker process (peak per worker), and of this
 process as the increase over its RSS at the start of the run (pandas; the client side of Dask). Cluster start-up is timed separately. Also printed: a data-movement
@@ -44,20 +49,29 @@ KEYS = [f"k{i}" for i in range(len(CARDS))]
 ROWS_PER_FILE = 1_000_000
 
 
-def make_dataset(root: Path, rows: int, seed: int = 0) -> Path:
-    """``rows`` records in files of ROWS_PER_FILE rows (int8 keys); reused when already there."""
-    import pandas as pd
-    d = root / f"keys8_{rows}"
+def make_dataset(root: Path, rows: int, seed: int = 0, layout: str = "files") -> Path:
+    """``rows`` records (int8 keys) in files of ROWS_PER_FILE rows, or (``layout="onefile"``) in one
+    file of ROWS_PER_FILE-row row groups; reused when already there."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    d = root / (f"keys8_{rows}" + ("_onefile" if layout == "onefile" else ""))
     done = d / "_complete"
     if done.exists():
         return d
     d.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     nfiles = math.ceil(rows / ROWS_PER_FILE)
+    writer = None
     for i in range(nfiles):
         n = min(ROWS_PER_FILE, rows - i * ROWS_PER_FILE)
-        cols = {k: rng.integers(0, c, n, dtype=np.int8) for k, c in zip(KEYS, CARDS)}
-        pd.DataFrame(cols).to_parquet(d / f"part-{i:05d}.parquet", index=False)
+        chunk = pa.table({k: rng.integers(0, c, n, dtype=np.int8) for k, c in zip(KEYS, CARDS)})
+        if layout == "onefile":
+            writer = writer or pq.ParquetWriter(d / "all.parquet", chunk.schema)
+            writer.write_table(chunk, row_group_size=ROWS_PER_FILE)
+        else:
+            pq.write_table(chunk, d / f"part-{i:05d}.parquet")
+    if writer is not None:
+        writer.close()
     done.touch()
     return d
 
@@ -118,6 +132,12 @@ def run_dask(d: Path, client, what: str):
         if what == "build":
             table = build_table(str(d), KEYS, backend="dask")
             cells, n1 = table.sample_cells, table.n_r(1)
+        elif what == "assess":
+            import gpurisk
+            from gpurisk.plugins import measure_registry
+            names = [m for m, r in measure_registry().items() if r.cls.reads == "summary"]
+            a = gpurisk.assess(str(d), KEYS, fraction=0.01, measures=names, backend="dask")
+            cells, n1, table = a.table.sample_cells, a.table.n_r(1), None
         else:
             s = summarize(str(d), KEYS, backend="dask")
             cells, n1, table = s.cells, s.n_r(1), None
@@ -200,6 +220,8 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--worker-memory", default="2GiB")
     ap.add_argument("--dir", default="/tmp/gpurisk_bench_backends")
+    ap.add_argument("--layout", default="files", choices=["files", "onefile"],
+                    help="one Parquet file per 1 M rows, or one file of 1 M-row row groups")
     ap.add_argument("--png", default=str(ROOT / "bench" / "out" / "bench_backends.png"))
     args = ap.parse_args(argv)
     sizes = [int(float(x)) for x in args.rows.split(",")]
@@ -210,7 +232,7 @@ def main(argv=None):
     results = []
     for rows in sizes:
         t = time.perf_counter()
-        d = make_dataset(root, rows)
+        d = make_dataset(root, rows, layout=args.layout)
         disk = sum(p.stat().st_size for p in d.glob("*.parquet"))
         print(f"dataset {rows:,} rows: {d} ({disk / 2**20:.0f} MiB on disk, "
               f"{rows * len(KEYS) / 2**20:.0f} MiB in memory as int8; ready in {time.perf_counter() - t:.1f} s)",
@@ -235,7 +257,7 @@ def main(argv=None):
         start_s = time.perf_counter() - t
         client.run(_warm, str(next(d.glob("*.parquet"))))   # imports and a first read, untimed
         try:
-            modes = (["build"] if rows <= args.gather_max else []) + ["summary"]
+            modes = (["build"] if rows <= args.gather_max else []) + ["summary", "assess"]
             for what in modes:
                 r = run_dask(d, client, what)
                 tb = r.pop("table")

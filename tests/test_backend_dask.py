@@ -146,6 +146,8 @@ def test_one_large_parquet_file_is_split_by_row_groups(client, tmp_path):
     target = 3 * per_rg + 1                        # three row groups fit, four do not
     assert row_groups_per_partition([path], keys, target) == 3
     assert row_groups_per_partition([path], keys, 100 * per_rg) is None   # the file fits: one partition
+    # narrow keys: the row cap binds before the byte target (two 10 000-row groups per partition)
+    assert row_groups_per_partition([path], keys, 100 * per_rg, max_rows=25_000) == 2
     lazy = read_lazy(path, columns=keys, partition_bytes=target)
     assert lazy.npartitions == 4                   # ceil(11 / 3)
     assert read_lazy(path, columns=keys).npartitions == 1

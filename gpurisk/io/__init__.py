@@ -250,6 +250,9 @@ CSV_BLOCKSIZE = "64MiB"
 #: decoded bytes (Parquet's uncompressed size of the columns read) per Dask partition of Parquet:
 #: a file's row groups are grouped up to this size, so one large file is many partitions
 PARQUET_PARTITION_BYTES = 64 << 20
+#: ... and at most this many rows: counting holds some 50-150 bytes per row (codes, ids, sort
+#: buffers) whatever the keys' width, so narrow keys must not make long partitions
+PARQUET_PARTITION_ROWS = 2_000_000
 
 
 def expand_input(path) -> list[Path]:
@@ -266,13 +269,14 @@ def expand_input(path) -> list[Path]:
     return [resolve_path(s)]
 
 
-def row_groups_per_partition(files, columns=None, target: int = PARQUET_PARTITION_BYTES) -> int | None:
+def row_groups_per_partition(files, columns=None, target: int = PARQUET_PARTITION_BYTES,
+                             max_rows: int = PARQUET_PARTITION_ROWS) -> int | None:
     """How many row groups of these Parquet files make a partition of at most ``target`` bytes
-    (the uncompressed size of ``columns``, from the files' footers); None when every file fits in
-    one partition (then one partition per file). A row group larger than the target is a partition
-    of its own: Parquet cannot be split inside a row group."""
+    (the uncompressed size of ``columns``, from the files' footers) and at most ``max_rows`` rows;
+    None when every file fits in one partition (then one partition per file). A row group larger
+    than that is a partition of its own: Parquet cannot be split inside a row group."""
     import pyarrow.parquet as pq
-    largest, most = 0, 0
+    largest, most, longest = 0, 0, 0
     for f in files:
         paths = sorted(f.rglob("*.parquet")) if f.is_dir() else [f]
         for p in paths:
@@ -282,10 +286,11 @@ def row_groups_per_partition(files, columns=None, target: int = PARQUET_PARTITIO
             for g in range(meta.num_row_groups):
                 rg = meta.row_group(g)
                 largest = max(largest, sum(rg.column(i).total_uncompressed_size for i in pick))
+                longest = max(longest, rg.num_rows)
             most = max(most, meta.num_row_groups)
     if largest == 0 or most <= 1:
         return None
-    k = max(1, int(target) // largest)
+    k = max(1, min(int(target) // largest, int(max_rows) // max(longest, 1)))
     return None if k >= most else k
 
 
