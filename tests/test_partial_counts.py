@@ -232,3 +232,37 @@ def test_partition_codes_in_the_smallest_integer_type():
     for c, kp, col in zip(codes, plan.key_plans, frame.columns):
         back = [kp.categories[i] for i in c]
         assert back == [None if pd.isna(v) else v for v in frame[col].tolist()]
+
+
+@pytest.mark.parametrize("space,n", [(1, 5), (7, 1000), (20_400, 3_000), (1 << 16, 10), (5_000_000, 100)])
+def test_dense_count_equals_the_sort(space, n):
+    """The histogram path (ids in a small known range) and the sort path give the same cells and
+    counts, hand-checked on the ids' own value_counts; a space far larger than the ids sorts."""
+    ids = np.random.default_rng(space + n).integers(0, space, n)
+    dense = P.count_ids(ids, space=space)
+    sort = P.count_ids(ids)
+    ref = pd.Series(ids).value_counts().sort_index()
+    for cells, counts in (dense, sort):
+        np.testing.assert_array_equal(cells, ref.index.to_numpy())
+        np.testing.assert_array_equal(counts, ref.to_numpy())
+        assert cells.dtype == np.int64 and counts.dtype == np.int64
+    assert P.dense_count(space, n) == (space <= max(4 * n, 1 << 16))
+
+
+def test_few_key_table_is_one_dask_bucket():
+    """A table whose keys allow few cells is counted in one bucket whatever the number of records
+    (cutting 12 possible cells into range buckets only adds tasks); a larger space keeps the
+    record-based ranges that bound each merge's memory."""
+    pytest.importorskip("distributed")
+    from types import SimpleNamespace
+
+    from gpurisk.freq._dask import CELLS_PER_BUCKET, SPLIT_EVERY, _Run
+    run = _Run.__new__(_Run)
+    run.s_parts, run.p_parts, run.gpu = list(range(80)), [], False
+    run.plan = SimpleNamespace(cards=[3, 4])
+    run.records = 10 * CELLS_PER_BUCKET
+    assert run.max_cells() == 12 and run.default_buckets() == 1
+    run.plan = SimpleNamespace(cards=[CELLS_PER_BUCKET // SPLIT_EVERY + 1])
+    assert run.default_buckets() == 10
+    run.plan = SimpleNamespace(cards=[1000, 1000, 100])
+    assert run.max_cells() == run.records and run.default_buckets() == 10

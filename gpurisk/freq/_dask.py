@@ -28,7 +28,9 @@ from gpurisk.freq.plan import check_columns, make_plan, merge_uniques, partition
 
 SPLIT_EVERY = 8
 ROWS_PER_PARTITION = 1_000_000   # in-memory frames are cut into partitions of about this size
+GPU_ROWS_PER_PARTITION = 64_000_000   # the same on GPU workers (kernels want long arrays)
 CELLS_PER_BUCKET = 1_000_000     # default buckets: at most this many cells merge in one task
+GPU_CELLS_PER_BUCKET = 64_000_000    # the same on GPU workers (~2 GiB of cells: 1/32 of an 80 GB GPU)
 MAX_BUCKETS = 256
 
 
@@ -54,7 +56,7 @@ def to_dask(data, columns, gpu: bool, nworkers: int, sep=None, where="the sample
             in_memory = True
         elif kind == "cudf":  # pragma: no cover - needs a GPU
             import dask_cudf
-            nparts = max(nworkers, math.ceil(len(data) / ROWS_PER_PARTITION), 1)
+            nparts = max(nworkers, math.ceil(len(data) / GPU_ROWS_PER_PARTITION), 1)
             check_columns(data.columns, **check, where=where)
             ddf = dask_cudf.from_cudf(data[list(dict.fromkeys(columns))], npartitions=nparts,
                                       sort=False)   # keep the records' order, as from_pandas does
@@ -157,12 +159,23 @@ class _Run:
         self.role = "register" if sample_flag else "sample"
         self.records = u_s["n"] + (u_p["n"] if u_p else 0)
 
+    def max_cells(self) -> int:
+        """An upper bound on the number of cells: the records, and the product of the keys'
+        numbers of categories (4 keys of 2, 100, 6 and 17 categories hold at most 20 400 cells
+        however many records there are)."""
+        return min(self.records, math.prod(max(int(c), 1) for c in self.plan.cards))
+
     def default_buckets(self) -> int:
-        """Enough ranges that no bucket can hold more than CELLS_PER_BUCKET cells (cells <=
-        records), and at least one per SPLIT_EVERY partitions; at most MAX_BUCKETS."""
+        """Enough ranges that no bucket can hold more than CELLS_PER_BUCKET cells (GPU_CELLS_PER_BUCKET
+        on GPU workers; cells <= records), and at least one per SPLIT_EVERY partitions; at most
+        MAX_BUCKETS. A table so small that SPLIT_EVERY partials of all of it fit one bucket
+        (:meth:`max_cells`: 4 keys of 2, 100, 6 and 17 categories) is one bucket: cutting it into
+        ranges only adds tasks."""
+        per = GPU_CELLS_PER_BUCKET if self.gpu else CELLS_PER_BUCKET
+        if self.max_cells() * SPLIT_EVERY <= per:
+            return 1
         nparts = len(self.s_parts) + len(self.p_parts)
-        return max(1, min(MAX_BUCKETS, max(nparts // SPLIT_EVERY,
-                                           math.ceil(self.records / CELLS_PER_BUCKET))))
+        return max(1, min(MAX_BUCKETS, max(nparts // SPLIT_EVERY, math.ceil(self.records / per))))
 
     def bucket_roots(self, nbuckets: int):
         """Pass 2: one delayed partial per range bucket of cells (still on the cluster)."""

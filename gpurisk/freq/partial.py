@@ -45,12 +45,25 @@ def size(part: dict) -> int:
 
 # --- grouping ------------------------------------------------------------------------------------
 
-def count_ids(ids, xp=None):
-    """(sorted distinct ids as int64, their counts as int64): sort, then run lengths."""
+def dense_count(space: int | None, n: int) -> bool:
+    """Whether ``n`` ids in ``[0, space)`` are counted by a histogram (one pass over the ids, one over
+    the ``space`` bins) rather than a sort (O(n log n)): when the space is no more than a few times
+    the ids and its int64 bins fit DENSE_LOOKUP_LIMIT (a few keys of few categories, whatever n)."""
+    return space is not None and n > 0 and space <= min(DENSE_LOOKUP_LIMIT, max(4 * n, 1 << 16))
+
+
+def count_ids(ids, xp=None, space: int | None = None):
+    """(sorted distinct ids as int64, their counts as int64): sort, then run lengths; or, where
+    :func:`dense_count` says so for the ids' known range ``space``, a histogram and its nonzero
+    bins (the same result)."""
     xp = namespace(ids) if xp is None else xp
     n = int(ids.shape[0])
     if n == 0:
         return xp.zeros(0, xp.int64), xp.zeros(0, xp.int64)
+    if dense_count(space, n):
+        hist = xp.bincount(ids.astype(xp.int64), minlength=int(space))
+        cells = xp.flatnonzero(hist)
+        return cells.astype(xp.int64), hist[cells].astype(xp.int64)
     s = xp.sort(ids)
     new = xp.ones(n, dtype=bool)
     new[1:] = s[1:] != s[:-1]
@@ -106,7 +119,7 @@ def reduce_cells(xp, words, ints: dict, floats: dict, runs: bool = False,
         return part
     counted = all(v is None for v in ints.values())
     if len(words) == 1 and counted and not runs:
-        cells, counts = count_ids(words[0], xp)
+        cells, counts = count_ids(words[0], xp, space=space)
         part = {"words": [cells]}
         part.update({k: counts for k in ints})
         if floats:

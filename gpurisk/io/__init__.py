@@ -304,7 +304,9 @@ def read_lazy(path, sep: str | None = None, columns: list[str] | None = None,
     partitions of about ``partition_bytes`` decoded bytes (:func:`row_groups_per_partition`), CSV
     into blocks of ``blocksize``. CSV columns are typed by pandas on each block (integers as floats, so
     that a block with a missing value types like one without); a column whose values change type
-    between blocks is an error when counted. ``gpu`` gives cuDF partitions.
+    between blocks is an error when counted. ``gpu`` gives cuDF partitions: Parquet is then read by
+    dask-cudf on the workers' GPUs, in partitions of 1/32 of a GPU's memory; CSV is parsed by pandas
+    (types exactly as on the CPU backends) and moved.
     """
     import dask.dataframe as dd
 
@@ -318,6 +320,11 @@ def read_lazy(path, sep: str | None = None, columns: list[str] | None = None,
                 raise BadInput(f"column(s) {', '.join(map(repr, miss))} not in {path} "
                                f"(its columns: {', '.join(names[:20])})")
         try:
+            if gpu:  # pragma: no cover - needs a GPU
+                # read and decoded on the GPU (no host copy), in partitions of dask-cudf's default
+                # size, 1/32 of the first GPU's memory (a row group is never split)
+                import dask_cudf
+                return dask_cudf.read_parquet(target, columns=columns)
             k = row_groups_per_partition(files, columns, partition_bytes)
             ddf = dd.read_parquet(target, columns=columns,
                                   **({"split_row_groups": k} if k else {}))
