@@ -161,7 +161,8 @@ class Inputs:
         if not isinstance(source, (str, Path)):
             return source
         if self.distributed:   # partition-wise: a Parquet directory or a CSV glob, read by the workers
-            return read_lazy(source, sep=self.sep, columns=columns, encoding=self.encoding)
+            return read_lazy(source, sep=self.sep, columns=columns, encoding=self.encoding,
+                             gpu=self.backend == "dask-cudf")   # Parquet decoded on the GPUs
         return read_table(source, sep=self.sep, columns=columns, encoding=self.encoding)
 
     def read(self) -> Frames:

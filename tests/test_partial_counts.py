@@ -266,3 +266,23 @@ def test_few_key_table_is_one_dask_bucket():
     assert run.default_buckets() == 10
     run.plan = SimpleNamespace(cards=[1000, 1000, 100])
     assert run.max_cells() == run.records and run.default_buckets() == 10
+
+
+def test_bucket_summary_runs_where_the_cells_are():
+    """A dask-cuda worker summarises its bucket on the GPU (only the summary and at most three
+    cells with f > F reach the host): the strict namespace, which refuses every implicit host
+    conversion, gives the numpy summary; hand-checked counts."""
+    pytest.importorskip("distributed")
+    from gpurisk.freq._dask import bucket_summary
+    from gpurisk.testing.strict import xp as sx
+    words = [np.array([3, 5, 8, 9, 12], dtype=np.int64)]
+    f = np.array([1, 1, 2, 3, 4], dtype=np.int64)
+    F = np.array([1, 4, 2, 2, 9], dtype=np.int64)    # cell 9 has f > F
+    host = bucket_summary({"words": words, "f": f, "F": F})
+    dev = bucket_summary({"words": [sx.asarray(words[0])], "f": sx.asarray(f), "F": sx.asarray(F)})
+    assert host["n"] == dev["n"] == 11 and host["N"] == dev["N"] == 18
+    assert host["fof"] == dev["fof"] == {1: 2, 2: 1, 3: 1, 4: 1}
+    assert host["joint"] == dev["joint"] == {(1, 1): 1, (1, 4): 1, (2, 2): 1, (3, 2): 1}
+    assert host["bad"] == dev["bad"] == 1
+    for s in (host, dev):
+        assert list(s["bad_cells"]["words"][0]) == [9] and isinstance(s["bad_cells"]["f"], np.ndarray)

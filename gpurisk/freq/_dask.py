@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from gpurisk.errors import BadInput
-from gpurisk.xp import is_cudf, namespace, scalar
+from gpurisk.xp import is_cudf, namespace, scalar, to_host
 from gpurisk.freq import partial as P
 from gpurisk.freq.plan import check_columns, make_plan, merge_uniques, partition_uniques, uniques_to_pandas
 
@@ -209,16 +209,17 @@ def build_table_dask(sample, keys, population=None, sample_flag=None, weights=No
 def bucket_summary(part: dict) -> dict:
     """The summaries of one bucket of cells (small, :func:`gpurisk.freq.partial.summary`), and up to
     three of its cells with f_j > F_j."""
-    part = P.part_to_host(part)
-    f = part.get("f", np.zeros(P.size(part), np.int64))
+    xp = namespace(part["words"][0])     # computed where the cells are (a GPU worker: CuPy)
+    f = part.get("f", xp.zeros(P.size(part), xp.int64))
     out = P.summary(f, part.get("F"), part.get("w"))
     out.update(bad=0, bad_cells=None)
     if "F" in part:
-        bad = np.flatnonzero(f > part["F"])
-        out["bad"] = int(bad.size)
-        if bad.size:
+        bad = xp.flatnonzero(f > part["F"])
+        out["bad"] = int(bad.shape[0])
+        if out["bad"]:
             sel = bad[:3]
-            out["bad_cells"] = {"words": [w[sel] for w in part["words"]], "f": f[sel], "F": part["F"][sel]}
+            out["bad_cells"] = {"words": [to_host(w[sel]) for w in part["words"]], "f": to_host(f[sel]),
+                                "F": to_host(part["F"][sel])}
     return out
 
 
