@@ -22,10 +22,16 @@ Rows of the table:
 ``--layout onefile`` stores the same rows as ONE Parquet file of 1 M-row row groups (split into
 partitions of about 64 MiB decoded by the lazy reader) instead of one file per 1 M rows.
 
+``--keys 4,8`` runs the first 4 keys (20 400 possible cells) and all 8 on the same files; ``--layout
+files,onefile`` both layouts. The table gives each run's wall time over the pandas backend's on the
+same files and keys (``x pandas``), and a PNG the curves of time and peak memory against rows.
+
 Peak memory: RSS sampled every 50 ms, of each Dask worker process (peak per worker), and of this
-process as the increase over its RSS at the start of the run (pandas; the client side of Dask). Cluster start-up is timed separately. Also printed: a data-movement
-estimate for a 1-billion-row, 8-key count on one H100 (about 3 TB/s); no GPU timing is taken here
-unless a CUDA device is usable, and the script says so.
+process as the increase over its RSS at the start of the run (pandas; the client side of Dask).
+Cluster start-up is timed separately. GPU timings (cuDF, dask-cuda) are ``bench/bench_gpu.py``'s.
+
+    python bench/bench_backends.py --rows 1e7,3e7,6e7 --keys 4,8 --layout files,onefile \\
+        --pandas-max 6e7 --gather-max 0 --modes assess --worker-memory 1.5GiB   # the issue-16 study
 """
 from __future__ import annotations
 
@@ -106,15 +112,15 @@ class Peak:
         self._t.join()
 
 
-def run_pandas(d: Path):
+def run_pandas(d: Path, keys=KEYS):
     from gpurisk.freq import build_table
     from gpurisk.io import read_table
     gc.collect()
     with Peak({"client": os.getpid()}) as pk:
         t0 = time.perf_counter()
-        frame = read_table(d, columns=KEYS)
+        frame = read_table(d, columns=keys)
         t1 = time.perf_counter()
-        table = build_table(frame, KEYS)
+        table = build_table(frame, keys)
         fof = table.freq_of_freq()
         t2 = time.perf_counter()
     del frame
@@ -123,23 +129,23 @@ def run_pandas(d: Path):
             "table": table}
 
 
-def run_dask(d: Path, client, what: str):
+def run_dask(d: Path, client, what: str, keys=KEYS):
     from gpurisk.freq import build_table, summarize
     pids = client.run(os.getpid)
     gc.collect()
     with Peak({"client": os.getpid(), **pids}) as pk:
         t0 = time.perf_counter()
         if what == "build":
-            table = build_table(str(d), KEYS, backend="dask")
+            table = build_table(str(d), keys, backend="dask")
             cells, n1 = table.sample_cells, table.n_r(1)
         elif what == "assess":
             import gpurisk
             from gpurisk.plugins import measure_registry
             names = [m for m, r in measure_registry().items() if r.cls.reads == "summary"]
-            a = gpurisk.assess(str(d), KEYS, fraction=0.01, measures=names, backend="dask")
+            a = gpurisk.assess(str(d), keys, fraction=0.01, measures=names, backend="dask")
             cells, n1, table = a.table.sample_cells, a.table.n_r(1), None
         else:
-            s = summarize(str(d), KEYS, backend="dask")
+            s = summarize(str(d), keys, backend="dask")
             cells, n1, table = s.cells, s.n_r(1), None
         t2 = time.perf_counter()
     workers = {a: v for a, v in pk.peak.items() if a != "client"}
@@ -157,62 +163,10 @@ def _warm(path):
     return len(pd.read_parquet(path))
 
 
-def h100_estimate(rows: int = 10**9, keys: int = 8, bw: float = 3.0e12):
-    """(plan, bytes, seconds at ``bw``) for a ``rows``-row, ``keys``-key count of int8 keys.
-
-    Device-memory traffic only, each array read or written once per pass:
-    - lower bound: the keys must be read once (1 B per key per row);
-    - fused encode + dense histogram: keys read, one 8 B atomic read-modify-write per row into a
-      counter array of the 612 M-cell space (4 B per cell), read once for n_r;
-    - sort-based, fused encode+pack: keys read, int64 ids written (8 B), an LSD radix sort over
-      the 30 significant bits (4 passes of 8 bits, each reading and writing 8 B keys), one read for
-      the run-length encoding, 12 B per occupied cell written;
-    - gpurisk's cuDF path as written (unfused CuPy): per key read 1 B, write 8 B codes, pack reads
-      16 B and writes 8 B; a sort of the int64 ids (8 B per pass), one read to run-length encode;
-      each record's cell is located only when a record-level measure asks (not counted here).
-    """
-    space = math.prod(CARDS)
-    passes = math.ceil(math.ceil(math.log2(space)) / 8)
-    cells = space * (1 - math.exp(-rows / space))
-    plans = [
-        ("read the int8 keys once (lower bound)", keys * rows),
-        ("fused encode + dense histogram (int32 counter per possible cell, 2.4 GB)",
-         keys * rows + 8 * rows + 4 * space),
-        (f"fused encode+pack to int64 ids, {passes}-pass radix sort, run-length encode",
-         keys * rows + 8 * rows + passes * 2 * 8 * rows + 8 * rows + 12 * cells),
-        ("gpurisk's cuDF path as written (unfused CuPy, sort of the ids, lazy record locator)",
-         rows * (keys * (1 + 8 + 16 + 8) + passes * 2 * 8 + 8) + 12 * cells),
-    ]
-    return [(name, nbytes, nbytes / bw) for name, nbytes in plans]
-
-
-def gpu_timing(rows: int):
-    """A cuDF timing where a CUDA device is usable; otherwise None and the reason."""
-    from gpurisk.backends import gpu_devices, require
-    n, why = gpu_devices()
-    if n == 0:
-        return None, why
-    try:
-        require("cudf")
-    except Exception as exc:
-        return None, str(exc)
-    import cudf
-    import cupy
-    from gpurisk.freq import build_table
-    rng = cupy.random.default_rng(0)
-    frame = cudf.DataFrame({k: rng.integers(0, c, rows, dtype=cupy.int8) for k, c in zip(KEYS, CARDS)})
-    build_table(frame.head(1000), KEYS, backend="cudf")  # warm-up
-    cupy.cuda.Device().synchronize()
-    t0 = time.perf_counter()
-    t = build_table(frame, KEYS, backend="cudf")
-    t.freq_of_freq()
-    cupy.cuda.Device().synchronize()
-    return time.perf_counter() - t0, f"{n} device(s)"
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", default="2e7,1e8", help="comma-separated dataset sizes")
+    ap.add_argument("--keys", default="8", help="comma-separated key counts (the first k of the 8 columns)")
     ap.add_argument("--pandas-max", type=float, default=2e7,
                     help="largest size run on pandas (pandas holds the whole input)")
     ap.add_argument("--gather-max", type=float, default=2e7,
@@ -220,83 +174,82 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--worker-memory", default="2GiB")
     ap.add_argument("--dir", default="/tmp/gpurisk_bench_backends")
-    ap.add_argument("--layout", default="files", choices=["files", "onefile"],
-                    help="one Parquet file per 1 M rows, or one file of 1 M-row row groups")
+    ap.add_argument("--layout", default="files",
+                    help="files (one Parquet file per 1 M rows), onefile (one file of 1 M-row row "
+                         "groups), or both, comma-separated")
+    ap.add_argument("--modes", default="build,summary,assess", help="Dask rows to run")
     ap.add_argument("--png", default=str(ROOT / "bench" / "out" / "bench_backends.png"))
     args = ap.parse_args(argv)
     sizes = [int(float(x)) for x in args.rows.split(",")]
+    key_counts = [int(x) for x in args.keys.split(",")]
+    layouts = [x.strip() for x in args.layout.split(",")]
+    modes = [x.strip() for x in args.modes.split(",")]
     root = Path(args.dir)
     root.mkdir(parents=True, exist_ok=True)
 
     import distributed
     results = []
-    for rows in sizes:
-        t = time.perf_counter()
-        d = make_dataset(root, rows, layout=args.layout)
-        disk = sum(p.stat().st_size for p in d.glob("*.parquet"))
-        print(f"dataset {rows:,} rows: {d} ({disk / 2**20:.0f} MiB on disk, "
-              f"{rows * len(KEYS) / 2**20:.0f} MiB in memory as int8; ready in {time.perf_counter() - t:.1f} s)",
-              flush=True)
-        ref = None
-        if rows <= args.pandas_max:
-            r = run_pandas(d)
-            ref = r.pop("table")
-            results.append(("pandas build", rows, r))
-            print(f"  pandas build   {r['total_s']:7.1f} s  (read {r['read_s']:.1f} s, count {r['count_s']:.1f} s)"
-                  f"  peak +{r['client_peak'] / 2**20:,.0f} MiB", flush=True)
-            gc.collect()
-        else:
-            print(f"  pandas not run at {rows:,} rows: it holds the whole input and its int64 ids and "
-                  f"sort buffers (~{rows * 40 / 2**30:.0f} GB) in one process, on a machine shared with "
-                  "other jobs (--pandas-max to force)", flush=True)
-        t = time.perf_counter()
-        cluster = distributed.LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                                           host="127.0.0.1", dashboard_address=None,
-                                           memory_limit=args.worker_memory, silence_logs=logging.ERROR)
-        client = distributed.Client(cluster)
-        start_s = time.perf_counter() - t
-        client.run(_warm, str(next(d.glob("*.parquet"))))   # imports and a first read, untimed
-        try:
-            modes = (["build"] if rows <= args.gather_max else []) + ["summary", "assess"]
-            for what in modes:
-                r = run_dask(d, client, what)
-                tb = r.pop("table")
-                if ref is not None and tb is not None:
-                    assert np.array_equal(ref.cell_id, tb.cell_id) and np.array_equal(ref.f, tb.f)
-                if ref is not None:
-                    assert r["cells"] == ref.sample_cells and r["n1"] == ref.n_r(1)
-                r["start_s"] = start_s
-                results.append((f"dask {what}", rows, r))
-                print(f"  dask {what:8s} {r['total_s']:7.1f} s  peak per worker "
-                      f"{r['worker_peak'] / 2**20:,.0f} MiB, client +{r['client_peak'] / 2**20:,.0f} MiB"
-                      f"  (cluster start {start_s:.1f} s, not included)", flush=True)
-                del tb
-                gc.collect()
-        finally:
-            client.close()
-            cluster.close()
-        del ref
-        gc.collect()
+    for layout in layouts:
+        for rows in sizes:
+            t = time.perf_counter()
+            d = make_dataset(root, rows, layout=layout)
+            disk = sum(p.stat().st_size for p in d.glob("*.parquet"))
+            print(f"dataset {rows:,} rows, {layout}: {d} ({disk / 2**20:.0f} MiB on disk; ready in "
+                  f"{time.perf_counter() - t:.1f} s)", flush=True)
+            t = time.perf_counter()
+            cluster = distributed.LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                                               host="127.0.0.1", dashboard_address=None,
+                                               memory_limit=args.worker_memory, silence_logs=logging.ERROR)
+            client = distributed.Client(cluster)
+            start_s = time.perf_counter() - t
+            client.run(_warm, str(next(d.glob("*.parquet"))))   # imports and a first read, untimed
+            try:
+                for nk in key_counts:
+                    keys = KEYS[:nk]
+                    tag = {"keys": nk, "layout": layout}
+                    ref = None
+                    if rows <= args.pandas_max:
+                        r = run_pandas(d, keys)
+                        ref = r.pop("table")
+                        results.append(("pandas build", rows, {**r, **tag}))
+                        print(f"  {nk} keys  pandas build   {r['total_s']:7.1f} s  (read {r['read_s']:.1f} s, "
+                              f"count {r['count_s']:.1f} s)  peak +{r['client_peak'] / 2**20:,.0f} MiB", flush=True)
+                        gc.collect()
+                    for what in modes:
+                        if what == "build" and rows > args.gather_max:
+                            continue
+                        r = run_dask(d, client, what, keys)
+                        tb = r.pop("table")
+                        if ref is not None and tb is not None:
+                            assert np.array_equal(ref.cell_id, tb.cell_id) and np.array_equal(ref.f, tb.f)
+                        if ref is not None:
+                            assert r["cells"] == ref.sample_cells and r["n1"] == ref.n_r(1)
+                        r["start_s"] = start_s
+                        results.append((f"dask {what}", rows, {**r, **tag}))
+                        print(f"  {nk} keys  dask {what:8s} {r['total_s']:7.1f} s  peak per worker "
+                              f"{r['worker_peak'] / 2**20:,.0f} MiB, client +{r['client_peak'] / 2**20:,.0f} MiB"
+                              f"  (cluster start {start_s:.1f} s, not included)", flush=True)
+                        del tb
+                        gc.collect()
+                    del ref
+                    gc.collect()
+            finally:
+                client.close()
+                cluster.close()
 
     print()
-    print(f"{'run':14s} {'rows':>12s} {'time s':>8s} {'rows/s':>12s} {'cells':>12s} {'n1':>11s} "
-          f"{'peak/worker MiB':>16s} {'client +MiB':>11s}")
+    print(f"{'run':14s} {'layout':8s} {'keys':>4s} {'rows':>12s} {'time s':>8s} {'x pandas':>8s} {'rows/s':>12s} "
+          f"{'cells':>12s} {'n1':>11s} {'peak/worker MiB':>16s} {'client +MiB':>11s}")
+    base = {(r["layout"], r["keys"], rows): r["total_s"] for n, rows, r in results if n == "pandas build"}
     for name, rows, r in results:
         wp = "-" if r["worker_peak"] is None else f"{r['worker_peak'] / 2**20:,.0f}"
-        print(f"{name:14s} {rows:>12,d} {r['total_s']:8.1f} {rows / r['total_s']:12,.0f} {r['cells']:12,d} "
-              f"{r['n1']:11,d} {wp:>16s} {r['client_peak'] / 2**20:11,.0f}")
-
-    print("\nOne H100 (about 3 TB/s HBM), a 1-billion-row, 8-key count (int8 keys, 612 M-cell space):")
-    for name, nbytes, secs in h100_estimate():
-        print(f"  {nbytes / 1e9:8.1f} GB  {secs * 1e3:8.1f} ms   {name}")
-    print("  (device memory traffic only: moving 8 GB of keys from host memory over PCIe 5 x16, "
-          f"~55 GB/s, takes ~{8e9 / 55e9 * 1e3:.0f} ms more)")
-    secs, why = gpu_timing(min(sizes[0], 10**8))
-    if secs is None:
-        print(f"  GPU timing: none taken -- no usable GPU on this machine ({why}).")
-    else:
-        print(f"  GPU timing: cuDF build_table on {min(sizes[0], 10**8):,} rows: {secs * 1e3:.1f} ms ({why})")
-
+        b = base.get((r["layout"], r["keys"], rows))
+        ratio = "-" if b is None else f"{r['total_s'] / b:.2f}"
+        print(f"{name:14s} {r['layout']:8s} {r['keys']:>4d} {rows:>12,d} {r['total_s']:8.1f} {ratio:>8s} "
+              f"{rows / r['total_s']:12,.0f} {r['cells']:12,d} {r['n1']:11,d} {wp:>16s} "
+              f"{r['client_peak'] / 2**20:11,.0f}")
+    print("(x pandas: wall time over the pandas backend's, which reads the same files and counts in "
+          "one process; GPU numbers are bench/bench_gpu.py's)")
     try:
         _plot(results, args.png)
         print(f"\nwrote {args.png}")
@@ -305,24 +258,32 @@ def main(argv=None):
 
 
 def _plot(results, png):
+    """Wall time and peak memory against rows: one panel per key count, a line per run and layout."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     Path(png).parent.mkdir(parents=True, exist_ok=True)
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
-    labels = [f"{n}\n{rows / 1e6:.0f} M" for n, rows, _ in results]
-    a1.bar(labels, [r["total_s"] for _, _, r in results], color="tab:blue")
-    a1.set_ylabel("seconds")
-    a1.set_title("8-key count, partitioned Parquet")
-    mem = [(r["worker_peak"] if r["worker_peak"] is not None else r["client_peak"]) / 2**20
-           for _, _, r in results]
-    a2.bar(labels, mem, color="tab:orange")
-    a2.set_ylabel("peak RSS, MiB")
-    a2.set_title("peak memory (per Dask worker; pandas: process)", fontsize=9)
-    for ax in (a1, a2):
-        ax.tick_params(axis="x", labelsize=7)
+    kcs = sorted({r["keys"] for _, _, r in results})
+    fig, axes = plt.subplots(2, len(kcs), figsize=(5.5 * len(kcs), 7), squeeze=False)
+    for j, k in enumerate(kcs):
+        lines = sorted({(n, r["layout"]) for n, _, r in results if r["keys"] == k})
+        for n, lay in lines:
+            pts = sorted((rows, r) for nn, rows, r in results if nn == n and r["layout"] == lay and r["keys"] == k)
+            xs = [p[0] for p in pts]
+            axes[0][j].plot(xs, [p[1]["total_s"] for p in pts], marker="o", label=f"{n} ({lay})")
+            mem = [(p[1]["worker_peak"] if p[1]["worker_peak"] is not None else p[1]["client_peak"]) / 2**20
+                   for p in pts]
+            axes[1][j].plot(xs, mem, marker="o", label=f"{n} ({lay})")
+        axes[0][j].set_title(f"{k} keys: wall time")
+        axes[0][j].set_ylabel("seconds")
+        axes[1][j].set_title(f"{k} keys: peak RSS (per Dask worker; pandas: the process)", fontsize=9)
+        axes[1][j].set_ylabel("MiB")
+        for ax in (axes[0][j], axes[1][j]):
+            ax.set_xlabel("rows")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(png, dpi=120)
+    fig.savefig(png, dpi=110)
 
 
 if __name__ == "__main__":
