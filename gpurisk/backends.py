@@ -28,6 +28,7 @@ BACKENDS = ("auto", "pandas", "dask", "cudf", "dask-cudf")
 ENV_BACKEND = "GPURISK_BACKEND"
 ENV_SCHEDULER = "GPURISK_SCHEDULER"
 ENV_WORKERS = "GPURISK_WORKERS"
+ENV_MEMORY_LIMIT = "GPURISK_MEMORY_LIMIT"
 
 
 class _Config:
@@ -156,6 +157,29 @@ def _workers(workers) -> int | None:
     return w
 
 
+def memory_limit_bytes(limit) -> int | None:
+    """A local worker's memory limit (``"1.5GiB"``, ``"800MB"``, bytes) in bytes; None for no value.
+    A value Dask cannot read is one line."""
+    if limit in (None, ""):
+        return None
+    if isinstance(limit, (int, float)) and not isinstance(limit, bool):
+        value = int(limit)
+    else:
+        from dask.utils import parse_bytes
+        try:
+            value = int(parse_bytes(str(limit)))
+        except (ValueError, TypeError):
+            raise BadInput(f"memory limit {limit!r} is not a size (say 1.5GiB, 800MB or 2e9)") from None
+    if value < 64 * 2**20:
+        raise BadInput(f"memory limit {limit!r} is below 64 MiB: a Dask worker needs more to start")
+    return value
+
+
+def _memory_limit(limit):
+    limit = limit or config.memory_limit or os.environ.get(ENV_MEMORY_LIMIT)
+    return memory_limit_bytes(limit)
+
+
 def _reachable(address: str) -> None:
     """Fail fast, in one line, when a tcp:// scheduler address refuses connections."""
     import socket
@@ -174,6 +198,32 @@ def _reachable(address: str) -> None:
 
 #: local clusters started by gpurisk, kept for the process's later counts: {(gpu, workers, limit): client}
 _LOCAL: dict = {}
+
+
+def worker_memory_note() -> str:
+    """The memory limit of the Dask workers gpurisk started or was told to use, for a message:
+    ``"each worker is limited to 1.5 GiB (2 workers)"``; ``""`` when unknown (an outside scheduler
+    that does not answer)."""
+    limits = set()
+    nworkers = 0
+    for client in list(_LOCAL.values()):
+        try:
+            workers = client.scheduler_info()["workers"].values()
+        except Exception:
+            continue
+        nworkers += len(workers)
+        limits.update(int(w.get("memory_limit") or 0) for w in workers)
+    if not limits:
+        try:
+            configured = _memory_limit(None)
+        except BadInput:
+            configured = None
+        limits = {configured} if configured else set()
+    limits.discard(0)
+    if not limits:
+        return ""
+    shown = " or ".join(f"{v / 2**30:.2f} GiB" for v in sorted(limits))
+    return f"each worker is limited to {shown}" + (f" ({nworkers} workers)" if nworkers else "")
 
 
 def _close_local() -> None:
@@ -262,4 +312,4 @@ def dask_client(gpu: bool = False, scheduler: str | None = None, workers: int | 
     if client is not None and client.status == "running":
         yield client
         return
-    yield _local_client(gpu, _workers(workers), memory_limit or config.memory_limit)
+    yield _local_client(gpu, _workers(workers), _memory_limit(memory_limit))

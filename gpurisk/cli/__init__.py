@@ -63,8 +63,11 @@ def main(argv=None) -> None:
                 what = str(exc).splitlines()[0]
             except Exception:  # its str() needs scheduler state
                 what = "KilledWorker"
+            from gpurisk.backends import worker_memory_note
+            limit = worker_memory_note()
             click.echo(f"gpurisk: error: Dask workers died running one task ({what}); out of memory? "
-                       "rerun with more memory per worker (scan: add --resume to keep finished rows)",
+                       f"{limit + ': ' if limit else ''}rerun with more memory per worker "
+                       "(--memory-limit, or --workers fewer) (scan: add --resume to keep finished rows)",
                        err=True)
             sys.exit(1)
         click.echo(f"gpurisk: internal error: {type(exc).__name__}: {exc} "

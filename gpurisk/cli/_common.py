@@ -127,14 +127,29 @@ def _set_config(name):
     return cb
 
 
+def _set_memory_limit(ctx, param, value):
+    if value is not None:
+        from gpurisk.backends import config, memory_limit_bytes
+        try:
+            config.memory_limit = memory_limit_bytes(value)
+        except BadInput as exc:
+            raise click.BadParameter(str(exc)) from None
+    return value
+
+
 def input_options(f):
     """The options every command that reads records has, from this one place: --sep, --encoding,
-    --missing, --recode, --allow-high-cardinality, --backend, --scheduler, --workers (see
+    --missing, --recode, --allow-high-cardinality, --backend, --scheduler, --workers,
+    --memory-limit (see
     :class:`gpurisk.inputs.Inputs`, which reads, checks and counts with them)."""
     f = click.option("--workers", type=click.IntRange(min=1), default=None, expose_value=False,
                      callback=_set_config("workers"), metavar="N",
                      help="worker processes of the local Dask cluster (default: $GPURISK_WORKERS, "
                           "else the cores, at most 8; dask-cudf: one per GPU)")(f)
+    f = click.option("--memory-limit", default=None, expose_value=False, metavar="SIZE",
+                     callback=_set_memory_limit,
+                     help="memory of each worker of the local Dask cluster, e.g. 1.5GiB (default: "
+                          "$GPURISK_MEMORY_LIMIT, else Dask's share of this machine's memory)")(f)
     f = click.option("--scheduler", default=None, expose_value=False, metavar="ADDRESS",
                      callback=_set_config("scheduler"),
                      help="address of an existing Dask scheduler, e.g. tcp://10.0.0.5:8786 "
