@@ -12,7 +12,8 @@ For record i, an MSU is a subset S of the M keys with c_S(i) = 1 and c_{S∖{k}}
 ``suda``'s value is the number of records with a score > 0 (extra: maximum and total score, MSUs by
 size, each key's contribution in percent); ``dis_suda``'s value is the sum of the DIS-SUDA
 probabilities, the expected number of correct matches (extra: maximum, mean over scored records).
-Elliot, Manning, Mayes, Gurd & Bane (2005); sdcMicro ``suda2``. The search and scores live in
+Elliot, Manning & Ford (2002), IJUFKS 10; Manning, Haglin & Keane (2008), DMKD 16 (SUDA2);
+Elliot, Manning, Mayes, Gurd & Bane (2005), UNECE/Eurostat work session (DIS-SUDA); sdcMicro ``suda2``. The search and scores live in
 :mod:`gpurisk.models.suda`, :mod:`gpurisk.models.suda_scores`, :mod:`gpurisk.models.suda_table`.
 """
 from __future__ import annotations
@@ -54,7 +55,8 @@ class _Suda(Measure):
 class Suda(_Suda):
     name = "suda"
     description = "SUDA: records with a special-uniques score > 0 (minimal sample uniques per record)"
-    reference = "Elliot et al. (2005) SUDA; sdcMicro suda2; SPEC §9"
+    reference = ("Elliot, Manning & Ford (2002) special uniques; Manning, Haglin & Keane (2008) "
+                 "SUDA2; sdcMicro suda2")
 
     def compute(self, table, ctx: Context) -> Result:
         s, why = self._summary(table, ctx, 0.5)
@@ -71,7 +73,8 @@ class Suda(_Suda):
 class DisSuda(_Suda):
     name = "dis_suda"
     description = "DIS-SUDA: expected correct matches (sum of per-record match probabilities)"
-    reference = "Elliot (2000) DIS-SUDA; sdcMicro suda2 disScore; SPEC §9"
+    reference = ("Elliot et al. (2005) DIS-SUDA, with the DIS of Skinner & Elliot (2002); "
+                 "sdcMicro suda2")
     options = {**_Suda.options.specs,
                "dis_fraction": Option(float, None, min=0.0, max=1.0, min_open=True, max_open=True,
                                       help="share f of records an intruder holds (default: π when "

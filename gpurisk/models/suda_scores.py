@@ -16,8 +16,8 @@ DIS-SUDA (sdcMicro's ``disScore``), given the fraction f of records an intruder 
     dis_i = 1 / (1 + P (1 − f) / (f s_i^Q Σ_{j: s_j > 0} s_j^(−Q)))  for s_i > 0,  0 otherwise
     Q = 1 + (8 − M) / 20,   P = number of records whose full-key cell has exactly 2 records
 
-Elliot, Manning, Mayes, Gurd & Bane (2005), "SUDA: A program for detecting special uniques";
-Elliot, Skinner & Dale (1998); sdcMicro ``suda2``.
+Elliot, Manning & Ford (2002); Manning, Haglin & Keane (2008) (SUDA2); Elliot, Manning, Mayes, Gurd &
+Bane (2005), "SUDA: A program for detecting special uniques" (DIS-SUDA); sdcMicro ``suda2``.
 """
 from __future__ import annotations
 
