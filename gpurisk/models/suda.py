@@ -49,7 +49,9 @@ DENSE_FACTOR = 16
 class MsuSet:
     """The MSUs of every sample-unique cell of a table, as (candidate, subset) pairs.
 
-    ``cells``: index (into the table's cells) of each candidate, the cells with f_j = 1;
+    ``cells``: index (into the table's cells) of each candidate, the cells with f_j = 1 (in the
+    order of the records when ``records`` is not None: ``records`` are then the positions of the
+    candidates' records, ascending, so per-record columns are written by one sequential scatter);
     ``pair_cand`` / ``pair_subset``: one entry per MSU, the candidate's position in ``cells`` and the
     subset's position in ``subsets``; ``subsets``: key-index tuples searched, smallest first
     (host); ``sizes``: |S| of each subset (host numpy). Arrays other than the host ones are in ``xp``.
@@ -64,6 +66,7 @@ class MsuSet:
     subsets: tuple
     sizes: np.ndarray
     xp: Any
+    records: Any = None
 
     @property
     def M(self) -> int:
@@ -128,22 +131,29 @@ def check_lattice(keys, max_msu: int, candidates: int | None = None,
 
 
 def find_msus(table, max_msu: int | None = None, memory_limit: float | None = None,
-              threads: int = 0) -> MsuSet:
+              threads: int = 0, record_order: bool = False) -> MsuSet:
     """The MSUs of every sample-unique cell of ``table`` (a FreqTable over the M keys), subsets of at
-    most ``max_msu`` keys (default M). See the module docstring."""
+    most ``max_msu`` keys (default M). See the module docstring. ``record_order``: candidates in the
+    order of their records (the table must keep its records' cells)."""
     xp = table.xp
     M = len(table.keys)
     m = check_max_msu(M, max_msu)
     check_lattice(table.keys, m)
     n = int(table.n)
-    cand = xp.flatnonzero(table.f == 1)
+    records = None
+    if record_order:
+        rc = table.record_cell()
+        records = xp.flatnonzero(table.f[rc] == 1)
+        cand = rc[records]
+    else:
+        cand = xp.flatnonzero(table.f == 1)
     n_cand = int(cand.shape[0])
     check_lattice(table.keys, m, n_cand, memory_limit)
     subsets = subsets_upto(M, m)
     sizes = np.array([len(s) for s in subsets], dtype=np.int64)
     empty = xp.zeros(0, dtype=xp.int64)
     if n_cand == 0:
-        return MsuSet(tuple(table.keys), n, m, cand, empty, empty, tuple(subsets), sizes, xp)
+        return MsuSet(tuple(table.keys), n, m, cand, empty, empty, tuple(subsets), sizes, xp, records)
     codes = cell_codes(table)
     cand_codes = [c[cand] for c in codes]
     lat = Lattice(table, codes)
@@ -174,7 +184,7 @@ def find_msus(table, max_msu: int | None = None, memory_limit: float | None = No
         ps = xp.concatenate(pairs_s)
     else:
         pc, ps = empty, empty
-    return MsuSet(tuple(table.keys), n, m, cand, pc, ps, tuple(subsets), sizes, xp)
+    return MsuSet(tuple(table.keys), n, m, cand, pc, ps, tuple(subsets), sizes, xp, records)
 
 
 def _uniques(table, lat, level, cand, cand_codes, codes, cards, m_cells, threads) -> dict:

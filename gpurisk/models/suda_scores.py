@@ -142,12 +142,3 @@ def dis_suda(suda, M: int, P: int, fraction: float = 0.01):
 def pairs_records(table) -> int:
     """P: records whose full-key cell holds exactly 2 records (2 n_2)."""
     return 2 * int(table.n_r(2))
-
-
-def by_cell(table, cells, values, dtype=None):
-    """An array over all the table's cells: ``values`` at ``cells``, 0 elsewhere (``xp``)."""
-    xp = table.xp
-    m = int(table.cell_id.shape[0])
-    out = xp.zeros(m, dtype=values.dtype if dtype is None else dtype)
-    out[cells] = values
-    return out

@@ -11,8 +11,8 @@ from typing import Any
 
 from gpurisk.errors import BadInput
 from gpurisk.models.suda import MsuSet, check_max_msu, find_msus, msu_by_size
-from gpurisk.models.suda_scores import Scores, by_cell, check_dis_fraction, dis_q, dis_suda, \
-    pairs_records, score
+from gpurisk.models.suda_scores import Scores, check_dis_fraction, dis_q, dis_suda, pairs_records, \
+    score
 from gpurisk.xp import scalar
 
 DEFAULT_DIS_FRACTION = 0.01
@@ -34,9 +34,11 @@ def check_identifier_keys(table) -> None:
 
 
 def msus(table, max_msu=None, memory_limit=None, threads: int = 0) -> MsuSet:
-    """The MSU search of ``table`` up to ``max_msu`` keys, once per table (cached)."""
+    """The MSU search of ``table`` up to ``max_msu`` keys, once per table (cached); candidates in
+    record order when the table keeps its records' cells."""
     m = check_max_msu(len(table.keys), max_msu)
-    return table.cached(f"suda_msus:{m}", lambda: find_msus(table, m, memory_limit, threads))
+    in_order = getattr(table, "record_locator", None) is not None
+    return table.cached(f"suda_msus:{m}", lambda: find_msus(table, m, memory_limit, threads, in_order))
 
 
 def scores(table, max_msu=None, scoring: str = "elliot", memory_limit=None) -> tuple[MsuSet, Scores]:
@@ -73,13 +75,19 @@ def record_columns(table, max_msu=None, scoring: str = "elliot", dis_fraction=DE
     contrib_<key> for every key."""
     f = check_dis_fraction(dis_fraction)
     ms, sc = scores(table, max_msu, scoring, memory_limit)
-    rc = table.record_cell()
     dis = dis_suda(sc.suda, len(table.keys), pairs_records(table), f)
     xp = table.xp
-    cols = {"suda": by_cell(table, ms.cells, sc.suda, xp.float64)[rc],
-            "dis_suda": by_cell(table, ms.cells, dis, xp.float64)[rc],
-            "msu_min": by_cell(table, ms.cells, sc.min_size, xp.int64)[rc],
-            "msu_count": by_cell(table, ms.cells, sc.count, xp.int64)[rc]}
+    if ms.records is None:              # searched without records' cells: say so
+        table.record_cell()
+        raise ValueError("the MSU search ran without the records' cells")
+    n = int(table.n)
+
+    def spread(values, dtype):          # candidates are in record order: one sequential scatter
+        out = xp.zeros(n, dtype=dtype)
+        out[ms.records] = values
+        return out
+    cols = {"suda": spread(sc.suda, xp.float64), "dis_suda": spread(dis, xp.float64),
+            "msu_min": spread(sc.min_size, xp.int64), "msu_count": spread(sc.count, xp.int64)}
     for key, c in zip(table.keys, sc.contributions()):
-        cols[f"contrib_{key}"] = by_cell(table, ms.cells, c, xp.float64)[rc]
+        cols[f"contrib_{key}"] = spread(c, xp.float64)
     return cols

@@ -69,16 +69,25 @@ def suda(data, keys, max_msu: int | None = None, scoring: str = "elliot", dis_fr
     doc["categories"] = {k: len(c) for k, c in zip(table.keys, table.categories)}
     res = SudaResult(doc, timings={"read_s": t1 - t0, "count_s": t2 - t1, "search_s": t3 - t2})
     if records or output is not None:
-        cols = st.record_columns(table, m, scoring, f, memory_limit)
-        frame = pd.DataFrame({"row": np.arange(table.n, dtype=np.int64)})
-        for name, a in cols.items():
-            frame[name] = to_host(a)
-        res.records = frame
+        cols = {"row": np.arange(table.n, dtype=np.int64)}
+        cols.update((name, to_host(a)) for name, a in st.record_columns(table, m, scoring, f,
+                                                                        memory_limit).items())
+        if records:
+            res.records = pd.DataFrame(cols)
         t4 = time.perf_counter()
         res.timings["records_s"] = t4 - t3
         if output is not None:
-            from gpurisk.io.atomic import write_frame_atomic
-            write_frame_atomic(frame, output)
-            doc["output"] = {"path": str(output), "rows": int(len(frame))}
+            _write(cols, output)
+            doc["output"] = {"path": str(output), "rows": int(table.n)}
             res.timings["write_s"] = time.perf_counter() - t4
     return res
+
+
+def _write(cols: dict, path) -> None:
+    """The per-record columns to Parquet, atomically (no pandas frame in between: no copy)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gpurisk.io.atomic import atomic_path
+    with atomic_path(path) as tmp:
+        pq.write_table(pa.table(cols), tmp)
