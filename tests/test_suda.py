@@ -297,3 +297,19 @@ def test_lattice_too_large_is_refused_before_reading():
         suda("/nonexistent.csv", keys, max_msu=6)
     assert lattice_size(40, 6) > 65536 > lattice_size(40, 3)
     assert [len(s) for s in combinations(range(4), 2)] == [2] * 6
+
+
+def test_summary_never_locates_records():
+    """A file-level summary (the measures, a scan) searches in cell order and never asks for the
+    records' cells; the per-record columns then search in record order, with the same results."""
+    import dataclasses
+
+    def boom():
+        raise AssertionError("records located")
+    table = dataclasses.replace(build_table(GUIDE, GUIDE_KEYS), record_locator=boom)
+    assert st.summary(table)["records_scored"] == 4
+    table = build_table(GUIDE, GUIDE_KEYS)
+    s1 = st.summary(table)
+    cols = st.record_columns(table, scoring="ihsn")
+    np.testing.assert_allclose(to_host(cols["suda"]), GUIDE_IHSN)
+    assert st.summary(table) == s1

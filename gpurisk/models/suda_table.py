@@ -33,17 +33,25 @@ def check_identifier_keys(table) -> None:
                        "unique on it alone; drop it from --keys or recode it into bands")
 
 
-def msus(table, max_msu=None, memory_limit=None, threads: int = 0) -> MsuSet:
-    """The MSU search of ``table`` up to ``max_msu`` keys, once per table (cached); candidates in
-    record order when the table keeps its records' cells."""
+def msus(table, max_msu=None, memory_limit=None, threads: int = 0,
+         record_order: bool = False) -> MsuSet:
+    """The MSU search of ``table`` up to ``max_msu`` keys, once per table (cached). A search already
+    made serves either way; otherwise ``record_order`` puts the candidates in record order (what
+    :func:`record_columns` needs; a file-level summary does not, so a scan never locates records)."""
     m = check_max_msu(len(table.keys), max_msu)
-    in_order = getattr(table, "record_locator", None) is not None
-    return table.cached(f"suda_msus:{m}", lambda: find_msus(table, m, memory_limit, threads, in_order))
+    for order in (True, False):
+        done = getattr(table, "_memo", {}).get(f"suda_msus:{m}:{order}")
+        if done is not None and (order or not record_order):
+            return done
+    return table.cached(f"suda_msus:{m}:{record_order}",
+                        lambda: find_msus(table, m, memory_limit, threads, record_order))
 
 
-def scores(table, max_msu=None, scoring: str = "elliot", memory_limit=None) -> tuple[MsuSet, Scores]:
-    ms = msus(table, max_msu, memory_limit)
-    return ms, table.cached(f"suda_scores:{ms.max_msu}:{scoring}", lambda: score(ms, scoring))
+def scores(table, max_msu=None, scoring: str = "elliot", memory_limit=None,
+           record_order: bool = False) -> tuple[MsuSet, Scores]:
+    ms = msus(table, max_msu, memory_limit, record_order=record_order)
+    key = f"suda_scores:{ms.max_msu}:{scoring}:{ms.records is not None}"
+    return ms, table.cached(key, lambda: score(ms, scoring))
 
 
 def summary(table, max_msu=None, scoring: str = "elliot", dis_fraction=DEFAULT_DIS_FRACTION,
@@ -74,12 +82,9 @@ def record_columns(table, max_msu=None, scoring: str = "elliot", dis_fraction=DE
     """Per record, in the records' order (``xp`` arrays): suda, dis_suda, msu_min, msu_count and
     contrib_<key> for every key."""
     f = check_dis_fraction(dis_fraction)
-    ms, sc = scores(table, max_msu, scoring, memory_limit)
+    ms, sc = scores(table, max_msu, scoring, memory_limit, record_order=True)
     dis = dis_suda(sc.suda, len(table.keys), pairs_records(table), f)
     xp = table.xp
-    if ms.records is None:              # searched without records' cells: say so
-        table.record_cell()
-        raise ValueError("the MSU search ran without the records' cells")
     n = int(table.n)
 
     def spread(values, dtype):          # candidates are in record order: one sequential scatter

@@ -63,6 +63,7 @@ def suda(data, keys, max_msu: int | None = None, scoring: str = "elliot", dis_fr
     table = inp.count(frames, weights=False, records="suda").table
     st.check_identifier_keys(table)
     t2 = time.perf_counter()
+    st.msus(table, m, memory_limit, record_order=records or output is not None)
     doc = st.summary(table, m, scoring, f, memory_limit)
     t3 = time.perf_counter()
     doc["missing"] = NULL_POLICY[inp.missing]
