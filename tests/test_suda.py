@@ -313,3 +313,18 @@ def test_summary_never_locates_records():
     cols = st.record_columns(table, scoring="ihsn")
     np.testing.assert_allclose(to_host(cols["suda"]), GUIDE_IHSN)
     assert st.summary(table) == s1
+
+
+def test_cli_html_report_shows_distribution_and_contributions_without_values(tmp_path):
+    src = tmp_path / "guide.csv"
+    GUIDE.to_csv(src, index=False)
+    page = tmp_path / "suda.html"
+    run_cli("suda", src, "--keys", ",".join(GUIDE_KEYS), "--report", page, check=True)
+    text = page.read_text()
+    assert text.count("data:image/png;base64,") == 3
+    assert "Distribution of the SUDA scores" in text and "Contribution of each key" in text
+    assert all(k in text for k in GUIDE_KEYS)
+    for value in set(GUIDE.to_numpy().ravel()):
+        assert value not in text, value
+    msg = _err(run_cli("suda", src, "--keys", ",".join(GUIDE_KEYS), "--report", tmp_path / "r.txt"))
+    assert ".html" in msg

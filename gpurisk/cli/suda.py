@@ -40,6 +40,8 @@ def print_summary(doc: dict) -> None:
               f"max {_num(doc['dis_max'])}")
     if "output" in doc:
         con.print(f"wrote {doc['output']['rows']} record(s) to {doc['output']['path']}")
+    if "report" in doc:
+        con.print(f"report: {doc['report']}")
 
 
 def register(cli: click.Group) -> None:
@@ -59,9 +61,11 @@ def register(cli: click.Group) -> None:
     @click.option("-o", "--output", default=None, metavar="FILE.parquet",
                   help="write one row per record (input order): row, suda, dis_suda, msu_min, "
                        "msu_count, contrib_<key>")
+    @click.option("--report", default=None, metavar="FILE.html",
+                  help="write an HTML page: distribution of the scores, each key's contribution")
     @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
     @input_options
-    def suda_cmd(data, keys, max_msu, dis_fraction, scoring, memory_limit, output, as_json, sep,
+    def suda_cmd(data, keys, max_msu, dis_fraction, scoring, memory_limit, output, report, as_json, sep,
                  encoding, missing, backend, recode, allow_high_cardinality):
         """SUDA scores of each record of DATA: its minimal sample uniques (smallest sets of key values
         that no other record shares), weighted by size, and DIS-SUDA match probabilities.
@@ -75,7 +79,7 @@ def register(cli: click.Group) -> None:
         res = run(data, keys, max_msu=max_msu, scoring=scoring, dis_fraction=dis_fraction,
                   output=output, missing=missing, recode=list(recode), backend=backend, sep=sep,
                   encoding=encoding, allow_high_cardinality=allow_high_cardinality,
-                  memory_limit=memory_limit * 2**30, records=False)
+                  memory_limit=memory_limit * 2**30, records=False, report=report)
         if as_json:
             import math
             doc = dict(res.summary)

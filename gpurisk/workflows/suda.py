@@ -34,12 +34,13 @@ class SudaResult:
 def suda(data, keys, max_msu: int | None = None, scoring: str = "elliot", dis_fraction: float = 0.01,
          output=None, missing: str = "category", recode=None, backend: str | None = None,
          sep: str | None = None, encoding: str = "utf-8", allow_high_cardinality: bool = False,
-         memory_limit: float | None = None, records: bool = True) -> SudaResult:
+         memory_limit: float | None = None, records: bool = True, report=None) -> SudaResult:
     """SUDA of ``data`` (a path or a frame) over ``keys``; see the module docstring.
 
     ``memory_limit`` (bytes) bounds the search's working memory (default
     :data:`gpurisk.models.suda.MEMORY_LIMIT`); ``records=False`` skips the per-record frame (unless
-    ``output`` is given).
+    ``output`` is given); ``report``: an HTML page with the distribution of the scores and each key's
+    contribution (:mod:`gpurisk.report.suda`).
     """
     from gpurisk.inputs import Inputs
     from gpurisk.models import suda_table as st
@@ -57,19 +58,23 @@ def suda(data, keys, max_msu: int | None = None, scoring: str = "elliot", dis_fr
     if output is not None:
         from gpurisk.io import check_output_file
         check_output_file(output, (".parquet", ".pq"), "suda output (the rows are written as Parquet)")
+    if report is not None:
+        from gpurisk.io import check_output_file
+        check_output_file(report, (".html", ".htm"), "suda --report")
     t0 = time.perf_counter()
     frames = inp.read()
     t1 = time.perf_counter()
     table = inp.count(frames, weights=False, records="suda").table
     st.check_identifier_keys(table)
     t2 = time.perf_counter()
-    st.msus(table, m, memory_limit, record_order=records or output is not None)
+    per_record = records or output is not None or report is not None
+    st.msus(table, m, memory_limit, record_order=per_record)
     doc = st.summary(table, m, scoring, f, memory_limit)
     t3 = time.perf_counter()
     doc["missing"] = NULL_POLICY[inp.missing]
     doc["categories"] = {k: len(c) for k, c in zip(table.keys, table.categories)}
     res = SudaResult(doc, timings={"read_s": t1 - t0, "count_s": t2 - t1, "search_s": t3 - t2})
-    if records or output is not None:
+    if per_record:
         cols = {"row": np.arange(table.n, dtype=np.int64)}
         cols.update((name, to_host(a)) for name, a in st.record_columns(table, m, scoring, f,
                                                                         memory_limit).items())
@@ -81,6 +86,10 @@ def suda(data, keys, max_msu: int | None = None, scoring: str = "elliot", dis_fr
             _write(cols, output)
             doc["output"] = {"path": str(output), "rows": int(table.n)}
             res.timings["write_s"] = time.perf_counter() - t4
+        if report is not None:
+            from gpurisk.report.suda import write_suda_report
+            write_suda_report(doc, cols["suda"], cols["dis_suda"], report)
+            doc["report"] = str(report)
     return res
 
 
