@@ -328,3 +328,14 @@ def test_cli_html_report_shows_distribution_and_contributions_without_values(tmp
         assert value not in text, value
     msg = _err(run_cli("suda", src, "--keys", ",".join(GUIDE_KEYS), "--report", tmp_path / "r.txt"))
     assert ".html" in msg
+
+
+def test_no_pairs_gives_dis_one_with_a_warning():
+    # no full-key cell of 2 records: P = 0, DIS-SUDA = 1 for every scored record (the formula), said
+    df = pd.DataFrame({"a": [1, 1, 1, 2, 2], "b": [1, 2, 3, 1, 2]})
+    res = suda(df, ["a", "b"])
+    ref = brute_force(list(df.itertuples(index=False, name=None)))
+    np.testing.assert_allclose(res.records["dis_suda"], ref["dis"])
+    assert res.summary["dis_P"] == 0 and set(res.records["dis_suda"]) == {1.0}
+    assert "P = 0" in res.summary["warnings"][0]
+    assert not st.summary(build_table(GUIDE, GUIDE_KEYS))["warnings"]

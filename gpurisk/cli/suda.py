@@ -42,6 +42,8 @@ def print_summary(doc: dict) -> None:
         con.print(f"wrote {doc['output']['rows']} record(s) to {doc['output']['path']}")
     if "report" in doc:
         con.print(f"report: {doc['report']}")
+    for w in doc.get("warnings", []):
+        con.print(f"[yellow]warning:[/yellow] {w}")
 
 
 def register(cli: click.Group) -> None:

@@ -93,7 +93,8 @@ class DisSuda(_Suda):
         return Result(value=s["dis_sum"], extra={
             "scoring": s["scoring"], "max_msu": s["max_msu"], "dis_fraction": s["dis_fraction"],
             "dis_fraction_from": source, "Q": s["dis_Q"], "P": s["dis_P"], "max": s["dis_max"],
-            "mean_scored": s["dis_sum"] / scored if scored else 0.0, "records_scored": scored})
+            "mean_scored": s["dis_sum"] / scored if scored else 0.0, "records_scored": scored,
+            **({"warning": s["warnings"][0]} if s["warnings"] else {})})
 
 
 @hookimpl

@@ -74,6 +74,9 @@ def summary(table, max_msu=None, scoring: str = "elliot", dis_fraction=DEFAULT_D
         "dis_fraction": f, "dis_Q": dis_q(M), "dis_P": P,
         "dis_sum": float(scalar(dis.sum())) if ms.candidates else 0.0,
         "dis_max": float(scalar(dis.max())) if ms.candidates else 0.0,
+        "warnings": ([f"no full-key cell holds exactly 2 records (P = 0): every record with a score "
+                      "gets DIS-SUDA probability 1, whatever its score (the data intrusion "
+                      "simulation has no pairs to calibrate on)"] if P == 0 and scored else []),
     }
 
 
