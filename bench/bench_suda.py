@@ -1,9 +1,9 @@
 """SUDA / DIS-SUDA (issue 17): gpurisk's lattice walk versus a pure pandas implementation of the same
 definition, in one run, in records per second.
 
-    python bench/bench_suda.py                          # 100 k, 1 M, 10 M records (pandas up to 1 M)
+    python bench/bench_suda.py                          # 100 k, 1 M, 10 M records (about 2 min)
     python bench/bench_suda.py --sizes 1e5,1e6          # a quicker run
-    python bench/bench_suda.py --pandas-max 1e7         # pandas on 10 M too (minutes, ~6 GB)
+    python bench/bench_suda.py --pandas-max 1e6         # pandas up to 1 M only (its 10 M run: ~50 s)
     python bench/bench_suda.py --xp cupy                # the search on CuPy arrays (needs a GPU)
     python bench/bench_suda.py --no-command             # skip the timing of the whole command
 
@@ -88,7 +88,7 @@ def time_command(csv: Path, out: Path, repeat: int) -> float:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1e5,1e6,1e7", help="record counts, comma-separated")
-    ap.add_argument("--pandas-max", type=float, default=1e6,
+    ap.add_argument("--pandas-max", type=float, default=1e7,
                     help="largest size the pandas implementation runs on")
     ap.add_argument("--xp", choices=("numpy", "cupy"), default="numpy",
                     help="array namespace of gpurisk's count and search")
