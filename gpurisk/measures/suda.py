@@ -13,7 +13,8 @@ For record i, an MSU is a subset S of the M keys with c_S(i) = 1 and c_{S∖{k}}
 size, each key's contribution in percent); ``dis_suda``'s value is the sum of the DIS-SUDA
 probabilities, the expected number of correct matches (extra: maximum, mean over scored records).
 Elliot, Manning & Ford (2002), IJUFKS 10; Manning, Haglin & Keane (2008), DMKD 16 (SUDA2);
-Elliot, Manning, Mayes, Gurd & Bane (2005), UNECE/Eurostat work session (DIS-SUDA); sdcMicro ``suda2``. The search and scores live in
+Elliot, Manning, Mayes, Gurd & Bane (2005), UNECE/Eurostat work session (DIS-SUDA); sdcMicro
+``suda2``. The search and scores live in
 :mod:`gpurisk.models.suda`, :mod:`gpurisk.models.suda_scores`, :mod:`gpurisk.models.suda_table`.
 """
 from __future__ import annotations

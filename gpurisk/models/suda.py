@@ -214,7 +214,8 @@ def _uniques(table, lat, level, cand, cand_codes, codes, cards, m_cells, threads
 def _lookup(xp, t, s, cand_codes, cards, m_cells):
     """u_S at the candidates from the table ``t`` over subset ``s`` (mixed-radix ids)."""
     sub_cards = [cards[i] for i in s]
-    ids = mixed_radix_ids([cand_codes[i] for i in s], sub_cards, xp, dtype=smallest_id_dtype(sub_cards, xp))
+    ids = mixed_radix_ids([cand_codes[i] for i in s], sub_cards, xp,
+                          dtype=smallest_id_dtype(sub_cards, xp))
     space = radix_space(sub_cards)
     uniq = t.cell_id[t.f == 1]
     if space <= DENSE_LOOKUP and space <= DENSE_FACTOR * m_cells + (1 << 16):
