@@ -289,6 +289,9 @@ def test_cli_bad_input(tmp_path):
     assert ".parquet" in msg
     msg = _err(run_cli("suda", src, "--keys", "Residence,nope"))
     assert "nope" in msg
+    # a backend that keeps no record cells: said before any counting
+    msg = _err(run_cli("suda", src, "--keys", keys, "--backend", "dask"))
+    assert "record" in msg and "--backend pandas" in msg
 
 
 def test_lattice_too_large_is_refused_before_reading():
