@@ -290,8 +290,8 @@ def test_cli_bad_input(tmp_path):
     msg = _err(run_cli("suda", src, "--keys", "Residence,nope"))
     assert "nope" in msg
     # a backend that keeps no record cells: said before any counting
-    msg = _err(run_cli("suda", src, "--keys", keys, "--backend", "dask"))
-    assert "record" in msg and "--backend pandas" in msg
+    msg = _err(run_cli("suda", src, "--keys", keys, "--backend", "dask", "-o", tmp_path / "d.parquet"))
+    assert "per-record output" in msg and "--backend pandas" in msg
 
 
 def test_lattice_too_large_is_refused_before_reading():
@@ -342,3 +342,12 @@ def test_no_pairs_gives_dis_one_with_a_warning():
     assert res.summary["dis_P"] == 0 and set(res.records["dis_suda"]) == {1.0}
     assert "P = 0" in res.summary["warnings"][0]
     assert not st.summary(build_table(GUIDE, GUIDE_KEYS))["warnings"]
+
+
+def test_cli_summary_on_dask_equals_pandas(tmp_path):
+    src = tmp_path / "guide.csv"
+    GUIDE.to_csv(src, index=False)
+    args = ["suda", src, "--keys", ",".join(GUIDE_KEYS), "--json", "--scoring", "ihsn"]
+    want = json.loads(run_cli(*args, check=True).stdout)
+    got = json.loads(run_cli(*args, "--backend", "dask", "--workers", "1", check=True).stdout)
+    assert got == want and got["records_scored"] == 4

@@ -64,10 +64,12 @@ def suda(data, keys, max_msu: int | None = None, scoring: str = "elliot", dis_fr
     t0 = time.perf_counter()
     frames = inp.read()
     t1 = time.perf_counter()
-    table = inp.count(frames, weights=False, records="suda").table
+    per_record = records or output is not None or report is not None
+    # the summary needs the cells only (any backend); the per-record columns need each record's cell
+    table = inp.count(frames, weights=False,
+                      records="suda's per-record output" if per_record else None).table
     st.check_identifier_keys(table)
     t2 = time.perf_counter()
-    per_record = records or output is not None or report is not None
     st.msus(table, m, memory_limit, record_order=per_record)
     doc = st.summary(table, m, scoring, f, memory_limit)
     t3 = time.perf_counter()
