@@ -142,10 +142,17 @@ def test_ties_and_one_category_keys_score_zero():
     assert all(math.isnan(v) for v in doc["contributions_pct"].values())
 
 
-def test_strict_namespace_matches_numpy():
+@pytest.mark.parametrize("lookup", ["dense", "binary search"])
+def test_strict_namespace_matches_numpy(lookup, monkeypatch):
+    from gpurisk.models import suda as msu
     from gpurisk.testing.strict import strict_table
+    if lookup != "dense":
+        monkeypatch.setattr(msu, "DENSE_LOOKUP", 0)
     df = _random_frame(11, 300, [3, 4, 2, 5, 3])
     keys = list(df.columns)
+    ref = brute_force(list(df.itertuples(index=False, name=None)), scoring="ihsn")
+    np.testing.assert_allclose(to_host(st.record_columns(build_table(df, keys), scoring="ihsn")["suda"]),
+                               ref["suda"])
     ref = st.record_columns(build_table(df, keys), scoring="ihsn")
     got = st.record_columns(strict_table(df, keys), scoring="ihsn")
     for name, a in ref.items():

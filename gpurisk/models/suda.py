@@ -224,6 +224,7 @@ def _lookup(xp, t, s, cand_codes, cards, m_cells):
         return mark[ids]
     if int(uniq.shape[0]) == 0:
         return xp.zeros(int(ids.shape[0]), dtype=xp.bool_)
+    ids = ids.astype(uniq.dtype, copy=False)       # one dtype for the binary search (CuPy)
     pos = xp.searchsorted(uniq, ids)
     pos = xp.minimum(pos, int(uniq.shape[0]) - 1)
     return uniq[pos] == ids
