@@ -34,3 +34,5 @@ from gpurisk.models.record_risk import record_risk  # noqa: E402
 from gpurisk.workflows import design  # noqa: E402  (gpurisk.design.stratified works after `import gpurisk`)
 from gpurisk import dis  # noqa: E402  (gpurisk.dis.dis, gpurisk.dis.run_dis)
 __all__ += ["Inputs", "record_risk", "design", "dis", "xp"]
+from gpurisk.workflows.suda import SudaResult, suda  # noqa: E402  (SUDA / DIS-SUDA per record)
+__all__ += ["suda", "SudaResult"]

@@ -49,6 +49,7 @@ BUILTIN_PLUGINS = (
     "gpurisk.measures.risk_broad",
     "gpurisk.measures.bethlehem_flag",
     "gpurisk.measures.search_risk",
+    "gpurisk.measures.suda",
 )
 
 _pm: pluggy.PluginManager | None = None

@@ -1,0 +1,92 @@
+"""``gpurisk suda``: SUDA special-uniques scores and DIS-SUDA probabilities per record (SPEC §9)."""
+from __future__ import annotations
+
+import click
+
+from gpurisk.cli._common import console, echo_json, input_options
+
+
+def _num(v) -> str:
+    if v is None or v != v:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def print_summary(doc: dict) -> None:
+    from rich.table import Table
+
+    con = console()
+    con.print(f"n = {doc['n']}, keys: {', '.join(doc['keys'])} (M = {len(doc['keys'])}), "
+              f"MSUs searched up to {doc['max_msu']} keys, scoring: {doc['scoring']}; "
+              f"{doc['missing']}")
+    con.print(f"sample uniques: {doc['sample_uniques']}   records with a score > 0: "
+              f"{doc['records_scored']}   max score: {_num(doc['max_score'])}   "
+              f"total score: {_num(doc['total_score'])}")
+    sizes = doc["msus_by_size"]
+    con.print(f"MSUs: {doc['msus']}  by size: "
+              + ", ".join(f"{k}: {v}" for k, v in sizes.items()))
+    t = Table(title="contribution of each key (share of the MSU score weight, %)",
+              show_header=True, header_style="bold")
+    t.add_column("key")
+    t.add_column("categories", justify="right")
+    t.add_column("contribution %", justify="right")
+    for k, v in doc["contributions_pct"].items():
+        t.add_row(k, str(doc["categories"].get(k, "")), _num(v))
+    con.print(t)
+    con.print(f"DIS-SUDA (f = {doc['dis_fraction']:g}, Q = {doc['dis_Q']:g}, P = {doc['dis_P']}): "
+              f"sum of probabilities {_num(doc['dis_sum'])} (expected correct matches), "
+              f"max {_num(doc['dis_max'])}")
+    if "output" in doc:
+        con.print(f"wrote {doc['output']['rows']} record(s) to {doc['output']['path']}")
+    if "report" in doc:
+        con.print(f"report: {doc['report']}")
+    for w in doc.get("warnings", []):
+        con.print(f"[yellow]warning:[/yellow] {w}")
+
+
+def register(cli: click.Group) -> None:
+    @cli.command("suda")
+    @click.argument("data")
+    @click.option("--keys", required=True, help="comma-separated key variables")
+    @click.option("--max-msu", type=click.IntRange(min=1), default=None,
+                  help="largest minimal sample unique searched, in keys (default: all keys)")
+    @click.option("--dis-fraction", type=float, default=0.01, show_default=True,
+                  help="share f of the records an intruder holds, for DIS-SUDA (0 < f < 1)")
+    @click.option("--scoring", type=click.Choice(["elliot", "ihsn"]), default="elliot",
+                  show_default=True,
+                  help="elliot: (M-k)! per MSU of k keys (sdcMicro suda2's default); "
+                       "ihsn: (2^(M-k)-1)/C(M,k) (original_scores = FALSE)")
+    @click.option("--memory-limit", type=float, default=4.0, show_default=True, metavar="GIB",
+                  help="working memory the MSU search may use, in GiB")
+    @click.option("-o", "--output", default=None, metavar="FILE.parquet",
+                  help="write one row per record (input order): row, suda, dis_suda, msu_min, "
+                       "msu_count, contrib_<key>")
+    @click.option("--report", default=None, metavar="FILE.html",
+                  help="write an HTML page: distribution of the scores, each key's contribution")
+    @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
+    @input_options
+    def suda_cmd(data, keys, max_msu, dis_fraction, scoring, memory_limit, output, report, as_json, sep,
+                 encoding, missing, backend, recode, allow_high_cardinality):
+        """SUDA scores of each record of DATA: its minimal sample uniques (smallest sets of key values
+        that no other record shares), weighted by size, and DIS-SUDA match probabilities.
+
+        Prints a file-level summary; with -o writes one row per record.
+        """
+        from gpurisk.errors import BadInput
+        from gpurisk.workflows.suda import suda as run
+        if not memory_limit > 0:
+            raise BadInput(f"--memory-limit {memory_limit:g} must be a positive number of GiB")
+        res = run(data, keys, max_msu=max_msu, scoring=scoring, dis_fraction=dis_fraction,
+                  output=output, missing=missing, recode=list(recode), backend=backend, sep=sep,
+                  encoding=encoding, allow_high_cardinality=allow_high_cardinality,
+                  memory_limit=memory_limit * 2**30, records=False, report=report)
+        if as_json:
+            import math
+            doc = dict(res.summary)
+            doc["contributions_pct"] = {k: (None if isinstance(v, float) and math.isnan(v) else v)
+                                        for k, v in doc["contributions_pct"].items()}
+            echo_json(doc)
+        else:
+            print_summary(res.summary)

@@ -1,0 +1,105 @@
+"""``gpurisk suda`` and :func:`gpurisk.suda`: SUDA scores and DIS-SUDA probabilities of every record
+(SPEC §9), read, checked and counted by :class:`gpurisk.inputs.Inputs` like every command, the MSU
+search run by :mod:`gpurisk.models.suda_table`.
+
+Returns the file-level summary and the per-record frame (``row``, ``suda``, ``dis_suda``, ``msu_min``,
+``msu_count``, ``contrib_<key>``, in input order); with ``output`` the frame is written to Parquet
+atomically (the path is checked before any work).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gpurisk.errors import BadInput
+from gpurisk.xp import to_host
+
+NULL_POLICY = {"category": "a missing key value is a category of its own",
+               "error": "missing key values are refused"}
+
+
+@dataclass
+class SudaResult:
+    """The summary (a JSON-ready dict) and one row per record (a pandas frame, input order)."""
+
+    summary: dict[str, Any]
+    records: pd.DataFrame | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def suda(data, keys, max_msu: int | None = None, scoring: str = "elliot", dis_fraction: float = 0.01,
+         output=None, missing: str = "category", recode=None, backend: str | None = None,
+         sep: str | None = None, encoding: str = "utf-8", allow_high_cardinality: bool = False,
+         memory_limit: float | None = None, records: bool = True, report=None) -> SudaResult:
+    """SUDA of ``data`` (a path or a frame) over ``keys``; see the module docstring.
+
+    ``memory_limit`` (bytes) bounds the search's working memory (default
+    :data:`gpurisk.models.suda.MEMORY_LIMIT`); ``records=False`` skips the per-record frame (unless
+    ``output`` is given); ``report``: an HTML page with the distribution of the scores and each key's
+    contribution (:mod:`gpurisk.report.suda`).
+    """
+    from gpurisk.inputs import Inputs
+    from gpurisk.models import suda_table as st
+    from gpurisk.models.suda import check_lattice, check_max_msu
+    from gpurisk.models.suda_scores import SCORINGS, check_dis_fraction
+    if scoring not in SCORINGS:
+        raise BadInput(f"--scoring {scoring!r} is not one of {', '.join(SCORINGS)}")
+    f = check_dis_fraction(dis_fraction)
+    inp = Inputs(data, keys, missing=missing, recode=recode, backend=backend, sep=sep,
+                 encoding=encoding, allow_high_cardinality=allow_high_cardinality)
+    m = check_max_msu(len(inp.keys), max_msu)
+    check_lattice(inp.keys, m)                         # before reading anything
+    if memory_limit is not None and not float(memory_limit) > 0:
+        raise BadInput(f"memory limit {memory_limit!r} must be a positive number of bytes")
+    if output is not None:
+        from gpurisk.io import check_output_file
+        check_output_file(output, (".parquet", ".pq"), "suda output (the rows are written as Parquet)")
+    if report is not None:
+        from gpurisk.io import check_output_file
+        check_output_file(report, (".html", ".htm"), "suda --report")
+    t0 = time.perf_counter()
+    frames = inp.read()
+    t1 = time.perf_counter()
+    per_record = records or output is not None or report is not None
+    # the summary needs the cells only (any backend); the per-record columns need each record's cell
+    table = inp.count(frames, weights=False,
+                      records="suda's per-record output" if per_record else None).table
+    st.check_identifier_keys(table)
+    t2 = time.perf_counter()
+    st.msus(table, m, memory_limit, record_order=per_record)
+    doc = st.summary(table, m, scoring, f, memory_limit)
+    t3 = time.perf_counter()
+    doc["missing"] = NULL_POLICY[inp.missing]
+    doc["categories"] = {k: len(c) for k, c in zip(table.keys, table.categories)}
+    res = SudaResult(doc, timings={"read_s": t1 - t0, "count_s": t2 - t1, "search_s": t3 - t2})
+    if per_record:
+        cols = {"row": np.arange(table.n, dtype=np.int64)}
+        cols.update((name, to_host(a)) for name, a in st.record_columns(table, m, scoring, f,
+                                                                        memory_limit).items())
+        if records:
+            res.records = pd.DataFrame(cols)
+        t4 = time.perf_counter()
+        res.timings["records_s"] = t4 - t3
+        if output is not None:
+            _write(cols, output)
+            doc["output"] = {"path": str(output), "rows": int(table.n)}
+            res.timings["write_s"] = time.perf_counter() - t4
+        if report is not None:
+            from gpurisk.report.suda import write_suda_report
+            write_suda_report(doc, cols["suda"], cols["dis_suda"], report)
+            doc["report"] = str(report)
+    return res
+
+
+def _write(cols: dict, path) -> None:
+    """The per-record columns to Parquet, atomically (no pandas frame in between: no copy)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gpurisk.io.atomic import atomic_path
+    with atomic_path(path) as tmp:
+        pq.write_table(pa.table(cols), tmp)
