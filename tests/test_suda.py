@@ -286,7 +286,7 @@ def test_cli_bad_input(tmp_path):
     msg = _err(run_cli("suda", src, "--keys", keys + ",id"))
     assert "'id'" in msg and "p3" not in msg
     # the lattice over the memory limit: says the limit and what to lower
-    msg = _err(run_cli("suda", src, "--keys", keys, "--memory-limit", "1e-9"))
+    msg = _err(run_cli("suda", src, "--keys", keys, "--search-memory", "1e-9"))
     assert "memory limit" in msg and "--max-msu" in msg
     msg = _err(run_cli("suda", src, "--keys", keys, "--dis-fraction", "1.5"))
     assert "(0, 1)" in msg

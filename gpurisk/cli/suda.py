@@ -58,7 +58,8 @@ def register(cli: click.Group) -> None:
                   show_default=True,
                   help="elliot: (M-k)! per MSU of k keys (sdcMicro suda2's default); "
                        "ihsn: (2^(M-k)-1)/C(M,k) (original_scores = FALSE)")
-    @click.option("--memory-limit", type=float, default=4.0, show_default=True, metavar="GIB",
+    @click.option("--search-memory", "search_memory", type=float, default=4.0, show_default=True,
+                  metavar="GIB",
                   help="working memory the MSU search may use, in GiB")
     @click.option("-o", "--output", default=None, metavar="FILE.parquet",
                   help="write one row per record (input order): row, suda, dis_suda, msu_min, "
@@ -67,7 +68,7 @@ def register(cli: click.Group) -> None:
                   help="write an HTML page: distribution of the scores, each key's contribution")
     @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
     @input_options
-    def suda_cmd(data, keys, max_msu, dis_fraction, scoring, memory_limit, output, report, as_json, sep,
+    def suda_cmd(data, keys, max_msu, dis_fraction, scoring, search_memory, output, report, as_json, sep,
                  encoding, missing, backend, recode, allow_high_cardinality):
         """SUDA scores of each record of DATA: its minimal sample uniques (smallest sets of key values
         that no other record shares), weighted by size, and DIS-SUDA match probabilities.
@@ -76,12 +77,12 @@ def register(cli: click.Group) -> None:
         """
         from gpurisk.errors import BadInput
         from gpurisk.workflows.suda import suda as run
-        if not memory_limit > 0:
-            raise BadInput(f"--memory-limit {memory_limit:g} must be a positive number of GiB")
+        if not search_memory > 0:
+            raise BadInput(f"--search-memory {search_memory:g} must be a positive number of GiB")
         res = run(data, keys, max_msu=max_msu, scoring=scoring, dis_fraction=dis_fraction,
                   output=output, missing=missing, recode=list(recode), backend=backend, sep=sep,
                   encoding=encoding, allow_high_cardinality=allow_high_cardinality,
-                  memory_limit=memory_limit * 2**30, records=False, report=report)
+                  memory_limit=search_memory * 2**30, records=False, report=report)
         if as_json:
             import math
             doc = dict(res.summary)

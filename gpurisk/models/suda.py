@@ -126,7 +126,7 @@ def check_lattice(keys, max_msu: int, candidates: int | None = None,
     if need > limit:
         raise BadInput(f"suda: the MSU search over {M} keys up to max_msu {max_msu} for "
                        f"{candidates:,} sample-unique records needs about {need / 2**30:.2f} GiB, over "
-                       f"the memory limit of {limit / 2**30:.2f} GiB (--memory-limit): lower "
+                       f"the memory limit of {limit / 2**30:.2f} GiB (--search-memory): lower "
                        "--max-msu or use fewer keys")
 
 
