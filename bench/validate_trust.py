@@ -228,7 +228,7 @@ def ranking(frame, pool, R, seed, sizes=(1, 2, 3)) -> dict:
         th = g["theta_hat"].to_numpy(float)
         scores = {"default": pos,
                   "theta_hat": th,
-                  "theta_hat*n1": th * g["n1"].to_numpy(float),
+                  "theta_hat*n1": th * g["n1"].to_numpy(float),     # none where θ̂ is not estimable
                   "theta_hat upper": g["theta_hat_upper"].to_numpy(float),
                   "tau1_hat": g["tau1_hat"].to_numpy(float)}
         best = np.sort(tau)[::-1][:10].sum()
@@ -310,11 +310,12 @@ def print_tau(rows):
               f"{f(r['sd']):>9} {f(r['se_over_sd'], 2):>6} {pct(r['negative']):>6} "
               f"{pct(r['above_n1']):>6} {r['shown_outside']:>12} {pct(r['reliable']):>10} "
               f"{pct(r.get('reliable_rel_bias', math.nan)):>19}% {f(r.get('reliable_nmse', math.nan)):>15}")
-    print("   by λ:")
-    for lam in sorted({round(r["lambda"]) for r in rows}):
-        g = [r for r in rows if round(r["lambda"]) == lam]
+    print("   by λ (one group per π):")
+    for frac in sorted({r["fraction"] for r in rows}, reverse=True):
+        g = [r for r in rows if r["fraction"] == frac]
+        lam = float(np.mean([r["lambda"] for r in g]))
         rb = [r["rel_bias"] for r in g if np.isfinite(r["rel_bias"])]
-        print(f"     λ ≈ {lam:>3}: {len(g)} cells; |rel bias| median {pct(float(np.median(np.abs(rb))) if rb else math.nan)} %, "
+        print(f"     λ ≈ {lam:>3.0f}: {len(g)} cells; |rel bias| median {pct(float(np.median(np.abs(rb))) if rb else math.nan)} %, "
               f"range {pct(min(rb) if rb else math.nan)}..{pct(max(rb) if rb else math.nan)} %; NMSE median "
               f"{f(float(np.median([r['nmse'] for r in g])))}, max {f(max(r['nmse'] for r in g))}; "
               f"cells with |rel bias| < 25 % and NMSE < 0.1: "
