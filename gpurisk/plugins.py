@@ -29,6 +29,7 @@ ENV_BLOCK = "GPURISK_BLOCK_PLUGINS"
 #: built-in plugin modules, registered in this order
 BUILTIN_PLUGINS = (
     "gpurisk.measures.theta_hat",
+    "gpurisk.measures.matches_hat",
     "gpurisk.measures.theta",
     "gpurisk.measures.pr_pu",
     "gpurisk.measures.pr_pu_su",

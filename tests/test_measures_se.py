@@ -27,9 +27,49 @@ def test_theta_hat_and_variance_by_hand():
     m = r.measures["theta_hat"]
     assert m.value == pytest.approx(1 / 13, rel=1e-12)
     assert m.se == pytest.approx(math.sqrt(10 / 2197), rel=1e-12)
-    assert m.upper == pytest.approx(1 / 13 + 2.3263478740408408 * math.sqrt(10 / 2197), rel=1e-12)
-    r = gpurisk.assess(frame_from_counts([1, 1, 1, 2, 2, 3]), ["k"], fraction=0.1, alpha=0.05)
-    assert r.measures["theta_hat"].upper == pytest.approx(1 / 13 + 1.6448536269514722 * math.sqrt(10 / 2197))
+    # the default bound is on the log scale: θ̂·exp(z v̂^½/θ̂) (0.59 against Wald's 0.23: with two
+    # sample pairs the log bound is wide where the Wald bound is short)
+    se = math.sqrt(10 / 2197)
+    assert m.upper == pytest.approx(1 / 13 * math.exp(2.3263478740408408 * se * 13), rel=1e-12)
+    assert m.extra["bound"] == "log"
+    r = gpurisk.assess(frame_from_counts([1, 1, 1, 2, 2, 3]), ["k"], fraction=0.1, alpha=0.05,
+                       options={"theta_hat": {"bound": "wald"}})
+    assert r.measures["theta_hat"].upper == pytest.approx(1 / 13 + 1.6448536269514722 * se)
+    assert r.measures["theta_hat"].extra["bound"] == "wald"
+
+
+def test_theta_hat_log_bound_by_hand():
+    # f = 1 x 10, 2 x 40, 3 x 5; π = 0.2: θ̂ = 2 / (2 + 1.6·40) = 2/66
+    counts = [1] * 10 + [2] * 40 + [3] * 5
+    th, v = theta_hat(10, 40, 5, 0.2)
+    assert th == pytest.approx(2 / 66)
+    r = gpurisk.assess(frame_from_counts(counts), ["k"], fraction=0.2)
+    m = r.measures["theta_hat"]
+    z = 2.3263478740408408
+    assert m.upper == pytest.approx(th * math.exp(z * math.sqrt(v) / th), rel=1e-12)
+    assert th < m.upper < 1.0
+    wald = gpurisk.assess(frame_from_counts(counts), ["k"], fraction=0.2,
+                          options={"theta_hat": {"bound": "wald"}}).measures["theta_hat"]
+    assert wald.upper == pytest.approx(th + z * math.sqrt(v), rel=1e-12)
+    assert wald.value == m.value and wald.se == m.se
+
+
+def test_bounds_of_probabilities_never_leave_0_1():
+    """Every upper bound of θ̂ (both kinds) and of θ̂(K) lies in [0, 1], whatever the counts."""
+    rng = np.random.default_rng(4)
+    for _ in range(60):
+        counts = rng.integers(1, 5, rng.integers(1, 12))
+        pi = float(rng.choice([0.001, 0.01, 0.3, 0.9]))
+        for bound in ("log", "wald"):
+            r = gpurisk.assess(frame_from_counts(counts), ["k"], fraction=pi,
+                               measures=["theta_hat", "theta_hat_dis", "matches_hat"],
+                               options={"theta_hat": {"bound": bound}})
+            for name in ("theta_hat", "theta_hat_dis"):
+                up = r.measures[name].upper
+                assert up is None or 0.0 <= up <= 1.0, (name, counts, pi, up)
+            m = r.measures["matches_hat"]
+            n1 = int((counts == 1).sum())
+            assert m.value is not None and 0.0 <= m.value <= n1 and 0.0 <= m.upper <= n1
 
 
 def test_theta_hat_testdata_by_hand():
@@ -42,13 +82,36 @@ def test_theta_hat_testdata_by_hand():
 
 @pytest.mark.parametrize("counts,pi,expect", [
     ([2, 2, 3], 0.1, 0.0),        # n1 = 0 < n2
-    ([1, 1, 3], 0.1, 1.0),        # n2 = 0 < n1
     ([1, 2, 2], 1.0, 1.0),        # census released whole
 ])
 def test_theta_hat_edges(counts, pi, expect):
     r = gpurisk.assess(frame_from_counts(counts), ["k"], fraction=pi)
     assert r.measures["theta_hat"].value == expect
     assert r.measures["theta_hat"].reason is None
+
+
+def test_theta_hat_not_estimable_without_pairs():
+    """n2 = 0 < n1 (π < 1): eq. 7 would give 1 ± 0; the measures say not estimable, with the counts."""
+    r = gpurisk.assess(frame_from_counts([1, 1, 3]), ["k"], fraction=0.1,
+                       measures=["theta_hat", "theta_hat_dis", "matches_hat"])
+    m = r.measures["theta_hat"]
+    assert m.value is None and m.upper is None and m.se is None
+    assert m.reason.startswith("not estimable: no sample pair (n2 = 0)")
+    assert "n1 = 2, n2 = 0, n3 = 1" in m.reason and m.extra["estimable"] is False
+    assert r.measures["theta_hat_dis"].value is None
+    assert "not estimable" in r.measures["theta_hat_dis"].reason
+    # matches_hat: half a pair (continuity correction), flagged, bounded by n1
+    mh = r.measures["matches_hat"]
+    th_half, _ = theta_hat(2, 0.5, 1, 0.1)
+    assert mh.value == pytest.approx(2 * th_half) and mh.upper == 2.0
+    assert mh.extra["estimable"] is False and "half a sample pair" in mh.extra["note"]
+    # min_pairs raises the rule: 1 pair is then too few
+    r = gpurisk.assess(frame_from_counts([1, 1, 2, 3]), ["k"], fraction=0.1,
+                       options={"theta_hat": {"min_pairs": 2}})
+    assert r.measures["theta_hat"].value is None
+    assert "fewer than min_pairs = 2" in r.measures["theta_hat"].reason
+    assert r.measures["matches_hat"].value is not None                 # eq. 7 with n2 = 1, flagged
+    assert r.measures["matches_hat"].extra["estimable"] is False
 
 
 def test_theta_hat_undefined_without_uniques_or_pairs():

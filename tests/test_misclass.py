@@ -184,7 +184,10 @@ def test_empty_integer_categories():
     # a labelled matrix may name a value outside the file: mass moved there matches nobody
     lab = {"categories": [1, 2, 3, 4, 5, 6, 7, 9, 99], "matrix": np.eye(9).tolist()}
     e, th = _misclass(d, keys, 0.1, {"water": lab})
-    assert e.value == pytest.approx(th.value, rel=1e-14)
+    if th.value is None:          # no sample pair on these keys: both say not estimable
+        assert th.reason.startswith("not estimable") and e.reason.startswith("not estimable")
+    else:
+        assert e.value == pytest.approx(th.value, rel=1e-14)
     with pytest.raises(BadInput, match="is 7 x 7, but the variable has 8 categories in the file "
                                        r"\(9 in its code range\)"):
         _misclass(d, keys, 0.1, {"water": np.eye(7).tolist()})

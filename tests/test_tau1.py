@@ -47,7 +47,10 @@ def test_unbiased_series_by_hand():
     r = tau1_hat_of(frame_with_fof(SMALL), 2 / 3)
     assert r.extra["method"] == "unbiased"
     assert r.value == pytest.approx(2.75, abs=1e-12)
-    assert r.extra["reliable"] is True
+    # s.e.: Σ c_i² Z_{i+1} − τ̂1 = 1·5 + 1·3 + 0.5625·1 − 2.75 = 5.8125
+    assert r.se == pytest.approx(math.sqrt(5.8125), abs=1e-12)
+    assert r.extra["reliable"] is False                  # s.e. 2.4 against an estimate of 2.75
+    assert "the s.e. is 0.877 of the estimate" in r.extra["unreliable_because"]
 
 
 def test_binomial_smoothed_series_by_hand():
@@ -55,7 +58,12 @@ def test_binomial_smoothed_series_by_hand():
     # 5 − 3·2·3·(3/4) + 9·3·1·(1/4) = 5 − 13.5 + 6.75 = −1.75
     r = tau1_hat_of(frame_with_fof(SMALL), 0.25, k=2, q=0.5)
     assert r.extra["method"] == "binomial" and r.extra["k"] == 2
-    assert r.value == pytest.approx(-1.75, abs=1e-12)
+    assert r.extra["raw_value"] == pytest.approx(-1.75, abs=1e-12)
+    # negative: withheld, never shown as a number; the reason gives the estimate and its s.e.
+    # (c = 1, −4.5, 6.75: 5 + 20.25·3 + 45.5625 − 0 = 111.3125)
+    assert r.value is None and r.reason.startswith("withheld: the estimate (-1.75, s.e. 10.6)")
+    assert "outside [0, n1 = 5]" in r.reason and r.extra["reliable"] is False
+    assert r.se == pytest.approx(math.sqrt(111.3125), abs=1e-12)
 
 
 def test_poisson_smoothed_series_by_hand():
@@ -64,7 +72,7 @@ def test_poisson_smoothed_series_by_hand():
     want = 5 - 2 * 2 * 3 * (1 - e) + 4 * 3 * 1 * (1 - 2 * e)
     r = tau1_hat_of(frame_with_fof(SMALL), 1 / 3, smoothing="poisson", r=1.0)
     assert r.extra["method"] == "poisson"
-    assert r.value == pytest.approx(want, abs=1e-12)
+    assert (r.value if r.value is not None else r.extra["raw_value"]) == pytest.approx(want, abs=1e-12)
 
 
 def test_census_gives_n1_exactly():
@@ -186,10 +194,14 @@ def test_testdata_lambda_99_finite_and_flagged(smoothing):
     r = res.measures["tau1_hat"]
     assert res.n == 4580 and r.extra["n1"] == 330           # sdcMicro: 330 records with fk = 1
     assert r.extra["lambda"] == pytest.approx(99.0)
-    assert r.value is not None and math.isfinite(r.value)
+    raw = r.extra.get("raw_value", r.value)
+    assert raw is not None and math.isfinite(raw)
+    if r.value is None:                                      # outside [0, n1]: withheld
+        assert r.reason.startswith("withheld") and not 0 <= raw <= 330
+    else:
+        assert 0 <= r.value <= 330
     assert r.extra["reliable"] is False
-    msgs = [str(x.message) for x in w] + res.warnings
-    assert any("λ = 99" in m and "ln n = 8.43" in m for m in msgs), msgs
+    assert "λ = 99 > 20" in r.extra["unreliable_because"]
     if smoothing == "binomial":
         assert (r.extra["k"], r.extra["q"]) == (6, pytest.approx(2 / 101))
 
@@ -197,12 +209,14 @@ def test_testdata_lambda_99_finite_and_flagged(smoothing):
 def test_huge_parameters_are_never_nan_or_inf():
     frame = frame_with_fof({1: 3, 2: 2, 300: 1})
     r = tau1_hat_of(frame, 0.001, smoothing="poisson", r=500.0)   # λ^i P(L≥i) beyond 1e308
-    assert (r.value is None and "double range" in r.reason) or math.isfinite(r.value)
+    assert (r.value is None and "double range" in r.reason) or math.isfinite(r.extra["raw_value"])
     r = tau1_hat_of(frame, 0.001, smoothing="none")
-    assert (r.value is None and "double range" in r.reason) or math.isfinite(r.value)
+    assert (r.value is None and "double range" in r.reason) or math.isfinite(r.extra["raw_value"])
     # a large Poisson r with a moderate λ stays finite and is flagged by its rounding bound
     r = tau1_hat_of(frame, 0.2, smoothing="poisson", r=200.0)
-    assert r.value is not None and math.isfinite(r.value) and r.extra["reliable"] is False
+    raw = r.extra.get("raw_value", r.value)
+    assert raw is not None and math.isfinite(raw) and r.extra["reliable"] is False
+    assert "rounding error" in r.extra["unreliable_because"]
 
 
 def test_bad_options_are_bad_input():
@@ -223,8 +237,9 @@ def test_cli_option_and_bad_option(tmp_path):
     import json
     doc = json.loads(ok.stdout)
     m = doc["measures"]["tau1_hat"]
-    assert m["method"] == "poisson" and m["reliable"] is False and math.isfinite(m["value"])
-    assert any("λ = 99" in w for w in doc["warnings"])
+    assert m["method"] == "poisson" and m["reliable"] is False
+    assert math.isfinite(m["value"] if m["value"] is not None else m["raw_value"])
+    assert "λ = 99 > 20" in m["unreliable_because"]
     bad = run_cli("assess", path, "--keys", "urbrur,water,sex,age", "--fraction", "0.01",
                   "--measures", "tau1_hat", "--option", "tau1_hat.smoothing=gauss")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "smoothing" in bad.stderr

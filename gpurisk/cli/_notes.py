@@ -50,6 +50,8 @@ def measure_note(m: dict) -> str:
         parts.append(f"expected re-identifications {_num(float(m['expected_reidentifications']))}")
     if m.get("reason"):
         parts.append(m["reason"])
+    if isinstance(m.get("note"), str) and m["note"]:
+        parts.append(m["note"])
     if m.get("reliable") is False:
         parts.append("reliable: false")
     return "; ".join(parts)

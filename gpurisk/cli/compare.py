@@ -60,6 +60,10 @@ def register(cli: click.Group) -> None:
                   allow_high_cardinality=allow_high_cardinality)
         table = res.table if show_all else res.affected()
         reasons = res.reasons if show_all else res.affected_reasons()
+        table, reasons = res.ranked(table, reasons)
+        from gpurisk.scan.runner import rank_meaning
+        ranked_by = (f"rows ranked by {res.rank_by} [original]: {rank_meaning(res.rank_by)}"
+                     if res.rank_by else "rows in plan order")
         if output:
             from gpurisk.io import write_frame_atomic
             if str(output).endswith((".parquet", ".pq")):
@@ -80,10 +84,11 @@ def register(cli: click.Group) -> None:
                     d["not_applicable"] = {c: w for c, w in why.items() if w}
                 rows.append(d)
             echo_json({"uniques": res.uniques, "alternatives": labels[1:], "settings": res.settings,
-                       "rows": rows}, default=str)
+                       "rank_by": res.rank_by, "ranked_by": ranked_by, "rows": rows}, default=str)
             return
         from rich.table import Table
         con = console()
+        con.print(ranked_by, markup=False, highlight=False)
         what = "population uniques N1" if res.uniques == "N1" else "sample uniques n1"
         for col in res.columns:
             t = Table(title=f"{what if col == res.uniques else col}: original → "

@@ -44,7 +44,8 @@ def register(cli: click.Group) -> None:
                    f"n2 = {doc['n2']}")
         if "theta_hat" in doc:
             t = doc["theta_hat"]
-            click.echo(f"theta_hat (pi = {t['pi']:g})          {fmt(t['value'])}  (se {fmt(t['se'])})")
+            click.echo(f"theta_hat (pi = {t['pi']:g})          {fmt(t['value'])}  (se {fmt(t['se'])})"
+                       + (f"  {t['reason']}" if t.get("reason") else ""))
         if "theta_hat_weighted" in doc:
             click.echo(f"theta_hat_weighted (experimental) {fmt(doc['theta_hat_weighted']['value'])}")
         if "stratified" in doc:
@@ -52,7 +53,8 @@ def register(cli: click.Group) -> None:
             click.echo(f"theta_hat_weighted, strata (experimental) {fmt(s['theta_hat_weighted'])}")
             for h, r in s["strata"].items():
                 click.echo(f"  stratum {h}: pi = {r['pi']:g}, n = {r['n']}, n1 = {r['n1']}, "
-                           f"n2 = {r['n2']}, theta_hat = {fmt(r['theta_hat'])}")
+                           f"n2 = {r['n2']}, theta_hat = {fmt(r['theta_hat'])}"
+                           + (" (not estimable: no sample pair)" if r.get("reason") else ""))
         if "cluster" in doc:
             c = doc["cluster"]
             click.echo(f"pairs within one {cluster!r} cluster: {c['same_cluster']} of {c['pairs']}"

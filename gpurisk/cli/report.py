@@ -11,7 +11,7 @@ def register(cli: click.Group) -> None:
                   help="HTML file to write (required)")
     @click.option("--html", "html_legacy", default=None, hidden=True,
                   help="deprecated spelling of -o/--output")
-    @click.option("--measure", default=None, help="column to plot and rank by (default theta_hat, pr_pu or n1)")
+    @click.option("--measure", default=None, help="column to plot and rank by (default matches_hat, the estimated number of correct unique matches; else theta_hat, pr_pu or n1)")
     @click.option("--threshold", type=float, default=0.1, show_default=True,
                   help="risk threshold drawn against θ̂ and its upper bound")
     @click.option("--top", type=int, default=20, show_default=True, help="combinations in the top plots")

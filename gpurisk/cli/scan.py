@@ -19,11 +19,14 @@ def _fmt(v, digits=4):
 
 def summary_doc(res, k: int, by: str | None) -> dict:
     """The closing summary as JSON-able data: key NAMES and numbers only, never key values."""
+    from gpurisk.scan.runner import rank_meaning
     top = res.top(k, by)
     by = by or res.rank_by
     cols = ["combo", "scenario", "size", "cells", "n1", "n2", "N1", by]
     if f"{by}_upper" in top.columns:
         cols.append(f"{by}_upper")
+    if by != "theta_hat" and "theta_hat" in top.columns:    # θ̂ beside the ranking
+        cols += ["theta_hat", "theta_hat_upper"]
     rows = []
     for _, r in top.iterrows():
         d = {c: _py(r.get(c)) for c in dict.fromkeys(cols) if c in top.columns}
@@ -33,7 +36,7 @@ def summary_doc(res, k: int, by: str | None) -> dict:
     return {"n": s.get("n"), "N": s.get("N"), "fraction": s.get("fraction"),
             "combinations": int(len(res.results)), "skipped": res.skipped,
             "rollups": res.rollups, "output": str(res.path) if res.path else None,
-            "rank_by": by, "top": rows, "timings": res.timings, "warnings": res.warnings}
+            "rank_by": by, "ranked_by": rank_meaning(by), "top": rows, "timings": res.timings, "warnings": res.warnings}
 
 
 def _py(v):
@@ -56,21 +59,30 @@ def print_summary(doc: dict) -> None:
             + f"   time: {doc['timings']['total_s']:.2f} s")
     con.print(head)
     by = doc["rank_by"]
-    t = Table(title=f"riskiest combinations by {by} (key names only)", show_header=True,
-              header_style="bold")
-    cols = ["#", "combination", "size", "cells", "n1", "N1", by]
-    if doc["top"] and f"{by}_upper" in doc["top"][0]:
+    t = Table(title=f"riskiest combinations (key names only), ranked by "
+                    f"{doc.get('ranked_by') or by}", show_header=True, header_style="bold")
+    top = doc["top"]
+    cols = ["#", "combination", "size", "cells", "n1", "n2", "N1", by]
+    if top and f"{by}_upper" in top[0]:
         cols.append("upper")
+    beside = bool(top) and by != "theta_hat" and "theta_hat" in top[0]
+    if beside:
+        cols += ["theta_hat", "theta_hat upper"]
     for c in cols:
         t.add_column(c, overflow="fold")
-    for i, r in enumerate(doc["top"], 1):
+    for i, r in enumerate(top, 1):
         name = ", ".join(r["keys"])
         if r.get("scenario"):
             name = f"{r['scenario']}: {name}"
-        vals = [str(i), name, _fmt(r.get("size")),
-                _fmt(r.get("cells")), _fmt(r.get("n1")), _fmt(r.get("N1")), _fmt(r.get(by))]
+        value = _fmt(r.get(by))
+        vals = [str(i), name, _fmt(r.get("size")), _fmt(r.get("cells")), _fmt(r.get("n1")),
+                _fmt(r.get("n2")), _fmt(r.get("N1")), value]
         if "upper" in cols:
             vals.append(_fmt(r.get(f"{by}_upper")))
+        if beside:
+            th = r.get("theta_hat")
+            vals += ["not estimable" if th is None and r.get("n2") == 0 else _fmt(th),
+                     _fmt(r.get("theta_hat_upper"))]
         t.add_row(*vals)
     con.print(t)
     if doc["output"]:
@@ -109,7 +121,8 @@ def register(cli: click.Group) -> None:
     @click.option("--batch-rows", type=int, default=256, show_default=True,
                   help="rows per Parquet part file (a part is also written every 2 s)")
     @click.option("--top", type=int, default=10, show_default=True, help="rows in the closing summary")
-    @click.option("--rank-by", default=None, help="column ranking the summary (default theta_hat, pr_pu or n1)")
+    @click.option("--rank-by", default=None, help="column ranking the summary (default matches_hat, the estimated number of "
+                       "correct unique matches θ̂·n1; else theta_hat, pr_pu or n1)")
     @click.option("--progress/--no-progress", default=None,
                   help="progress bar on stderr (default: when stderr is a terminal)")
     @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")

@@ -67,7 +67,8 @@ def _legend(v) -> str:
         text += ("; NMSE = normalised mean squared error, mean((τ̂1 − τ1)² / n²) over the replicates "
                  "(n = sample size; Camerlenghi et al. 2021)")
     if "reliable_share" in v.summary and v.summary["reliable_share"].notna().any():
-        text += "; reliable = share of replicates inside the range where the estimator is proven"
+        text += ("; reliable = share of replicates the estimator marks reliable (τ̂1: calibrated on "
+                 "real populations, see docs/validation.md)")
     return text
 
 

@@ -174,3 +174,27 @@ def evaluate(series: Series, Z) -> tuple[np.ndarray, np.ndarray]:
         value = np.sign(total) * np.exp(np.log(np.abs(total)) + S)
         bound = np.exp(np.log(8.0 * np.finfo(np.float64).eps * mag) + S)
     return np.where(total == 0, 0.0, value), bound
+
+
+def second_moment(series: Series, Z) -> np.ndarray:
+    """Σ_i c_i² Z_{i+1} for Z[..., r] = Z_r, one value per row (+inf beyond the double range).
+
+    Under Bernoulli sampling the cells' sample counts are independent, and τ̂1 − τ1 is a sum over
+    cells of g(f_j) − I(f_j = 1, F_j = 1) with g(r) = c_{r−1}; since g(1) = c_0 = 1, each cell's
+    E[(g − h)²] = E[g²] − E[h], so Σ_j g(f_j)² − τ1 estimates E(τ̂1 − τ1)² without bias where the
+    series is unbiased (λ ≤ 1), and the variance plus the cells' squared biases where it is smoothed.
+    """
+    Z = np.asarray(Z, dtype=np.float64)
+    m = min(Z.shape[-1] - 1, series.log_coef.size)
+    Zr = Z[..., 1:1 + m]
+    lc2 = 2.0 * series.log_coef[:m]
+    used = (Zr > 0).any(axis=tuple(range(Zr.ndim - 1))) if Zr.ndim > 1 else Zr > 0
+    fin = used & np.isfinite(lc2)
+    S = float(lc2[fin].max()) if fin.any() else 0.0
+    S = S if S > 600.0 else 0.0
+    c2 = np.where(fin, np.exp(np.where(fin, lc2, -np.inf) - S), 0.0)
+    total = Zr @ c2
+    if not S:
+        return total
+    with np.errstate(over="ignore", divide="ignore"):
+        return np.where(total == 0, 0.0, np.exp(np.log(np.where(total > 0, total, 1.0)) + S))

@@ -11,7 +11,9 @@ are simulated through their sufficient statistics, at O(1) cost whatever K: the 
 landing in each class are multinomial(K; n1/n, 2 n2/n, rest); of those in size-1 cells, a
 binomial(π) number are copied back (R_c = R_u = 1); of those in size-2 cells, a binomial(1 − π)
 number are not (R_u = 1, R_c = 0). The standard error is the delta-method s.e. of the ratio over
-the K draws. (tests/test_measures_se.py checks this against a literal record-by-record simulation.)
+the K draws; the upper bound θ̂(K) + z s.e. is clipped to 1. As theta_hat, it is not estimable
+when the sample has no pair (n2 = 0: every simulated unique match is correct, θ̂(K) = 1 ± 0).
+(tests/test_measures_se.py checks this against a literal record-by-record simulation.)
 Skinner & Elliot (2002) section 3, eq. 6.
 """
 from __future__ import annotations
@@ -24,6 +26,7 @@ from gpurisk.hookspecs import hookimpl
 from gpurisk.measure import Context, Measure, Result
 from gpurisk.options import Option
 from gpurisk.measures._util import z_upper
+from gpurisk.measures.theta_hat import not_estimable, upper_bound
 
 
 def dis_draws(n1: int, n2: int, n: int, pi: float, K: int, rng: np.random.Generator):
@@ -50,8 +53,12 @@ class ThetaHatDIS(Measure):
         if K < 1:
             from gpurisk.errors import BadInput
             raise BadInput(f"theta_hat_dis: K must be a positive integer, got {K}")
+        n1, n2 = table.n_r(1), table.n_r(2)
+        if n2 == 0 and n1 > 0 and ctx.fraction < 1.0:
+            return Result(value=None, reason=not_estimable(n1, n2, table.n_r(3)),
+                          extra={"K": K, "estimable": False, "n1": n1, "n2": n2})
         rng = np.random.default_rng(ctx.seed)
-        nu, nc = dis_draws(table.n_r(1), table.n_r(2), table.n, ctx.fraction, K, rng)
+        nu, nc = dis_draws(n1, n2, table.n, ctx.fraction, K, rng)
         if nu == 0:
             return Result(value=math.nan, reason=f"no unique match in {K} simulated intrusions "
                           "(no cell with f_j = 1 or 2)", extra={"K": K})
@@ -60,7 +67,7 @@ class ThetaHatDIS(Measure):
         # rc - th*ru is 1 - th for the nc correct matches, -th for the nu - nc false ones, else 0
         ss = nc * (1.0 - th) ** 2 + (nu - nc) * th * th
         se = math.sqrt(ss / K / K) / (nu / K)
-        return Result(value=th, se=se, upper=th + z_upper(ctx.alpha) * se,
+        return Result(value=th, se=se, upper=upper_bound(th, se, z_upper(ctx.alpha), "wald"),
                       extra={"K": K, "unique_matches": nu})
 
 

@@ -164,6 +164,10 @@ class ThetaHatMisclass(Measure):
                                method=str(ctx.option(self.name, "method", "auto")),
                                dense_limit=int(ctx.option(self.name, "dense_limit", DENSE_LIMIT)))
         value = r.pop("value")
+        if r["S2"] == 0 and r["nA"] == 0 and r["S1"] > 0 and ctx.fraction < 1.0:
+            return Result(value=None, extra=r | {"estimable": False},
+                          reason="not estimable: no sample pair and no expected false match "
+                                 "(S2 = nA = 0), so eq. 12 gives 1 whatever the data")
         if math.isnan(value):
             return Result(value=math.nan, reason="no unique match can happen (S1 = S2 = nA = 0)",
                           extra=r)

@@ -8,7 +8,7 @@ of a pair is not, so
     θ̂_w = n1 / (n1 + Σ_{i : f_{X_i} = 2} (1/π_i − 1))
          = n1 / (n1 + Σ_{j : f_j = 2} (w_j − 2)),   w_j = Σ_{i in cell j} w_i,
 
-which is eq. 7 when every π_i = π. The paper leaves the estimator's properties open (§5.3), so the
+which is eq. 7 when every π_i = π. As theta_hat, it is not estimable when the sample has no pair. The paper leaves the estimator's properties open (§5.3), so the
 result carries ``experimental: true``. Weights must be design weights 1/π_i >= 1 (summing to about
 the population size); weights normalised to the sample size are not, and make a cell's weight sum
 smaller than its count: the measure then does not apply.
@@ -22,6 +22,7 @@ import math
 from gpurisk.xp import scalar
 from gpurisk.hookspecs import hookimpl
 from gpurisk.measure import Context, Measure, Result
+from gpurisk.measures.theta_hat import not_estimable
 
 
 def theta_hat_weighted(f, w) -> tuple[float, int, float]:
@@ -48,6 +49,10 @@ class ThetaHatWeighted(Measure):
                 "below 1 (pi_i > 1): give design weights 1/pi_i, not normalised weights")
         th, n1, d = theta_hat_weighted(f, w)
         extra = {"experimental": True, "n1": n1, "sum_pairs_w_minus_1": d}
+        n2 = int(scalar((f == 2).sum()))
+        if n2 == 0 and n1 > 0:
+            return Result(value=None, reason=not_estimable(n1, 0, int(scalar((f == 3).sum()))),
+                          extra=extra | {"estimable": False})
         if math.isnan(th):
             return Result(value=math.nan, reason="no sample cell has f_j = 1 or 2 (or every pair "
                           "has pi_i = 1): no unique match can happen", extra=extra)

@@ -102,8 +102,14 @@ MEANINGS = {
     "n1": "sample uniques: records that are the only one in the release with their key values",
     "n2": "records that share their key values with exactly one other record of the release",
     "N1": "population uniques: people who are the only one in the population with their key values",
+    "matches_hat": "the estimated number of records an intruder would correctly re-identify by a "
+                   "unique match, θ̂·n1 (the default ranking: it found the combinations with the "
+                   "most population uniques among sample uniques on real populations, where θ̂ alone "
+                   "put combinations with a single sample unique on top); where the sample has no "
+                   "pair it is estimated with half a pair and flagged",
     "theta_hat": "the estimated probability that a match an intruder finds on a unique key value is "
-                 "correct (Skinner & Elliot 2002, eq. 7); the upper bound is one-sided",
+                 "correct (Skinner & Elliot 2002, eq. 7); the upper bound is one-sided, on the log "
+                 "scale, at most 1; not estimable where the sample has no pair (n2 = 0)",
     "theta": "the true probability that a unique match is correct, computed from the population "
              "(Skinner & Elliot 2002, eq. 2)",
     "pr_pu": "the share of the population that is unique on the keys (Skinner & Elliot 2002, §2.2)",
@@ -178,6 +184,8 @@ def _not_plotted(df: pd.DataFrame, col: str, top: int) -> list[str]:
     if len(missing):
         why = (missing[f"{col}_reason"].fillna("no value, no reason given")
                if f"{col}_reason" in missing else pd.Series(["no value"] * len(missing)))
+        # one line per kind of reason, not per combination's counts
+        why = why.str.replace(r" ?\(n1 = \d+, n2 = \d+, n3 = \d+\)", "", regex=True)
         for reason, count in why.value_counts().items():
             lines.append(f"{count} combination(s) have no {col}: {reason}.")
     shown = int(df[col].notna().sum())
@@ -187,8 +195,8 @@ def _not_plotted(df: pd.DataFrame, col: str, top: int) -> list[str]:
     if col != "theta_hat" and "theta_hat" in df.columns:
         none = int(df["theta_hat"].isna().sum())
         if none:
-            lines.append(f"The θ̂ plot leaves out {none} combination(s) without θ̂ (no sample cell "
-                         "with one or two records: no unique match can happen).")
+            lines.append(f"The θ̂ plot leaves out {none} combination(s) without θ̂ (no sample pair, "
+                         "so θ̂ is not estimable, or no sample cell with one or two records).")
     return lines
 
 
@@ -271,6 +279,7 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
     if not 0.0 < float(threshold) <= 1.0:
         raise BadInput(f"--threshold {threshold!r} must lie in (0, 1]")
     col = measure or rank_column(df)
+    from gpurisk.scan.runner import rank_meaning
     if col not in df.columns:
         raise BadInput(f"--measure {col!r} is not a column of the scan")
     if df[col].notna().sum() == 0:
@@ -280,7 +289,11 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
              f"<h1>{html.escape(title or 'gpurisk scan report')}</h1>",
              f"<p class='note'>Scan: {html.escape(source)}. {len(df)} combinations of "
              f"{df['size'].min()}–{df['size'].max()} key variables. Only key <em>names</em> are shown; "
-             "no key value of any record appears in this report.</p>"]
+             "no key value of any record appears in this report.</p>",
+             f"<p class='ranked'>Combinations are ranked by <b>{html.escape(col)}</b>: "
+             f"{html.escape(rank_meaning(col))}"
+             + (", with θ̂ beside it" if col != "theta_hat" and "theta_hat" in df.columns else "")
+             + ".</p>"]
     if settings:
         items = [("records in the release (n)", settings.get("n")), ("population (N)", settings.get("N")),
                  ("sampling fraction π", settings.get("fraction")),

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from gpurisk.errors import BadInput
@@ -16,7 +17,7 @@ from gpurisk.freq.lattice import Lattice, regroup
 from gpurisk.measure import Context
 from gpurisk.freq.recode import Recode, code_maps, parse_recodes
 from gpurisk.scan.plan import build_plan, combo_seed, root_keys
-from gpurisk.scan.runner import _measure_names, _scan_options, combination_row
+from gpurisk.scan.runner import RANK_PREFERENCE, _measure_names, _scan_options, combination_row
 
 
 @dataclass
@@ -37,6 +38,24 @@ class Comparison:
     #: why a value is missing: same rows as ``table``, columns ``"{col} [{label}]"``, None where
     #: the value is defined (the CLI prints these as footnotes to its "—" cells)
     reasons: pd.DataFrame | None = None
+
+    @property
+    def rank_by(self) -> str | None:
+        """The measure the rows are ranked by (as scan's default), or None (plan order)."""
+        return next((c for c in RANK_PREFERENCE if c in self.columns and c != self.uniques), None)
+
+    def ranked(self, table: pd.DataFrame, reasons: pd.DataFrame | None = None):
+        """``table`` (:attr:`table` or :meth:`affected`) and its reasons, riskiest first by
+        :attr:`rank_by` under the original coding."""
+        by = self.rank_by
+        if by is None or f"{by} [original]" not in table:
+            return table, reasons
+        key = table[f"{by} [original]"].astype(float)
+        order = (table.assign(_r=key.fillna(-np.inf))
+                 .sort_values(["_r", "size", "order"], ascending=[False, True, True], kind="stable")
+                 .index)
+        t = table.loc[order].reset_index(drop=True)
+        return t, (reasons.loc[order].reset_index(drop=True) if reasons is not None else None)
 
     def affected(self) -> pd.DataFrame:
         """Rows whose combination contains a key some alternative recodes (as in the paper's tables)."""
@@ -74,7 +93,9 @@ def compare(data, keys: Sequence[str], alternatives: Iterable, cumulative: bool 
     """Every subset of ``keys`` (up to ``max_size``) under the original coding and each alternative.
 
     With ``cumulative`` each alternative adds its recodes to the previous ones (Table 3 -> 4 -> 5).
-    ``measures`` defaults to the unique counts plus pr_pu and theta_hat. ``recode`` (as in
+    ``measures`` defaults to the unique counts plus pr_pu, matches_hat (the estimated number of
+    correct unique matches, θ̂·n1) and theta_hat; :meth:`Comparison.ranked` orders the rows by
+    matches_hat under the original coding, as scan ranks. ``recode`` (as in
     :func:`gpurisk.assess`) is the original coding: the alternatives regroup it further. The data
     are read, checked and counted by :class:`gpurisk.inputs.Inputs`, as every command.
     """
@@ -97,7 +118,8 @@ def compare(data, keys: Sequence[str], alternatives: Iterable, cumulative: bool 
             if r.key not in rkeys:
                 raise BadInput(f"--alt {r}: {r.key!r} is not one of --keys ({', '.join(rkeys)})")
     names = _measure_names(measures if measures is not None else
-                           ["pop_uniques", "sample_uniques", "pr_pu", "theta_hat"])
+                           ["pop_uniques", "sample_uniques", "pr_pu", "matches_hat",
+                            "theta_hat"])
     opts = _scan_options(names, options)
     rkeys = sorted(rkeys)            # as in scan: one cell order per key set
     inp = Inputs(data, rkeys, population=population, sample_flag=sample_flag, weights=weights,

@@ -32,8 +32,22 @@ from gpurisk.scan.sink import ParquetSink, check_output_path, read_scan, row_sch
 #: the s.e. that goes with it. ``--option theta_hat_dis.K=200000`` restores the default.
 SCAN_DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {"theta_hat_dis": {"K": 10_000}}
 
-#: measures used to rank combinations in the closing summary, first available wins
-RANK_PREFERENCE = ("theta_hat", "pr_pu", "n1")
+#: measures used to rank combinations in the closing summary, first available wins: the estimated
+#: number of correct unique matches θ̂·n1 (issue 21: ranking by θ̂ alone put combinations with one
+#: sample unique and no sample pair on top), then θ̂, Pr(PU), n1
+RANK_PREFERENCE = ("matches_hat", "theta_hat", "pr_pu", "n1")
+#: what each rank column is, for the output's "ranked by ..." line
+RANK_MEANING = {
+    "matches_hat": "the estimated number of correct unique matches θ̂·n1 (matches_hat)",
+    "theta_hat": "θ̂, the estimated probability that a unique match is correct",
+    "pr_pu": "Pr(PU), the share of population uniques",
+    "n1": "n1, the number of sample uniques",
+}
+
+
+def rank_meaning(col: str) -> str:
+    """One line saying what a ranking by ``col`` ranks by."""
+    return RANK_MEANING.get(col, col)
 
 
 @dataclass

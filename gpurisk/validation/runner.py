@@ -39,6 +39,13 @@ DEFAULT_EXCLUDE = ("theta_hat_dis",)
 QUANTITIES = ("true", "estimate", "error", "se")
 #: replicates per saved chunk when resuming (``resume=``)
 CHUNK = 5
+#: the columns of :attr:`Validation.replicates`: one row per (fraction, replicate, measure). ``value``
+#: is the estimator's own value, also where the measure withholds it from display (a Result whose
+#: ``extra["raw_value"]`` keeps a value outside the quantity's range: validation judges the estimator,
+#: not what is printed); ``shown`` is what the measure reports (NaN where withheld); ``upper`` its
+#: upper bound; n1, n2, n3 the replicate's numbers of sample cells of size 1, 2, 3.
+REPLICATE_COLUMNS = ["fraction", "replicate", "n", "n1", "n2", "n3", "measure", "value", "shown",
+                     "se", "upper", "reliable", "reason"]
 
 
 @dataclass
@@ -218,8 +225,7 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
                     progress(done, total)
         if store is not None:
             store.mark_complete(fi)
-    reps = pd.DataFrame(rows, columns=["fraction", "replicate", "n", "measure", "value", "se",
-                                       "reliable", "reason"])
+    reps = pd.DataFrame(rows, columns=REPLICATE_COLUMNS)
     reps = _attach_truth(reps, pairs)
     ddof = 0 if dsg.kind == "systematic" else 1
     summary = summarise(reps, names, pairs, ddof)
@@ -242,15 +248,22 @@ def _run_one(table, ctx, names, frac, r, caught):
         first = caught.setdefault(_generic(msg), [msg, 0])
         first[1] += 1
     n = table.n
+    fof = {r: table.n_r(r) for r in (1, 2, 3)}
     out = []
     for name, m in res.items():
-        v = m.value
-        v = math.nan if v is None else float(v)
-        se = math.nan if m.se is None else float(m.se)
+        shown = _float(m.value)
+        raw = m.extra.get("raw_value")
+        v = shown if raw is None else _float(raw)
         rel = m.extra.get("reliable")
-        out.append({"fraction": frac, "replicate": r, "n": n, "measure": name, "value": v, "se": se,
-                    "reliable": None if rel is None else bool(rel), "reason": m.reason})
+        out.append({"fraction": frac, "replicate": r, "n": n, "n1": fof[1], "n2": fof[2],
+                    "n3": fof[3], "measure": name, "value": v, "shown": shown, "se": _float(m.se),
+                    "upper": _float(m.upper), "reliable": None if rel is None else bool(rel),
+                    "reason": m.reason})
     return out
+
+
+def _float(v) -> float:
+    return math.nan if v is None else float(v)
 
 
 def _generic(msg: str) -> str:

@@ -89,7 +89,6 @@ def stratified(frame: pd.DataFrame, keys: Sequence[str], stratum: str, fractions
                missing: str = "category", recode=None) -> dict[str, Any]:
     """θ̂_w over the file and θ̂ within each stratum (see the module docstring)."""
     from gpurisk.inputs import Inputs, key_list
-    from gpurisk.measures.theta_hat import theta_hat
     from gpurisk.measures.theta_hat_weighted import theta_hat_weighted
     keys = key_list(keys)
     if stratum in keys:
@@ -112,12 +111,24 @@ def stratified(frame: pd.DataFrame, keys: Sequence[str], stratum: str, fractions
     pih = np.bincount(h, weights=fpos, minlength=H) / np.bincount(h, weights=wsum, minlength=H)
     strata = {}
     for i, label in enumerate(nested.categories[-1]):
-        th, v = theta_hat(int(nr[1][i]), int(nr[2][i]), int(nr[3][i]), float(pih[i]))
+        th, v, why = _estimable_theta_hat(int(nr[1][i]), int(nr[2][i]), int(nr[3][i]),
+                                          float(pih[i]))
         strata[str(label)] = {"pi": float(pih[i]), "n": int(nh[i]), "n1": int(nr[1][i]),
                               "n2": int(nr[2][i]), "theta_hat": th,
-                              "se": math.sqrt(v) if v == v else math.nan}
+                              "se": math.sqrt(v) if v == v else math.nan,
+                              **({"reason": why} if why else {})}
     return {"theta_hat_weighted": th_w, "experimental": True, "n1": n1,
             "sum_pairs_w_minus_1": d, "strata": strata}
+
+
+def _estimable_theta_hat(n1: int, n2: int, n3: int, pi: float) -> tuple[float, float, str | None]:
+    """(θ̂, v̂, None), or (NaN, NaN, why) where θ̂ is not estimable (no sample pair, π < 1)."""
+    from gpurisk.measures.theta_hat import not_estimable, theta_hat
+    why = not_estimable(n1, n2, n3) if pi < 1.0 else None
+    if why:
+        return math.nan, math.nan, why
+    th, v = theta_hat(n1, n2, n3, pi)
+    return th, v, None
 
 
 def cluster_pair_share(table, cluster_codes: np.ndarray) -> tuple[int, int]:
@@ -169,7 +180,6 @@ def design_report(frame, keys: Sequence[str], *, fraction: float | None = None,
 
     ``frame`` is a frame or a path, read, checked and counted by :class:`gpurisk.inputs.Inputs`."""
     from gpurisk.inputs import Inputs
-    from gpurisk.measures.theta_hat import theta_hat
     from gpurisk.measures.theta_hat_weighted import theta_hat_weighted
     if weights and stratum:
         raise BadInput("give either --weights or --strata with --fractions, not both")
@@ -189,8 +199,9 @@ def design_report(frame, keys: Sequence[str], *, fraction: float | None = None,
                            "warnings": []}
     if inp.fraction is not None:
         f = inp.fraction
-        th, v = theta_hat(table.n_r(1), table.n_r(2), table.n_r(3), f)
-        doc["theta_hat"] = {"value": th, "se": math.sqrt(v) if v == v else math.nan, "pi": f}
+        th, v, why = _estimable_theta_hat(table.n_r(1), table.n_r(2), table.n_r(3), f)
+        doc["theta_hat"] = {"value": th, "se": math.sqrt(v) if v == v else math.nan, "pi": f,
+                            **({"reason": why} if why else {})}
     if weights:
         f, w = table.f, table.w
         if scalar(((f > 0) & (w < f * (1 - 1e-12))).sum()):

@@ -1,0 +1,416 @@
+"""Can an office trust the estimates? θ̂, its bounds, τ̂1 and the scan's ranking on real populations.
+
+Issue 21's study, rerunnable: for each real population available (the microdata in ../shared/data,
+and any a user names with --population), three key sets (small, medium, large), Bernoulli samples at
+π = 1, 5 and 10 %, R replicates each, drawn and counted by ``gpurisk.validate`` (the validation
+machinery every estimator is judged with: the same samples for every key set of a population, since
+its draws depend on the seed, π and N only). Printed:
+
+1. θ̂ against θ, per (population, key set, π): median n2; the share of samples where θ̂ is not
+   estimable (no sample pairs); bias/sd (mean(θ̂ − θ) / sd(θ̂ − θ), over the samples where θ̂ is
+   reported); v̂^½/sd (mean estimated s.e. over the s.d. of θ̂ − θ); the coverage of the 99 % upper
+   bounds, Pr(θ ≤ bound): the Wald bound θ̂ + z v̂^½ and the log-scale bound θ̂·exp(z v̂^½/θ̂), both
+   from eq. 7 (n2 = 0 gives θ̂ = 1, v̂ from eq. 9), and the bound the measure itself reports
+   (its default; over the samples where it reports one); the largest bound seen and how many fall
+   outside [0, 1]. Then the coverage pooled by median n2 (< 10, 10–19, ≥ 20).
+2. τ̂1 against τ1, per cell and grouped by λ: mean τ1, relative bias mean(τ̂1 − τ1)/mean(τ1), NMSE
+   mean((τ̂1 − τ1)²/n²), the shares of τ̂1 < 0 and > n1 (the estimator's own value, also where the
+   measure withholds it), the share marked reliable and, among those, the relative bias and NMSE.
+3. The ranking: every combination of 1–3 keys of a pool of six (per population), π = 5 %,
+   --rank-replicates samples. Each sample's combinations are ranked by the scan's default
+   (``gpurisk.scan.runner.rank_column`` / ``top_combinations``, exactly what ``gpurisk scan``
+   prints), by θ̂, by θ̂·n1, by θ̂'s upper bound and by τ̂1, and compared with the truth τ1 (the
+   number of sample uniques that are population uniques): Spearman's rank correlation, and the
+   share of the attainable τ1 caught by the top 10 (Σ τ1 of the top 10 by the ranking over
+   Σ τ1 of the 10 largest τ1), mean and range over the samples. Also how often the top combination
+   has n2 = 0.
+
+    python bench/validate_trust.py                       # five populations, 20 replicates (seconds)
+    python bench/validate_trust.py --replicates 200 --rank-replicates 100   # the issue's size
+    python bench/validate_trust.py --population my.csv:age,sex,region --replicates 50
+    python bench/validate_trust.py --only fars --json out.json
+
+Writes bench/out/validate_trust.json (every number printed) unless --json names another file.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import gpurisk
+from gpurisk.measures._util import z_upper
+from gpurisk.measures.theta_hat import theta_hat as theta_hat_eq7
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "bench" / "out"
+FRACTIONS = (0.01, 0.05, 0.10)
+RANK_FRACTION = 0.05
+ALPHA = 0.01
+
+#: name: (file under shared/data, separator, three key sets small -> large, ranking pool of six)
+POPULATIONS = {
+    "fars": ("arx_genetic/fars_int.csv", ";",
+             [["iage", "isex", "irace"], ["iage", "isex", "irace", "istatenum"],
+              ["iage", "irace", "ideathmon", "ideathday", "isex", "ihispanic", "istatenum", "iinjury"]],
+             ["iage", "isex", "irace", "istatenum", "ihispanic", "iinjury"]),
+    "adult": ("uci_adult/adult_full_48842.csv", ",",
+              [["age", "sex", "race"], ["age", "sex", "race", "marital-status"],
+               ["age", "sex", "race", "marital-status", "education", "native-country", "workclass",
+                "occupation"]],
+              ["age", "sex", "race", "marital-status", "education", "native-country"]),
+    "cup": ("arx_genetic/cup_int.csv", ";",
+            [["AGE", "GENDER", "INCOME"], ["AGE", "GENDER", "INCOME", "STATE"],
+             ["AGE", "GENDER", "INCOME", "STATE", "NGIFTALL"]],
+            ["AGE", "GENDER", "INCOME", "STATE", "NGIFTALL", "MINRAMNT"]),
+    "mach2019": ("arx_genetic/mach2019_int.csv", ";",
+                 [["age", "gender", "race"], ["age", "gender", "race", "religion", "married"],
+                  ["age", "gender", "race", "religion", "married", "familysize", "Q1A", "Q2A"]],
+                 ["age", "gender", "race", "religion", "married", "familysize"]),
+    "testdata": ("sdcmicro/testdata.csv", ",",
+                 [["urbrur", "water", "sex"], ["urbrur", "water", "sex", "age"],
+                  ["urbrur", "roof", "walls", "water", "sex", "age"]],
+                 ["urbrur", "roof", "walls", "water", "sex", "age"]),
+}
+#: run unless --only names others (testdata, 4 580 records, gives samples of 46 at π = 1 %: the
+#: rare-pair case of issue 21)
+DEFAULT = ("fars", "adult", "cup", "mach2019", "testdata")
+ESTIMATORS = ["theta_hat", "tau1_hat", "theta", "tau1"]
+
+
+def find_data() -> Path | None:
+    from gpurisk.testing.data import find_shared_data
+    return find_shared_data(ROOT)
+
+
+def load(path, sep) -> pd.DataFrame:
+    """The population as a frame (read once for all its key sets), or its path for gpurisk to read."""
+    return str(path) if sep is None else pd.read_csv(path, sep=sep)
+
+
+def measures() -> list[str]:
+    from gpurisk.plugins import measure_registry
+    reg = measure_registry()
+    extra = [m for m in ("matches_hat",) if m in reg]       # the ranking measure (issue 21)
+    return ESTIMATORS + extra
+
+
+def replicates(frame, keys, fractions, R, seed) -> pd.DataFrame:
+    """One row per (fraction, replicate): every measure's value, s.e., upper bound, reliable."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        v = gpurisk.validate(frame, keys, fractions=fractions, replicates=R, design="bernoulli",
+                             measures=measures(), seed=seed, alpha=ALPHA,
+                             allow_high_cardinality=True)
+    reps = v.replicates
+    base = reps.drop_duplicates(["fraction", "replicate"])[
+        ["fraction", "replicate", "n", "n1", "n2", "n3"]].set_index(["fraction", "replicate"])
+    out = [base]
+    for col in ("value", "shown", "se", "upper", "reliable"):
+        if col not in reps:
+            continue
+        w = reps.pivot(index=["fraction", "replicate"], columns="measure", values=col)
+        w.columns = [m if col == "value" else f"{m}_{col}" for m in w.columns]
+        out.append(w)
+    df = pd.concat(out, axis=1).reset_index()
+    df["N"] = v.info["N"]
+    return df
+
+
+# --- 1. θ̂ -----------------------------------------------------------------------------------------
+def theta_cell(df: pd.DataFrame) -> dict:
+    z = z_upper(ALPHA)
+    pi = df["fraction"].to_numpy(float)
+    n1, n2, n3 = (df[c].to_numpy(float) for c in ("n1", "n2", "n3"))
+    raw = np.array([theta_hat_eq7(a, b, c, p) for a, b, c, p in zip(n1, n2, n3, pi)])
+    th, v = raw[:, 0], raw[:, 1]
+    se = np.sqrt(v)
+    theta = df["theta"].to_numpy(float)
+    ok = np.isfinite(th) & np.isfinite(theta)
+    wald = th + z * se
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logb = np.minimum(np.where(th > 0, th * np.exp(z * se / th), 0.0), 1.0)
+    shown = df["theta_hat_shown"].to_numpy(float) if "theta_hat_shown" in df else df["theta_hat"].to_numpy(float)
+    rep = np.isfinite(shown) & np.isfinite(theta)          # θ̂ reported by the measure
+    err = shown[rep] - theta[rep]
+    sd = float(np.std(err, ddof=1)) if err.size > 2 else math.nan
+    mse = df["theta_hat_se"].to_numpy(float)[rep]
+    up = df["theta_hat_upper"].to_numpy(float)
+    has_up = np.isfinite(up) & np.isfinite(theta)
+    return {
+        "median_n2": float(np.median(n2)), "samples": int(len(df)),
+        "not_estimable": float(np.mean(~np.isfinite(shown))),
+        "n2_zero": float(np.mean(n2 == 0)),
+        "theta_mean": float(np.nanmean(theta)),
+        "bias_over_sd": float(np.mean(err) / sd) if sd > 0 else math.nan,
+        "se_over_sd": float(np.mean(mse) / sd) if sd > 0 else math.nan,
+        "cover_wald": float(np.mean(theta[ok] <= wald[ok] + 1e-12)) if ok.any() else math.nan,
+        "cover_log": float(np.mean(theta[ok] <= logb[ok] + 1e-12)) if ok.any() else math.nan,
+        "cover_default": float(np.mean(theta[has_up] <= up[has_up] + 1e-12)) if has_up.any() else math.nan,
+        "default_given": float(np.mean(has_up)),
+        "wald_max": float(np.nanmax(wald)) if ok.any() else math.nan,
+        "wald_above_1": int(np.sum(wald[ok] > 1 + 1e-12)),
+        "default_max": float(np.nanmax(up)) if has_up.any() else math.nan,
+        "default_outside_01": int(np.sum((up[has_up] > 1 + 1e-12) | (up[has_up] < -1e-12))),
+    }
+
+
+# --- 2. τ̂1 ----------------------------------------------------------------------------------------
+def tau_cell(df: pd.DataFrame) -> dict:
+    est = df["tau1_hat"].to_numpy(float)
+    tau = df["tau1"].to_numpy(float)
+    n = df["n"].to_numpy(float)
+    n1 = df["n1"].to_numpy(float)
+    N = df["N"].to_numpy(float)
+    ok = np.isfinite(est) & np.isfinite(tau)
+    lam = float(np.mean((N - n) / n))
+    err = est[ok] - tau[ok]
+    mt = float(np.mean(tau[ok])) if ok.any() else math.nan
+    rel = df.get("tau1_hat_reliable")
+    relm = (rel.fillna(False).astype(bool).to_numpy() & ok) if rel is not None else np.zeros(len(df), bool)
+    shown = df["tau1_hat_shown"].to_numpy(float) if "tau1_hat_shown" in df else est
+    se = df["tau1_hat_se"].to_numpy(float) if "tau1_hat_se" in df else np.full(len(df), np.nan)
+    sd = float(np.std(err, ddof=1)) if err.size > 2 else math.nan
+    out = {
+        "lambda": lam, "log_n": float(np.mean(np.log(n))), "tau1_mean": mt,
+        "rel_bias": float(np.mean(err) / mt) if mt > 0 else math.nan,
+        "nmse": float(np.mean((err / n[ok]) ** 2)) if ok.any() else math.nan,
+        "sd": sd,
+        "se_over_sd": float(np.nanmean(se[ok]) / sd) if sd > 0 and np.isfinite(se[ok]).any() else math.nan,
+        "negative": float(np.mean(est[ok] < 0)), "above_n1": float(np.mean(est[ok] > n1[ok])),
+        "shown_outside": int(np.sum(np.isfinite(shown) & ((shown < 0) | (shown > n1 + 1e-9)))),
+        "reliable": float(np.mean(relm)),
+    }
+    if relm.any():
+        e = est[relm] - tau[relm]
+        t = float(np.mean(tau[relm]))
+        out["reliable_rel_bias"] = float(np.mean(e) / t) if t > 0 else math.nan
+        out["reliable_nmse"] = float(np.mean((e / n[relm]) ** 2))
+    return out
+
+
+# --- 3. ranking -------------------------------------------------------------------------------------
+def ranking(frame, pool, R, seed, sizes=(1, 2, 3)) -> dict:
+    from scipy.stats import spearmanr
+
+    from gpurisk.scan.runner import rank_column, top_combinations
+    combos = [list(c) for s in sizes for c in itertools.combinations(pool, s)]
+    per = []
+    for i, keys in enumerate(combos):
+        d = replicates(frame, keys, [RANK_FRACTION], R, seed)
+        d["order"], d["size"], d["keys"] = i, len(keys), [keys] * len(d)
+        per.append(d)
+    allrows = pd.concat(per, ignore_index=True)
+    res: dict[str, list] = {}
+    top_n2_zero = []
+    default_name = None
+    for r, g in allrows.groupby("replicate"):
+        g = g.reset_index(drop=True)
+        tau = g["tau1"].to_numpy(float)
+        if not (tau > 0).any():
+            continue
+        # the columns a scan row carries for these measures, then the scan's own ranking
+        scan_rows = g.rename(columns={"theta_hat_shown": "theta_hat_view"})
+        scan_rows = scan_rows.assign(theta_hat=g.get("theta_hat_shown", g["theta_hat"]))
+        if "matches_hat" in g:
+            scan_rows["matches_hat"] = g.get("matches_hat_shown", g["matches_hat"])
+        default_name = rank_column(scan_rows)
+        full = top_combinations(scan_rows, len(scan_rows))
+        place = {o: k for k, o in enumerate(full["order"].to_numpy())}
+        pos = -np.array([place[o] for o in g["order"].to_numpy()], float)   # higher = riskier
+        th = g["theta_hat"].to_numpy(float)
+        scores = {"default": pos,
+                  "theta_hat": th,
+                  "theta_hat*n1": th * g["n1"].to_numpy(float),     # none where θ̂ is not estimable
+                  "theta_hat upper": g["theta_hat_upper"].to_numpy(float),
+                  "tau1_hat": g["tau1_hat"].to_numpy(float)}
+        best = np.sort(tau)[::-1][:10].sum()
+        for name, sc in scores.items():
+            fin = np.isfinite(sc)
+            low = (sc[fin].min() - 1.0) if fin.any() else 0.0
+            s = np.where(fin, sc, low)                  # no value: last, as a scan ranks it
+            rho = spearmanr(s, tau).statistic
+            top = np.argsort(-s, kind="stable")[:10]
+            res.setdefault(name, []).append((rho, tau[top].sum() / best))
+        first = int(np.argmax(pos))
+        top_n2_zero.append(int(g["n2"].iloc[first] == 0))
+    out = {"default_rank_by": default_name, "combinations": len(combos),
+           "samples": len(top_n2_zero), "top_has_n2_zero": float(np.mean(top_n2_zero)) if top_n2_zero else math.nan}
+    for name, vals in res.items():
+        a = np.array(vals, float)
+        out[name] = {"spearman_mean": float(np.nanmean(a[:, 0])), "spearman_min": float(np.nanmin(a[:, 0])),
+                     "spearman_max": float(np.nanmax(a[:, 0])),
+                     "top10_mean": float(np.mean(a[:, 1])), "top10_min": float(np.min(a[:, 1]))}
+    return out
+
+
+# --- printing ---------------------------------------------------------------------------------------
+def f(v, d=3):
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "—"
+    if isinstance(v, float):
+        if abs(v) >= 1e4:
+            return f"{v:.3g}"
+        return f"{v:.{d}g}"
+    return str(v)
+
+
+def pct(v):
+    return "—" if v is None or not math.isfinite(v) else f"{100 * v:.1f}"
+
+
+def print_theta(rows):
+    print("\n1. θ̂ against θ (99 % upper bounds; coverage = % of samples with θ ≤ bound)")
+    hdr = (f"{'population':<9} {'keys':<4} {'π':>5} {'med n2':>7} {'n2=0 %':>7} {'n.e. %':>7} "
+           f"{'θ mean':>8} {'bias/sd':>8} {'v̂½/sd':>7} {'Wald %':>7} {'log %':>7} "
+           f"{'default %':>9} {'max Wald':>9} {'max shown':>9} {'shown∉[0,1]':>11}")
+    print(hdr)
+    for r in rows:
+        print(f"{r['population']:<9} {r['keyset']:<4} {r['fraction']:>5g} {f(r['median_n2']):>7} "
+              f"{pct(r['n2_zero']):>7} {pct(r['not_estimable']):>7} {f(r['theta_mean']):>8} "
+              f"{f(r['bias_over_sd'], 2):>8} {f(r['se_over_sd'], 3):>7} {pct(r['cover_wald']):>7} "
+              f"{pct(r['cover_log']):>7} {pct(r['cover_default']):>9} {f(r['wald_max']):>9} "
+              f"{f(r['default_max']):>9} {r['default_outside_01']:>11}")
+    print("   n2=0: samples with no sample pair; n.e.: θ̂ not reported (not estimable); bias/sd and "
+          "v̂½/sd over the samples where θ̂ is reported; default = the bound theta_hat reports")
+    bad = [r for r in rows if np.isfinite(r["bias_over_sd"]) and not (
+        abs(r["bias_over_sd"]) < 0.25 and 0.8 <= r["se_over_sd"] <= 1.2)]
+    print(f"   cells failing |bias| < 0.25 sd or 0.8 ≤ v̂½/sd ≤ 1.2: {len(bad)} of "
+          f"{sum(np.isfinite(r['bias_over_sd']) for r in rows)}")
+    print("   coverage pooled by median n2:")
+    for lo, hi in ((0, 10), (10, 20), (20, math.inf)):
+        g = [r for r in rows if lo <= r["median_n2"] < hi]
+        if not g:
+            continue
+        w = np.array([r["samples"] for r in g], float)
+        cov = {k: float(np.nansum([r[k] * s for r, s in zip(g, w)]) / w.sum())
+               for k in ("cover_wald", "cover_log")}
+        wd = np.array([r["samples"] * r["default_given"] for r in g])
+        cd = float(np.nansum([r["cover_default"] * s for r, s in zip(g, wd)]) / wd.sum()) if wd.sum() else math.nan
+        label = f"{lo}–{hi - 1:g}" if math.isfinite(hi) else f"≥ {lo}"
+        print(f"     median n2 {label:<6} ({len(g):>2} cells): Wald {pct(cov['cover_wald'])} %, "
+              f"log {pct(cov['cover_log'])} %, default {pct(cd)} %")
+
+
+def print_tau(rows):
+    print("\n2. τ̂1 against τ1 (the estimator's own value, also where the measure withholds it)")
+    print(f"{'population':<9} {'keys':<4} {'π':>5} {'λ':>5} {'ln n':>5} {'τ1 mean':>8} {'rel bias':>9} "
+          f"{'NMSE':>9} {'sd':>9} {'ŝe/sd':>6} {'<0 %':>6} {'>n1 %':>6} {'shown∉[0,n1]':>12} "
+          f"{'reliable %':>10} {'rel. bias | reliable':>20} {'NMSE | reliable':>15}")
+    for r in rows:
+        print(f"{r['population']:<9} {r['keyset']:<4} {r['fraction']:>5g} {f(r['lambda']):>5} "
+              f"{f(r['log_n']):>5} {f(r['tau1_mean']):>8} {pct(r['rel_bias']):>8}% {f(r['nmse']):>9} "
+              f"{f(r['sd']):>9} {f(r['se_over_sd'], 2):>6} {pct(r['negative']):>6} "
+              f"{pct(r['above_n1']):>6} {r['shown_outside']:>12} {pct(r['reliable']):>10} "
+              f"{pct(r.get('reliable_rel_bias', math.nan)):>19}% {f(r.get('reliable_nmse', math.nan)):>15}")
+    print("   by λ (one group per π):")
+    for frac in sorted({r["fraction"] for r in rows}, reverse=True):
+        g = [r for r in rows if r["fraction"] == frac]
+        lam = float(np.mean([r["lambda"] for r in g]))
+        rb = [r["rel_bias"] for r in g if np.isfinite(r["rel_bias"])]
+        print(f"     λ ≈ {lam:>3.0f}: {len(g)} cells; |rel bias| median {pct(float(np.median(np.abs(rb))) if rb else math.nan)} %, "
+              f"range {pct(min(rb) if rb else math.nan)}..{pct(max(rb) if rb else math.nan)} %; NMSE median "
+              f"{f(float(np.median([r['nmse'] for r in g])))}, max {f(max(r['nmse'] for r in g))}; "
+              f"cells with |rel bias| < 25 % and NMSE < 0.1: "
+              f"{sum(abs(r['rel_bias']) < 0.25 and r['nmse'] < 0.1 for r in g if np.isfinite(r['rel_bias']))}; "
+              f"reliable share {pct(float(np.mean([r['reliable'] for r in g])))} %")
+    flagged = [r for r in rows if r["reliable"] > 0]
+    badflag = [r for r in flagged if not (abs(r.get("reliable_rel_bias", math.inf)) < 0.25
+                                          and r.get("reliable_nmse", math.inf) < 0.1)]
+    print(f"   cells with any sample marked reliable: {len(flagged)}; of those failing |rel bias| < 25 % "
+          f"or NMSE < 0.1 among the reliable samples: {len(badflag)}")
+
+
+def print_rank(results):
+    print(f"\n3. Ranking the combinations of 1–3 keys of a pool of six, π = {RANK_FRACTION:g}, "
+          "against the truth τ1")
+    print(f"{'population':<9} {'ranking':<16} {'Spearman mean':>13} {'range':>13} "
+          f"{'top-10 share %':>14} {'min %':>6}")
+    for pop, r in results.items():
+        for name in ("default", "theta_hat", "theta_hat*n1", "theta_hat upper", "tau1_hat"):
+            if name not in r:
+                continue
+            x = r[name]
+            label = f"default ({r['default_rank_by']})" if name == "default" else name
+            print(f"{pop:<9} {label:<16.22} {f(x['spearman_mean'], 2):>13} "
+                  f"{f(x['spearman_min'], 2) + '..' + f(x['spearman_max'], 2):>13} "
+                  f"{pct(x['top10_mean']):>14} {pct(x['top10_min']):>6}")
+        print(f"{pop:<9} {r['combinations']} combinations, {r['samples']} samples; the default's top "
+              f"combination has n2 = 0 in {pct(r['top_has_n2_zero'])} % of them")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--replicates", type=int, default=20,
+                    help="samples per (population, key set, π) (the issue: 200)")
+    ap.add_argument("--rank-replicates", type=int, default=5,
+                    help="samples per population for the ranking (the issue: 100); 0 skips it")
+    ap.add_argument("--only", default=None,
+                    help=f"comma-separated populations of {', '.join(POPULATIONS)} "
+                         f"(default: {', '.join(DEFAULT)})")
+    ap.add_argument("--population", action="append", default=[], metavar="FILE:K1,K2,...[;K1,...]",
+                    help="another population file with its key sets (';' between sets); the first "
+                         "set's keys are also its ranking pool (repeatable)")
+    ap.add_argument("--fractions", default=",".join(map(str, FRACTIONS)))
+    ap.add_argument("--seed", type=int, default=21)
+    ap.add_argument("--json", default=str(OUT / "validate_trust.json"), help="write every number here")
+    a = ap.parse_args(argv)
+    fractions = [float(x) for x in a.fractions.split(",")]
+    pops = {}
+    data = find_data()
+    names = a.only.split(",") if a.only else (list(DEFAULT) if not a.population else [])
+    for name in names:
+        if name not in POPULATIONS:
+            raise SystemExit(f"unknown population {name!r}: one of {', '.join(POPULATIONS)}")
+        path, sep, sets, pool = POPULATIONS[name]
+        if data is None or not (data / path).exists():
+            print(f"skipped {name}: {path} not found under shared/data")
+            continue
+        pops[name] = (data / path, sep, sets, pool)
+    for spec in a.population:
+        path, _, keys = spec.partition(":")
+        sets = [s.split(",") for s in keys.split(";") if s]
+        if not sets:
+            raise SystemExit(f"--population {spec!r}: name its key sets, FILE:K1,K2;K1,K2,K3")
+        pops[Path(path).stem] = (Path(path), None, sets, sets[-1])
+    t0 = time.perf_counter()
+    theta_rows, tau_rows, rank = [], [], {}
+    for name, (path, sep, sets, pool) in pops.items():
+        frame = load(path, sep)
+        for si, keys in enumerate(sets):
+            df = replicates(frame, keys, fractions, a.replicates, a.seed)
+            for frac, g in df.groupby("fraction"):
+                tag = {"population": name, "keyset": "SML"[si] if len(sets) == 3 else str(si + 1),
+                       "keys": keys, "fraction": float(frac)}
+                theta_rows.append(tag | theta_cell(g))
+                tau_rows.append(tag | tau_cell(g))
+        if a.rank_replicates > 0:
+            rank[name] = ranking(frame, pool, a.rank_replicates, a.seed)
+        print(f"[{name}: done at {time.perf_counter() - t0:.0f} s]", flush=True)
+    print(f"\nissue 21 validation: {', '.join(pops)}; {a.replicates} Bernoulli samples per "
+          f"(key set, π); seed {a.seed}")
+    for name, (path, sep, sets, pool) in pops.items():
+        print(f"  {name}: " + "; ".join(f"{'SML'[i] if len(sets) == 3 else i + 1} = {','.join(k)}"
+                                       for i, k in enumerate(sets)))
+    print_theta(theta_rows)
+    print_tau(tau_rows)
+    if rank:
+        print_rank(rank)
+    print(f"\n({time.perf_counter() - t0:.0f} s)")
+    if a.json:
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps({"theta": theta_rows, "tau1": tau_rows, "ranking": rank,
+                                            "replicates": a.replicates,
+                                            "rank_replicates": a.rank_replicates, "seed": a.seed},
+                                           indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
