@@ -6,8 +6,8 @@ in the release) or 1/F_j (journalist: the release is a sample of a known populat
 
     highest risk          = 1 / min_j f_j                  (journalist: 1 / min_j F_j)
     lowest risk           = 1 / max_j f_j                  (journalist: 1 / max_j F_j)
-    records above t       = Σ_{j : 1/f_j > t} f_j / n      (journalist: 1/F_j > t)
-    records at highest    = Σ_{j : f_j = min f} f_j / n    (journalist: F_j = min F)
+    records above t       = Σ_{j : 1/f_j > t} f_j          (journalist: 1/F_j > t; share: / n)
+    records at highest    = Σ_{j : f_j = min f} f_j        (journalist: F_j = min F; share: / n)
     average risk          = J / n                          (journalist: max(J / Σ_j F_j, Σ_j (f_j/F_j) / n))
     marketer              = Σ_j (f_j / F_j) / n            (= J / n without a population)
 
@@ -46,9 +46,10 @@ def summary_risks(Z: np.ndarray, n: int, t: float) -> dict:
     Zr = Z[r]
     lo, hi = int(r[0]), int(r[-1])
     at_risk = (1.0 / r) > t
+    above, at_highest = int((r * Zr)[at_risk].sum()), int(lo * Zr[0])
     return {"highest": 1.0 / lo, "lowest": 1.0 / hi,
-            "records_above_threshold": float((r * Zr)[at_risk].sum()) / n,
-            "records_at_highest": float(lo * Zr[0]) / n,
+            "records_above_threshold": above, "share_above_threshold": above / n,
+            "records_at_highest": at_highest, "share_at_highest": at_highest / n,
             "average": float(Zr.sum()) / n,
             "sample_uniqueness": float(Z[1]) / n if Z.size > 1 else 0.0,
             "classes": int(Zr.sum()), "smallest_class": lo, "threshold": t}
@@ -90,9 +91,11 @@ def population_risks(table, t: float) -> dict:
     J = table.sample_cells
     ratio = scalar((fs / Fs).sum())
     sumF = scalar(xp.where(seen, F, 0).sum())
+    above = int(scalar(xp.where((1.0 / Fs > t) & seen, f, 0).sum()))
+    at_highest = int(scalar(xp.where(seen & (F == minF), f, 0).sum()))
     return {"highest": 1.0 / minF, "lowest": 1.0 / maxF,
-            "records_above_threshold": scalar(xp.where((1.0 / Fs > t) & seen, fs, 0.0).sum()) / n,
-            "records_at_highest": scalar(xp.where(seen & (F == minF), fs, 0.0).sum()) / n,
+            "records_above_threshold": above, "share_above_threshold": above / n,
+            "records_at_highest": at_highest, "share_at_highest": at_highest / n,
             "average": max(J / sumF, ratio / n), "marketer": ratio / n,
             "classes": J, "smallest_class": int(minF), "threshold": t}
 

@@ -13,7 +13,10 @@ size 1 in the population); ARX's "population uniqueness" is that number divided 
 
   by Newton-Raphson from ARX's start (c = n1(n1−1)/max(n2, 1),
   θ0 = (nJc − n1(n−1)(2J+c)) / (2 n1 J + n1 c − n c), α0 = (θ0(n1−n) + (n−1)n1)/(nJ)), tolerance
-  1e-6, at most 1000 iterations; uniques = Γ(θ+1)/Γ(θ+α) N^α (log-gamma). The sums over i run as
+  1e-6, at most 1000 iterations; uniques = Γ(θ+1)/Γ(θ+α) N^α (log-gamma), invalid (as in ARX) when
+  α = 0 or the estimate leaves [0, N]; gpurisk also rejects α ≥ 1 and θ ≤ −α (outside the
+  Pitman family: on tiny tables the likelihood can run off to θ → ∞, α > 1 with an estimate near 0,
+  which ARX would report); α < 0 (Pitman's finite-K branch) is accepted, as in ARX. The sums over i run as
   digamma/trigamma differences (Σ_{i=1}^{n−1} 1/(θ+i) = ψ(θ+n) − ψ(θ+1)) or one vectorised pass.
 - SNB (Chen & Keller-McNulty 1998): population class sizes 1 + G, G ~ NegBin(α, β)
   (P(G = k) = C(k+α−1, k) β^α (1−β)^k), so P(F = 1) = β^α and uniques = K β^α. A class of size F
@@ -145,10 +148,10 @@ def _pitman_system(theta: float, alpha: float, i: np.ndarray, sm: Sample, s: np.
     # Σ_{i=1}^{n-1} 1/(θ+i) and its derivative, by digamma/trigamma
     a1 = special.digamma(theta + n) - special.digamma(theta + 1.0)
     a1d = special.polygamma(1, theta + 1.0) - special.polygamma(1, theta + n)   # Σ 1/(θ+i)²
-    # Σ_s J_s Σ_{l=1}^{s-1} 1/(l-α) = Σ_s J_s [ψ(s-α) - ψ(1-α)], derivative Σ_s J_s [ψ'(1-α) - ψ'(s-α)]... sign below
+    # Σ_s J_s Σ_{l=1}^{s-1} 1/(l-α) = Σ_s J_s [ψ(s-α) - ψ(1-α)]; d/dα of the inner sum is
+    # Σ_l 1/(l-α)² = ψ'(1-α) - ψ'(s-α)
     b = float((Js * (special.digamma(s - alpha) - special.digamma(1.0 - alpha))).sum())
     bd = float((Js * (special.polygamma(1, 1.0 - alpha) - special.polygamma(1, s - alpha))).sum())
-    #   d/dα Σ_l 1/(l-α) = Σ_l 1/(l-α)² = ψ'(1-α) - ψ'(s-α)
     f1 = inv.sum() - a1
     f2 = (i * inv).sum() - b
     j11 = -inv2.sum() + a1d
@@ -193,16 +196,18 @@ def pitman(sm: Sample) -> Fit:
     theta, alpha = float(x[0]), float(x[1])
     params = {"theta": theta, "alpha": alpha, "theta0": theta0, "alpha0": alpha0}
     if not ok:
-        return Fit("pitman", None, f"Pitman: Newton-Raphson from ARX's start failed ({why})",
+        start = "" if theta0 > -alpha0 and 0.0 <= alpha0 < 1.0 else \
+            f"; the start θ0 = {theta0:.4g}, α0 = {alpha0:.4g} lies outside the model"
+        return Fit("pitman", None, f"Pitman: Newton-Raphson from ARX's start failed ({why}{start})",
                    iterations=it, converged=False, params=params)
-    if not (0.0 < alpha < 1.0) or theta <= -alpha:
-        return Fit("pitman", None, f"Pitman: the fit is outside the model (α = {alpha:.4g}, "
-                   f"θ = {theta:.4g}; needs 0 < α < 1, θ > −α)", iterations=it, params=params)
+    if alpha == 0.0 or alpha >= 1.0 or theta + alpha <= 0.0 or theta + 1.0 <= 0.0:
+        return Fit("pitman", None, f"Pitman: the fit (α = {alpha:.4g}, θ = {theta:.4g}) is outside "
+                   "the model (α < 1, α ≠ 0, θ > −α)", iterations=it, params=params)
     log_u = special.gammaln(theta + 1.0) - special.gammaln(theta + alpha) + alpha * math.log(sm.N)
     u = math.exp(log_u) if log_u < 709 else math.inf
     if not (0.0 <= u <= sm.N):
-        return Fit("pitman", None, f"Pitman: the estimate {u:.4g} is outside [0, N]", iterations=it,
-                   params=params)
+        return Fit("pitman", None, f"Pitman: the estimate {u:.4g} is outside [0, N] "
+                   f"(α = {alpha:.4g}, θ = {theta:.4g})", iterations=it, params=params)
     return Fit("pitman", u, iterations=it, params=params)
 
 
@@ -278,8 +283,12 @@ def snb(sm: Sample, estimator: str = "sh3") -> Fit:
         last = why
         if ok:
             alpha, beta = math.exp(x[0]), float(special.expit(x[1]))
-            u = K * beta ** alpha
             params = {"alpha": alpha, "beta": beta, "K": K, "k_estimator": estimator, "tries": tries}
+            if alpha > 1e8:
+                return Fit("snb", None, f"SNB: the fit runs off to α → ∞ (α = {alpha:.3g}, the "
+                           "Poisson limit of the negative binomial): no finite (α, β) matches n1 and n2",
+                           iterations=total, converged=False, params=params)
+            u = K * math.exp(alpha * math.log(beta)) if beta > 0 else 0.0
             if not (0.0 <= u <= sm.N):
                 return Fit("snb", None, f"SNB: the estimate {u:.4g} is outside [0, N]",
                            iterations=total, params=params)
@@ -293,7 +302,7 @@ def snb(sm: Sample, estimator: str = "sh3") -> Fit:
 def dankar(sm: Sample, estimator: str = "sh3") -> tuple[Fit, dict[str, Fit]]:
     """(the chosen fit, every fit computed). π ≤ 0.1: Pitman, else Zayatz; π > 0.1: min(Zayatz, SNB)."""
     fits: dict[str, Fit] = {}
-    if sm.pi <= 0.1:
+    if sm.pi <= 0.1 + 1e-12:          # π ≤ 0.1 (n/N of a given π can be off by an ulp)
         fits["pitman"] = pitman(sm)
         if fits["pitman"].value is not None:
             return fits["pitman"], fits
