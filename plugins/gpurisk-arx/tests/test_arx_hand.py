@@ -222,3 +222,15 @@ def test_population_size_is_the_populations_when_given():
     assert r.extra["N"] == 8.0
     r = run(PopUniqueness, [1, 1, 2], fraction=0.25, model="zayatz")
     assert r.extra["N"] == 16.0
+
+
+def test_dankar_reads_the_given_fraction_not_the_realised_one():
+    # N = 270, n = 29: n/N = 0.1074 > 0.1, but the run's π is 0.1 (a Bernoulli design at 10 %):
+    # the rule takes Pitman, as it would for every replicate of that design
+    F = [x * 10 for x in PITMAN_F]
+    F[-1] -= 20
+    assert sum(F) == 270
+    r = run(PopUniqueness, PITMAN_F, F, fraction=0.1)
+    assert r.extra["model"] == "pitman" and r.extra["fraction"] == 0.1 and r.extra["N"] == 270.0
+    r = run(PopUniqueness, PITMAN_F, F, fraction=29 / 270)       # n/N: π > 0.1, Zayatz or SNB
+    assert r.extra["model"] in ("zayatz", "snb") and "pitman_uniques" not in r.extra

@@ -7,7 +7,8 @@ uniqueness" is that number over N, the extra ``share``. Models (option ``model``
 (Dankar et al. 2012's decision rule, ARX's default). Formulas, fitting and their starting values
 are in :mod:`gpurisk_arx.uniqueness`. N is the population's size when one is given, else n/π.
 A model that does not apply, or whose fit does not converge, gives no value and a reason; the
-chosen model, its iterations and every model tried are in the extras.
+chosen model, its iterations and every model tried are in the extras. Dankar's rule reads the
+sampling fraction of the run (``--fraction``, a validate design's π, or n/N from a population).
 """
 from __future__ import annotations
 
@@ -44,10 +45,11 @@ class PopUniqueness(Measure):
             return Result.not_applicable("the sample has no records")
         N = float(table.N) if table.N is not None else n / float(ctx.fraction)
         sm = U.sample(table.fof_vector(), N)
-        fit, fits = table.cached(f"gpurisk_arx.pop_uniqueness.{model}.{est}.{N!r}",
-                                 lambda: U.estimate(sm, model, est))
+        pi = float(ctx.fraction)        # the rule reads the given π (or n/N, as the host set it)
+        fit, fits = table.cached(f"gpurisk_arx.pop_uniqueness.{model}.{est}.{N!r}.{pi!r}",
+                                 lambda: U.estimate(sm, model, est, pi))
         extra = {"model": fit.model, "rule": model, "iterations": fit.iterations,
-                 "converged": fit.converged, "N": N, "fraction": n / N, "n1": sm.n1, "n2": sm.n2,
+                 "converged": fit.converged, "N": N, "fraction": pi, "n1": sm.n1, "n2": sm.n2,
                  "classes": sm.J}
         for m, f in fits.items():
             extra[f"{m}_uniques"] = f.value

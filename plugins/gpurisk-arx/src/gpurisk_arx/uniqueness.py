@@ -299,10 +299,13 @@ def snb(sm: Sample, estimator: str = "sh3") -> Fit:
 
 
 # --- Dankar -------------------------------------------------------------------------------------
-def dankar(sm: Sample, estimator: str = "sh3") -> tuple[Fit, dict[str, Fit]]:
-    """(the chosen fit, every fit computed). π ≤ 0.1: Pitman, else Zayatz; π > 0.1: min(Zayatz, SNB)."""
+def dankar(sm: Sample, estimator: str = "sh3", pi: float | None = None) -> tuple[Fit, dict[str, Fit]]:
+    """(the chosen fit, every fit computed). π ≤ 0.1: Pitman, else Zayatz; π > 0.1: min(Zayatz, SNB).
+
+    ``pi`` is the sampling fraction the rule reads (the design's, when known; default n/N): a
+    Bernoulli sample at π = 0.1 has n/N on either side of 0.1, and the rule must not flip with it."""
     fits: dict[str, Fit] = {}
-    if sm.pi <= 0.1 + 1e-12:          # π ≤ 0.1 (n/N of a given π can be off by an ulp)
+    if (sm.pi if pi is None else pi) <= 0.1 + 1e-12:          # π ≤ 0.1 (n/N of a given π can be off by an ulp)
         fits["pitman"] = pitman(sm)
         if fits["pitman"].value is not None:
             return fits["pitman"], fits
@@ -316,9 +319,11 @@ def dankar(sm: Sample, estimator: str = "sh3") -> tuple[Fit, dict[str, Fit]]:
     return b, fits
 
 
-def estimate(sm: Sample, model: str = "dankar", estimator: str = "sh3") -> tuple[Fit, dict[str, Fit]]:
+def estimate(sm: Sample, model: str = "dankar", estimator: str = "sh3",
+             pi: float | None = None) -> tuple[Fit, dict[str, Fit]]:
+    """(the fit of ``model``, every fit computed); ``pi``: the fraction Dankar's rule reads."""
     if model == "dankar":
-        return dankar(sm, estimator)
+        return dankar(sm, estimator, pi)
     fit = {"pitman": pitman, "zayatz": zayatz}.get(model)
     fit = fit(sm) if fit else snb(sm, estimator)
     return fit, {model: fit}
