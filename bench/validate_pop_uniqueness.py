@@ -92,9 +92,8 @@ def main(argv=None) -> None:
         t0 = time.perf_counter()
         r = run_population(d / rel, keys, fractions, a.reps, a.seed)
         secs = time.perf_counter() - t0
-        pop = pd.read_csv(d / rel, sep=None, engine="python", nrows=0)   # noqa: F841 (header check)
         for frac, g in r.groupby("fraction"):
-            N1, n1, tau1 = g["pop_uniques"], g["sample_uniques"], g["pr_pu_su"] * g["sample_uniques"]
+            N1, n1 = g["pop_uniques"], g["sample_uniques"]
             tau_n1 = g["tau1_hat"] / frac
             took_p = int((g["dankar"] == g["pitman"]).sum())
             for label, est in [*((m, g[m]) for m in MODELS), ("tau1_hat/pi", tau_n1)]:
@@ -109,7 +108,6 @@ def main(argv=None) -> None:
                 k, tm, bias, sd = stats(est, truth)
                 rows_pr.append({"population": name, "pi": frac, "estimator": label, "def": k,
                                 "Pr(PU|SU) true": tm, "bias": bias, "sd": sd})
-            del tau1
         print(f"# {name}: keys {','.join(keys)}; {len(fractions)} fractions x {a.reps} replicates x "
               f"{len(MODELS)} validate runs in {secs:.1f} s", flush=True)
     pd.set_option("display.width", 200)

@@ -113,3 +113,20 @@ def test_pop_uniqueness_without_a_fraction_says_why():
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout)["measures"]["pop_uniqueness"]
     assert r["value"] is None and "sampling fraction" in r["reason"]
+
+
+def test_scan_runs_the_plugin_measures_per_combination(fars, tmp_path):
+    """In a scan each combination's table is a roll-up; the plugin's measures run on each like the
+    built-ins, and equal an assess of the same keys."""
+    keys = ["iage", "irace", "isex", "iinjury"]
+    out = tmp_path / "scan.parquet"
+    p = run_cli("scan", str(data_path("arx_genetic/fars_int.csv")), "--keys", ",".join(keys),
+                "--max-size", "2", "--fraction", "0.05", "--measures", "prosecutor,pop_uniqueness",
+                "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    rows = pd.read_parquet(out)
+    assert len(rows) == 4 + 6 and rows["pop_uniqueness"].notna().all()
+    row = rows[rows["combo"] == "iage,isex"].iloc[0]
+    a = gpurisk.assess(fars, ["iage", "isex"], fraction=0.05, measures=["prosecutor", "pop_uniqueness"])
+    assert row["pop_uniqueness"] == pytest.approx(a.measures["pop_uniqueness"].value, rel=1e-12)
+    assert row["prosecutor"] == a.measures["prosecutor"].value
