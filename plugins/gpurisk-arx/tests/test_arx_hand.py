@@ -234,3 +234,23 @@ def test_dankar_reads_the_given_fraction_not_the_realised_one():
     assert r.extra["model"] == "pitman" and r.extra["fraction"] == 0.1 and r.extra["N"] == 270.0
     r = run(PopUniqueness, PITMAN_F, F, fraction=29 / 270)       # n/N: π > 0.1, Zayatz or SNB
     assert r.extra["model"] in ("zayatz", "snb") and "pitman_uniques" not in r.extra
+
+
+def test_class_count_with_a_large_class_does_not_overflow():
+    # (1+π)^s overflows a double for s = 5000 at π = 0.2 (1.2^5000 ≈ 1e396); the published
+    # Σ (1−π)^s((1+π)^s − 1) J_s computed literally in 60-digit decimals must match
+    from decimal import Decimal, getcontext
+    getcontext().prec = 60
+    Z = np.zeros(5001, np.int64)
+    Z[[1, 2, 3, 5000]] = [40, 10, 5, 1]
+    n = int((np.arange(Z.size) * Z).sum())
+    sm = U.sample(Z, n / 0.2)
+    p, q = Decimal(n) / Decimal(sm.N), 1 - Decimal(n) / Decimal(sm.N)
+    S = [(s, Decimal(int(Z[s]))) for s in (1, 2, 3, 5000)]
+    a = sum(q ** s * J for s, J in S)
+    b = sum(s * p * q ** (s - 1) * J for s, J in S)
+    c = sum(s * p * p * (1 - p * p) ** (s - 1) * J for s, J in S)
+    d = sum(q ** s * ((1 + p) ** s - 1) * J for s, J in S)
+    K = 56 + 40 * (c / d) * (a / b) ** 2
+    got = U.classes_estimate(sm, "sh3")
+    assert math.isfinite(got) and got == pytest.approx(float(K), rel=1e-12)

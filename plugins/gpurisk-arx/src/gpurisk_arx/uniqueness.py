@@ -223,10 +223,11 @@ def classes_estimate(sm: Sample, estimator: str = "sh3") -> float:
     if estimator == "shlosser":
         return J + n1 * a / b
     c = (s * p * p * (1.0 - p * p) ** (s - 1.0) * Js).sum()   # Σ s π²(1-π²)^{s-1} J_s
+    # (1-π)^s (1+π)^s = (1-π²)^s: no overflow of (1+π)^s for large classes
     if estimator == "arx":
-        d = (Js * q ** s * (1.0 + p) ** s - 1.0).sum()        # ARX: Σ [J_s (1-π)^s (1+π)^s - 1]
+        d = (Js * (1.0 - p * p) ** s - 1.0).sum()               # ARX: Σ [J_s (1-π)^s (1+π)^s - 1]
     else:
-        d = (q ** s * ((1.0 + p) ** s - 1.0) * Js).sum()      # Σ (1-π)^s((1+π)^s - 1) J_s
+        d = (((1.0 - p * p) ** s - q ** s) * Js).sum()          # Σ (1-π)^s((1+π)^s - 1) J_s
     return J + n1 * (c / d) * (a / b) ** 2
 
 
