@@ -13,7 +13,8 @@ Two scales are printed:
      model's implied π N̂1/n1 (the same identity read the other way).
 Bias = mean(estimate − truth) over replicates, relative to the mean truth; sd = standard deviation of
 the error; "def" = replicates where the estimate was defined (a model that does not apply gives a
-reason, not a number); "dankar=P" = replicates where Dankar's rule took Pitman.
+reason, not a number); "dankar=P" = replicates where Dankar's rule took Pitman; "tau1 reliable" =
+share of replicates where τ̂1 was inside the range where it is proven (λ = (1−π)/π of order log n).
 
     PYTHONPATH=. python bench/validate_pop_uniqueness.py [--reps 5] [--fractions 0.01,0.05,0.1]
 
@@ -62,6 +63,9 @@ def run_population(path, keys, fractions, reps, seed) -> pd.DataFrame:
         r = v.replicates.pivot_table(index=["fraction", "replicate"], columns="measure", values="value",
                                      aggfunc="first", dropna=False)
         r = r.rename(columns={"pop_uniqueness": model})
+        if out is None:      # whether each τ̂1 was inside its proven range (λ of order log n)
+            t = v.replicates[v.replicates["measure"] == "tau1_hat"].set_index(["fraction", "replicate"])
+            r["tau1_reliable"] = t["reliable"].astype(float)
         out = r if out is None else out.join(r[[model]])
     return out.reset_index()
 
@@ -101,7 +105,9 @@ def main(argv=None) -> None:
                 rows_n1.append({"population": name, "pi": frac, "estimator": label, "def": k,
                                 "N1 true": tm, "bias": bias, "bias %": 100 * bias / tm if tm else np.nan,
                                 "sd": sd, "sd %": 100 * sd / tm if tm else np.nan,
-                                "dankar=P": took_p if label == "dankar" else ""})
+                                "dankar=P": took_p if label == "dankar" else "",
+                                "tau1 reliable": (f"{g['tau1_reliable'].mean():.0%}"
+                                                  if label.startswith("tau1") else "")})
             truth = g["pr_pu_su"]
             for label, est in [("tau1_hat/n1", g["tau1_hat"] / n1),
                                *((m, frac * g[m] / n1) for m in MODELS)]:
