@@ -130,3 +130,11 @@ def test_scan_runs_the_plugin_measures_per_combination(fars, tmp_path):
     a = gpurisk.assess(fars, ["iage", "isex"], fraction=0.05, measures=["prosecutor", "pop_uniqueness"])
     assert row["pop_uniqueness"] == pytest.approx(a.measures["pop_uniqueness"].value, rel=1e-12)
     assert row["prosecutor"] == a.measures["prosecutor"].value
+
+
+def test_a_scan_without_measures_runs_only_default_measures(fars):
+    """The plugin's measures declare default = False (model fits, and journalist/marketer read cells):
+    a scan that names no measures leaves them out, as assess does."""
+    res = gpurisk.scan(fars, keys=["iage", "isex"], max_size=1, fraction=0.05)
+    assert "theta_hat" in res.measures
+    assert not {"prosecutor", "journalist", "marketer", "pop_uniqueness"} & set(res.measures)
