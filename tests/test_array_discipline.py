@@ -9,7 +9,8 @@ from pathlib import Path
 from conftest import ROOT
 
 SOURCES = sorted((ROOT / "gpurisk").rglob("*.py")) + \
-    sorted((ROOT / "plugins" / "gpurisk-classic" / "src").rglob("*.py"))
+    sorted((ROOT / "plugins" / "gpurisk-classic" / "src").rglob("*.py")) + \
+    sorted((ROOT / "plugins" / "gpurisk-arx" / "src").rglob("*.py"))
 
 #: the one module that moves device arrays to the host (and the strict namespace that mimics CuPy)
 HOST_TRANSFER = {"gpurisk/xp.py", "gpurisk/testing/strict.py"}

@@ -10,8 +10,8 @@ import pytest
 
 from conftest import ROOT, run_cli
 
-#: the packages of the test environment: the built-ins and the bundled example plugin
-DOC_PACKAGES = {"gpurisk", "gpurisk-classic"}
+#: the packages of the test environment: the built-ins and the bundled plugins
+DOC_PACKAGES = {"gpurisk", "gpurisk-classic", "gpurisk-arx"}
 
 
 def test_measures_reference_is_the_registry_output():
@@ -23,8 +23,8 @@ def test_measures_reference_is_the_registry_output():
     committed = (ROOT / "docs" / "measures.md").read_text()
     assert committed == generated, (
         "docs/measures.md differs from `gpurisk measures --markdown`; regenerate it with "
-        "`gpurisk measures --markdown > docs/measures.md` (with only gpurisk and "
-        "plugins/gpurisk-classic installed) and commit it")
+        "`gpurisk measures --markdown > docs/measures.md` (with only gpurisk, "
+        "plugins/gpurisk-classic and plugins/gpurisk-arx installed) and commit it")
 
 
 def test_measures_reference_covers_every_measure_and_perturbation():

@@ -129,7 +129,7 @@ def test_every_builtin_and_classic_option_is_declared():
     reg = plugins.measure_registry()
     checked = 0
     for name, r in reg.items():
-        if r.package not in ("gpurisk", "gpurisk-classic"):
+        if r.package not in ("gpurisk", "gpurisk-classic", "gpurisk-arx"):
             continue
         assert not getattr(r.cls.options, "inferred", frozenset()), (name, r.cls.options.inferred)
         for key, spec in option_specs(r.cls).items():

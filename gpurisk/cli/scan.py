@@ -108,7 +108,7 @@ def register(cli: click.Group) -> None:
     @click.option("--population", default=None, help="file with the population's records")
     @click.option("--sample-flag", default=None, help="boolean column marking the sample in a register")
     @click.option("--weights", default=None, help="design-weight column")
-    @click.option("--measures", default=None, help="comma-separated measures (default: every file-level measure that reads counts only)")
+    @click.option("--measures", default=None, help="comma-separated measures (default: every file-level measure that reads counts only and runs by default)")
     @click.option("--option", "opts", multiple=True, metavar="MEASURE.NAME=VALUE",
                   help="a measure's option, e.g. theta_hat_dis.K=200000 (repeatable)")
     @click.option("--alpha", type=float, default=0.01, show_default=True, help="one-sided level of upper bounds")

@@ -118,7 +118,8 @@ COUNT_NEEDS = frozenset({"fraction", "population", "weights"})
 
 
 def _measure_names(measures: Iterable[str] | None) -> list[str]:
-    """The measures named, or by default every file-level measure that reads counts only.
+    """The measures named, or by default every file-level measure that reads counts only and runs by
+    default (``Measure.default``; a model fit that declares ``default = False`` runs when named).
 
     Measures that need each record's cell or other columns (``records``, ``columns``) cost a pass
     over the records for every combination; a scan runs them only when named.
@@ -127,6 +128,7 @@ def _measure_names(measures: Iterable[str] | None) -> list[str]:
     reg = measure_registry()
     if measures is None:
         return [n for n, r in reg.items() if getattr(r.cls, "level", "file") == "file"
+                and getattr(r.cls, "default", True)
                 and set(r.cls.needs) <= COUNT_NEEDS and not getattr(r.cls, "column_options", ())]
     names = [measures] if isinstance(measures, str) else list(measures)
     unknown = [m for m in names if m not in reg]

@@ -1,0 +1,67 @@
+"""``pop_uniqueness``: ARX's estimate of the population uniques from the sample (SPEC §10).
+
+The value is the estimated NUMBER of population uniques (classes of size 1 in the population),
+so that ``gpurisk validate`` pairs it with the true number ``pop_uniques``; ARX's "population
+uniqueness" is that number over N, the extra ``share``. Models (option ``model``): ``pitman``
+(Hoshino 2001), ``zayatz`` (Zayatz 1991), ``snb`` (Chen & Keller-McNulty 1998) and ``dankar``
+(Dankar et al. 2012's decision rule, ARX's default). Formulas, fitting and their starting values
+are in :mod:`gpurisk_arx.uniqueness`. N is the population's size when one is given, else n/π.
+A model that does not apply, or whose fit does not converge, gives no value and a reason; the
+chosen model, its iterations and every model tried are in the extras. Dankar's rule reads the
+sampling fraction of the run (``--fraction``, a validate design's π, or n/N from a population).
+"""
+from __future__ import annotations
+
+from gpurisk import Context, Measure, Option, Result
+
+from . import uniqueness as U
+
+PREFIX = {"pitman": "pitman", "zayatz": "zayatz", "snb": "snb"}
+
+
+class PopUniqueness(Measure):
+    name = "pop_uniqueness"
+    description = "ARX population uniqueness: estimated number of population uniques (Pitman, Zayatz, SNB, Dankar's rule)"
+    needs = frozenset({"fraction"})
+    level = "file"
+    reference = ("Dankar, El Emam, Neisa & Roffey (2012); Hoshino (2001); Zayatz (1991); "
+                 "Chen & Keller-McNulty (1998); as in ARX")
+    options = {
+        "model": Option(str, "dankar", choices=U.MODELS,
+                        help="dankar (ARX's decision rule), pitman, zayatz or snb"),
+        "k_estimator": Option(str, "sh3", choices=U.K_ESTIMATORS,
+                              help="SNB's number of population classes: sh3 (Haas et al. 1995, as "
+                                   "published), shlosser (1981) or arx (Sh3 as ARX computes it)"),
+    }
+    estimates = "pop_uniques"
+    default = False       # iterative fits: run when named
+    reads = "summary"     # the frequencies of frequencies, n and N only
+
+    def compute(self, table, ctx: Context) -> Result:
+        model = ctx.option(self.name, "model", "dankar")
+        est = ctx.option(self.name, "k_estimator", "sh3")
+        n = table.n
+        if n == 0:
+            return Result.not_applicable("the sample has no records")
+        N = float(table.N) if table.N is not None else n / float(ctx.fraction)
+        sm = U.sample(table.fof_vector(), N)
+        pi = float(ctx.fraction)        # the rule reads the given π (or n/N, as the host set it)
+        fit, fits = table.cached(f"gpurisk_arx.pop_uniqueness.{model}.{est}.{N!r}.{pi!r}",
+                                 lambda: U.estimate(sm, model, est, pi))
+        extra = {"model": fit.model, "rule": model, "iterations": fit.iterations,
+                 "converged": fit.converged, "N": N, "fraction": pi, "n1": sm.n1, "n2": sm.n2,
+                 "classes": sm.J}
+        for m, f in fits.items():
+            extra[f"{m}_uniques"] = f.value
+            extra[f"{m}_iterations"] = f.iterations
+            extra[f"{m}_converged"] = f.converged
+            if f.reason:
+                extra[f"{m}_reason"] = f.reason
+            for k, v in f.params.items():
+                extra[f"{m}_{k}"] = v if isinstance(v, str) else float(v)
+        if fit.value is None:
+            why = fit.reason if model != "dankar" else \
+                "Dankar: no model applies (" + "; ".join(f.reason for f in fits.values() if f.reason) + ")"
+            return Result.not_applicable(why, **extra)
+        extra["share"] = fit.value / N
+        return Result(value=float(fit.value), extra=extra)

@@ -1,0 +1,142 @@
+"""``prosecutor``, ``journalist``, ``marketer``: ARX's re-identification risk models (SPEC §10).
+
+Equivalence classes j of the sample on the keys, sizes f_j (J classes, n records), population sizes
+F_j when a population is given. Record risk is 1/f_j (prosecutor: the intruder knows the person is
+in the release) or 1/F_j (journalist: the release is a sample of a known population):
+
+    highest risk          = 1 / min_j f_j                  (journalist: 1 / min_j F_j)
+    lowest risk           = 1 / max_j f_j                  (journalist: 1 / max_j F_j)
+    records above t       = Σ_{j : 1/f_j > t} f_j          (journalist: 1/F_j > t; share: / n)
+    records at highest    = Σ_{j : f_j = min f} f_j        (journalist: F_j = min F; share: / n)
+    average risk          = J / n                          (journalist: max(J / Σ_j F_j, Σ_j (f_j/F_j) / n))
+    marketer              = Σ_j (f_j / F_j) / n            (= J / n without a population)
+
+Without a population ARX takes F_j = f_j, so journalist = prosecutor and marketer = J/n; gpurisk does
+the same, says so in a warning (a note of the run) and in the extra ``population_used = False``.
+Sums over classes with f_j > 0 only (population cells the sample misses hold no record).
+Source: ARX ``RiskModelSampleSummary`` / ``RiskModelSampleRisks``; El Emam (2013).
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from gpurisk import BadInput, Context, Measure, Option, Result
+from gpurisk.xp import scalar
+
+THRESHOLD = Option(float, 0.2, min=0.0, max=1.0,
+                   help="record risk above which a record counts as at risk (ARX's suggestion 0.2)")
+REFERENCE = ("El Emam (2013), Guide to the De-Identification of Personal Health Information; "
+             "ARX RiskModelSampleSummary (Prasser et al. 2014)")
+NO_POPULATION = ("no population table: F_j = f_j as in ARX, so the {name} risk equals the "
+                 "prosecutor risk; give --population POP or --sample-flag COL for the {name} model")
+
+
+def threshold(name: str, ctx: Context) -> float:
+    t = ctx.option(name, "threshold", 0.2)
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0.0 <= float(t) <= 1.0:
+        raise BadInput(f"{name}.threshold={t!r} is not a number in [0, 1]")
+    return float(t)
+
+
+def summary_risks(Z: np.ndarray, n: int, t: float) -> dict:
+    """The prosecutor's numbers from the frequencies of frequencies Z (Z[r] = #{j : f_j = r})."""
+    r = np.flatnonzero(Z)                      # class sizes present (Z[0] = 0)
+    Zr = Z[r]
+    lo, hi = int(r[0]), int(r[-1])
+    at_risk = (1.0 / r) > t
+    above, at_highest = int((r * Zr)[at_risk].sum()), int(lo * Zr[0])
+    return {"highest": 1.0 / lo, "lowest": 1.0 / hi,
+            "records_above_threshold": above, "share_above_threshold": above / n,
+            "records_at_highest": at_highest, "share_at_highest": at_highest / n,
+            "average": float(Zr.sum()) / n,
+            "sample_uniqueness": float(Z[1]) / n if Z.size > 1 else 0.0,
+            "classes": int(Zr.sum()), "smallest_class": lo, "threshold": t}
+
+
+def _result(d: dict) -> Result:
+    return Result(value=d["highest"], extra=d)
+
+
+class Prosecutor(Measure):
+    name = "prosecutor"
+    description = "ARX prosecutor model: highest record risk 1/min f_j (extras: average J/n, share above threshold)"
+    needs = frozenset()
+    level = "file"
+    reference = REFERENCE
+    options = {"threshold": THRESHOLD}
+    default = False
+    reads = "summary"     # the frequencies of frequencies only
+
+    def compute(self, table, ctx: Context) -> Result:
+        t = threshold(self.name, ctx)
+        n = table.n
+        if n == 0:
+            return Result.not_applicable("the sample has no records")
+        return _result(summary_risks(table.fof_vector(), n, t))
+
+
+def population_risks(table, t: float) -> dict:
+    """The journalist's numbers from the classes' (f_j, F_j) (arrays stay in ``table.xp``)."""
+    xp = table.xp
+    f, F = table.f, table.F
+    seen = f > 0
+    fs = xp.where(seen, f, 0).astype(xp.float64)
+    Fs = xp.where(seen, F, 1).astype(xp.float64)      # F_j >= f_j >= 1 on the sample's classes
+    big = scalar(F.max()) + 1
+    minF = scalar(xp.where(seen, F, big).min())
+    maxF = scalar(xp.where(seen, F, 0).max())
+    n = table.n
+    J = table.sample_cells
+    ratio = scalar((fs / Fs).sum())
+    sumF = scalar(xp.where(seen, F, 0).sum())
+    above = int(scalar(xp.where((1.0 / Fs > t) & seen, f, 0).sum()))
+    at_highest = int(scalar(xp.where(seen & (F == minF), f, 0).sum()))
+    return {"highest": 1.0 / minF, "lowest": 1.0 / maxF,
+            "records_above_threshold": above, "share_above_threshold": above / n,
+            "records_at_highest": at_highest, "share_at_highest": at_highest / n,
+            "average": max(J / sumF, ratio / n), "marketer": ratio / n,
+            "classes": J, "smallest_class": int(minF), "threshold": t}
+
+
+class Journalist(Measure):
+    name = "journalist"
+    description = "ARX journalist model: highest record risk 1/min F_j (extras: average, share above threshold)"
+    needs = frozenset()
+    level = "file"
+    reference = REFERENCE
+    options = {"threshold": THRESHOLD}
+    default = False
+    reads = "cells"       # with a population: Σ f_j/F_j, min F_j over the sample's classes
+
+    def compute(self, table, ctx: Context) -> Result:
+        t = threshold(self.name, ctx)
+        n = table.n
+        if n == 0:
+            return Result.not_applicable("the sample has no records")
+        if table.F is None:
+            warnings.warn(NO_POPULATION.format(name=self.name))
+            return _result({**summary_risks(table.fof_vector(), n, t), "population_used": False})
+        return _result({**population_risks(table, t), "population_used": True})
+
+
+class Marketer(Measure):
+    name = "marketer"
+    description = "ARX marketer model: expected share of records re-identified, Σ (f_j/F_j) / n"
+    needs = frozenset()
+    level = "file"
+    reference = REFERENCE
+    default = False
+    reads = "cells"       # with a population: Σ f_j/F_j over the sample's classes
+
+    def compute(self, table, ctx: Context) -> Result:
+        n = table.n
+        if n == 0:
+            return Result.not_applicable("the sample has no records")
+        if table.F is None:
+            warnings.warn(NO_POPULATION.format(name=self.name))
+            return Result(value=table.sample_cells / n, extra={"population_used": False})
+        xp, f, F = table.xp, table.f, table.F
+        ratio = scalar((xp.where(f > 0, f, 0).astype(xp.float64) / xp.where(f > 0, F, 1)).sum())
+        return Result(value=ratio / n, extra={"population_used": True})

@@ -1,0 +1,330 @@
+"""Population-uniqueness models of ARX from the sample's frequencies of frequencies. SPEC §10.
+
+Input: ``J_s`` = number of sample classes of size s (``Z[s]``, ``Z[0]`` unused), the population size
+N and the sampling fraction π = n/N. Output: the estimated number of population uniques (classes of
+size 1 in the population); ARX's "population uniqueness" is that number divided by N.
+
+- Zayatz (1991): h(s) = P(X = 1), X hypergeometric (N items, s successes, n draws);
+  u = (n1/J) h(1) / Σ_s (J_s/J) h(s); uniques = n1 u / (n/N).
+- Pitman (Hoshino 2001): maximum-likelihood (θ, α) of the Pitman sampling formula,
+
+      Σ_{i=1}^{J−1} 1/(θ + iα) − Σ_{i=1}^{n−1} 1/(θ + i) = 0
+      Σ_{i=1}^{J−1} i/(θ + iα) − Σ_{s≥2} J_s Σ_{l=1}^{s−1} 1/(l − α) = 0,
+
+  by Newton-Raphson from ARX's start (c = n1(n1−1)/max(n2, 1),
+  θ0 = (nJc − n1(n−1)(2J+c)) / (2 n1 J + n1 c − n c), α0 = (θ0(n1−n) + (n−1)n1)/(nJ)), tolerance
+  1e-6, at most 1000 iterations; uniques = Γ(θ+1)/Γ(θ+α) N^α (log-gamma), invalid (as in ARX) when
+  α = 0 or the estimate leaves [0, N]; gpurisk also rejects α ≥ 1 and θ ≤ −α (outside the
+  Pitman family: on tiny tables the likelihood can run off to θ → ∞, α > 1 with an estimate near 0,
+  which ARX would report); α < 0 (Pitman's finite-K branch) is accepted, as in ARX. The sums over i run as
+  digamma/trigamma differences (Σ_{i=1}^{n−1} 1/(θ+i) = ψ(θ+n) − ψ(θ+1)) or one vectorised pass.
+- SNB (Chen & Keller-McNulty 1998): population class sizes 1 + G, G ~ NegBin(α, β)
+  (P(G = k) = C(k+α−1, k) β^α (1−β)^k), so P(F = 1) = β^α and uniques = K β^α. A class of size F
+  keeps Binomial(F, π) records; thinning G gives NegBin(α, β/(1−d)), d = (1−π)(1−β), hence
+
+      P(f = 1) = b [π + (1−π) α q]                       b = (β/(1−d))^α,  q = π(1−β)/(1−d)
+      P(f = 2) = b [π α q + (1−π) α(α+1)/2 q²]
+
+  and (α, β) solve K P(f=1) = n1, K P(f=2) = n2 (Newton-Raphson in (log α, logit β), tolerance 1e-6,
+  at most 1000 iterations per try). K, the number of non-empty population classes, is Haas et al.'s
+  (1995) Shlosser-type estimator Sh3 as published,
+
+      K = J + n1 · [Σ s π²(1−π²)^{s−1} J_s / Σ (1−π)^s((1+π)^s − 1) J_s] · [Σ (1−π)^s J_s / Σ s π(1−π)^{s−1} J_s]²
+
+  or Shlosser's (1981) original, K = J + n1 Σ (1−π)^s J_s / Σ s π (1−π)^{s−1} J_s
+  (``k_estimator="shlosser"``), or Sh3 as ARX computes it (``"arx"``: the denominator
+  Σ_s [J_s (1−π)^s (1+π)^s − 1], a misplaced parenthesis; only to compare with ARX). On ARX's adult
+  test at π = 0.2 the published Sh3 gives K = 65 150 and SNB fits (0.3195 of N), while ARX's K = 29 246
+  leaves K P(f=1) = n1 without a solution (P(f=1) ≤ 0.377 < n1/K = 0.530), so ARX's Dankar rule
+  falls back to Zayatz (0.3577).
+- Dankar et al. (2012): π ≤ 0.1: Pitman, Zayatz if Pitman is invalid; else the smaller of Zayatz and
+  SNB, Zayatz if SNB is invalid.
+
+If n1 = 0 every model gives 0. A model that cannot be fitted returns a :class:`Fit` with
+``value = None`` and a ``reason``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import special, stats
+
+TOL = 1e-6
+MAX_ITER = 1000
+MODELS = ("dankar", "pitman", "zayatz", "snb")
+K_ESTIMATORS = ("sh3", "shlosser", "arx")
+
+
+@dataclass
+class Fit:
+    """One model's answer: the number of population uniques, or None and why."""
+
+    model: str
+    value: float | None
+    reason: str | None = None
+    iterations: int = 0
+    converged: bool = True
+    params: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """What every model reads: J_s (``Z[s]``), n, J, n1, n2, N, π."""
+
+    Z: np.ndarray
+    N: float
+
+    @property
+    def s(self) -> np.ndarray:
+        return np.flatnonzero(self.Z)
+
+    @property
+    def Js(self) -> np.ndarray:
+        return self.Z[self.s].astype(float)
+
+    @property
+    def n(self) -> int:
+        return int((np.arange(self.Z.size) * self.Z).sum())
+
+    @property
+    def J(self) -> int:
+        return int(self.Z[1:].sum())
+
+    @property
+    def n1(self) -> int:
+        return int(self.Z[1]) if self.Z.size > 1 else 0
+
+    @property
+    def n2(self) -> int:
+        return int(self.Z[2]) if self.Z.size > 2 else 0
+
+    @property
+    def pi(self) -> float:
+        return self.n / self.N
+
+
+def sample(Z, N) -> Sample:
+    """A :class:`Sample` from frequencies of frequencies ``Z`` (Z[s] = J_s) and population size N."""
+    Z = np.asarray(Z, dtype=np.int64).copy()
+    Z[0] = 0
+    return Sample(Z, float(N))
+
+
+# --- Zayatz -----------------------------------------------------------------------------------
+def zayatz(sm: Sample) -> Fit:
+    if sm.n1 == 0:
+        return Fit("zayatz", 0.0, params={"note": "n1 = 0"})
+    N, n = int(round(sm.N)), sm.n
+    s, Js = sm.s, sm.Js
+    # log h(s) = log P(X = 1), X ~ Hypergeometric(N, s, n)
+    logh = stats.hypergeom.logpmf(1, N, s, n)
+    with np.errstate(over="ignore"):
+        den = np.exp(special.logsumexp(logh, b=Js / sm.J))
+    num = (sm.n1 / sm.J) * math.exp(logh[0]) if s[0] == 1 else 0.0
+    if not (den > 0 and math.isfinite(den)):
+        return Fit("zayatz", None, "Zayatz: every hypergeometric term h(s) underflows (n/N too small "
+                   "for the class sizes)", converged=False)
+    u = num / den
+    return Fit("zayatz", sm.n1 * u / (n / sm.N), params={"u": u})
+
+
+# --- Pitman -----------------------------------------------------------------------------------
+def _pitman_start(sm: Sample) -> tuple[float, float]:
+    n, J, n1, n2 = float(sm.n), float(sm.J), float(sm.n1), float(sm.n2)
+    c = n1 * (n1 - 1.0) / max(n2, 1.0)
+    den = 2.0 * n1 * J + n1 * c - n * c
+    theta = (n * J * c - n1 * (n - 1.0) * (2.0 * J + c)) / den if den != 0 else math.nan
+    alpha = (theta * (n1 - n) + (n - 1.0) * n1) / (n * J)
+    return theta, alpha
+
+
+def _pitman_system(theta: float, alpha: float, i: np.ndarray, sm: Sample, s: np.ndarray, Js: np.ndarray):
+    """(F, Jacobian) of the two likelihood equations at (θ, α)."""
+    n = sm.n
+    d = theta + i * alpha                          # i = 1 .. J-1
+    inv, inv2 = 1.0 / d, 1.0 / (d * d)
+    # Σ_{i=1}^{n-1} 1/(θ+i) and its derivative, by digamma/trigamma
+    a1 = special.digamma(theta + n) - special.digamma(theta + 1.0)
+    a1d = special.polygamma(1, theta + 1.0) - special.polygamma(1, theta + n)   # Σ 1/(θ+i)²
+    # Σ_s J_s Σ_{l=1}^{s-1} 1/(l-α) = Σ_s J_s [ψ(s-α) - ψ(1-α)]; d/dα of the inner sum is
+    # Σ_l 1/(l-α)² = ψ'(1-α) - ψ'(s-α)
+    b = float((Js * (special.digamma(s - alpha) - special.digamma(1.0 - alpha))).sum())
+    bd = float((Js * (special.polygamma(1, 1.0 - alpha) - special.polygamma(1, s - alpha))).sum())
+    f1 = inv.sum() - a1
+    f2 = (i * inv).sum() - b
+    j11 = -inv2.sum() + a1d
+    j12 = -(i * inv2).sum()
+    j22 = -(i * i * inv2).sum() - bd
+    return np.array([f1, f2]), np.array([[j11, j12], [j12, j22]])
+
+
+def _newton(system, x0, tol=TOL, max_iter=MAX_ITER):
+    """Newton-Raphson on ``system(x) -> (F, Jacobian)``: (x, iterations, converged, why)."""
+    x = np.asarray(x0, dtype=float)
+    for it in range(1, max_iter + 1):
+        with np.errstate(all="ignore"):
+            F, Jm = system(x)
+            if not np.all(np.isfinite(F)) or not np.all(np.isfinite(Jm)):
+                return x, it, False, "the equations are not finite at the current point"
+            try:
+                step = np.linalg.solve(Jm, F)
+            except np.linalg.LinAlgError:
+                return x, it, False, "the Jacobian is singular"
+        x = x - step
+        if not np.all(np.isfinite(x)):
+            return x, it, False, "the iterate left the real numbers"
+        if np.max(np.abs(step)) < tol * max(1.0, float(np.max(np.abs(x)))) or np.max(np.abs(F)) < tol * 1e-3:
+            return x, it, True, None
+    return x, max_iter, False, f"no convergence in {max_iter} iterations"
+
+
+def pitman(sm: Sample) -> Fit:
+    if sm.n1 == 0:
+        return Fit("pitman", 0.0, params={"note": "n1 = 0"})
+    if sm.J < 2:
+        return Fit("pitman", None, "Pitman: the sample has one class, the likelihood has no maximum "
+                   "in (θ, α)", converged=False)
+    theta0, alpha0 = _pitman_start(sm)
+    if not (math.isfinite(theta0) and math.isfinite(alpha0)):
+        return Fit("pitman", None, "Pitman: ARX's starting values are undefined for these "
+                   "frequencies of frequencies", converged=False)
+    i = np.arange(1, sm.J, dtype=float)
+    s, Js = sm.s[sm.s >= 2].astype(float), sm.Js[sm.s >= 2]
+    x, it, ok, why = _newton(lambda x: _pitman_system(x[0], x[1], i, sm, s, Js), (theta0, alpha0))
+    theta, alpha = float(x[0]), float(x[1])
+    params = {"theta": theta, "alpha": alpha, "theta0": theta0, "alpha0": alpha0}
+    if not ok:
+        start = "" if theta0 > -alpha0 and 0.0 <= alpha0 < 1.0 else \
+            f"; the start θ0 = {theta0:.4g}, α0 = {alpha0:.4g} lies outside the model"
+        return Fit("pitman", None, f"Pitman: Newton-Raphson from ARX's start failed ({why}{start})",
+                   iterations=it, converged=False, params=params)
+    if alpha == 0.0 or alpha >= 1.0 or theta + alpha <= 0.0 or theta + 1.0 <= 0.0:
+        return Fit("pitman", None, f"Pitman: the fit (α = {alpha:.4g}, θ = {theta:.4g}) is outside "
+                   "the model (α < 1, α ≠ 0, θ > −α)", iterations=it, params=params)
+    log_u = special.gammaln(theta + 1.0) - special.gammaln(theta + alpha) + alpha * math.log(sm.N)
+    u = math.exp(log_u) if log_u < 709 else math.inf
+    if not (0.0 <= u <= sm.N):
+        return Fit("pitman", None, f"Pitman: the estimate {u:.4g} is outside [0, N] "
+                   f"(α = {alpha:.4g}, θ = {theta:.4g})", iterations=it, params=params)
+    return Fit("pitman", u, iterations=it, params=params)
+
+
+# --- SNB ----------------------------------------------------------------------------------------
+def classes_estimate(sm: Sample, estimator: str = "sh3") -> float:
+    """K, the number of non-empty population classes (Sh3 of Haas et al. 1995, or Shlosser 1981)."""
+    p, s, Js, J, n1 = sm.pi, sm.s.astype(float), sm.Js, float(sm.J), float(sm.n1)
+    if p >= 1.0:
+        return J
+    q = 1.0 - p
+    a = (q ** s * Js).sum()                                   # Σ (1-π)^s J_s
+    b = (s * p * q ** (s - 1.0) * Js).sum()                   # Σ s π (1-π)^{s-1} J_s
+    if estimator == "shlosser":
+        return J + n1 * a / b
+    c = (s * p * p * (1.0 - p * p) ** (s - 1.0) * Js).sum()   # Σ s π²(1-π²)^{s-1} J_s
+    # (1-π)^s (1+π)^s = (1-π²)^s: no overflow of (1+π)^s for large classes
+    if estimator == "arx":
+        d = (Js * (1.0 - p * p) ** s - 1.0).sum()               # ARX: Σ [J_s (1-π)^s (1+π)^s - 1]
+    else:
+        d = (((1.0 - p * p) ** s - q ** s) * Js).sum()          # Σ (1-π)^s((1+π)^s - 1) J_s
+    return J + n1 * (c / d) * (a / b) ** 2
+
+
+def _snb_logp(la: float, lb: float, p: float) -> tuple[float, float]:
+    """(log P(f=1), log P(f=2)) at α = e^la, β = expit(lb) (see the module docstring)."""
+    alpha = math.exp(la) if la < 700 else math.inf
+    log_beta = -np.logaddexp(0.0, -lb)                       # log β
+    one_b = special.expit(-lb)                                # 1 - β
+    onemd = 1.0 - (1.0 - p) * one_b                           # 1 - d
+    q = p * one_b / onemd
+    logb = alpha * (log_beta - math.log(onemd))
+    g1 = p + (1.0 - p) * alpha * q
+    g2 = p * alpha * q + (1.0 - p) * alpha * (alpha + 1.0) / 2.0 * q * q
+    with np.errstate(divide="ignore"):
+        return logb + np.log(g1), logb + np.log(g2)
+
+
+def _snb_system(x, sm: Sample, K: float):
+    """Residuals log(K P(f=1)/n1), log(K P(f=2)/n2) and their Jacobian (central differences)."""
+    la, lb = float(x[0]), float(x[1])
+    p, c1, c2 = sm.pi, math.log(K / sm.n1), math.log(K / sm.n2)
+
+    def resid(la, lb):
+        l1, l2 = _snb_logp(la, lb, p)
+        return np.array([c1 + l1, c2 + l2])
+    F = resid(la, lb)
+    h = 1e-6
+    Jm = np.column_stack([(resid(la + h, lb) - resid(la - h, lb)) / (2 * h),
+                          (resid(la, lb + h) - resid(la, lb - h)) / (2 * h)])
+    return F, Jm
+
+
+SNB_STARTS = ((0.0, 0.0), (math.log(0.5), 0.0), (math.log(2.0), 0.0), (0.0, -2.0), (0.0, 2.0),
+              (math.log(0.1), -2.0), (math.log(10.0), 2.0))
+
+
+def snb(sm: Sample, estimator: str = "sh3") -> Fit:
+    if sm.n1 == 0:
+        return Fit("snb", 0.0, params={"note": "n1 = 0"})
+    if sm.pi >= 1.0:
+        return Fit("snb", None, "SNB: the sample is the population (π = 1), no thinning to fit",
+                   converged=False)
+    if sm.n2 == 0:
+        return Fit("snb", None, "SNB: no sample class of size 2 (n2 = 0), the second moment "
+                   "equation has no solution", converged=False)
+    K = classes_estimate(sm, estimator)
+    if not (math.isfinite(K) and K > 0):
+        return Fit("snb", None, f"SNB: the {estimator} estimate of the number of population classes "
+                   "is undefined", converged=False)
+    total, last = 0, None
+    for tries, x0 in enumerate(SNB_STARTS, start=1):
+        x, it, ok, why = _newton(lambda x: _snb_system(x, sm, K), x0)
+        total += it
+        last = why
+        if ok:
+            alpha, beta = math.exp(x[0]), float(special.expit(x[1]))
+            params = {"alpha": alpha, "beta": beta, "K": K, "k_estimator": estimator, "tries": tries}
+            if alpha > 1e8:
+                return Fit("snb", None, f"SNB: the fit runs off to α → ∞ (α = {alpha:.3g}, the "
+                           "Poisson limit of the negative binomial): no finite (α, β) matches n1 and n2",
+                           iterations=total, converged=False, params=params)
+            u = K * math.exp(alpha * math.log(beta)) if beta > 0 else 0.0
+            if not (0.0 <= u <= sm.N):
+                return Fit("snb", None, f"SNB: the estimate {u:.4g} is outside [0, N]",
+                           iterations=total, params=params)
+            return Fit("snb", u, iterations=total, params=params)
+    return Fit("snb", None, f"SNB: Newton-Raphson failed from {len(SNB_STARTS)} starting points "
+               f"(last: {last})", iterations=total, converged=False,
+               params={"K": K, "k_estimator": estimator})
+
+
+# --- Dankar -------------------------------------------------------------------------------------
+def dankar(sm: Sample, estimator: str = "sh3", pi: float | None = None) -> tuple[Fit, dict[str, Fit]]:
+    """(the chosen fit, every fit computed). π ≤ 0.1: Pitman, else Zayatz; π > 0.1: min(Zayatz, SNB).
+
+    ``pi`` is the sampling fraction the rule reads (the design's, when known; default n/N): a
+    Bernoulli sample at π = 0.1 has n/N on either side of 0.1, and the rule must not flip with it."""
+    fits: dict[str, Fit] = {}
+    if (sm.pi if pi is None else pi) <= 0.1 + 1e-12:          # π ≤ 0.1 (n/N of a given π can be off by an ulp)
+        fits["pitman"] = pitman(sm)
+        if fits["pitman"].value is not None:
+            return fits["pitman"], fits
+        fits["zayatz"] = zayatz(sm)
+        return fits["zayatz"], fits
+    fits["zayatz"] = zayatz(sm)
+    fits["snb"] = snb(sm, estimator)
+    z, b = fits["zayatz"], fits["snb"]
+    if b.value is None or (z.value is not None and z.value <= b.value):
+        return z, fits
+    return b, fits
+
+
+def estimate(sm: Sample, model: str = "dankar", estimator: str = "sh3",
+             pi: float | None = None) -> tuple[Fit, dict[str, Fit]]:
+    """(the fit of ``model``, every fit computed); ``pi``: the fraction Dankar's rule reads."""
+    if model == "dankar":
+        return dankar(sm, estimator, pi)
+    fit = {"pitman": pitman, "zayatz": zayatz}.get(model)
+    fit = fit(sm) if fit else snb(sm, estimator)
+    return fit, {model: fit}
