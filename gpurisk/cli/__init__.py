@@ -16,7 +16,7 @@ from gpurisk.errors import GpuriskError
 from gpurisk.cli._plugins import PipeClosed, PluginGroup
 
 #: modules that each add commands to :data:`main`
-COMMAND_MODULES = ("assess", "measures", "validate", "dis", "design", "scan", "compare", "report", "record_risk")
+COMMAND_MODULES = ("assess", "measures", "validate", "dis", "design", "scan", "compare", "report", "record_risk", "protect")
 
 
 @click.group(cls=PluginGroup,

@@ -1,0 +1,123 @@
+"""``gpurisk protect``: the recodes of least information loss that meet every risk criterion, and
+the protected release."""
+from __future__ import annotations
+
+import math
+
+import click
+
+from gpurisk.cli._common import console, echo_json, parse_options, progress_bar
+
+
+def _num(v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    if isinstance(v, (bool,)) or hasattr(v, "dtype") and v.dtype == bool:
+        return "yes" if v else "no"
+    if isinstance(v, float) or hasattr(v, "dtype") and v.dtype.kind == "f":
+        return f"{float(v):.4g}"
+    return str(v)
+
+
+def _table(title, frame, res):
+    from rich.table import Table
+    t = Table(title=title, show_header=True, header_style="bold")
+    cols = ["node"] + res.keys + [res.loss_name, f"{res.loss_name}_scaled"] + \
+        [c.text for c in res.criteria] + ["feasible"]
+    for c in cols:
+        t.add_column(c if c not in res.keys else f"{c} (0..{res.heights[res.keys.index(c)]})")
+    for _, r in frame.iterrows():
+        t.add_row(*[_num(r[c]) for c in cols])
+    return t
+
+
+def _json_rows(frame):
+    import json
+    return json.loads(frame.to_json(orient="records"))
+
+
+def register(cli: click.Group) -> None:
+    @cli.command()
+    @click.argument("data")
+    @click.option("--keys", default=None, help="key variables (comma-separated)")
+    @click.option("--scenario", "scenarios", multiple=True, metavar="KEY,KEY,...",
+                  help="a key set the intruder may hold (repeatable; default: all --keys); every "
+                       "criterion must hold on each")
+    @click.option("--hierarchy", "hierarchies", multiple=True, metavar="KEY=FILE|SPEC",
+                  help="an ARX hierarchy file (all its levels), or one more level: bands:W, "
+                       "breaks:B1,B2, map:FILE, hierarchy:FILE:LEVEL (repeatable)")
+    @click.option("--criterion", "criteria", multiple=True, metavar="MEASURE[.FIELD]OP NUMBER",
+                  help="e.g. theta_hat.upper<=0.1, tau1_hat<=5, k_anonymity>=5 (repeatable)")
+    @click.option("--loss", default="precision", show_default=True,
+                  help="information loss to minimise: precision, nonuniform_entropy, "
+                       "discernibility, suppressed, or a plugin's")
+    @click.option("--fraction", type=float, default=None, help="sampling fraction π in (0, 1]")
+    @click.option("--population", default=None, help="file with the population's records")
+    @click.option("--alpha", type=float, default=0.01, show_default=True,
+                  help="one-sided level of upper bounds")
+    @click.option("--option", "opts", multiple=True, metavar="MEASURE.NAME=VALUE",
+                  help="a measure's option (repeatable)")
+    @click.option("--no-prune", is_flag=True,
+                  help="evaluate every node even for monotone criteria (k-anonymity): the front "
+                       "then covers every node")
+    @click.option("--front-rows", type=int, default=20, show_default=True,
+                  help="rows of the front printed (the plan and --json give all)")
+    @click.option("-o", "--output", default=None, metavar="RELEASE",
+                  help="write the protected file (the input's format)")
+    @click.option("--plan", "plan_out", default=None, metavar="PLAN.json",
+                  help="write the plan that reproduces the release")
+    @click.option("--from-plan", default=None, metavar="PLAN.json",
+                  help="write the release a plan describes (no search)")
+    @click.option("--sep", default=None, help="CSV separator (default: detected)")
+    @click.option("--encoding", default="utf-8", show_default=True, help="text encoding of CSV input")
+    @click.option("--missing", type=click.Choice(["category", "error"]), default="category",
+                  show_default=True, help="a missing key value is its own category, or an error")
+    @click.option("--json", "as_json", is_flag=True, help="print JSON")
+    def protect(data, keys, scenarios, hierarchies, criteria, loss, fraction, population, alpha,
+                opts, no_prune, front_rows, output, plan_out, from_plan, sep, encoding, missing,
+                as_json):
+        """Search the recodes of DATA's keys for the least information loss meeting every
+        --criterion on every scenario; write the release and its plan."""
+        from gpurisk.errors import BadInput
+        from gpurisk.protect import apply_plan
+        from gpurisk.protect import protect as run
+        if from_plan:
+            if not output:
+                raise BadInput("--from-plan needs --output RELEASE")
+            apply_plan(from_plan, output, data)
+            click.echo(f"wrote {output}")
+            return
+        if not keys:
+            raise BadInput("give --keys (or --from-plan PLAN.json)")
+        with progress_bar("nodes") as update:
+            p = run(data, keys, list(hierarchies), list(criteria), loss=loss,
+                    scenarios=list(scenarios) or None, fraction=fraction, population=population,
+                    alpha=alpha, options=parse_options(opts) if opts else None, missing=missing,
+                    sep=sep, encoding=encoding, prune=not no_prune, output=output, plan=plan_out,
+                    progress=update)
+        res = p.result
+        if as_json:
+            echo_json({"node": p.node, "optimum": _json_rows(p.optimum), "front": _json_rows(p.front),
+                       "stats": res.stats, "seconds": res.seconds, "plan": p.plan})
+            return
+        con = console()
+        con.print(f"{res.stats['nodes']} nodes ({res.stats['evaluations']} scenario evaluations, "
+                  f"{res.stats['tagged']} met by predictive tagging) in {res.seconds:.2f} s; "
+                  f"n = {p.settings['n']}, π = {_num(p.settings['fraction'])}",
+                  markup=False, highlight=False)
+        con.print(_table(f"optimum: least {res.loss_name} meeting every criterion", p.optimum, res))
+        front = p.front
+        crit = res.criteria[res.front_by].text
+        title = f"front: {res.loss_name} against the worst {crit} over the scenarios"
+        if len(front) > front_rows:
+            title += f" (first {front_rows} of {len(front)})"
+        con.print(_table(title, front.head(front_rows), res))
+        if res.stats["tagged"]:
+            con.print("the front covers the evaluated nodes only; --no-prune evaluates every node",
+                      markup=False, highlight=False)
+        con.print("released node: " + ", ".join(f"{k}={v}" for k, v in p.node.items()),
+                  markup=False, highlight=False)
+        if output:
+            con.print(f"wrote {output}", markup=False, highlight=False)
+        if plan_out:
+            con.print(f"wrote {plan_out}", markup=False, highlight=False)

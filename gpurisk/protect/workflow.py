@@ -1,0 +1,255 @@
+"""``gpurisk.protect``: from risk to release (SPEC §11).
+
+Count the records once over every key, search the generalisation lattice of the keys' hierarchies
+for the nodes of least information loss that meet every criterion on every scenario
+(:mod:`gpurisk.protect.search`), and write the release at the optimum with a plan file that
+reproduces it byte for byte (:func:`apply_plan`).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from gpurisk.errors import BadInput
+from gpurisk.measure import Context, missing_needs
+from gpurisk.protect.criteria import Criterion, parse_criteria
+from gpurisk.protect.hierarchy import absolute_spec, key_levels, parse_hierarchy_items
+from gpurisk.protect.release import (check_release_output, input_format, read_raw, record_groups,
+                                     released_frame, sha256_file, write_release)
+from gpurisk.protect.search import SearchResult, search
+
+PLAN_VERSION = 1
+
+
+class NoFeasibleNode(BadInput):
+    """No node of the lattice meets every criterion; ``result`` holds the search."""
+
+    def __init__(self, message: str, result: SearchResult):
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass
+class Protection:
+    """What :func:`protect` returns."""
+
+    result: SearchResult
+    node: dict[str, int]            # the released node: key -> level
+    plan: dict[str, Any]            # the plan document (what --plan writes)
+    released: pd.DataFrame          # the released records
+    settings: dict = field(default_factory=dict)
+
+    @property
+    def optimum(self) -> pd.DataFrame:
+        return self.result.frame(self.result.optimum)
+
+    @property
+    def front(self) -> pd.DataFrame:
+        return self.result.frame(self.result.front)
+
+
+def _loss(name: str):
+    from gpurisk.plugins import loss_registry
+    reg = loss_registry()
+    if name not in reg:
+        raise BadInput(f"--loss {name!r}: unknown loss; registered: {', '.join(reg) or '(none)'}")
+    return reg[name].cls()
+
+
+def _scenarios(keys: list[str], scenarios) -> list[tuple[str, ...]]:
+    from gpurisk.inputs import key_list
+    if not scenarios:
+        return [tuple(keys)]
+    out = []
+    for s in scenarios:
+        ks = key_list(s, "scenario keys")
+        extra = [k for k in ks if k not in keys]
+        if extra:
+            raise BadInput(f"--scenario {','.join(ks)}: {extra[0]!r} is not one of --keys "
+                           f"({', '.join(keys)})")
+        out.append(tuple(ks))
+    return out
+
+
+def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenarios=None,
+            fraction: float | None = None, population=None, alpha: float = 0.01, seed: int = 0,
+            options: Mapping | None = None, missing: str = "category", sep: str | None = None,
+            encoding: str = "utf-8", prune: bool = True, front_by: int = 0, output=None, plan=None,
+            progress: Callable[[int, int], None] | None = None) -> Protection:
+    """Search the recodes of ``keys`` through ``hierarchies`` ({key: spec or [specs]}, or
+    ``["KEY=SPEC", ...]``) for the least ``loss`` meeting every criterion (``["theta_hat.upper<=0.1"]``)
+    on every scenario (key sets, default: all keys); return the search, the released node, the plan
+    and the released frame; write the release to ``output`` and the plan to ``plan`` when given.
+    Raises :class:`NoFeasibleNode` (a BadInput) when no node meets every criterion.
+    """
+    from gpurisk.inputs import Inputs, key_list
+    from gpurisk.plugins import check_options, measure_registry
+    keys = key_list(keys)
+    scen = _scenarios(keys, scenarios)
+    crits = parse_criteria(criteria)
+    if not 0 <= int(front_by) < len(crits):
+        raise BadInput(f"front_by={front_by} names no criterion (0..{len(crits) - 1})")
+    loss_obj = _loss(loss)
+    hier = parse_hierarchy_items(hierarchies)
+    unknown = [k for k in hier if k not in keys]
+    if unknown:
+        raise BadInput(f"--hierarchy {unknown[0]}=...: {unknown[0]!r} is not one of --keys "
+                       f"({', '.join(keys)})")
+    fmt = input_format(data, sep, encoding)
+    if output is not None:
+        check_release_output(output, fmt)
+    if plan is not None:
+        from gpurisk.io import check_output_file
+        check_output_file(plan, (".json",), "--plan")
+    opts = check_options(dict(options or {})) if options else {}
+    inp = Inputs(data, keys, population=population, fraction=fraction, missing=missing,
+                 backend="pandas", sep=sep, encoding=encoding)
+    counted = inp.count(records="protect")
+    root = counted.table
+    ctx = Context(fraction=counted.fraction, fraction_source=counted.fraction_source,
+                  alpha=float(alpha), seed=int(seed), options=opts)
+    reg = measure_registry()
+    measures = {}
+    for c in crits:
+        cls = reg[c.measure].cls
+        why = missing_needs(cls, root, ctx)
+        if why:
+            raise BadInput(f"--criterion {c.text!r}: {c.measure} {why}")
+        measures[c.measure] = cls()
+    levels = key_levels(root, hier)
+    res = search(root, levels, scen, crits, loss_obj, measures, ctx, prune=prune,
+                 front_by=front_by, progress=progress)
+    best = res.optimum
+    if not best:
+        raise NoFeasibleNode(_infeasible(res), res)
+    node = res.node(best[0])
+    groups = record_groups(root, levels, node)
+    released = released_frame(read_raw(data, fmt, encoding), groups, fmt)
+    doc = _plan_doc(data, fmt, keys, scen, hier, crits, loss, node, res, best[0], counted, ctx,
+                    missing, encoding)
+    if output is not None:
+        write_release(released, output, fmt, encoding)
+        doc["release_sha256"] = sha256_file(output)
+    if plan is not None:
+        from gpurisk.io.atomic import write_text_atomic
+        write_text_atomic(plan, json.dumps(doc, indent=2) + "\n")
+    settings = {"n": root.n, "fraction": counted.fraction, "nodes": res.stats["nodes"],
+                "seconds": res.seconds}
+    return Protection(res, node, doc, released, settings)
+
+
+def _fmt(v) -> str:
+    return "none (the measure gives no value)" if v != v else f"{v:.6g}"
+
+
+def _infeasible(res: SearchResult) -> str:
+    top = len(res.loss) - 1
+    parts = []
+    for c, crit in enumerate(res.criteria):
+        if res.met[top, c]:
+            continue
+        fails = [j for j in range(len(res.scenarios))
+                 if not crit.holds(res.values[top, c, j])]
+        j = fails[0] if fails else 0
+        w = res.worst(c)
+        finite = w[~(w != w)]
+        best = (finite.min() if crit.lower_is_better else finite.max()) if finite.size else float("nan")
+        parts.append(f"{crit.text} fails at the top node on scenario {j + 1} "
+                     f"({','.join(res.scenarios[j])}): {_fmt(res.values[top, c, j])}; the best "
+                     f"worst-case value reached is {_fmt(best)}")
+    if not parts:
+        parts.append("each criterion is met somewhere, but no node meets all of them at once")
+    return "no node of the lattice meets every criterion: " + "; ".join(parts)
+
+
+def _plan_doc(data, fmt, keys, scen, hier, crits, loss, node, res, index, counted, ctx, missing,
+              encoding) -> dict:
+    from gpurisk import __version__
+    specs, files = {}, {}
+    for k, h in hier.items():
+        specs[k] = []
+        for s in h.specs:
+            a, fs = absolute_spec(s)
+            specs[k].append(a)
+            for f in fs:
+                files[f] = sha256_file(f)
+    src = None
+    if isinstance(data, (str, Path)):
+        from gpurisk.io import resolve_path
+        p = resolve_path(data)
+        src = {"path": str(p.resolve()), "sha256": sha256_file(p)}
+    return {
+        "gpurisk_protect_plan": PLAN_VERSION,
+        "gpurisk": __version__,
+        "data": src,
+        "format": fmt,
+        "encoding": encoding,
+        "missing": missing,
+        "keys": list(keys),
+        "scenarios": [list(s) for s in scen],
+        "hierarchies": specs,
+        "hierarchy_sha256": files,
+        "criteria": [c.text for c in crits],
+        "loss": loss,
+        "fraction": counted.fraction,
+        "alpha": ctx.alpha,
+        "node": node,
+        "loss_value": float(res.loss[index]),
+        "loss_scaled": float(res.scaled_loss[index]),
+        "worst": {c.text: _num(res.worst(i)[index]) for i, c in enumerate(crits)},
+    }
+
+
+def _num(v):
+    v = float(v)
+    return None if v != v else v
+
+
+def apply_plan(plan, output=None, data=None) -> pd.DataFrame:
+    """The release a plan describes, written to ``output`` (byte for byte the one ``protect`` wrote)
+    and returned. ``data`` defaults to the plan's input file, whose content must be unchanged."""
+    from gpurisk.inputs import Inputs
+    try:
+        doc = plan if isinstance(plan, Mapping) else json.loads(Path(plan).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BadInput(f"--from-plan {str(plan)!r}: file does not exist") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise BadInput(f"--from-plan {str(plan)!r}: not a JSON plan") from None
+    if not isinstance(doc, Mapping) or doc.get("gpurisk_protect_plan") != PLAN_VERSION:
+        raise BadInput(f"--from-plan {str(plan)!r}: not a gpurisk protect plan (version {PLAN_VERSION})")
+    src = doc.get("data")
+    if data is None:
+        if not src:
+            raise BadInput("the plan was made from an in-memory frame: pass the data")
+        data = src["path"]
+    if src and isinstance(data, (str, Path)) and Path(data).is_file() \
+            and sha256_file(data) != src["sha256"]:
+        raise BadInput(f"{Path(data).name}: the data differ from those the plan was made from "
+                       "(sha256 mismatch)")
+    for f, digest in doc.get("hierarchy_sha256", {}).items():
+        if not Path(f).is_file():
+            raise BadInput(f"the plan's hierarchy file {f!r} does not exist")
+        if sha256_file(f) != digest:
+            raise BadInput(f"the plan's hierarchy file {f!r} changed since the plan was made")
+    fmt = input_format(data, doc["format"].get("sep"), doc["encoding"]) \
+        if doc["format"]["format"] != "frame" else {"format": "frame"}
+    if output is not None:
+        check_release_output(output, fmt)
+    hier = parse_hierarchy_items(doc["hierarchies"])
+    inp = Inputs(data, doc["keys"], missing=doc["missing"], backend="pandas",
+                 sep=fmt.get("sep"), encoding=doc["encoding"])
+    root = inp.count(records="protect").table
+    levels = key_levels(root, hier)
+    node = {k: int(v) for k, v in doc["node"].items()}
+    bad = [k for k, lev in node.items() if k not in hier and lev or
+           k in hier and not 0 <= lev <= hier[k].height]
+    if bad:
+        raise BadInput(f"the plan's node gives {bad[0]!r} a level its hierarchy does not have")
+    frame = released_frame(read_raw(data, fmt, doc["encoding"]), record_groups(root, levels, node), fmt)
+    if output is not None:
+        write_release(frame, output, fmt, doc["encoding"])
+    return frame
