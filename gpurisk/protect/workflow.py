@@ -56,7 +56,7 @@ def _loss(name: str):
     from gpurisk.plugins import loss_registry
     reg = loss_registry()
     if name not in reg:
-        raise BadInput(f"--loss {name!r}: unknown loss; registered: {', '.join(reg) or '(none)'}")
+        raise BadInput(f"--loss: unknown loss {name!r}; registered: {', '.join(reg) or '(none)'}")
     return reg[name].cls()
 
 
