@@ -453,3 +453,70 @@ def test_cli_protect_and_bad_input(tiny, tmp_path):
                    "--criterion", "k_anonymity>=2")
     assert proc.returncode == 2 and "is not in the mapping" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+# --- a killed search resumes ------------------------------------------------------------------------
+def test_interrupted_search_resumes(adult, tmp_path):
+    data, _, hier, _ = adult
+    kw = dict(fraction=0.1, scenarios=[list(s) for s in SCENARIOS])
+    whole = protect(data, ADULT_KEYS, hier, ["theta_hat.upper<=0.15"], **kw)
+    state = tmp_path / "state.json"
+
+    class Stop(Exception):
+        pass
+
+    def stop(done, total):
+        raise Stop()           # after the first 32 nodes
+
+    with pytest.raises(Stop):
+        protect(data, ADULT_KEYS, hier, ["theta_hat.upper<=0.15"], checkpoint=state,
+                checkpoint_every=1e9, progress=stop, **kw)
+    assert state.exists()
+    kept = sum(len(s) for s in json.loads(state.read_text())["scenarios"])
+    assert 0 < kept < whole.result.stats["evaluations"]
+    again = protect(data, ADULT_KEYS, hier, ["theta_hat.upper<=0.15"], checkpoint=state, **kw)
+    r, w = again.result, whole.result
+    assert r.stats["resumed"] == kept
+    assert r.stats["evaluations"] == w.stats["evaluations"] - kept
+    np.testing.assert_array_equal(r.values, w.values)
+    assert r.optimum == w.optimum and r.front == w.front
+    # a checkpoint of other settings is refused
+    with pytest.raises(BadInput, match="written for other data or settings"):
+        protect(data, ADULT_KEYS, hier, ["theta_hat.upper<=0.2"], checkpoint=state, **kw)
+
+
+def test_killed_cli_run_resumes(tmp_path):
+    """SIGKILL mid-search (the 12 960-node adult lattice), then the same command resumes."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from conftest import ROOT
+    src = data_path("arx/adult.csv")
+    keys = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass",
+            "occupation", "salary-class"]
+    state = tmp_path / "state.json"
+    args = [sys.executable, "-m", "gpurisk", "protect", str(src), "--keys", ",".join(keys),
+            *[f"--hierarchy={k}={src.parent / f'adult_hierarchy_{k}.csv'}" for k in keys],
+            "--scenario", ",".join(keys[:8]), "--criterion", "theta_hat.upper<=0.1",
+            "--fraction", "0.1", "--checkpoint", str(state), "--checkpoint-every", "0.2", "--json"]
+    env = dict(__import__("os").environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    t0 = time.monotonic()
+    while not state.exists() and proc.poll() is None and time.monotonic() - t0 < 120:
+        time.sleep(0.02)
+    killed = proc.poll() is None
+    if killed:
+        proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    assert state.exists()
+    kept = sum(len(s) for s in json.loads(state.read_text())["scenarios"])
+    done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["stats"]["resumed"] == kept > 0
+    assert doc["stats"]["evaluations"] + kept == 6480
+    if killed:
+        assert kept < 6480
+    assert doc["node"] == {"sex": 0, "age": 4, "race": 0, "marital-status": 1, "education": 0,
+                           "native-country": 2, "workclass": 1, "occupation": 2, "salary-class": 0}

@@ -68,14 +68,19 @@ def register(cli: click.Group) -> None:
                   help="write the plan that reproduces the release")
     @click.option("--from-plan", default=None, metavar="PLAN.json",
                   help="write the release a plan describes (no search)")
+    @click.option("--checkpoint", default=None, metavar="STATE.json",
+                  help="keep the evaluated nodes in STATE.json as the search goes; a killed run "
+                       "started again with it resumes")
+    @click.option("--checkpoint-every", type=click.FloatRange(min=0), default=10.0,
+                  show_default=True, help="seconds between checkpoint writes")
     @click.option("--sep", default=None, help="CSV separator (default: detected)")
     @click.option("--encoding", default="utf-8", show_default=True, help="text encoding of CSV input")
     @click.option("--missing", type=click.Choice(["category", "error"]), default="category",
                   show_default=True, help="a missing key value is its own category, or an error")
     @click.option("--json", "as_json", is_flag=True, help="print JSON")
     def protect(data, keys, scenarios, hierarchies, criteria, loss, fraction, population, alpha,
-                opts, no_prune, front_rows, output, plan_out, from_plan, sep, encoding, missing,
-                as_json):
+                opts, no_prune, front_rows, output, plan_out, from_plan, checkpoint, checkpoint_every,
+                sep, encoding, missing, as_json):
         """Search the recodes of DATA's keys for the least information loss meeting every
         --criterion on every scenario; write the release and its plan."""
         from gpurisk.errors import BadInput
@@ -94,7 +99,7 @@ def register(cli: click.Group) -> None:
                     scenarios=list(scenarios) or None, fraction=fraction, population=population,
                     alpha=alpha, options=parse_options(opts) if opts else None, missing=missing,
                     sep=sep, encoding=encoding, prune=not no_prune, output=output, plan=plan_out,
-                    progress=update)
+                    progress=update, checkpoint=checkpoint, checkpoint_every=checkpoint_every)
         res = p.result
         if as_json:
             echo_json({"node": p.node, "optimum": _json_rows(p.optimum), "front": _json_rows(p.front),
@@ -102,7 +107,9 @@ def register(cli: click.Group) -> None:
             return
         con = console()
         con.print(f"{res.stats['nodes']} nodes ({res.stats['evaluations']} scenario evaluations, "
-                  f"{res.stats['tagged']} met by predictive tagging) in {res.seconds:.2f} s; "
+                  f"{res.stats['tagged']} met by predictive tagging"
+                  + (f", {res.stats['resumed']} values resumed from the checkpoint"
+                     if res.stats["resumed"] else "") + f") in {res.seconds:.2f} s; "
                   f"n = {p.settings['n']}, π = {_num(p.settings['fraction'])}",
                   markup=False, highlight=False)
         con.print(_table(f"optimum: least {res.loss_name} meeting every criterion", p.optimum, res))

@@ -135,11 +135,12 @@ def pareto_front(loss: np.ndarray, risk: np.ndarray, lower_is_better: bool = Tru
 def search(root: FreqTable, keys: list[KeyLevels], scenarios: Sequence[Sequence[str]],
            criteria: Sequence[Criterion], loss: Loss, measures: dict, ctx: Context,
            prune: bool = True, front_by: int = 0,
-           progress: Callable[[int, int], None] | None = None) -> SearchResult:
+           progress: Callable[[int, int], None] | None = None, state=None) -> SearchResult:
     """Visit every node of the lattice of ``keys``' levels; see the module docstring.
 
     ``root`` is the finest table over every key (in the order of ``keys``); ``measures`` maps each
-    criterion's measure name to an instance.
+    criterion's measure name to an instance; ``state`` (a :class:`gpurisk.protect.state.SearchState`)
+    loads the values a killed run kept and saves them as the search goes.
     """
     t0 = time.perf_counter()
     K = len(keys)
@@ -155,7 +156,7 @@ def search(root: FreqTable, keys: list[KeyLevels], scenarios: Sequence[Sequence[
     values = np.full((total, C, S), np.nan)
     met = np.zeros((total, C), dtype=bool)
     tagged = np.zeros((total, C), dtype=bool)
-    cache: list[dict] = [dict() for _ in scen]
+    cache: list[dict] = state.load(len(scen)) if state is not None else [dict() for _ in scen]
     upward = [c for c in range(C) if prune and criteria[c].upward]
     met_nodes: dict[int, list] = {c: [] for c in upward}
     met_arr: dict[int, np.ndarray | None] = {c: None for c in upward}
@@ -194,10 +195,7 @@ def search(root: FreqTable, keys: list[KeyLevels], scenarios: Sequence[Sequence[
             cache[s][proj] = hit
         return hit
 
-    stack = [Entry(tuple([0] * K), K - 1, None, root)]
-    i = 0
-    while stack:
-        e = stack.pop()
+    def visit(e: Entry, i: int) -> None:
         lev = e.levels
         for j in range(e.first, -1, -1):       # children, popped in ascending j
             if lev[j] < heights[j]:
@@ -227,13 +225,23 @@ def search(root: FreqTable, keys: list[KeyLevels], scenarios: Sequence[Sequence[
                     met_arr[c] = None
         node = Node(lev, keys, n, {k: 0 for k in names}, 0, lambda e=e: table_of(e))
         losses[i] = float(loss.compute(node))
-        i += 1
-        if progress is not None and (i % 256 == 0 or i == total):
-            progress(i, total)
+
+    stack = [Entry(tuple([0] * K), K - 1, None, root)]
+    try:
+        for i in range(total):
+            visit(stack.pop(), i)
+            if state is not None:
+                state.maybe_save(cache)
+            if progress is not None and ((i + 1) % 32 == 0 or i + 1 == total):
+                progress(i + 1, total)
+    finally:
+        if state is not None:
+            state.save(cache)
     # the colexicographic order ends at the top node
     assert tuple(levels[-1]) == tuple(heights)
     loss_top = float(losses[-1])
     stats["nodes"] = total
     stats["tagged"] = int(tagged.any(axis=1).sum())
+    stats["resumed"] = state.loaded if state is not None else 0
     return SearchResult(names, heights, scen, list(criteria), loss.name, levels, losses, loss_top,
                         values, met, tagged, front_by, time.perf_counter() - t0, stats)

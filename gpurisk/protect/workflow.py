@@ -79,11 +79,14 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
             fraction: float | None = None, population=None, alpha: float = 0.01, seed: int = 0,
             options: Mapping | None = None, missing: str = "category", sep: str | None = None,
             encoding: str = "utf-8", prune: bool = True, front_by: int = 0, output=None, plan=None,
-            progress: Callable[[int, int], None] | None = None) -> Protection:
+            progress: Callable[[int, int], None] | None = None, checkpoint=None,
+            checkpoint_every: float = 10.0) -> Protection:
     """Search the recodes of ``keys`` through ``hierarchies`` ({key: spec or [specs]}, or
     ``["KEY=SPEC", ...]``) for the least ``loss`` meeting every criterion (``["theta_hat.upper<=0.1"]``)
     on every scenario (key sets, default: all keys); return the search, the released node, the plan
     and the released frame; write the release to ``output`` and the plan to ``plan`` when given.
+    ``checkpoint`` (a JSON file) keeps the evaluated values every ``checkpoint_every`` seconds: a
+    run killed mid-search and started again with it resumes (:mod:`gpurisk.protect.state`).
     Raises :class:`NoFeasibleNode` (a BadInput) when no node meets every criterion.
     """
     from gpurisk.inputs import Inputs, key_list
@@ -102,9 +105,11 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     fmt = input_format(data, sep, encoding)
     if output is not None:
         check_release_output(output, fmt)
+    from gpurisk.io import check_output_file
     if plan is not None:
-        from gpurisk.io import check_output_file
         check_output_file(plan, (".json",), "--plan")
+    if checkpoint is not None:
+        check_output_file(checkpoint, (".json",), "--checkpoint")
     opts = check_options(dict(options or {})) if options else {}
     inp = Inputs(data, keys, population=population, fraction=fraction, missing=missing,
                  backend="pandas", sep=sep, encoding=encoding)
@@ -121,8 +126,20 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
             raise BadInput(f"--criterion {c.text!r}: {c.measure} {why}")
         measures[c.measure] = cls()
     levels = key_levels(root, hier)
+    state = None
+    if checkpoint is not None:
+        from gpurisk import __version__
+        from gpurisk.protect.state import SearchState
+        specs = {k: [absolute_spec(s)[0] for s in h.specs] for k, h in hier.items()}
+        files = {f: sha256_file(f) for k, h in hier.items() for s in h.specs
+                 for f in absolute_spec(s)[1]}
+        settings = {"gpurisk": __version__, "keys": keys, "scenarios": scen,
+                    "criteria": [c.text for c in crits], "hierarchies": specs, "files": files,
+                    "fraction": ctx.fraction, "alpha": ctx.alpha, "options": opts,
+                    "seed": ctx.seed, "missing": missing}
+        state = SearchState(checkpoint, settings, root, checkpoint_every)
     res = search(root, levels, scen, crits, loss_obj, measures, ctx, prune=prune,
-                 front_by=front_by, progress=progress)
+                 front_by=front_by, progress=progress, state=state)
     best = res.optimum
     if not best:
         raise NoFeasibleNode(_infeasible(res), res)
