@@ -520,3 +520,13 @@ def test_killed_cli_run_resumes(tmp_path):
         assert kept < 6480
     assert doc["node"] == {"sex": 0, "age": 4, "race": 0, "marital-status": 1, "education": 0,
                            "native-country": 2, "workclass": 1, "occupation": 2, "salary-class": 0}
+
+
+def test_plot_of_the_front(tiny, tmp_path):
+    pytest.importorskip("matplotlib")
+    data, h = tiny
+    for crit, name in (("theta_hat.upper<=0.9", "a.png"), ("k_anonymity>=3", "b.png")):
+        protect(data, ["a", "b"], h, [crit], fraction=0.5, plot=tmp_path / name)
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(BadInput, match="--plot 'c.jpg': name it with one of .png"):
+        protect(data, ["a", "b"], h, ["k_anonymity>=3"], plot=tmp_path / "c.jpg")

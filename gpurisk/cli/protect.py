@@ -66,6 +66,8 @@ def register(cli: click.Group) -> None:
                   help="write the protected file (the input's format)")
     @click.option("--plan", "plan_out", default=None, metavar="PLAN.json",
                   help="write the plan that reproduces the release")
+    @click.option("--plot", default=None, metavar="FRONT.png",
+                  help="draw every node's loss against its worst risk, the front and the optimum")
     @click.option("--from-plan", default=None, metavar="PLAN.json",
                   help="write the release a plan describes (no search)")
     @click.option("--checkpoint", default=None, metavar="STATE.json",
@@ -79,7 +81,7 @@ def register(cli: click.Group) -> None:
                   show_default=True, help="a missing key value is its own category, or an error")
     @click.option("--json", "as_json", is_flag=True, help="print JSON")
     def protect(data, keys, scenarios, hierarchies, criteria, loss, fraction, population, alpha,
-                opts, no_prune, front_rows, output, plan_out, from_plan, checkpoint, checkpoint_every,
+                opts, no_prune, front_rows, output, plan_out, plot, from_plan, checkpoint, checkpoint_every,
                 sep, encoding, missing, as_json):
         """Search the recodes of DATA's keys for the least information loss meeting every
         --criterion on every scenario; write the release and its plan."""
@@ -99,7 +101,8 @@ def register(cli: click.Group) -> None:
                     scenarios=list(scenarios) or None, fraction=fraction, population=population,
                     alpha=alpha, options=parse_options(opts) if opts else None, missing=missing,
                     sep=sep, encoding=encoding, prune=not no_prune, output=output, plan=plan_out,
-                    progress=update, checkpoint=checkpoint, checkpoint_every=checkpoint_every)
+                    progress=update, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                    plot=plot)
         res = p.result
         if as_json:
             echo_json({"node": p.node, "optimum": _json_rows(p.optimum), "front": _json_rows(p.front),
@@ -126,5 +129,6 @@ def register(cli: click.Group) -> None:
                   markup=False, highlight=False)
         if output:
             con.print(f"wrote {output}", markup=False, highlight=False)
-        if plan_out:
-            con.print(f"wrote {plan_out}", markup=False, highlight=False)
+        for f in (plan_out, plot):
+            if f:
+                con.print(f"wrote {f}", markup=False, highlight=False)

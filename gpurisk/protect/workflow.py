@@ -80,13 +80,14 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
             options: Mapping | None = None, missing: str = "category", sep: str | None = None,
             encoding: str = "utf-8", prune: bool = True, front_by: int = 0, output=None, plan=None,
             progress: Callable[[int, int], None] | None = None, checkpoint=None,
-            checkpoint_every: float = 10.0) -> Protection:
+            checkpoint_every: float = 10.0, plot=None) -> Protection:
     """Search the recodes of ``keys`` through ``hierarchies`` ({key: spec or [specs]}, or
     ``["KEY=SPEC", ...]``) for the least ``loss`` meeting every criterion (``["theta_hat.upper<=0.1"]``)
     on every scenario (key sets, default: all keys); return the search, the released node, the plan
     and the released frame; write the release to ``output`` and the plan to ``plan`` when given.
     ``checkpoint`` (a JSON file) keeps the evaluated values every ``checkpoint_every`` seconds: a
     run killed mid-search and started again with it resumes (:mod:`gpurisk.protect.state`).
+    ``plot`` (a .png path) draws the nodes, the front and the optimum.
     Raises :class:`NoFeasibleNode` (a BadInput) when no node meets every criterion.
     """
     from gpurisk.inputs import Inputs, key_list
@@ -110,6 +111,10 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
         check_output_file(plan, (".json",), "--plan")
     if checkpoint is not None:
         check_output_file(checkpoint, (".json",), "--checkpoint")
+    if plot is not None:
+        from gpurisk.protect.plot import require_matplotlib
+        check_output_file(plot, (".png",), "--plot")
+        require_matplotlib()
     opts = check_options(dict(options or {})) if options else {}
     inp = Inputs(data, keys, population=population, fraction=fraction, missing=missing,
                  backend="pandas", sep=sep, encoding=encoding)
@@ -140,6 +145,9 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
         state = SearchState(checkpoint, settings, root, checkpoint_every)
     res = search(root, levels, scen, crits, loss_obj, measures, ctx, prune=prune,
                  front_by=front_by, progress=progress, state=state)
+    if plot is not None:
+        from gpurisk.protect.plot import plot_front
+        plot_front(res, plot)
     best = res.optimum
     if not best:
         raise NoFeasibleNode(_infeasible(res), res)
