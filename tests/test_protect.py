@@ -530,3 +530,28 @@ def test_plot_of_the_front(tiny, tmp_path):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(BadInput, match="--plot 'c.jpg': name it with one of .png"):
         protect(data, ["a", "b"], h, ["k_anonymity>=3"], plot=tmp_path / "c.jpg")
+
+
+def test_undefined_value_fails_unless_told(tiny):
+    data, h = tiny
+    # at the top node one cell holds all 6 records: n1 = n2 = 0, theta_hat has no value
+    for undefined, top_met in (("fails", False), ("meets", True)):
+        p = protect(data, ["a", "b"], h, ["theta_hat.upper<=0.9"], fraction=0.5, undefined=undefined)
+        r = p.result
+        top = [i for i, lv in enumerate(r.levels.tolist()) if lv == [2, 1]][0]
+        assert math.isnan(r.values[top, 0, 0]) and bool(r.met[top, 0]) == top_met
+        assert top not in r.front          # no value, no place on the front
+    with pytest.raises(BadInput, match="--undefined"):
+        protect(data, ["a", "b"], h, ["theta_hat.upper<=0.9"], fraction=0.5, undefined="maybe")
+
+
+def test_before_after_recomputes_tagged_nodes(tiny):
+    data, h = tiny
+    p = protect(data, ["a", "b"], h, ["k_anonymity>=3"], scenarios=[["a", "b"], ["a"]],
+                loss="discernibility")
+    ba = p.before_after
+    # bottom: (1,x):2 (2,x):1 (3,y):1 (4,y):2 -> k = 1; a alone: 1:2 2:1 3:1 4:2 -> k = 1
+    # released node a=1 (lo, hi), b=0: (lo,x):3 (hi,y):3 -> k = 3; a alone: lo 3, hi 3
+    assert p.node == {"a": 1, "b": 0}
+    assert ba["before"].tolist() == [1, 1] and ba["after"].tolist() == [3, 3]
+    assert ba["met"].all() and ba["cells after"].tolist() == [2, 2]

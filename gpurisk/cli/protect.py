@@ -57,6 +57,10 @@ def register(cli: click.Group) -> None:
                   help="one-sided level of upper bounds")
     @click.option("--option", "opts", multiple=True, metavar="MEASURE.NAME=VALUE",
                   help="a measure's option (repeatable)")
+    @click.option("--undefined", type=click.Choice(["fails", "meets"]), default="fails",
+                  show_default=True,
+                  help="a node where a criterion's measure gives no value (θ̂ with no sample unique "
+                       "and no pair: no unique match can happen) fails or meets it")
     @click.option("--no-prune", is_flag=True,
                   help="evaluate every node even for monotone criteria (k-anonymity): the front "
                        "then covers every node")
@@ -81,7 +85,7 @@ def register(cli: click.Group) -> None:
                   show_default=True, help="a missing key value is its own category, or an error")
     @click.option("--json", "as_json", is_flag=True, help="print JSON")
     def protect(data, keys, scenarios, hierarchies, criteria, loss, fraction, population, alpha,
-                opts, no_prune, front_rows, output, plan_out, plot, from_plan, checkpoint, checkpoint_every,
+                opts, undefined, no_prune, front_rows, output, plan_out, plot, from_plan, checkpoint, checkpoint_every,
                 sep, encoding, missing, as_json):
         """Search the recodes of DATA's keys for the least information loss meeting every
         --criterion on every scenario; write the release and its plan."""
@@ -102,10 +106,11 @@ def register(cli: click.Group) -> None:
                     alpha=alpha, options=parse_options(opts) if opts else None, missing=missing,
                     sep=sep, encoding=encoding, prune=not no_prune, output=output, plan=plan_out,
                     progress=update, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                    plot=plot)
+                    plot=plot, undefined=undefined)
         res = p.result
         if as_json:
             echo_json({"node": p.node, "optimum": _json_rows(p.optimum), "front": _json_rows(p.front),
+                       "before_after": _json_rows(p.before_after),
                        "stats": res.stats, "seconds": res.seconds, "plan": p.plan})
             return
         con = console()
@@ -125,6 +130,15 @@ def register(cli: click.Group) -> None:
         if res.stats["tagged"]:
             con.print("the front covers the evaluated nodes only; --no-prune evaluates every node",
                       markup=False, highlight=False)
+        from rich.table import Table
+        t = Table(title="before → after, per scenario", show_header=True, header_style="bold")
+        ba = p.before_after
+        for c in ba.columns:
+            t.add_column(str(c))
+        for _, r in ba.iterrows():
+            t.add_row(*[_num(r[c]) if c not in ("keys", "criterion") else str(r[c])
+                        for c in ba.columns])
+        con.print(t)
         con.print("released node: " + ", ".join(f"{k}={v}" for k, v in p.node.items()),
                   markup=False, highlight=False)
         if output:

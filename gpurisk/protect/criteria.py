@@ -4,7 +4,8 @@ MEASURE is any registered measure (built-in or from a plugin); FIELD is ``value`
 ``upper``, ``se`` or a key of the Result's ``extra`` (a measure may name another default with the
 class attribute ``criterion_field``: ``k_anonymity>=5`` reads ``k_achieved``); OP is one of
 ``<= < >= >``. A criterion holds on a node when it holds on every scenario; a value the measure
-cannot give (a reason instead of a number) does not meet it.
+cannot give (a reason instead of a number) does not meet it, unless the run says ``--undefined
+meets`` (θ̂ with n1 = n2 = 0: no unique match can happen).
 
 Monotone criteria. A measure may declare ``monotone = {"FIELD": +1 | -1}``: the field never falls
 (+1) or never rises (-1) when any key is generalised (SPEC §11: k-anonymity's k and the number of
@@ -33,6 +34,10 @@ class Criterion:
     text: str
     #: meeting it is inherited by every more general node (a monotone field, the right direction)
     upward: bool = False
+    #: whether a node where the measure gives no value (a reason instead) meets it: by default not
+    #: (``--undefined meets``: e.g. θ̂ with no sample unique and no pair, where no unique match can
+    #: happen)
+    undefined_meets: bool = False
 
     def __str__(self) -> str:
         return self.text
@@ -42,7 +47,9 @@ class Criterion:
         return self.op in ("<=", "<")
 
     def holds(self, value) -> bool:
-        return value is not None and not math.isnan(value) and OPS[self.op](value, self.bound)
+        if value is None or math.isnan(value):
+            return self.undefined_meets
+        return OPS[self.op](value, self.bound)
 
     def worst(self, values):
         """The most adverse of several scenarios' values (NaN, a missing value, is the worst)."""
@@ -83,10 +90,16 @@ def parse_criterion(text: str, registry=None) -> Criterion:
     return Criterion(name, fld, op, bound, f"{name}.{fld}{op}{num.strip()}", upward)
 
 
-def parse_criteria(items) -> list[Criterion]:
+def parse_criteria(items, undefined: str = "fails") -> list[Criterion]:
+    """Several criteria; ``undefined`` ("fails" or "meets") says whether a node where a measure
+    gives no value meets its criterion."""
+    from dataclasses import replace
+    if undefined not in ("fails", "meets"):
+        raise BadInput(f"--undefined {undefined!r}: give 'fails' or 'meets'")
     if isinstance(items, (str, Criterion)):
         items = [items]
-    out = [c if isinstance(c, Criterion) else parse_criterion(c) for c in (items or [])]
+    out = [replace(c if isinstance(c, Criterion) else parse_criterion(c),
+                   undefined_meets=undefined == "meets") for c in (items or [])]
     if not out:
         raise BadInput("protect needs at least one --criterion (e.g. theta_hat.upper<=0.1)")
     return out

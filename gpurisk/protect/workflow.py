@@ -42,6 +42,9 @@ class Protection:
     plan: dict[str, Any]            # the plan document (what --plan writes)
     released: pd.DataFrame          # the released records
     settings: dict = field(default_factory=dict)
+    #: before -> after: per scenario and criterion, the value on the original coding and on the
+    #: released node (each recomputed from a roll-up of the counts, tagged nodes included)
+    before_after: pd.DataFrame | None = None
 
     @property
     def optimum(self) -> pd.DataFrame:
@@ -80,21 +83,22 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
             options: Mapping | None = None, missing: str = "category", sep: str | None = None,
             encoding: str = "utf-8", prune: bool = True, front_by: int = 0, output=None, plan=None,
             progress: Callable[[int, int], None] | None = None, checkpoint=None,
-            checkpoint_every: float = 10.0, plot=None) -> Protection:
+            checkpoint_every: float = 10.0, plot=None, undefined: str = "fails") -> Protection:
     """Search the recodes of ``keys`` through ``hierarchies`` ({key: spec or [specs]}, or
     ``["KEY=SPEC", ...]``) for the least ``loss`` meeting every criterion (``["theta_hat.upper<=0.1"]``)
     on every scenario (key sets, default: all keys); return the search, the released node, the plan
     and the released frame; write the release to ``output`` and the plan to ``plan`` when given.
     ``checkpoint`` (a JSON file) keeps the evaluated values every ``checkpoint_every`` seconds: a
     run killed mid-search and started again with it resumes (:mod:`gpurisk.protect.state`).
-    ``plot`` (a .png path) draws the nodes, the front and the optimum.
+    ``plot`` (a .png path) draws the nodes, the front and the optimum. ``undefined="meets"``
+    counts a node where a criterion's measure gives no value as meeting it (default: failing).
     Raises :class:`NoFeasibleNode` (a BadInput) when no node meets every criterion.
     """
     from gpurisk.inputs import Inputs, key_list
     from gpurisk.plugins import check_options, measure_registry
     keys = key_list(keys)
     scen = _scenarios(keys, scenarios)
-    crits = parse_criteria(criteria)
+    crits = parse_criteria(criteria, undefined)
     if not 0 <= int(front_by) < len(crits):
         raise BadInput(f"front_by={front_by} names no criterion (0..{len(crits) - 1})")
     loss_obj = _loss(loss)
@@ -140,6 +144,7 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
                  for f in absolute_spec(s)[1]}
         settings = {"gpurisk": __version__, "keys": keys, "scenarios": scen,
                     "criteria": [c.text for c in crits], "hierarchies": specs, "files": files,
+                    "undefined": undefined,
                     "fraction": ctx.fraction, "alpha": ctx.alpha, "options": opts,
                     "seed": ctx.seed, "missing": missing}
         state = SearchState(checkpoint, settings, root, checkpoint_every)
@@ -152,6 +157,7 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     if not best:
         raise NoFeasibleNode(_infeasible(res), res)
     node = res.node(best[0])
+    table = _before_after(root, levels, node, scen, crits, measures, ctx)
     groups = record_groups(root, levels, node)
     released = released_frame(read_raw(data, fmt, encoding), groups, fmt)
     doc = _plan_doc(data, fmt, keys, scen, hier, crits, loss, node, res, best[0], counted, ctx,
@@ -164,7 +170,30 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
         write_text_atomic(plan, json.dumps(doc, indent=2) + "\n")
     settings = {"n": root.n, "fraction": counted.fraction, "nodes": res.stats["nodes"],
                 "seconds": res.seconds}
-    return Protection(res, node, doc, released, settings)
+    return Protection(res, node, doc, released, settings, table)
+
+
+def _before_after(root, levels, node, scen, crits, measures, ctx) -> pd.DataFrame:
+    from gpurisk.freq.lattice import regroup
+    from gpurisk.measure import checked_result
+    from gpurisk.protect.criteria import field_value
+    maps = {kl.key: kl.between(0, node[kl.key]) for kl in levels if node[kl.key]}
+    after = regroup(root, root.keys, maps) if maps else root
+    rows = []
+    for j, s in enumerate(scen):
+        keys = [k for k in root.keys if k in s]
+        tabs = {"before": regroup(root, keys), "after": regroup(after, keys)}
+        res = {w: {m: checked_result(measures[m].compute(t, ctx)) for m in measures}
+               for w, t in tabs.items()}
+        for c in crits:
+            b = field_value(c, res["before"][c.measure])
+            a = field_value(c, res["after"][c.measure])
+            rows.append({"scenario": j + 1, "keys": ",".join(s), "criterion": c.text,
+                         "before": float("nan") if b is None else b,
+                         "after": float("nan") if a is None else a,
+                         "cells before": tabs["before"].sample_cells,
+                         "cells after": tabs["after"].sample_cells, "met": c.holds(a)})
+    return pd.DataFrame(rows)
 
 
 def _fmt(v) -> str:
@@ -183,9 +212,11 @@ def _infeasible(res: SearchResult) -> str:
         w = res.worst(c)
         finite = w[~(w != w)]
         best = (finite.min() if crit.lower_is_better else finite.max()) if finite.size else float("nan")
+        alone = res.met[:, c].any()
         parts.append(f"{crit.text} fails at the top node on scenario {j + 1} "
                      f"({','.join(res.scenarios[j])}): {_fmt(res.values[top, c, j])}; the best "
-                     f"worst-case value reached is {_fmt(best)}")
+                     f"worst-case value reached is {_fmt(best)}"
+                     + (" (at nodes that fail another criterion)" if alone else ""))
     if not parts:
         parts.append("each criterion is met somewhere, but no node meets all of them at once")
     return "no node of the lattice meets every criterion: " + "; ".join(parts)
@@ -219,6 +250,7 @@ def _plan_doc(data, fmt, keys, scen, hier, crits, loss, node, res, index, counte
         "hierarchies": specs,
         "hierarchy_sha256": files,
         "criteria": [c.text for c in crits],
+        "undefined": "meets" if crits[0].undefined_meets else "fails",
         "loss": loss,
         "fraction": counted.fraction,
         "alpha": ctx.alpha,
