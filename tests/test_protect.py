@@ -555,3 +555,28 @@ def test_before_after_recomputes_tagged_nodes(tiny):
     assert p.node == {"a": 1, "b": 0}
     assert ba["before"].tolist() == [1, 1] and ba["after"].tolist() == [3, 3]
     assert ba["met"].all() and ba["cells after"].tolist() == [2, 2]
+
+
+def test_scenarios_file_frames_and_population(tiny, tmp_path):
+    data, h = tiny
+    toml = tmp_path / "s.toml"
+    toml.write_text('[scenarios]\nboth = ["a", "b"]\nage_only = ["a"]\n')
+    p = protect(data, None, h, ["k_anonymity>=3"], scenarios=str(toml))
+    assert p.result.keys == ["a", "b"] and p.result.scenarios == [("a", "b"), ("a",)]
+    proc = run_cli("protect", data, "--scenarios", toml, f"--hierarchy=a={h['a']}",
+                   "--criterion", "k_anonymity>=3", "--json", check=True)
+    assert json.loads(proc.stdout)["node"] == p.node
+    # an in-memory frame: the released frame, nothing read from disk
+    df = pd.read_csv(data, sep=";")
+    q = protect(df, ["a", "b"], h, ["k_anonymity>=3"])
+    assert q.node == p.node and q.released["a"].tolist() == ["lo"] * 3 + ["hi"] * 3
+    assert q.released["note"].equals(df["note"])
+    # with a population: pop_uniques (N1) as criterion, regrouped with the sample
+    pop = pd.concat([df] * 3 + [pd.DataFrame({"a": [2, 3], "b": ["x", "y"], "note": ["", ""]})],
+                    ignore_index=True)
+    popf = tmp_path / "pop.csv"
+    pop.to_csv(popf, sep=";", index=False)
+    r = protect(data, ["a", "b"], h, ["pop_uniques<=0"], population=popf).result
+    # population cells: (1,x):6 (2,x):4 (3,y):4 (4,y):6 -> N1 = 0 at the bottom already
+    assert r.values[0, 0, 0] == 0 and r.met.all()
+    assert parse_criterion("pop_uniques<=0").upward and r.tagged.sum() == len(r.loss) - 1

@@ -43,6 +43,9 @@ def register(cli: click.Group) -> None:
     @click.option("--scenario", "scenarios", multiple=True, metavar="KEY,KEY,...",
                   help="a key set the intruder may hold (repeatable; default: all --keys); every "
                        "criterion must hold on each")
+    @click.option("--scenarios", "scenarios_file", default=None, metavar="FILE.toml",
+                  help="named scenarios as scan reads them ([scenarios] name = [\"key\", ...]); "
+                       "--keys defaults to every key they name")
     @click.option("--hierarchy", "hierarchies", multiple=True, metavar="KEY=FILE|SPEC",
                   help="an ARX hierarchy file (all its levels), or one more level: bands:W, "
                        "breaks:B1,B2, map:FILE, hierarchy:FILE:LEVEL (repeatable)")
@@ -84,7 +87,7 @@ def register(cli: click.Group) -> None:
     @click.option("--missing", type=click.Choice(["category", "error"]), default="category",
                   show_default=True, help="a missing key value is its own category, or an error")
     @click.option("--json", "as_json", is_flag=True, help="print JSON")
-    def protect(data, keys, scenarios, hierarchies, criteria, loss, fraction, population, alpha,
+    def protect(data, keys, scenarios, scenarios_file, hierarchies, criteria, loss, fraction, population, alpha,
                 opts, undefined, no_prune, front_rows, output, plan_out, plot, from_plan, checkpoint, checkpoint_every,
                 sep, encoding, missing, as_json):
         """Search the recodes of DATA's keys for the least information loss meeting every
@@ -98,11 +101,14 @@ def register(cli: click.Group) -> None:
             apply_plan(from_plan, output, data)
             click.echo(f"wrote {output}")
             return
-        if not keys:
-            raise BadInput("give --keys (or --from-plan PLAN.json)")
+        if not keys and not scenarios_file:
+            raise BadInput("give --keys or --scenarios FILE (or --from-plan PLAN.json)")
+        if scenarios and scenarios_file:
+            raise BadInput("give --scenario or --scenarios FILE, not both")
         with progress_bar("nodes") as update:
             p = run(data, keys, list(hierarchies), list(criteria), loss=loss,
-                    scenarios=list(scenarios) or None, fraction=fraction, population=population,
+                    scenarios=scenarios_file or list(scenarios) or None, fraction=fraction,
+                    population=population,
                     alpha=alpha, options=parse_options(opts) if opts else None, missing=missing,
                     sep=sep, encoding=encoding, prune=not no_prune, output=output, plan=plan_out,
                     progress=update, checkpoint=checkpoint, checkpoint_every=checkpoint_every,

@@ -63,6 +63,15 @@ def _loss(name: str):
     return reg[name].cls()
 
 
+def _scenario_file(scenarios):
+    """Scenarios named in a TOML file (``scan --scenarios``' format), or None when ``scenarios`` is
+    not a file name."""
+    if isinstance(scenarios, (str, Path)) and str(scenarios).lower().endswith(".toml"):
+        from gpurisk.scan.plan import load_scenarios
+        return [c.keys for c in load_scenarios(scenarios)]
+    return None
+
+
 def _scenarios(keys: list[str], scenarios) -> list[tuple[str, ...]]:
     from gpurisk.inputs import key_list
     if not scenarios:
@@ -86,7 +95,8 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
             checkpoint_every: float = 10.0, plot=None, undefined: str = "fails") -> Protection:
     """Search the recodes of ``keys`` through ``hierarchies`` ({key: spec or [specs]}, or
     ``["KEY=SPEC", ...]``) for the least ``loss`` meeting every criterion (``["theta_hat.upper<=0.1"]``)
-    on every scenario (key sets, default: all keys); return the search, the released node, the plan
+    on every scenario (key sets, or a TOML file of named scenarios as ``scan`` reads, whose keys
+    are the default ``keys``; default: one scenario of all keys); return the search, the released node, the plan
     and the released frame; write the release to ``output`` and the plan to ``plan`` when given.
     ``checkpoint`` (a JSON file) keeps the evaluated values every ``checkpoint_every`` seconds: a
     run killed mid-search and started again with it resumes (:mod:`gpurisk.protect.state`).
@@ -96,6 +106,11 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     """
     from gpurisk.inputs import Inputs, key_list
     from gpurisk.plugins import check_options, measure_registry
+    loaded = _scenario_file(scenarios)
+    if loaded is not None:
+        scenarios = loaded
+        if keys is None:         # every key some scenario names, in the file's order
+            keys = list(dict.fromkeys(k for s in loaded for k in s))
     keys = key_list(keys)
     scen = _scenarios(keys, scenarios)
     crits = parse_criteria(criteria, undefined)
