@@ -37,7 +37,7 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("GPURISK_DISABLE_PLUGIN_AUTOLOAD", "0")
+# k_anonymity comes from the bundled plugin package gpurisk-classic: plugin autoloading stays on
 
 from gpurisk.protect import protect  # noqa: E402
 

@@ -86,10 +86,12 @@ def register(cli: click.Group) -> None:
     @click.option("--encoding", default="utf-8", show_default=True, help="text encoding of CSV input")
     @click.option("--missing", type=click.Choice(["category", "error"]), default="category",
                   show_default=True, help="a missing key value is its own category, or an error")
+    @click.option("--allow-high-cardinality", is_flag=True,
+                  help="accept a key with the cardinality of an identifier (its hierarchy groups it)")
     @click.option("--json", "as_json", is_flag=True, help="print JSON")
     def protect(data, keys, scenarios, scenarios_file, hierarchies, criteria, loss, fraction, population, alpha,
                 opts, undefined, no_prune, front_rows, output, plan_out, plot, from_plan, checkpoint, checkpoint_every,
-                sep, encoding, missing, as_json):
+                sep, encoding, missing, allow_high_cardinality, as_json):
         """Search the recodes of DATA's keys for the least information loss meeting every
         --criterion on every scenario; write the release and its plan."""
         from gpurisk.errors import BadInput
@@ -112,7 +114,8 @@ def register(cli: click.Group) -> None:
                     alpha=alpha, options=parse_options(opts) if opts else None, missing=missing,
                     sep=sep, encoding=encoding, prune=not no_prune, output=output, plan=plan_out,
                     progress=update, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                    plot=plot, undefined=undefined)
+                    plot=plot, undefined=undefined,
+                    allow_high_cardinality=allow_high_cardinality)
         res = p.result
         if as_json:
             echo_json({"node": p.node, "optimum": _json_rows(p.optimum), "front": _json_rows(p.front),

@@ -15,8 +15,9 @@ projection of the node onto those keys (a key outside every scenario costs no me
 Pruning (predictive tagging) is used only for criteria whose meeting is inherited upwards (a
 monotone field, see :mod:`gpurisk.protect.criteria`): a node above one that met such a criterion
 meets it without evaluation. θ̂ and its upper bound are not monotone, so with them every node is
-evaluated. The optimum is exact either way: a tagged node has a node below it that meets the
-criterion with no larger loss (losses never fall under generalisation).
+evaluated. The optimum is exact either way: a tagged node's status is a theorem, not a guess, and
+its loss is computed like every other node's; only its risk value is not (it takes no part in the
+front).
 
 The front is the set of evaluated nodes that no other evaluated node dominates in (loss, worst risk):
 worst risk is the most adverse value of one criterion (the first, by default) over the scenarios.

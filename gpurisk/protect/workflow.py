@@ -92,7 +92,8 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
             options: Mapping | None = None, missing: str = "category", sep: str | None = None,
             encoding: str = "utf-8", prune: bool = True, front_by: int = 0, output=None, plan=None,
             progress: Callable[[int, int], None] | None = None, checkpoint=None,
-            checkpoint_every: float = 10.0, plot=None, undefined: str = "fails") -> Protection:
+            checkpoint_every: float = 10.0, plot=None, undefined: str = "fails",
+            allow_high_cardinality: bool = False) -> Protection:
     """Search the recodes of ``keys`` through ``hierarchies`` ({key: spec or [specs]}, or
     ``["KEY=SPEC", ...]``) for the least ``loss`` meeting every criterion (``["theta_hat.upper<=0.1"]``)
     on every scenario (key sets, or a TOML file of named scenarios as ``scan`` reads, whose keys
@@ -136,7 +137,8 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
         require_matplotlib()
     opts = check_options(dict(options or {})) if options else {}
     inp = Inputs(data, keys, population=population, fraction=fraction, missing=missing,
-                 backend="pandas", sep=sep, encoding=encoding)
+                 backend="pandas", sep=sep, encoding=encoding,
+                 allow_high_cardinality=allow_high_cardinality)
     counted = inp.count(records="protect")
     root = counted.table
     ctx = Context(fraction=counted.fraction, fraction_source=counted.fraction_source,
@@ -177,6 +179,7 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     released = released_frame(read_raw(data, fmt, encoding), groups, fmt)
     doc = _plan_doc(data, fmt, keys, scen, hier, crits, loss, node, res, best[0], counted, ctx,
                     missing, encoding)
+    doc["allow_high_cardinality"] = bool(allow_high_cardinality)
     if output is not None:
         write_release(released, output, fmt, encoding)
         doc["release_sha256"] = sha256_file(output)
@@ -313,7 +316,8 @@ def apply_plan(plan, output=None, data=None) -> pd.DataFrame:
         check_release_output(output, fmt)
     hier = parse_hierarchy_items(doc["hierarchies"])
     inp = Inputs(data, doc["keys"], missing=doc["missing"], backend="pandas",
-                 sep=fmt.get("sep"), encoding=doc["encoding"])
+                 sep=fmt.get("sep"), encoding=doc["encoding"],
+                 allow_high_cardinality=bool(doc.get("allow_high_cardinality", False)))
     root = inp.count(records="protect").table
     levels = key_levels(root, hier)
     node = {k: int(v) for k, v in doc["node"].items()}
