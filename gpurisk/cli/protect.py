@@ -23,7 +23,8 @@ def _table(title, frame, res):
     from rich.table import Table
     t = Table(title=title, show_header=True, header_style="bold")
     cols = ["node"] + res.keys + [res.loss_name, f"{res.loss_name}_scaled"] + \
-        [c.text for c in res.criteria] + ["feasible"]
+        [c.text for c in res.criteria] + \
+        (["suppressed records"] if "suppressed records" in frame.columns else []) + ["feasible"]
     for c in cols:
         t.add_column(c if c not in res.keys else f"{c} (0..{res.heights[res.keys.index(c)]})")
     for _, r in frame.iterrows():
@@ -64,6 +65,9 @@ def register(cli: click.Group) -> None:
                   show_default=True,
                   help="a node where a criterion's measure gives no value (θ̂ with no sample unique "
                        "and no pair: no unique match can happen) fails or meets it")
+    @click.option("--suppress-limit", type=float, default=0.0, show_default=True, metavar="SHARE",
+                  help="a node that fails may suppress (set every key missing) the records of its "
+                       "smallest cells, at most this share of the records")
     @click.option("--no-prune", is_flag=True,
                   help="evaluate every node even for monotone criteria (k-anonymity): the front "
                        "then covers every node")
@@ -90,7 +94,7 @@ def register(cli: click.Group) -> None:
                   help="accept a key with the cardinality of an identifier (its hierarchy groups it)")
     @click.option("--json", "as_json", is_flag=True, help="print JSON")
     def protect(data, keys, scenarios, scenarios_file, hierarchies, criteria, loss, fraction, population, alpha,
-                opts, undefined, no_prune, front_rows, output, plan_out, plot, from_plan, checkpoint, checkpoint_every,
+                opts, undefined, suppress_limit, no_prune, front_rows, output, plan_out, plot, from_plan, checkpoint, checkpoint_every,
                 sep, encoding, missing, allow_high_cardinality, as_json):
         """Search the recodes of DATA's keys for the least information loss meeting every
         --criterion on every scenario; write the release and its plan."""
@@ -115,10 +119,10 @@ def register(cli: click.Group) -> None:
                     sep=sep, encoding=encoding, prune=not no_prune, output=output, plan=plan_out,
                     progress=update, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                     plot=plot, undefined=undefined,
-                    allow_high_cardinality=allow_high_cardinality)
+                    allow_high_cardinality=allow_high_cardinality, suppress_limit=suppress_limit)
         res = p.result
         if as_json:
-            echo_json({"node": p.node, "optimum": _json_rows(p.optimum), "front": _json_rows(p.front),
+            echo_json({"node": p.node, "suppressed_records": p.settings["suppressed_records"], "optimum": _json_rows(p.optimum), "front": _json_rows(p.front),
                        "before_after": _json_rows(p.before_after),
                        "stats": res.stats, "seconds": res.seconds, "plan": p.plan})
             return
@@ -150,6 +154,12 @@ def register(cli: click.Group) -> None:
         con.print(t)
         con.print("released node: " + ", ".join(f"{k}={v}" for k, v in p.node.items()),
                   markup=False, highlight=False)
+        if p.settings["suppressed_records"]:
+            m = p.settings["suppressed_records"]
+            con.print(f"suppressed: {m} records ({m / p.settings['n']:.2%}), every key missing; "
+                      "values per key: " + ", ".join(f"{k}={v}" for k, v in
+                                                      p.settings["suppressed_values"].items()),
+                      markup=False, highlight=False)
         if output:
             con.print(f"wrote {output}", markup=False, highlight=False)
         for f in (plan_out, plot):

@@ -28,14 +28,23 @@ class Node:
     #: records with at least one suppressed value
     suppressed_records: int = 0
     _table: Callable[[], Any] | None = field(default=None, repr=False)
+    _suppressed_counts: Callable[[], Mapping[str, Any]] | None = field(default=None, repr=False)
 
     @property
     def heights(self) -> tuple[int, ...]:
         return tuple(k.height for k in self.keys)
 
+    def suppressed_counts(self, key: str):
+        """The suppressed records' count in each original category of ``key`` (numpy), or None
+        when nothing is suppressed."""
+        if not self.suppressed_records or self._suppressed_counts is None:
+            return None
+        return self._suppressed_counts()[key]
+
     @property
     def table(self):
-        """The node's FreqTable over every key (built on first use)."""
+        """The node's FreqTable over every key (built on first use): the equivalence classes of
+        the released records that are not suppressed."""
         if self._table is None:
             raise ValueError("this node has no table")
         return self._table()

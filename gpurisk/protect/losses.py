@@ -7,7 +7,8 @@ top):
 - ``precision``: (1/(nK)) Σ_i Σ_k level_ik / h_k (= 1 − Sweeney's Prec; a key with h_k = 0 adds 0).
   Sweeney (2002), IJUFKS 10(5).
 - ``nonuniform_entropy``: Σ_i Σ_k −log2(#{x_k = x_ik} / #{g_k = g_ik}). Gionis & Tassa (2009),
-  IEEE TKDE 21(2); ARX's non-uniform entropy.
+  IEEE TKDE 21(2); ARX's non-uniform entropy. With suppression the counts are over the records not
+  suppressed, and a suppressed value adds −log2(#{x_k = x_ik} / n) (generalised to the top).
 - ``discernibility``: Σ_E |E|² over the equivalence classes E of the released keys, plus
   n · (records with a suppressed value). Bayardo & Agrawal (2005), ICDE.
 - ``suppressed``: (suppressed key values) / (nK).
@@ -50,9 +51,15 @@ class NonUniformEntropy(Loss):
     def compute(self, node: Node) -> float:
         total = 0.0
         for kl, lev in zip(node.keys, node.levels):
+            c = kl.counts.astype(np.float64)
+            sup = node.suppressed_counts(kl.key)
+            if sup is not None:
+                # a suppressed value is generalised to the top: all n records share it
+                held = sup > 0
+                total += float(np.sum(sup[held] * np.log2(node.n / c[held])))
+                c = c - sup
             if lev == 0:
                 continue
-            c = kl.counts.astype(np.float64)
             g = np.bincount(kl.luts[lev], weights=c, minlength=len(kl.cats[lev]))
             held = c > 0
             total += float(np.sum(c[held] * np.log2(g[kl.luts[lev]][held] / c[held])))

@@ -90,7 +90,10 @@ def read_raw(data, fmt: dict, encoding: str) -> pd.DataFrame:
                        encoding=encoding, compression=fmt["compression"])
 
 
-def released_frame(raw: pd.DataFrame, groups: Mapping[str, np.ndarray], fmt: dict) -> pd.DataFrame:
+def released_frame(raw: pd.DataFrame, groups: Mapping[str, np.ndarray], fmt: dict,
+                   suppressed: np.ndarray | None = None, keys: Sequence[str] = ()) -> pd.DataFrame:
+    """``raw`` with the generalised keys' groups, and every key of the ``suppressed`` records
+    missing (an empty field in a CSV)."""
     out = raw.copy()
     for key, labels in groups.items():
         if len(labels) != len(out):
@@ -99,6 +102,17 @@ def released_frame(raw: pd.DataFrame, groups: Mapping[str, np.ndarray], fmt: dic
             out[key] = pd.array([("" if g is None else str(g)) for g in labels], dtype=object)
         else:
             out[key] = pd.Series(labels, index=out.index, dtype=object)
+    if suppressed is not None and suppressed.any():
+        if len(suppressed) != len(out):
+            raise BadInput(f"the data has {len(out)} rows but {len(suppressed)} records were counted")
+        rows = out.index[suppressed]
+        for key in keys:
+            if fmt["format"] == "csv":
+                out[key] = out[key].astype(object)
+                out.loc[rows, key] = ""
+            else:
+                out[key] = out[key].astype(object)
+                out.loc[rows, key] = None
     return out
 
 

@@ -56,6 +56,9 @@ class SearchResult:
     met: np.ndarray               # (nodes, criteria): met on every scenario
     tagged: np.ndarray            # (nodes, criteria): met by predictive tagging, not evaluated
     front_by: int = 0
+    #: records suppressed at each node (0 without --suppress-limit), and the cell-size threshold r
+    suppressed: np.ndarray | None = None
+    suppress_r: np.ndarray | None = None
     seconds: float = 0.0
     stats: dict = field(default_factory=dict)
 
@@ -105,6 +108,8 @@ class SearchResult:
             out[f"{crit.text} met"] = self.met[idx, c]
             if self.tagged[:, c].any():
                 out[f"{crit.text} tagged"] = self.tagged[idx, c]
+        if self.suppressed is not None and self.suppressed.any():
+            out["suppressed records"] = self.suppressed[idx]
         out["feasible"] = self.feasible[idx]
         return out
 
@@ -136,13 +141,17 @@ def pareto_front(loss: np.ndarray, risk: np.ndarray, lower_is_better: bool = Tru
 def search(root: FreqTable, keys: list[KeyLevels], scenarios: Sequence[Sequence[str]],
            criteria: Sequence[Criterion], loss: Loss, measures: dict, ctx: Context,
            prune: bool = True, front_by: int = 0,
-           progress: Callable[[int, int], None] | None = None, state=None) -> SearchResult:
+           progress: Callable[[int, int], None] | None = None, state=None,
+           suppress_limit: float = 0.0) -> SearchResult:
     """Visit every node of the lattice of ``keys``' levels; see the module docstring.
 
     ``root`` is the finest table over every key (in the order of ``keys``); ``measures`` maps each
     criterion's measure name to an instance; ``state`` (a :class:`gpurisk.protect.state.SearchState`)
-    loads the values a killed run kept and saves them as the search goes.
+    loads the values a killed run kept and saves them as the search goes; ``suppress_limit`` (a share
+    of the records) lets a node that fails suppress records (:mod:`gpurisk.protect.suppress`; no
+    predictive tagging then).
     """
+    from gpurisk.protect.suppress import original_counts, search_suppression, suppressed_table
     t0 = time.perf_counter()
     K = len(keys)
     names = [k.key for k in keys]
@@ -158,7 +167,10 @@ def search(root: FreqTable, keys: list[KeyLevels], scenarios: Sequence[Sequence[
     met = np.zeros((total, C), dtype=bool)
     tagged = np.zeros((total, C), dtype=bool)
     cache: list[dict] = state.load(len(scen)) if state is not None else [dict() for _ in scen]
-    upward = [c for c in range(C) if prune and criteria[c].upward]
+    limit = int(math.floor(float(suppress_limit) * root.n + 1e-9))
+    upward = [c for c in range(C) if prune and criteria[c].upward and limit == 0]
+    supp = np.zeros(total, dtype=np.int64)
+    supp_r = np.zeros(total, dtype=np.int64)
     met_nodes: dict[int, list] = {c: [] for c in upward}
     met_arr: dict[int, np.ndarray | None] = {c: None for c in upward}
     need = sorted({c.measure for c in criteria})
@@ -196,6 +208,17 @@ def search(root: FreqTable, keys: list[KeyLevels], scenarios: Sequence[Sequence[
             cache[s][proj] = hit
         return hit
 
+    def evaluate(tabs) -> list:
+        out = []
+        for t in tabs:
+            res = {m: checked_result(measures[m].compute(t, ctx)) for m in need}
+            stats["evaluations"] += 1
+            out.append([field_value(c, res[c.measure]) for c in criteria])
+        return out
+
+    def holds(vals) -> bool:
+        return all(criteria[c].holds(v[c]) for c in range(C) for v in vals)
+
     def visit(e: Entry, i: int) -> None:
         lev = e.levels
         for j in range(e.first, -1, -1):       # children, popped in ascending j
@@ -224,7 +247,21 @@ def search(root: FreqTable, keys: list[KeyLevels], scenarios: Sequence[Sequence[
                 if met[i, c] and c in met_nodes:
                     met_nodes[c].append(x)
                     met_arr[c] = None
-        node = Node(lev, keys, n, {k: 0 for k in names}, 0, lambda e=e: table_of(e))
+        found = None
+        if limit and not met[i].all():
+            found = search_suppression(table_of(e), scen, limit, evaluate, holds)
+        if found is not None:
+            r, m, small, vals = found
+            for c in range(C):
+                values[i, c, :] = [math.nan if p[c] is None else p[c] for p in vals]
+            met[i, :] = True
+            supp[i], supp_r[i] = m, r
+            T = table_of(e)
+            node = Node(lev, keys, n, {k: m for k in names}, m,
+                        lambda T=T, small=small: suppressed_table(T, small, add_cell=False),
+                        lambda small=small, lev=lev: original_counts(root, keys, lev, small))
+        else:
+            node = Node(lev, keys, n, {k: 0 for k in names}, 0, lambda e=e: table_of(e))
         losses[i] = float(loss.compute(node))
 
     stack = [Entry(tuple([0] * K), K - 1, None, root)]
@@ -241,8 +278,15 @@ def search(root: FreqTable, keys: list[KeyLevels], scenarios: Sequence[Sequence[
     # the colexicographic order ends at the top node
     assert tuple(levels[-1]) == tuple(heights)
     loss_top = float(losses[-1])
+    if supp[-1]:            # scale by the top node without suppression
+        maps = {names[v]: keys[v].between(0, heights[v]) for v in range(K) if heights[v]}
+        top = regroup(root, root.keys, maps) if maps else root
+        loss_top = float(loss.compute(Node(tuple(heights), keys, n, {k: 0 for k in names}, 0,
+                                           lambda: top)))
     stats["nodes"] = total
     stats["tagged"] = int(tagged.any(axis=1).sum())
     stats["resumed"] = state.loaded if state is not None else 0
+    stats["suppressing"] = int((supp > 0).sum())
     return SearchResult(names, heights, scen, list(criteria), loss.name, levels, losses, loss_top,
-                        values, met, tagged, front_by, time.perf_counter() - t0, stats)
+                        values, met, tagged, front_by, suppressed=supp, suppress_r=supp_r,
+                        seconds=time.perf_counter() - t0, stats=stats)

@@ -93,7 +93,7 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
             encoding: str = "utf-8", prune: bool = True, front_by: int = 0, output=None, plan=None,
             progress: Callable[[int, int], None] | None = None, checkpoint=None,
             checkpoint_every: float = 10.0, plot=None, undefined: str = "fails",
-            allow_high_cardinality: bool = False) -> Protection:
+            allow_high_cardinality: bool = False, suppress_limit: float = 0.0) -> Protection:
     """Search the recodes of ``keys`` through ``hierarchies`` ({key: spec or [specs]}, or
     ``["KEY=SPEC", ...]``) for the least ``loss`` meeting every criterion (``["theta_hat.upper<=0.1"]``)
     on every scenario (key sets, or a TOML file of named scenarios as ``scan`` reads, whose keys
@@ -103,6 +103,8 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     run killed mid-search and started again with it resumes (:mod:`gpurisk.protect.state`).
     ``plot`` (a .png path) draws the nodes, the front and the optimum. ``undefined="meets"``
     counts a node where a criterion's measure gives no value as meeting it (default: failing).
+    ``suppress_limit`` (a share of the records, e.g. 0.01) lets a node suppress the records of its
+    smallest cells (:mod:`gpurisk.protect.suppress`).
     Raises :class:`NoFeasibleNode` (a BadInput) when no node meets every criterion.
     """
     from gpurisk.inputs import Inputs, key_list
@@ -123,6 +125,15 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     if unknown:
         raise BadInput(f"--hierarchy {unknown[0]}=...: {unknown[0]!r} is not one of --keys "
                        f"({', '.join(keys)})")
+    try:
+        suppress_limit = float(suppress_limit)
+    except (TypeError, ValueError):
+        raise BadInput(f"--suppress-limit {suppress_limit!r} is not a number") from None
+    if not 0.0 <= suppress_limit < 1.0:
+        raise BadInput(f"--suppress-limit {suppress_limit!r}: give a share of the records in [0, 1)")
+    if suppress_limit and population is not None:
+        raise BadInput("--suppress-limit with --population is not supported: suppression removes "
+                       "sample records from the sample's cells only")
     fmt = input_format(data, sep, encoding)
     if output is not None:
         check_release_output(output, fmt)
@@ -166,7 +177,7 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
                     "seed": ctx.seed, "missing": missing}
         state = SearchState(checkpoint, settings, root, checkpoint_every)
     res = search(root, levels, scen, crits, loss_obj, measures, ctx, prune=prune,
-                 front_by=front_by, progress=progress, state=state)
+                 front_by=front_by, progress=progress, state=state, suppress_limit=suppress_limit)
     if plot is not None:
         from gpurisk.protect.plot import plot_front
         plot_front(res, plot)
@@ -174,12 +185,19 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     if not best:
         raise NoFeasibleNode(_infeasible(res), res)
     node = res.node(best[0])
-    table = _before_after(root, levels, node, scen, crits, measures, ctx)
+    r = int(res.suppress_r[best[0]])
+    table = _before_after(root, levels, node, scen, crits, measures, ctx, r)
     groups = record_groups(root, levels, node)
-    released = released_frame(read_raw(data, fmt, encoding), groups, fmt)
+    mask = None
+    if r:
+        from gpurisk.protect.suppress import record_mask
+        mask = record_mask(root, levels, node, scen, r)
+    released = released_frame(read_raw(data, fmt, encoding), groups, fmt, mask, keys)
     doc = _plan_doc(data, fmt, keys, scen, hier, crits, loss, node, res, best[0], counted, ctx,
                     missing, encoding)
     doc["allow_high_cardinality"] = bool(allow_high_cardinality)
+    doc["suppress"] = {"limit": suppress_limit, "r": r,
+                       "records": int(res.suppressed[best[0]])}
     if output is not None:
         write_release(released, output, fmt, encoding)
         doc["release_sha256"] = sha256_file(output)
@@ -187,16 +205,22 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
         from gpurisk.io.atomic import write_text_atomic
         write_text_atomic(plan, json.dumps(doc, indent=2) + "\n")
     settings = {"n": root.n, "fraction": counted.fraction, "nodes": res.stats["nodes"],
-                "seconds": res.seconds}
+                "seconds": res.seconds, "suppressed_records": int(res.suppressed[best[0]]),
+                "suppressed_values": {k: int(res.suppressed[best[0]]) for k in keys}}
     return Protection(res, node, doc, released, settings, table)
 
 
-def _before_after(root, levels, node, scen, crits, measures, ctx) -> pd.DataFrame:
+def _before_after(root, levels, node, scen, crits, measures, ctx, r: int = 0) -> pd.DataFrame:
     from gpurisk.freq.lattice import regroup
     from gpurisk.measure import checked_result
     from gpurisk.protect.criteria import field_value
     maps = {kl.key: kl.between(0, node[kl.key]) for kl in levels if node[kl.key]}
     after = regroup(root, root.keys, maps) if maps else root
+    if r:
+        import numpy as np
+        from gpurisk.protect.suppress import scenario_counts, suppressed_table
+        least = np.min(np.stack(scenario_counts(after, scen)), axis=0)
+        after = suppressed_table(after, (np.asarray(after.f) > 0) & (least <= r))
     rows = []
     for j, s in enumerate(scen):
         keys = [k for k in root.keys if k in s]
@@ -325,7 +349,13 @@ def apply_plan(plan, output=None, data=None) -> pd.DataFrame:
            k in hier and not 0 <= lev <= hier[k].height]
     if bad:
         raise BadInput(f"the plan's node gives {bad[0]!r} a level its hierarchy does not have")
-    frame = released_frame(read_raw(data, fmt, doc["encoding"]), record_groups(root, levels, node), fmt)
+    sup = doc.get("suppress") or {}
+    mask = None
+    if sup.get("r"):
+        from gpurisk.protect.suppress import record_mask
+        mask = record_mask(root, levels, node, [tuple(s) for s in doc["scenarios"]], int(sup["r"]))
+    frame = released_frame(read_raw(data, fmt, doc["encoding"]), record_groups(root, levels, node),
+                           fmt, mask, doc["keys"])
     if output is not None:
         write_release(frame, output, fmt, doc["encoding"])
     return frame
