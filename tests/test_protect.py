@@ -440,6 +440,11 @@ def test_cli_protect_and_bad_input(tiny, tmp_path):
         (["--criterion", "k_anonymity>=2", "--loss", "nosuch"], "unknown loss 'nosuch'"),
         (["--criterion", "k_anonymity>=2", "-o", tmp_path / "nodir" / "o.csv"], "does not exist"),
         (["--criterion", "k_anonymity>=2", "--scenario", "a,zz"], "'zz' is not one of --keys"),
+        (["--criterion", "k_anonymity>=2", "--suppress-limit", "1.5"], "a share of the records"),
+        (["--criterion", "k_anonymity>=2", "--plot", tmp_path / "x.jpg"], "name it with one of .png"),
+        (["--criterion", "k_anonymity>=2", "--checkpoint", tmp_path / "s.txt"], "one of .json"),
+        (["--criterion", "k_anonymity>=2", "--from-plan", tmp_path / "nope.json", "-o", out],
+         "does not exist"),
     ]
     for extra, msg in cases:
         proc = run_cli("protect", data, "--keys", "a,b", *hs, *extra)
@@ -663,3 +668,29 @@ def test_suppression_matches_brute_force(adult, oracle_suppressed, loss, tmp_pat
         assert a.measures["k_anonymity"].extra["k_achieved"] >= 5
     apply_plan(tmp_path / "p.json", tmp_path / "again.csv")
     assert (tmp_path / "again.csv").read_bytes() == out.read_bytes()
+
+
+def test_suppression_on_the_tiny_file_by_hand(tiny, tmp_path):
+    data, h = tiny
+    # keys a, b; a's hierarchy only (b stays): k >= 2 at the bottom needs the cells (2,x) and (3,y)
+    # (one record each) suppressed: they form one all-missing cell of 2 -> k = 2 with 2 records out
+    # of 6 suppressed (limit 0.34 allows 2)
+    p = protect(data, ["a", "b"], {"a": h["a"]}, ["k_anonymity>=2"], suppress_limit=0.34,
+                loss="discernibility", output=tmp_path / "r.csv")
+    r = p.result
+    bottom = [i for i, lv in enumerate(r.levels.tolist()) if lv == [0, 0]][0]
+    assert r.suppressed[bottom] == 2 and r.feasible[bottom]
+    # classes kept: (1,x):2 (4,y):2 -> 4 + 4, plus n * 2 suppressed = 12 -> 20
+    assert r.loss[bottom] == 20.0
+    # (1,0): (lo,x):3 (hi,y):3 needs no suppression: 18 < 20, the optimum
+    assert p.node == {"a": 1, "b": 0} and p.settings["suppressed_records"] == 0
+    q = protect(data, ["a", "b"], {"a": h["a"]}, ["k_anonymity>=2"], suppress_limit=0.34,
+                loss="precision", output=tmp_path / "s.csv")
+    # precision: bottom with 2 of 6 records suppressed: (2 records * 1 (a at its top) + 0) / (6*2)
+    # (b has no hierarchy: it adds 0) = 1/6 < 1/4 at (1,0)
+    assert q.node == {"a": 0, "b": 0} and q.result.loss[bottom] == pytest.approx(1 / 6)
+    assert (tmp_path / "s.csv").read_text().splitlines()[1:] == \
+        ["1;x;p", "1;x;q r", ';;"s;t"', ";;007", "4;y;", "4;y;1.50"]
+    assert q.settings["suppressed_values"] == {"a": 2, "b": 2}
+    with pytest.raises(BadInput, match="not supported"):
+        protect(data, ["a", "b"], h, ["k_anonymity>=2"], suppress_limit=0.1, population=data)
