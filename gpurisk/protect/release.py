@@ -126,8 +126,8 @@ def write_release(frame: pd.DataFrame, output, fmt: dict, encoding: str = "utf-8
         if fmt["format"] == "parquet" or (fmt["format"] == "frame" and name.endswith(PARQUET_SUFFIXES)):
             frame.to_parquet(tmp, index=False)
         else:
-            text = frame.to_csv(sep=fmt.get("sep") or ",", index=False)
-            data = text.encode(encoding)
+            buf = frame.to_csv(sep=fmt.get("sep") or ",", index=False)   # a str, in memory
+            data = buf.encode(encoding)
             if name.endswith(".gz"):
                 data = gzip.compress(data, mtime=0)
             Path(tmp).write_bytes(data)
