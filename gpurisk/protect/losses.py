@@ -28,7 +28,7 @@ from gpurisk.xp import scalar
 class Precision(Loss):
     name = "precision"
     description = "generalisation intensity: mean share of each key's hierarchy climbed (1 - Prec)"
-    reference = "Sweeney (2002), IJUFKS 10(5); SPEC §11"
+    reference = "Sweeney (2002), IJUFKS 10(5)"
 
     def compute(self, node: Node) -> float:
         n, K = node.n, len(node.keys)
@@ -46,7 +46,7 @@ class Precision(Loss):
 class NonUniformEntropy(Loss):
     name = "nonuniform_entropy"
     description = "non-uniform entropy: bits lost per value, -log2(#original / #generalised)"
-    reference = "Gionis & Tassa (2009), IEEE TKDE 21(2); ARX; SPEC §11"
+    reference = "Gionis & Tassa (2009), IEEE TKDE 21(2); ARX"
 
     def compute(self, node: Node) -> float:
         total = 0.0
@@ -69,7 +69,7 @@ class NonUniformEntropy(Loss):
 class Discernibility(Loss):
     name = "discernibility"
     description = "discernibility: sum of squared equivalence-class sizes (+ n per suppressed record)"
-    reference = "Bayardo & Agrawal (2005), ICDE; SPEC §11"
+    reference = "Bayardo & Agrawal (2005), ICDE"
     reads = "table"
 
     def compute(self, node: Node) -> float:
@@ -81,7 +81,7 @@ class Discernibility(Loss):
 class Suppressed(Loss):
     name = "suppressed"
     description = "share of key values set to missing by local suppression"
-    reference = "SPEC §11"
+    reference = "share of key values set to missing (sdcMicro and ARX report it)"
 
     def compute(self, node: Node) -> float:
         n, K = node.n, len(node.keys)
