@@ -716,3 +716,38 @@ def test_real_data_with_missing_keys(tmp_path):
     assert (a["workclass"] == "").sum() > 0
     res = gpurisk.assess(str(out), keys=keys, measures=["k_anonymity"])
     assert res.measures["k_anonymity"].extra["k_achieved"] >= 3
+
+
+# --- perturbation of the release (--perturb), pr(cm|um) against a pandas recount -----------------
+def test_perturbed_release_and_its_pr_cm_um(adult, tmp_path):
+    data, df, hier, _ = adult
+    out, plan = tmp_path / "r.csv", tmp_path / "p.json"
+    keys = ADULT_KEYS
+    kw = dict(fraction=0.1, scenarios=[list(s) for s in SCENARIOS])
+    plain = protect(data, keys, hier, ["theta_hat.upper<=0.15"], output=tmp_path / "plain.csv", **kw)
+    p = protect(data, keys, hier, ["theta_hat.upper<=0.15"], perturb=["swap:fraction=0.2,geo=age"],
+                seed=7, output=out, plan=plan, **kw)
+    assert p.node == plain.node
+    a = pd.read_csv(tmp_path / "plain.csv", sep=";", dtype=str, keep_default_na=False)
+    b = pd.read_csv(out, sep=";", dtype=str, keep_default_na=False)
+    others = [c for c in df.columns if c not in keys]
+    assert (a[others] == b[others]).all().all()
+    assert (a[[k for k in keys if k != "age"]] == b[[k for k in keys if k != "age"]]).all().all()
+    assert (a["age"] != b["age"]).sum() > 0
+    pi = 0.1
+    for j, s in enumerate(SCENARIOS):
+        x = a[list(s)].agg("|".join, axis=1)        # what the intruder knows, generalised
+        y = b[list(s)].agg("|".join, axis=1)        # the released keys
+        fB = x.map(y.value_counts()).fillna(0).to_numpy()
+        same = (x == y).to_numpy()
+        T, P, F = (int((same & (fB == 1)).sum()), int((same & (fB == 2)).sum()),
+                   int((~same & (fB == 1)).sum()))
+        row = p.perturbation.iloc[j]
+        assert row["pr(cm|um)"] == pytest.approx(T * pi / (T * pi + P * (1 - pi) + F), rel=1e-12)
+        assert row["records changed"] == int((~same).sum())
+        res = gpurisk.assess(str(out), keys=list(s), fraction=pi, measures=["theta_hat"])
+        assert row["theta_hat.upper<=0.15"] == pytest.approx(res.measures["theta_hat"].upper)
+    apply_plan(plan, tmp_path / "again.csv")
+    assert (tmp_path / "again.csv").read_bytes() == out.read_bytes()
+    with pytest.raises(BadInput, match="unknown perturbation 'nope'"):
+        protect(data, keys, hier, ["theta_hat.upper<=0.15"], perturb=["nope:x=1"], **kw)

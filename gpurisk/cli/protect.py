@@ -68,6 +68,10 @@ def register(cli: click.Group) -> None:
     @click.option("--suppress-limit", type=float, default=0.0, show_default=True, metavar="SHARE",
                   help="a node that fails may suppress (set every key missing) the records of its "
                        "smallest cells, at most this share of the records")
+    @click.option("--perturb", "perturb", multiple=True, metavar="NAME:OPT=V,...",
+                  help="perturb the release (swap:fraction=0.1,geo=KEY | pram:p=0.9,vars=KEY | a "
+                       "plugin's; repeatable, applied in order) and report its pr(cm|um)")
+    @click.option("--seed", type=int, default=0, show_default=True, help="seed of --perturb")
     @click.option("--no-prune", is_flag=True,
                   help="evaluate every node even for monotone criteria (k-anonymity): the front "
                        "then covers every node")
@@ -94,7 +98,7 @@ def register(cli: click.Group) -> None:
                   help="accept a key with the cardinality of an identifier (its hierarchy groups it)")
     @click.option("--json", "as_json", is_flag=True, help="print JSON")
     def protect(data, keys, scenarios, scenarios_file, hierarchies, criteria, loss, fraction, population, alpha,
-                opts, undefined, suppress_limit, no_prune, front_rows, output, plan_out, plot, from_plan, checkpoint, checkpoint_every,
+                opts, undefined, suppress_limit, perturb, seed, no_prune, front_rows, output, plan_out, plot, from_plan, checkpoint, checkpoint_every,
                 sep, encoding, missing, allow_high_cardinality, as_json):
         """Search the recodes of DATA's keys for the least information loss meeting every
         --criterion on every scenario; write the release and its plan."""
@@ -119,11 +123,14 @@ def register(cli: click.Group) -> None:
                     sep=sep, encoding=encoding, prune=not no_prune, output=output, plan=plan_out,
                     progress=update, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                     plot=plot, undefined=undefined,
-                    allow_high_cardinality=allow_high_cardinality, suppress_limit=suppress_limit)
+                    allow_high_cardinality=allow_high_cardinality, suppress_limit=suppress_limit,
+                    perturb=list(perturb), seed=seed)
         res = p.result
         if as_json:
             echo_json({"node": p.node, "suppressed_records": p.settings["suppressed_records"], "optimum": _json_rows(p.optimum), "front": _json_rows(p.front),
                        "before_after": _json_rows(p.before_after),
+                       "perturbation": (_json_rows(p.perturbation)
+                                        if p.perturbation is not None else None),
                        "stats": res.stats, "seconds": res.seconds, "plan": p.plan})
             return
         con = console()
@@ -152,6 +159,16 @@ def register(cli: click.Group) -> None:
             t.add_row(*[_num(r[c]) if c not in ("keys", "criterion") else str(r[c])
                         for c in ba.columns])
         con.print(t)
+        if p.perturbation is not None:
+            t = Table(title=f"after --perturb {' then '.join(perturb)} (seed {seed}): Elliot's "
+                      "pr(cm|um), records changed, criteria on the perturbed release",
+                      show_header=True, header_style="bold")
+            pf = p.perturbation
+            for c in pf.columns:
+                t.add_column(str(c))
+            for _, r in pf.iterrows():
+                t.add_row(*[str(r[c]) if c == "keys" else _num(r[c]) for c in pf.columns])
+            con.print(t)
         con.print("released node: " + ", ".join(f"{k}={v}" for k, v in p.node.items()),
                   markup=False, highlight=False)
         if p.settings["suppressed_records"]:

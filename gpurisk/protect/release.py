@@ -91,7 +91,8 @@ def read_raw(data, fmt: dict, encoding: str) -> pd.DataFrame:
 
 
 def released_frame(raw: pd.DataFrame, groups: Mapping[str, np.ndarray], fmt: dict,
-                   suppressed: np.ndarray | None = None, keys: Sequence[str] = ()) -> pd.DataFrame:
+                   suppressed: np.ndarray | None = None, keys: Sequence[str] = (),
+                   perturbed: Mapping | None = None) -> pd.DataFrame:
     """``raw`` with the generalised keys' groups, and every key of the ``suppressed`` records
     missing (an empty field in a CSV)."""
     out = raw.copy()
@@ -102,6 +103,14 @@ def released_frame(raw: pd.DataFrame, groups: Mapping[str, np.ndarray], fmt: dic
             out[key] = pd.array([("" if g is None else str(g)) for g in labels], dtype=object)
         else:
             out[key] = pd.Series(labels, index=out.index, dtype=object)
+    for key, (rows, labels) in (perturbed or {}).items():
+        col = out[key].astype(object)
+        idx = out.index[rows]
+        if fmt["format"] == "csv":
+            col.loc[idx] = ["" if g is None else str(g) for g in labels]
+        else:
+            col.loc[idx] = list(labels)
+        out[key] = col
     if suppressed is not None and suppressed.any():
         if len(suppressed) != len(out):
             raise BadInput(f"the data has {len(out)} rows but {len(suppressed)} records were counted")

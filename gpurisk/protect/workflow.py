@@ -45,6 +45,8 @@ class Protection:
     #: before -> after: per scenario and criterion, the value on the original coding and on the
     #: released node (each recomputed from a roll-up of the counts, tagged nodes included)
     before_after: pd.DataFrame | None = None
+    #: with ``perturb``: per scenario, pr(cm|um), records changed, the criteria after perturbation
+    perturbation: pd.DataFrame | None = None
 
     @property
     def optimum(self) -> pd.DataFrame:
@@ -93,7 +95,8 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
             encoding: str = "utf-8", prune: bool = True, front_by: int = 0, output=None, plan=None,
             progress: Callable[[int, int], None] | None = None, checkpoint=None,
             checkpoint_every: float = 10.0, plot=None, undefined: str = "fails",
-            allow_high_cardinality: bool = False, suppress_limit: float = 0.0) -> Protection:
+            allow_high_cardinality: bool = False, suppress_limit: float = 0.0,
+            perturb=None) -> Protection:
     """Search the recodes of ``keys`` through ``hierarchies`` ({key: spec or [specs]}, or
     ``["KEY=SPEC", ...]``) for the least ``loss`` meeting every criterion (``["theta_hat.upper<=0.1"]``)
     on every scenario (key sets, or a TOML file of named scenarios as ``scan`` reads, whose keys
@@ -104,7 +107,9 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     ``plot`` (a .png path) draws the nodes, the front and the optimum. ``undefined="meets"``
     counts a node where a criterion's measure gives no value as meeting it (default: failing).
     ``suppress_limit`` (a share of the records, e.g. 0.01) lets a node suppress the records of its
-    smallest cells (:mod:`gpurisk.protect.suppress`).
+    smallest cells (:mod:`gpurisk.protect.suppress`). ``perturb`` (specs such as
+    ``"swap:fraction=0.1"``, ``"pram:p=0.9"``) perturbs the release with ``seed``
+    (:mod:`gpurisk.protect.perturb`; its pr(cm|um) is in ``Protection.perturbation``).
     Raises :class:`NoFeasibleNode` (a BadInput) when no node meets every criterion.
     """
     from gpurisk.inputs import Inputs, key_list
@@ -134,6 +139,11 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     if suppress_limit and population is not None:
         raise BadInput("--suppress-limit with --population is not supported: suppression removes "
                        "sample records from the sample's cells only")
+    perturb = [perturb] if isinstance(perturb, str) else list(perturb or [])
+    extra_cols = []
+    if perturb:
+        from gpurisk.protect.perturb import extra_columns
+        extra_cols = extra_columns(perturb, keys)
     fmt = input_format(data, sep, encoding)
     if output is not None:
         check_release_output(output, fmt)
@@ -149,8 +159,9 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     opts = check_options(dict(options or {})) if options else {}
     inp = Inputs(data, keys, population=population, fraction=fraction, missing=missing,
                  backend="pandas", sep=sep, encoding=encoding,
-                 allow_high_cardinality=allow_high_cardinality)
-    counted = inp.count(records="protect")
+                 allow_high_cardinality=allow_high_cardinality, columns=extra_cols)
+    frames = inp.read()
+    counted = inp.count(frames, records="protect")
     root = counted.table
     ctx = Context(fraction=counted.fraction, fraction_source=counted.fraction_source,
                   alpha=float(alpha), seed=int(seed), options=opts)
@@ -192,12 +203,17 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     if r:
         from gpurisk.protect.suppress import record_mask
         mask = record_mask(root, levels, node, scen, r)
-    released = released_frame(read_raw(data, fmt, encoding), groups, fmt, mask, keys)
+    perturbed, pert_report = None, None
+    if perturb:
+        perturbed, pert_report = _perturb(root, levels, node, perturb, seed, frames, extra_cols,
+                                          missing, mask, scen, crits, measures, ctx)
+    released = released_frame(read_raw(data, fmt, encoding), groups, fmt, mask, keys, perturbed)
     doc = _plan_doc(data, fmt, keys, scen, hier, crits, loss, node, res, best[0], counted, ctx,
                     missing, encoding)
     doc["allow_high_cardinality"] = bool(allow_high_cardinality)
     doc["suppress"] = {"limit": suppress_limit, "r": r,
                        "records": int(res.suppressed[best[0]])}
+    doc["perturb"] = {"specs": [str(p) for p in perturb], "seed": int(seed)} if perturb else None
     if output is not None:
         write_release(released, output, fmt, encoding)
         doc["release_sha256"] = sha256_file(output)
@@ -207,7 +223,27 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     settings = {"n": root.n, "fraction": counted.fraction, "nodes": res.stats["nodes"],
                 "seconds": res.seconds, "suppressed_records": int(res.suppressed[best[0]]),
                 "suppressed_values": {k: int(res.suppressed[best[0]]) for k in keys}}
-    return Protection(res, node, doc, released, settings, table)
+    return Protection(res, node, doc, released, settings, table, pert_report)
+
+
+def _perturb(root, levels, node, specs, seed, frames, extra_cols, missing, mask, scen, crits,
+             measures, ctx):
+    """(changed labels per key, report) of the perturbed release."""
+    import numpy as np
+    from gpurisk.protect import perturb as pt
+    names = [kl.key for kl in levels]
+    codes = pt.released_codes(root, levels, node)
+    cats = [kl.cats[node[kl.key]] for kl in levels]
+    keep = np.ones(codes[0].shape[0], dtype=bool) if mask is None else ~mask
+    extra = {}
+    if extra_cols:
+        from gpurisk.freq.encode import encode_keys
+        extra = {e.name: e.sample for e in encode_keys(frames.sample, extra_cols, missing=missing)}
+    pert = pt.perturb_codes(specs, seed, codes, cats, names, extra, keep)
+    rep = None
+    if crits is not None:
+        rep = pt.report(codes, pert, cats, names, scen, keep, ctx.fraction, crits, measures, ctx)
+    return pt.changed_labels(codes, pert, cats, names), rep
 
 
 def _before_after(root, levels, node, scen, crits, measures, ctx, r: int = 0) -> pd.DataFrame:
@@ -339,10 +375,17 @@ def apply_plan(plan, output=None, data=None) -> pd.DataFrame:
     if output is not None:
         check_release_output(output, fmt)
     hier = parse_hierarchy_items(doc["hierarchies"])
+    pspec = doc.get("perturb") or {}
+    extra_cols = []
+    if pspec:
+        from gpurisk.protect.perturb import extra_columns
+        extra_cols = extra_columns(pspec["specs"], doc["keys"])
     inp = Inputs(data, doc["keys"], missing=doc["missing"], backend="pandas",
                  sep=fmt.get("sep"), encoding=doc["encoding"],
-                 allow_high_cardinality=bool(doc.get("allow_high_cardinality", False)))
-    root = inp.count(records="protect").table
+                 allow_high_cardinality=bool(doc.get("allow_high_cardinality", False)),
+                 columns=extra_cols)
+    frames = inp.read()
+    root = inp.count(frames, records="protect").table
     levels = key_levels(root, hier)
     node = {k: int(v) for k, v in doc["node"].items()}
     bad = [k for k, lev in node.items() if k not in hier and lev or
@@ -354,8 +397,12 @@ def apply_plan(plan, output=None, data=None) -> pd.DataFrame:
     if sup.get("r"):
         from gpurisk.protect.suppress import record_mask
         mask = record_mask(root, levels, node, [tuple(s) for s in doc["scenarios"]], int(sup["r"]))
+    perturbed = None
+    if pspec:
+        perturbed, _ = _perturb(root, levels, node, pspec["specs"], pspec["seed"], frames,
+                                extra_cols, doc["missing"], mask, None, None, None, None)
     frame = released_frame(read_raw(data, fmt, doc["encoding"]), record_groups(root, levels, node),
-                           fmt, mask, doc["keys"])
+                           fmt, mask, doc["keys"], perturbed)
     if output is not None:
         write_release(frame, output, fmt, doc["encoding"])
     return frame
