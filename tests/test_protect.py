@@ -751,3 +751,17 @@ def test_perturbed_release_and_its_pr_cm_um(adult, tmp_path):
     assert (tmp_path / "again.csv").read_bytes() == out.read_bytes()
     with pytest.raises(BadInput, match="unknown perturbation 'nope'"):
         protect(data, keys, hier, ["theta_hat.upper<=0.15"], perturb=["nope:x=1"], **kw)
+
+
+def test_html_report(tiny, tmp_path):
+    data, h = tiny
+    rep = tmp_path / "r.html"
+    p = protect(data, ["a", "b"], h, ["k_anonymity>=3"], scenarios=[["a", "b"], ["a"]], report=rep)
+    text = rep.read_text()
+    for part in ("Released node", "Before → after, per scenario", "Optimum", "Front",
+                 "k_anonymity.k_achieved&gt;=3", "data:image/png;base64,"):
+        assert part in text, part
+    # the before -> after rows: k from 1 to 3 on both scenarios
+    assert p.before_after["after"].tolist() == [3, 3]
+    with pytest.raises(BadInput, match="--report 'r.txt'"):
+        protect(data, ["a", "b"], h, ["k_anonymity>=3"], report=tmp_path / "r.txt")

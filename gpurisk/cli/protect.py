@@ -83,6 +83,8 @@ def register(cli: click.Group) -> None:
                   help="write the plan that reproduces the release")
     @click.option("--plot", default=None, metavar="FRONT.png",
                   help="draw every node's loss against its worst risk, the front and the optimum")
+    @click.option("--report", "report_out", default=None, metavar="REPORT.html",
+                  help="write the before/after report (criteria per scenario, optimum, front, plot)")
     @click.option("--from-plan", default=None, metavar="PLAN.json",
                   help="write the release a plan describes (no search)")
     @click.option("--checkpoint", default=None, metavar="STATE.json",
@@ -97,9 +99,10 @@ def register(cli: click.Group) -> None:
     @click.option("--allow-high-cardinality", is_flag=True,
                   help="accept a key with the cardinality of an identifier (its hierarchy groups it)")
     @click.option("--json", "as_json", is_flag=True, help="print JSON")
-    def protect(data, keys, scenarios, scenarios_file, hierarchies, criteria, loss, fraction, population, alpha,
-                opts, undefined, suppress_limit, perturb, seed, no_prune, front_rows, output, plan_out, plot, from_plan, checkpoint, checkpoint_every,
-                sep, encoding, missing, allow_high_cardinality, as_json):
+    def protect(data, keys, scenarios, scenarios_file, hierarchies, criteria, loss, fraction,
+                population, alpha, opts, undefined, suppress_limit, perturb, seed, no_prune,
+                front_rows, output, plan_out, plot, report_out, from_plan, checkpoint,
+                checkpoint_every, sep, encoding, missing, allow_high_cardinality, as_json):
         """Search the recodes of DATA's keys for the least information loss meeting every
         --criterion on every scenario; write the release and its plan."""
         from gpurisk.errors import BadInput
@@ -124,7 +127,7 @@ def register(cli: click.Group) -> None:
                     progress=update, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                     plot=plot, undefined=undefined,
                     allow_high_cardinality=allow_high_cardinality, suppress_limit=suppress_limit,
-                    perturb=list(perturb), seed=seed)
+                    perturb=list(perturb), seed=seed, report=report_out)
         res = p.result
         if as_json:
             echo_json({"node": p.node, "suppressed_records": p.settings["suppressed_records"], "optimum": _json_rows(p.optimum), "front": _json_rows(p.front),
@@ -179,6 +182,6 @@ def register(cli: click.Group) -> None:
                       markup=False, highlight=False)
         if output:
             con.print(f"wrote {output}", markup=False, highlight=False)
-        for f in (plan_out, plot):
+        for f in (plan_out, plot, report_out):
             if f:
                 con.print(f"wrote {f}", markup=False, highlight=False)

@@ -18,6 +18,13 @@ def require_matplotlib() -> None:
 
 def plot_front(res: SearchResult, path) -> None:
     """Write the PNG of ``res`` to ``path`` (atomically)."""
+    fig = front_figure(res)
+    with atomic_path(path, suffix=".png") as tmp:
+        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+
+
+def front_figure(res: SearchResult):
+    """The matplotlib Figure of ``res`` (no pyplot state)."""
     require_matplotlib()
     from matplotlib.figure import Figure
     crit = res.criteria[res.front_by]
@@ -52,5 +59,4 @@ def plot_front(res: SearchResult, path) -> None:
     ax.set_title(f"{len(res.loss)} nodes: {res.loss_name} against {crit.text}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    with atomic_path(path, suffix=".png") as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+    return fig

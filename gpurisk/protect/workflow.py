@@ -96,7 +96,7 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
             progress: Callable[[int, int], None] | None = None, checkpoint=None,
             checkpoint_every: float = 10.0, plot=None, undefined: str = "fails",
             allow_high_cardinality: bool = False, suppress_limit: float = 0.0,
-            perturb=None) -> Protection:
+            perturb=None, report=None) -> Protection:
     """Search the recodes of ``keys`` through ``hierarchies`` ({key: spec or [specs]}, or
     ``["KEY=SPEC", ...]``) for the least ``loss`` meeting every criterion (``["theta_hat.upper<=0.1"]``)
     on every scenario (key sets, or a TOML file of named scenarios as ``scan`` reads, whose keys
@@ -110,6 +110,7 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     smallest cells (:mod:`gpurisk.protect.suppress`). ``perturb`` (specs such as
     ``"swap:fraction=0.1"``, ``"pram:p=0.9"``) perturbs the release with ``seed``
     (:mod:`gpurisk.protect.perturb`; its pr(cm|um) is in ``Protection.perturbation``).
+    ``report`` (an .html path) writes the before/after report with the front's plot.
     Raises :class:`NoFeasibleNode` (a BadInput) when no node meets every criterion.
     """
     from gpurisk.inputs import Inputs, key_list
@@ -152,6 +153,8 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
         check_output_file(plan, (".json",), "--plan")
     if checkpoint is not None:
         check_output_file(checkpoint, (".json",), "--checkpoint")
+    if report is not None:
+        check_output_file(report, (".html", ".htm"), "--report")
     if plot is not None:
         from gpurisk.protect.plot import require_matplotlib
         check_output_file(plot, (".png",), "--plot")
@@ -223,7 +226,11 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     settings = {"n": root.n, "fraction": counted.fraction, "nodes": res.stats["nodes"],
                 "seconds": res.seconds, "suppressed_records": int(res.suppressed[best[0]]),
                 "suppressed_values": {k: int(res.suppressed[best[0]]) for k in keys}}
-    return Protection(res, node, doc, released, settings, table, pert_report)
+    out = Protection(res, node, doc, released, settings, table, pert_report)
+    if report is not None:
+        from gpurisk.protect.report import write_protect_report
+        write_protect_report(out, report)
+    return out
 
 
 def _perturb(root, levels, node, specs, seed, frames, extra_cols, missing, mask, scen, crits,
