@@ -32,6 +32,16 @@ def gpurisk_register_perturbations():
     """
 
 @hookspec
+def gpurisk_register_losses():
+    """Return a list of :class:`gpurisk.protect.Loss` subclasses (information-loss measures).
+
+    ``gpurisk protect --loss NAME`` ranks the nodes of the generalisation lattice by a loss (SPEC
+    §11: ``precision``, ``nonuniform_entropy``, ``discernibility`` and ``suppressed`` are built in).
+    Each class needs a unique ``name``; a second class with the same name, from any plugin, is an
+    error that names both plugins.
+    """
+
+@hookspec
 def gpurisk_register_commands(cli):
     """Add commands to the ``gpurisk`` command line; ``cli`` is its :class:`click.Group`.
 

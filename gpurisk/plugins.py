@@ -51,6 +51,7 @@ BUILTIN_PLUGINS = (
     "gpurisk.measures.bethlehem_flag",
     "gpurisk.measures.search_risk",
     "gpurisk.measures.suda",
+    "gpurisk.protect.losses",
 )
 
 _pm: pluggy.PluginManager | None = None
@@ -267,6 +268,28 @@ def perturbation_registry() -> dict[str, Registered]:
                                   f"{cls.__name__} has no name")
             if cls.name in reg:
                 raise PluginError(f"perturbation {cls.name!r} is registered twice: by plugin "
+                                  f"{reg[cls.name].plugin!r} and by plugin {impl.plugin_name!r}")
+            package, version = plugin_info(pm, impl.plugin_name, dists)
+            reg[cls.name] = Registered(cls, impl.plugin_name, package, version)
+    return reg
+
+
+def loss_registry() -> dict[str, Registered]:
+    """name -> Registered, for every information-loss measure of every plugin (``protect``);
+    duplicate names are an error. Not cached, as :func:`perturbation_registry`."""
+    from gpurisk.protect.loss import Loss
+    pm = get_plugin_manager()
+    dists = _distributions(pm)
+    reg: dict[str, Registered] = {}
+    for impl in pm.hook.gpurisk_register_losses.get_hookimpls():
+        for cls in impl.function() or []:
+            if not (inspect.isclass(cls) and issubclass(cls, Loss)):
+                raise PluginError(f"plugin {impl.plugin_name!r} registered {cls!r}, "
+                                  "which is not a gpurisk.protect.Loss subclass")
+            if not cls.name or not isinstance(cls.name, str):
+                raise PluginError(f"plugin {impl.plugin_name!r}: loss class {cls.__name__} has no name")
+            if cls.name in reg:
+                raise PluginError(f"loss {cls.name!r} is registered twice: by plugin "
                                   f"{reg[cls.name].plugin!r} and by plugin {impl.plugin_name!r}")
             package, version = plugin_info(pm, impl.plugin_name, dists)
             reg[cls.name] = Registered(cls, impl.plugin_name, package, version)

@@ -16,7 +16,8 @@ from gpurisk.errors import GpuriskError
 from gpurisk.cli._plugins import PipeClosed, PluginGroup
 
 #: modules that each add commands to :data:`main`
-COMMAND_MODULES = ("assess", "measures", "validate", "dis", "design", "scan", "compare", "report", "record_risk", "suda")
+COMMAND_MODULES = ("assess", "measures", "validate", "dis", "design", "scan", "compare", "report", "record_risk",
+                   "suda", "protect")
 
 
 @click.group(cls=PluginGroup,

@@ -15,6 +15,8 @@ class PopUniques(Measure):
     needs = frozenset({"population"})
     reference = "Kim & Jeong (2007), Table 2"
     reads = "summary"   # n_r, N, unique_stats: runs where the cells stay on the workers
+    #: merging cells never creates a population unique (SPEC §11): protect prunes on N1 <= x
+    monotone = {"value": -1}
 
     def compute(self, table, ctx: Context) -> Result:
         return Result(value=float(table.pop_uniques()))

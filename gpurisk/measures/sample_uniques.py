@@ -14,6 +14,8 @@ class SampleUniques(Measure):
     description = "Number of sample uniques n1 (records alone in their sample cell)"
     reference = "Skinner & Elliot (2002), §2.1 (n_1); Kim & Jeong (2007), eq. (2)"
     reads = "summary"   # n_r, N, unique_stats: runs where the cells stay on the workers
+    #: merging cells never creates a sample unique (SPEC §11): protect prunes on n1 <= x
+    monotone = {"value": -1}
 
     def compute(self, table, ctx: Context) -> Result:
         return Result(value=float(table.n_r(1)))

@@ -30,6 +30,11 @@ class KAnonymity(Measure):
     reference = "Samarati & Sweeney (1998); sdcMicro kAnon print; pycanon k_anonymity"
     options = {"k": Option(int, 3, min=1, help="the k of k-anonymity")}
     reads = "summary"      # the frequencies of frequencies only: runs where the cells stay on the workers
+    #: ``protect --criterion k_anonymity>=5`` reads the k the file achieves
+    criterion_field = "k_achieved"
+    #: under generalisation (cells merge) k_achieved never falls, the violating records and cells
+    #: never rise (SPEC §11): protect prunes on criteria in the direction these allow
+    monotone = {"k_achieved": +1, "value": -1, "cells_violating": -1, "share_violating": -1}
 
     def compute(self, table, ctx: Context) -> Result:
         k = k_option(self.name, ctx, self.options["k"])

@@ -1,0 +1,187 @@
+"""``gpurisk protect``: the recodes of least information loss that meet every risk criterion, and
+the protected release."""
+from __future__ import annotations
+
+import math
+
+import click
+
+from gpurisk.cli._common import console, echo_json, parse_options, progress_bar
+
+
+def _num(v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    if isinstance(v, (bool,)) or hasattr(v, "dtype") and v.dtype == bool:
+        return "yes" if v else "no"
+    if isinstance(v, float) or hasattr(v, "dtype") and v.dtype.kind == "f":
+        return f"{float(v):.4g}"
+    return str(v)
+
+
+def _table(title, frame, res):
+    from rich.table import Table
+    t = Table(title=title, show_header=True, header_style="bold")
+    cols = ["node"] + res.keys + [res.loss_name, f"{res.loss_name}_scaled"] + \
+        [c.text for c in res.criteria] + \
+        (["suppressed records"] if "suppressed records" in frame.columns else []) + ["feasible"]
+    for c in cols:
+        t.add_column(c if c not in res.keys else f"{c} (0..{res.heights[res.keys.index(c)]})")
+    for _, r in frame.iterrows():
+        t.add_row(*[_num(r[c]) for c in cols])
+    return t
+
+
+def _json_rows(frame):
+    import json
+    return json.loads(frame.to_json(orient="records"))
+
+
+def register(cli: click.Group) -> None:
+    @cli.command()
+    @click.argument("data")
+    @click.option("--keys", default=None, help="key variables (comma-separated)")
+    @click.option("--scenario", "scenarios", multiple=True, metavar="KEY,KEY,...",
+                  help="a key set the intruder may hold (repeatable; default: all --keys); every "
+                       "criterion must hold on each")
+    @click.option("--scenarios", "scenarios_file", default=None, metavar="FILE.toml",
+                  help="named scenarios as scan reads them ([scenarios] name = [\"key\", ...]); "
+                       "--keys defaults to every key they name")
+    @click.option("--hierarchy", "hierarchies", multiple=True, metavar="KEY=FILE|SPEC",
+                  help="an ARX hierarchy file (all its levels), or one more level: bands:W, "
+                       "breaks:B1,B2, map:FILE, hierarchy:FILE:LEVEL (repeatable)")
+    @click.option("--criterion", "criteria", multiple=True, metavar="MEASURE[.FIELD]OP NUMBER",
+                  help="e.g. theta_hat.upper<=0.1, tau1_hat<=5, k_anonymity>=5 (repeatable)")
+    @click.option("--loss", default="precision", show_default=True,
+                  help="information loss to minimise: precision, nonuniform_entropy, "
+                       "discernibility, suppressed, or a plugin's")
+    @click.option("--fraction", type=float, default=None, help="sampling fraction π in (0, 1]")
+    @click.option("--population", default=None, help="file with the population's records")
+    @click.option("--alpha", type=float, default=0.01, show_default=True,
+                  help="one-sided level of upper bounds")
+    @click.option("--option", "opts", multiple=True, metavar="MEASURE.NAME=VALUE",
+                  help="a measure's option (repeatable)")
+    @click.option("--undefined", type=click.Choice(["fails", "meets"]), default="fails",
+                  show_default=True,
+                  help="a node where a criterion's measure gives no value (θ̂ with no sample unique "
+                       "and no pair: no unique match can happen) fails or meets it")
+    @click.option("--suppress-limit", type=float, default=0.0, show_default=True, metavar="SHARE",
+                  help="a node that fails may suppress (set every key missing) the records of its "
+                       "smallest cells, at most this share of the records")
+    @click.option("--perturb", "perturb", multiple=True, metavar="NAME:OPT=V,...",
+                  help="perturb the release (swap:fraction=0.1,geo=KEY | pram:p=0.9,vars=KEY | a "
+                       "plugin's; repeatable, applied in order) and report its pr(cm|um)")
+    @click.option("--seed", type=int, default=0, show_default=True, help="seed of --perturb")
+    @click.option("--no-prune", is_flag=True,
+                  help="evaluate every node even for monotone criteria (k-anonymity): the front "
+                       "then covers every node")
+    @click.option("--front-rows", type=int, default=20, show_default=True,
+                  help="rows of the front printed (the plan and --json give all)")
+    @click.option("-o", "--output", default=None, metavar="RELEASE",
+                  help="write the protected file (the input's format)")
+    @click.option("--plan", "plan_out", default=None, metavar="PLAN.json",
+                  help="write the plan that reproduces the release")
+    @click.option("--plot", default=None, metavar="FRONT.png",
+                  help="draw every node's loss against its worst risk, the front and the optimum")
+    @click.option("--report", "report_out", default=None, metavar="REPORT.html",
+                  help="write the before/after report (criteria per scenario, optimum, front, plot)")
+    @click.option("--from-plan", default=None, metavar="PLAN.json",
+                  help="write the release a plan describes (no search)")
+    @click.option("--checkpoint", default=None, metavar="STATE.json",
+                  help="keep the evaluated nodes in STATE.json as the search goes; a killed run "
+                       "started again with it resumes")
+    @click.option("--checkpoint-every", type=click.FloatRange(min=0), default=10.0,
+                  show_default=True, help="seconds between checkpoint writes")
+    @click.option("--sep", default=None, help="CSV separator (default: detected)")
+    @click.option("--encoding", default="utf-8", show_default=True, help="text encoding of CSV input")
+    @click.option("--missing", type=click.Choice(["category", "error"]), default="category",
+                  show_default=True, help="a missing key value is its own category, or an error")
+    @click.option("--allow-high-cardinality", is_flag=True,
+                  help="accept a key with the cardinality of an identifier (its hierarchy groups it)")
+    @click.option("--json", "as_json", is_flag=True, help="print JSON")
+    def protect(data, keys, scenarios, scenarios_file, hierarchies, criteria, loss, fraction,
+                population, alpha, opts, undefined, suppress_limit, perturb, seed, no_prune,
+                front_rows, output, plan_out, plot, report_out, from_plan, checkpoint,
+                checkpoint_every, sep, encoding, missing, allow_high_cardinality, as_json):
+        """Search the recodes of DATA's keys for the least information loss meeting every
+        --criterion on every scenario; write the release and its plan."""
+        from gpurisk.errors import BadInput
+        from gpurisk.protect import apply_plan
+        from gpurisk.protect import protect as run
+        if from_plan:
+            if not output:
+                raise BadInput("--from-plan needs --output RELEASE")
+            apply_plan(from_plan, output, data)
+            click.echo(f"wrote {output}")
+            return
+        if not keys and not scenarios_file:
+            raise BadInput("give --keys or --scenarios FILE (or --from-plan PLAN.json)")
+        if scenarios and scenarios_file:
+            raise BadInput("give --scenario or --scenarios FILE, not both")
+        with progress_bar("nodes") as update:
+            p = run(data, keys, list(hierarchies), list(criteria), loss=loss,
+                    scenarios=scenarios_file or list(scenarios) or None, fraction=fraction,
+                    population=population,
+                    alpha=alpha, options=parse_options(opts) if opts else None, missing=missing,
+                    sep=sep, encoding=encoding, prune=not no_prune, output=output, plan=plan_out,
+                    progress=update, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                    plot=plot, undefined=undefined,
+                    allow_high_cardinality=allow_high_cardinality, suppress_limit=suppress_limit,
+                    perturb=list(perturb), seed=seed, report=report_out)
+        res = p.result
+        if as_json:
+            echo_json({"node": p.node, "suppressed_records": p.settings["suppressed_records"], "optimum": _json_rows(p.optimum), "front": _json_rows(p.front),
+                       "before_after": _json_rows(p.before_after),
+                       "perturbation": (_json_rows(p.perturbation)
+                                        if p.perturbation is not None else None),
+                       "stats": res.stats, "seconds": res.seconds, "plan": p.plan})
+            return
+        con = console()
+        con.print(f"{res.stats['nodes']} nodes ({res.stats['evaluations']} scenario evaluations, "
+                  f"{res.stats['tagged']} met by predictive tagging"
+                  + (f", {res.stats['resumed']} values resumed from the checkpoint"
+                     if res.stats["resumed"] else "") + f") in {res.seconds:.2f} s; "
+                  f"n = {p.settings['n']}, π = {_num(p.settings['fraction'])}",
+                  markup=False, highlight=False)
+        con.print(_table(f"optimum: least {res.loss_name} meeting every criterion", p.optimum, res))
+        front = p.front
+        crit = res.criteria[res.front_by].text
+        title = f"front: {res.loss_name} against the worst {crit} over the scenarios"
+        if len(front) > front_rows:
+            title += f" (first {front_rows} of {len(front)})"
+        con.print(_table(title, front.head(front_rows), res))
+        if res.stats["tagged"]:
+            con.print("the front covers the evaluated nodes only; --no-prune evaluates every node",
+                      markup=False, highlight=False)
+        from rich.table import Table
+        t = Table(title="before → after, per scenario", show_header=True, header_style="bold")
+        ba = p.before_after
+        for c in ba.columns:
+            t.add_column(str(c))
+        for _, r in ba.iterrows():
+            t.add_row(*[_num(r[c]) if c not in ("keys", "criterion") else str(r[c])
+                        for c in ba.columns])
+        con.print(t)
+        if p.perturbation is not None:
+            t = Table(title=f"after --perturb {' then '.join(perturb)} (seed {seed}): Elliot's "
+                      "pr(cm|um), records changed, criteria on the perturbed release",
+                      show_header=True, header_style="bold")
+            pf = p.perturbation
+            for c in pf.columns:
+                t.add_column(str(c))
+            for _, r in pf.iterrows():
+                t.add_row(*[str(r[c]) if c == "keys" else _num(r[c]) for c in pf.columns])
+            con.print(t)
+        con.print("released node: " + ", ".join(f"{k}={v}" for k, v in p.node.items()),
+                  markup=False, highlight=False)
+        if p.settings["suppressed_records"]:
+            m = p.settings["suppressed_records"]
+            con.print(f"suppressed: {m} records ({m / p.settings['n']:.2%}), every key missing; "
+                      "values per key: " + ", ".join(f"{k}={v}" for k, v in
+                                                      p.settings["suppressed_values"].items()),
+                      markup=False, highlight=False)
+        if output:
+            con.print(f"wrote {output}", markup=False, highlight=False)
+        for f in (plan_out, plot, report_out):
+            if f:
+                con.print(f"wrote {f}", markup=False, highlight=False)

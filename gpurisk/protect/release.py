@@ -1,0 +1,143 @@
+"""Writing the protected release of ``protect``, and the plan that reproduces it.
+
+The release is the input with each generalised key's values replaced by their group at the chosen
+node (a key left at level 0 and every other column are untouched: a CSV is read as text and written
+back as text, with its separator; Parquet keeps its column types), written atomically in the
+input's format. Each record's group comes from the counted table (the record's cell, its codes, the
+level's map), so the release holds exactly the groups that were counted.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from gpurisk.errors import BadInput
+from gpurisk.freq.table import FreqTable
+from gpurisk.io.atomic import atomic_path, check_output_file
+from gpurisk.protect.hierarchy import KeyLevels
+from gpurisk.xp import to_host
+
+CSV_SUFFIXES = (".csv", ".csv.gz", ".txt", ".tsv", ".tab", ".dat")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def sha256_file(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def input_format(data, sep: str | None, encoding: str) -> dict:
+    """How the input is stored: {"format": "csv", "sep", "compression"} or {"format": "parquet"};
+    ``{"format": "frame"}`` for an in-memory frame."""
+    if not isinstance(data, (str, Path)):
+        return {"format": "frame"}
+    from gpurisk.io import detect_separator, is_parquet, resolve_path
+    p = resolve_path(data)
+    if is_parquet(p):
+        if p.is_dir():
+            raise BadInput(f"{p}: protect writes one file; give a single Parquet file, not a folder")
+        return {"format": "parquet"}
+    name = p.name.lower()
+    if not name.endswith(CSV_SUFFIXES):
+        raise BadInput(f"{p.name}: protect writes its release in the input's format, CSV or "
+                       "Parquet; convert this file first")
+    return {"format": "csv", "sep": sep or detect_separator(p, encoding),
+            "compression": "gzip" if name.endswith(".gz") else None}
+
+
+def check_release_output(output, fmt: dict) -> Path:
+    """The release's path, checked before any work: writable, and named for the input's format."""
+    if fmt["format"] == "parquet":
+        return check_output_file(output, PARQUET_SUFFIXES, "--output")
+    if fmt["format"] == "csv":
+        suffixes = (".csv.gz", ".gz") if fmt["compression"] else CSV_SUFFIXES
+        return check_output_file(output, suffixes, "--output")
+    return check_output_file(output, CSV_SUFFIXES + PARQUET_SUFFIXES, "--output")
+
+
+def record_groups(root: FreqTable, keys: Sequence[KeyLevels], node: Mapping[str, int]
+                  ) -> dict[str, np.ndarray]:
+    """Per generalised key (level > 0), each record's group label at the node (object array, None
+    for a missing value), in record order."""
+    cell = to_host(root.record_cell())
+    codes = root.cell_codes()
+    out = {}
+    for v, kl in enumerate(keys):
+        lev = int(node.get(kl.key, 0))
+        if lev == 0:
+            continue
+        labels = np.array(kl.cats[lev] + [None], dtype=object)[:-1]
+        out[kl.key] = labels[kl.luts[lev][to_host(codes[v]).astype(np.int64)[cell]]]
+    return out
+
+
+def read_raw(data, fmt: dict, encoding: str) -> pd.DataFrame:
+    """The whole input: a CSV as text (every column a string, nothing parsed), Parquet as stored."""
+    if fmt["format"] == "frame":
+        return data.copy()
+    from gpurisk.io import resolve_path
+    p = resolve_path(data)
+    if fmt["format"] == "parquet":
+        return pd.read_parquet(p)
+    return pd.read_csv(p, sep=fmt["sep"], dtype=str, keep_default_na=False, na_filter=False,
+                       encoding=encoding, compression=fmt["compression"])
+
+
+def released_frame(raw: pd.DataFrame, groups: Mapping[str, np.ndarray], fmt: dict,
+                   suppressed: np.ndarray | None = None, keys: Sequence[str] = (),
+                   perturbed: Mapping | None = None) -> pd.DataFrame:
+    """``raw`` with the generalised keys' groups, and every key of the ``suppressed`` records
+    missing (an empty field in a CSV)."""
+    out = raw.copy()
+    for key, labels in groups.items():
+        if len(labels) != len(out):
+            raise BadInput(f"the data has {len(out)} rows but {len(labels)} records were counted")
+        if fmt["format"] == "csv":
+            out[key] = pd.array([("" if g is None else str(g)) for g in labels], dtype=object)
+        else:
+            out[key] = pd.Series(labels, index=out.index, dtype=object)
+    for key, (rows, labels) in (perturbed or {}).items():
+        col = out[key].astype(object)
+        idx = out.index[rows]
+        if fmt["format"] == "csv":
+            col.loc[idx] = ["" if g is None else str(g) for g in labels]
+        else:
+            col.loc[idx] = list(labels)
+        out[key] = col
+    if suppressed is not None and suppressed.any():
+        if len(suppressed) != len(out):
+            raise BadInput(f"the data has {len(out)} rows but {len(suppressed)} records were counted")
+        rows = out.index[suppressed]
+        for key in keys:
+            if fmt["format"] == "csv":
+                out[key] = out[key].astype(object)
+                out.loc[rows, key] = ""
+            else:
+                out[key] = out[key].astype(object)
+                out.loc[rows, key] = None
+    return out
+
+
+def write_release(frame: pd.DataFrame, output, fmt: dict, encoding: str = "utf-8") -> Path:
+    """``frame`` written atomically in the input's format; the same frame always gives the same
+    bytes (a gzip member carries no name and time 0)."""
+    import gzip
+    p = Path(output)
+    name = p.name.lower()
+    with atomic_path(p) as tmp:
+        if fmt["format"] == "parquet" or (fmt["format"] == "frame" and name.endswith(PARQUET_SUFFIXES)):
+            frame.to_parquet(tmp, index=False)
+        else:
+            buf = frame.to_csv(sep=fmt.get("sep") or ",", index=False)   # a str, in memory
+            data = buf.encode(encoding)
+            if name.endswith(".gz"):
+                data = gzip.compress(data, mtime=0)
+            Path(tmp).write_bytes(data)
+    return p
