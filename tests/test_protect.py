@@ -79,18 +79,23 @@ def test_theta_hat_by_hand_and_node_order(tiny):
     # bottom: n1 = 2 ((2,x), (3,y)), n2 = 2, n3 = 0; pi = 0.5: theta = 1 / (1 + 2) = 1/3
     # v = theta^2 * 2(1-pi) [(2-pi) n2] / den^2 = (1/9) * 1 * 3 / 9
     bottom = [i for i, lv in enumerate(r.levels.tolist()) if lv == [0, 0]][0]
-    assert r.values[bottom, 0, 0] == pytest.approx(1 / 3 + Z99 * math.sqrt(3 / 81))
+    # the default bound is on the log scale, clipped to 1: (1/3) exp(z (3/81)^½ / (1/3)) = 1.28 -> 1
+    assert r.values[bottom, 0, 0] == min(1.0, 1 / 3 * math.exp(Z99 * math.sqrt(3 / 81) * 3)) == 1.0
+    wald = protect(data, ["a", "b"], h, ["theta_hat.upper<=1"], fraction=0.5,
+                   options={"theta_hat": {"bound": "wald"}}).result
+    bottom = [i for i, lv in enumerate(wald.levels.tolist()) if lv == [0, 0]][0]
+    assert wald.values[bottom, 0, 0] == pytest.approx(1 / 3 + Z99 * math.sqrt(3 / 81))
 
 
 def test_theta_hat_is_not_monotone(tmp_path):
     """SPEC §11: merging two pair cells into one of four lowers n2 and leaves n1: θ̂ rises; merging
     two sample uniques into a pair: θ̂ falls. So a node above one that meets theta_hat<=x may fail."""
-    df = pd.DataFrame({"k": ["u1", "p1", "p1", "p2", "p2", "u2", "u3"],
-                       "j": ["v", "v", "v", "v", "v", "w", "w"]})
+    df = pd.DataFrame({"k": ["u1", "p1", "p1", "p2", "p2", "p3", "p3", "u2", "u3"],
+                       "j": ["v", "v", "v", "v", "v", "v", "v", "w", "w"]})
     data = tmp_path / "d.csv"
     df.to_csv(data, index=False)
-    hk = tmp_path / "hk.csv"          # level 1 merges the two pairs, level 2 everything
-    hk.write_text("u1;u1;*\np1;P;*\np2;P;*\nu2;u2;*\nu3;u3;*\n")
+    hk = tmp_path / "hk.csv"          # level 1 merges two of the three pairs, level 2 everything
+    hk.write_text("u1;u1;*\np1;P;*\np2;P;*\np3;p3;*\nu2;u2;*\nu3;u3;*\n")
     hj = tmp_path / "hj.csv"
     hj.write_text("v;*\nw;*\n")
     p = protect(data, ["k", "j"], {"k": str(hk), "j": str(hj)}, ["theta_hat<=0.5"], fraction=0.5,
@@ -98,13 +103,13 @@ def test_theta_hat_is_not_monotone(tmp_path):
     r = p.result
     val = {tuple(lv): r.values[i, 0, 0] for i, lv in enumerate(r.levels.tolist())}
     met = {tuple(lv): bool(r.met[i, 0]) for i, lv in enumerate(r.levels.tolist())}
-    # bottom: uniques u1, u2, u3 (n1 = 3), pairs p1, p2 (n2 = 2): 1.5 / (1.5 + 2) = 3/7
-    assert val[(0, 0)] == pytest.approx(1.5 / 3.5)
-    # k at level 1: p1, p2 -> P (4): n1 = 3, n2 = 0: theta_hat = 1 (it rose: generalising failed it)
-    assert val[(1, 0)] == 1.0
+    # bottom: uniques u1, u2, u3 (n1 = 3), pairs p1, p2, p3 (n2 = 3): 1.5 / (1.5 + 3) = 1/3
+    assert val[(0, 0)] == pytest.approx(1.5 / 4.5)
+    # k at level 1: p1, p2 -> P (4): n1 = 3, n2 = 1: 1.5 / (1.5 + 1) = 0.6 (it rose: generalising
+    # failed the criterion)
+    assert val[(1, 0)] == pytest.approx(1.5 / 2.5)
     assert met[(0, 0)] and not met[(1, 0)]
-    # j at level 1 (v, w -> *): u2, u3 share nothing else... cells (u1,*),(p1,*),(p2,*),(u2,*),(u3,*)
-    # are the same as before: still 3/7; and the claim of the criteria module: not declared monotone
+    # the claim of the criteria module: theta_hat is not declared monotone
     assert not parse_criterion("theta_hat<=0.5").upward
     assert not parse_criterion("theta_hat.upper<=0.1").upward
     assert not r.tagged.any()
@@ -267,12 +272,13 @@ def _oracle(df, maps, scenarios, pi):
             sizes = g.groupby(list(s)).size()
             n1, n2, n3 = (int((sizes == r).sum()) for r in (1, 2, 3))
             den = pi * n1 + 2 * (1 - pi) * n2
-            if den == 0:
+            if den == 0 or n2 == 0:      # no unique match possible / not estimable without pairs
                 ups.append(math.nan)
             else:
                 th = pi * n1 / den
                 v = th * th * 2 * (1 - pi) * (3 * (1 - pi) * n3 + (2 - pi) * n2) / den ** 2
-                ups.append(th + Z99 * math.sqrt(v))
+                # the 99 % bound on the log scale, a probability's bound at most 1 (issue 21)
+                ups.append(min(1.0, th * math.exp(Z99 * math.sqrt(v) / th)) if th > 0 else 0.0)
             ks.append(int(sizes.min()))
         rows.append({"node": node, "precision": prec, "nonuniform_entropy": ent,
                      "discernibility": disc, "suppressed": 0.0, "upper": ups, "k": ks})
@@ -430,7 +436,7 @@ def test_cli_protect_and_bad_input(tiny, tmp_path):
     data, h = tiny
     hs = [f"--hierarchy=a={h['a']}", f"--hierarchy=b={h['b']}"]
     out = tmp_path / "o.csv"
-    ok = run_cli("protect", data, "--keys", "a,b", *hs, "--criterion", "theta_hat.upper<=0.9",
+    ok = run_cli("protect", data, "--keys", "a,b", *hs, "--criterion", "theta_hat.upper<=1",
                  "--fraction", "0.5", "-o", out, "--plan", tmp_path / "p.json", check=True)
     assert "optimum" in ok.stdout and "front" in ok.stdout and out.exists()
     cases = [
@@ -530,7 +536,7 @@ def test_killed_cli_run_resumes(tmp_path):
 def test_plot_of_the_front(tiny, tmp_path):
     pytest.importorskip("matplotlib")
     data, h = tiny
-    for crit, name in (("theta_hat.upper<=0.9", "a.png"), ("k_anonymity>=3", "b.png")):
+    for crit, name in (("theta_hat.upper<=1", "a.png"), ("k_anonymity>=3", "b.png")):
         protect(data, ["a", "b"], h, [crit], fraction=0.5, plot=tmp_path / name)
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(BadInput, match="--plot 'c.jpg': name it with one of .png"):
@@ -541,13 +547,13 @@ def test_undefined_value_fails_unless_told(tiny):
     data, h = tiny
     # at the top node one cell holds all 6 records: n1 = n2 = 0, theta_hat has no value
     for undefined, top_met in (("fails", False), ("meets", True)):
-        p = protect(data, ["a", "b"], h, ["theta_hat.upper<=0.9"], fraction=0.5, undefined=undefined)
+        p = protect(data, ["a", "b"], h, ["theta_hat.upper<=1"], fraction=0.5, undefined=undefined)
         r = p.result
         top = [i for i, lv in enumerate(r.levels.tolist()) if lv == [2, 1]][0]
         assert math.isnan(r.values[top, 0, 0]) and bool(r.met[top, 0]) == top_met
         assert top not in r.front          # no value, no place on the front
     with pytest.raises(BadInput, match="--undefined"):
-        protect(data, ["a", "b"], h, ["theta_hat.upper<=0.9"], fraction=0.5, undefined="maybe")
+        protect(data, ["a", "b"], h, ["theta_hat.upper<=1"], fraction=0.5, undefined="maybe")
 
 
 def test_before_after_recomputes_tagged_nodes(tiny):
