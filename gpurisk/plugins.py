@@ -214,22 +214,8 @@ def measure_registry() -> dict[str, Registered]:
     global _registry
     if _registry is not None:
         return _registry
-    pm = get_plugin_manager()
-    dists = _distributions(pm)
-    reg: dict[str, Registered] = {}
-    for impl in pm.hook.gpurisk_register_measures.get_hookimpls():  # registration order
-        classes = impl.function() or []
-        for cls in classes:
-            if not (inspect.isclass(cls) and issubclass(cls, Measure)):
-                raise PluginError(f"plugin {impl.plugin_name!r} registered {cls!r}, "
-                                  "which is not a gpurisk.Measure subclass")
-            if not cls.name or not isinstance(cls.name, str):
-                raise PluginError(f"plugin {impl.plugin_name!r}: measure class {cls.__name__} has no name")
-            if cls.name in reg:
-                raise PluginError(f"measure {cls.name!r} is registered twice: by plugin "
-                                  f"{reg[cls.name].plugin!r} and by plugin {impl.plugin_name!r}")
-            package, version = plugin_info(pm, impl.plugin_name, dists)
-            reg[cls.name] = Registered(cls, impl.plugin_name, package, version)
+    reg = _registered(get_plugin_manager().hook.gpurisk_register_measures, Measure, "measure",
+                      "gpurisk.Measure")
     _registry = reg
     return reg
 
@@ -249,51 +235,44 @@ def plugins_list() -> list[dict[str, str]]:
     return out
 
 
+def _registered(hook, base: type, kind: str, public: str) -> dict[str, Registered]:
+    """name -> Registered for every class the implementations of ``hook`` return, in registration
+    order: each a subclass of ``base`` with a name, no name twice (else a PluginError naming the
+    plugin); ``public`` is the base class's name for plugin authors."""
+    pm = get_plugin_manager()
+    dists = _distributions(pm)
+    reg: dict[str, Registered] = {}
+    for impl in hook.get_hookimpls():
+        for cls in impl.function() or []:
+            if not (inspect.isclass(cls) and issubclass(cls, base)):
+                raise PluginError(f"plugin {impl.plugin_name!r} registered {cls!r}, "
+                                  f"which is not a {public} subclass")
+            if not cls.name or not isinstance(cls.name, str):
+                raise PluginError(f"plugin {impl.plugin_name!r}: {kind} class {cls.__name__} has no name")
+            if cls.name in reg:
+                raise PluginError(f"{kind} {cls.name!r} is registered twice: by plugin "
+                                  f"{reg[cls.name].plugin!r} and by plugin {impl.plugin_name!r}")
+            package, version = plugin_info(pm, impl.plugin_name, dists)
+            reg[cls.name] = Registered(cls, impl.plugin_name, package, version)
+    return reg
+
+
 def perturbation_registry() -> dict[str, Registered]:
     """name -> Registered, for every perturbation of every plugin; duplicate names are an error.
 
     Not cached: it is cheap, and it stays right after :func:`register` / :func:`reset`.
     """
     from gpurisk.dis.perturb.base import Perturbation
-    pm = get_plugin_manager()
-    dists = _distributions(pm)
-    reg: dict[str, Registered] = {}
-    for impl in pm.hook.gpurisk_register_perturbations.get_hookimpls():
-        for cls in impl.function() or []:
-            if not (inspect.isclass(cls) and issubclass(cls, Perturbation)):
-                raise PluginError(f"plugin {impl.plugin_name!r} registered {cls!r}, "
-                                  "which is not a gpurisk.dis.perturb.Perturbation subclass")
-            if not cls.name or not isinstance(cls.name, str):
-                raise PluginError(f"plugin {impl.plugin_name!r}: perturbation class "
-                                  f"{cls.__name__} has no name")
-            if cls.name in reg:
-                raise PluginError(f"perturbation {cls.name!r} is registered twice: by plugin "
-                                  f"{reg[cls.name].plugin!r} and by plugin {impl.plugin_name!r}")
-            package, version = plugin_info(pm, impl.plugin_name, dists)
-            reg[cls.name] = Registered(cls, impl.plugin_name, package, version)
-    return reg
+    return _registered(get_plugin_manager().hook.gpurisk_register_perturbations, Perturbation,
+                       "perturbation", "gpurisk.dis.perturb.Perturbation")
 
 
 def loss_registry() -> dict[str, Registered]:
     """name -> Registered, for every information-loss measure of every plugin (``protect``);
     duplicate names are an error. Not cached, as :func:`perturbation_registry`."""
     from gpurisk.protect.loss import Loss
-    pm = get_plugin_manager()
-    dists = _distributions(pm)
-    reg: dict[str, Registered] = {}
-    for impl in pm.hook.gpurisk_register_losses.get_hookimpls():
-        for cls in impl.function() or []:
-            if not (inspect.isclass(cls) and issubclass(cls, Loss)):
-                raise PluginError(f"plugin {impl.plugin_name!r} registered {cls!r}, "
-                                  "which is not a gpurisk.protect.Loss subclass")
-            if not cls.name or not isinstance(cls.name, str):
-                raise PluginError(f"plugin {impl.plugin_name!r}: loss class {cls.__name__} has no name")
-            if cls.name in reg:
-                raise PluginError(f"loss {cls.name!r} is registered twice: by plugin "
-                                  f"{reg[cls.name].plugin!r} and by plugin {impl.plugin_name!r}")
-            package, version = plugin_info(pm, impl.plugin_name, dists)
-            reg[cls.name] = Registered(cls, impl.plugin_name, package, version)
-    return reg
+    return _registered(get_plugin_manager().hook.gpurisk_register_losses, Loss, "loss",
+                       "gpurisk.protect.Loss")
 
 
 def _own_version() -> str:
