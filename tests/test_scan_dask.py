@@ -197,3 +197,44 @@ def test_interrupted_dask_scan_resumes_to_the_uninterrupted_table(client, small_
     pd.testing.assert_frame_equal(res.results, full)
     # nothing is left running on the cluster once the scan returned or was interrupted
     assert not client.processing() or not any(client.processing().values())
+
+
+# --- the worker functions, without a cluster -----------------------------------------------------
+
+def _finest(df, keys, role="register"):
+    from gpurisk.freq import partial as P
+    from gpurisk.freq.plan import make_plan, partition_uniques
+    u = partition_uniques(df, keys)
+    plan = make_plan(keys, u["uniq"], None, u["na"], None, "category")
+    return plan, P.partial(plan, df, role, "s" if role == "register" else None)
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_subset_partials_equal_a_groupby_of_the_records(fars, strict):
+    """A subset's partial summed from the finest cells (histogram path for a small key space, sort
+    path for a large one, cut into range buckets) equals a pandas groupby of the records; under the
+    strict namespace (CuPy's stand-in) no worker function calls numpy on a device array."""
+    from gpurisk.freq import partial as P
+    from gpurisk.freq._dask import bucket_summary
+    from gpurisk.freq.subsets import bucket_codes, subset_split
+    from gpurisk.xp import to_host
+    plan, part = _finest(fars, FARS8)
+    if strict:
+        from gpurisk.testing.strict import xp
+        part = {k: ([xp.asarray(w) for w in v] if k == "words" else xp.asarray(v)) for k, v in part.items()}
+    cells = bucket_codes(plan, part)
+    for keys in (["iage", "isex"], ["iage", "ideathday", "istatenum", "irace"]):
+        idx = sorted(FARS8.index(k) for k in keys)
+        names = [FARS8[i] for i in idx]
+        want = fars.groupby(names, sort=True).agg(F=("s", "size"), f=("s", "sum"))
+        for nsub in (1, 3):
+            space = int(np.prod([plan.cards[i] for i in idx]))
+            pieces = subset_split(plan, cells, idx, nsub, -(-space // nsub))
+            assert len(pieces) == nsub
+            got = P.concat(pieces) if nsub > 1 else pieces[0]
+            np.testing.assert_array_equal(to_host(got["F"]), want["F"].to_numpy())
+            np.testing.assert_array_equal(to_host(got["f"]), want["f"].to_numpy())
+            sm = [bucket_summary(p) for p in pieces]
+            assert sum(s["n"] for s in sm) == int(fars["s"].sum())
+            assert sum(s["N"] for s in sm) == len(fars)
+            assert sum(s["fof"].get(1, 0) for s in sm) == int((want["f"] == 1).sum())

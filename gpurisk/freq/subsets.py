@@ -75,7 +75,8 @@ def subset_split(plan: Plan, cells: dict, idx: Sequence[int], nsub: int, width: 
              for run in layout]
     ints = {k: cells[k] for k in P.INT_FIELDS if k in cells}
     floats = {k: cells[k] for k in P.FIELDS if k in cells and k not in P.INT_FIELDS}
-    part = P.reduce_cells(xp, words, ints, floats)
+    # one word of a small space: summed by histograms (partial.dense_count), else sorted
+    part = P.reduce_cells(xp, words, ints, floats, space=radix_space([plan.cards[i] for i in idx]))
     return P.split(part, width, nsub) if nsub > 1 else [part]
 
 
