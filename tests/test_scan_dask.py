@@ -238,3 +238,22 @@ def test_subset_partials_equal_a_groupby_of_the_records(fars, strict):
             assert sum(s["n"] for s in sm) == int(fars["s"].sum())
             assert sum(s["N"] for s in sm) == len(fars)
             assert sum(s["fof"].get(1, 0) for s in sm) == int((want["f"] == 1).sum())
+
+
+def test_subset_partials_of_several_buckets_merge_to_the_groupby(fars):
+    """Cells of one subset coming from several finest tables (here: of two halves of the records)
+    merge into the subset's cells, by histograms (small key space) or by a sort (large)."""
+    from gpurisk.freq import partial as P
+    from gpurisk.freq.subsets import bucket_codes, merge_subset, subset_split
+    plan, _ = _finest(fars, FARS8)
+    half = len(fars) // 2
+    parts = [P.partial(plan, d, "register", "s") for d in (fars.iloc[:half], fars.iloc[half:])]
+    for keys in (["iage", "isex"], ["iage", "ideathday", "istatenum", "irace"]):
+        idx = sorted(FARS8.index(k) for k in keys)
+        space = int(np.prod([plan.cards[i] for i in idx]))
+        pieces = [subset_split(plan, bucket_codes(plan, p), idx, 1, 1)[0] for p in parts]
+        want = fars.groupby([FARS8[i] for i in idx], sort=True).agg(F=("s", "size"), f=("s", "sum"))
+        for sp in (space, None):        # None: the sort of partial.merge
+            got = merge_subset(sp, *pieces)
+            np.testing.assert_array_equal(got["F"], want["F"].to_numpy())
+            np.testing.assert_array_equal(got["f"], want["f"].to_numpy())

@@ -25,6 +25,7 @@ array namespace of its input (numpy, or CuPy on dask-cuda workers).
 """
 from __future__ import annotations
 
+import functools
 import math
 import uuid
 from collections import deque
@@ -80,6 +81,28 @@ def subset_split(plan: Plan, cells: dict, idx: Sequence[int], nsub: int, width: 
     return P.split(part, width, nsub) if nsub > 1 else [part]
 
 
+def merge_subset(space: int | None, *parts) -> dict:
+    """:func:`gpurisk.freq.partial.merge` of a subset's partials from several finest buckets; one
+    word of a small space (``space``: its number of ids) is summed by histograms instead of a sort
+    of the concatenated cells."""
+    parts = [p for p in parts if p is not None]
+    if len(parts) == 1:
+        return parts[0]
+    n = sum(P.size(p) for p in parts)
+    if space is None or len(parts[0]["words"]) != 1 or not P.dense_count(space, n):
+        return P.merge(*parts)
+    xp = namespace(parts[0]["words"][0])
+    words = [xp.concatenate([p["words"][0] for p in parts])]
+    cols = {}
+    for k in P.FIELDS:
+        if any(k in p for p in parts):
+            dt = xp.float64 if k == "w" else xp.int64
+            cols[k] = xp.concatenate([p[k] if k in p else xp.zeros(P.size(p), dt) for p in parts])
+    ints = {k: v for k, v in cols.items() if k in P.INT_FIELDS}
+    floats = {k: v for k, v in cols.items() if k not in P.INT_FIELDS}
+    return P.reduce_cells(xp, words, ints, floats, space=space)
+
+
 def collect(*summaries) -> list:
     return list(summaries)
 
@@ -90,7 +113,7 @@ def subset_graph(plan: Plan, plan_f, cells: list, idx: Sequence[int], max_cells:
     from dask import delayed
 
     from gpurisk.freq._dask import _tree, bucket_summary
-    _, space = subset_layout(plan, idx)
+    layout, space = subset_layout(plan, idx)
     cap = min(max_cells, radix_space([max(int(plan.cards[i]), 1) for i in idx]))
     nsub = 1 if cap <= per_bucket else max(1, min(len(cells), math.ceil(cap / per_bucket)))
     width = max(1, -(-space // nsub))
@@ -98,7 +121,8 @@ def subset_graph(plan: Plan, plan_f, cells: list, idx: Sequence[int], max_cells:
               for c in cells]
     sums = []
     for s in range(nsub):
-        merged = _tree([p[s] for p in pieces] if nsub > 1 else [p[0] for p in pieces], P.merge,
+        merged = _tree([p[s] for p in pieces] if nsub > 1 else [p[0] for p in pieces],
+                       functools.partial(merge_subset, space if len(layout) == 1 else None),
                        split_every)
         sums.append(delayed(bucket_summary, pure=True)(merged))
     return delayed(collect, name=f"gpurisk-subset-{token}-{'-'.join(map(str, idx))}")(*sums)
