@@ -11,6 +11,14 @@ and every subset of its 8 keys of size <= 4 (162 combinations), with every file-
          same measures on those counts. On large data only ``--groupby-combos`` combinations are timed
          (spread over the sizes) and the total is extrapolated per size: said so in the table.
 
+- dask (``--dask-workers``, default 2 local worker processes of one thread; 0 skips it): the same
+         scan with ``backend="dask"`` reading the register from a Parquet directory (1 M rows a file),
+         with every default measure that reads summaries only, so that no cell reaches the client
+         (each combination's summaries are reduced on the workers); beside it the pandas scan with the
+         same measures (checked equal, row for row), and the Dask scan that gathers the finest table
+         (the same measures plus theta_hat_misclass, which reads cells). The client's peak RSS above
+         its level before the scan is sampled every 10 ms (psutil) for both Dask scans.
+
 Targets (issue #4): scan <= 3 x build and >= 30 x faster than the groupby loop on the 10 M-row register.
 Before timing, one small scan (20 000 rows) runs so that one-off costs (importing scipy for tau1_hat,
 pyarrow's Parquet writer) are not charged to the first data set. Prints a table (wall and CPU
@@ -154,6 +162,84 @@ def bench(name: str, df: pd.DataFrame, keys: list[str], max_size: int, gb_combos
             "cube_elements": res.cube_elements, "dis": dis}
 
 
+class PeakRSS:
+    """The peak resident memory of this process above its level at the start, sampled in a thread."""
+
+    def __init__(self, every: float = 0.01):
+        import threading
+
+        import psutil
+        self.proc, self.every = psutil.Process(), every
+        self.base = self.peak = self.proc.memory_info().rss
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.proc.memory_info().rss)
+            self._stop.wait(self.every)
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+        self.peak = max(self.peak, self.proc.memory_info().rss)
+
+    @property
+    def above(self) -> float:
+        return (self.peak - self.base) / 2**20
+
+
+def bench_dask(name: str, df: pd.DataFrame, keys: list[str], max_size: int, workers: int,
+               memory_limit: str, repeat: int) -> dict:
+    """pandas vs Dask scans of the summary-only measures; the client's peak memory on Dask."""
+    import distributed
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gpurisk.plugins import measure_registry
+    reg = measure_registry()
+    names = [m for m in _measure_names(None) if reg[m].cls.reads == "summary"]
+    tmp = Path(tempfile.mkdtemp(prefix="bench_scan_dask_"))
+    data = tmp / "register"
+    data.mkdir()
+    step = 1_000_000
+    for i, lo in enumerate(range(0, len(df), step)):
+        pq.write_table(pa.Table.from_pandas(df.iloc[lo:lo + step], preserve_index=False),
+                       data / f"part.{i:04d}.parquet")
+    best = lambda runs: min(runs, key=lambda x: x[1])  # noqa: E731
+    opts = dict(keys=keys, max_size=max_size, sample_flag="s", measures=names)
+    pd_run = best([timed(lambda: gpurisk.scan(df, **opts)) for _ in range(repeat)])
+    cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                       memory_limit=memory_limit, dashboard_address=None,
+                                       silence_logs=40)
+    client = distributed.Client(cluster)
+    try:
+        gpurisk.scan(str(data), backend="dask", keys=keys[:2], max_size=1, sample_flag="s",
+                     measures=names)      # warm the workers (imports)
+        runs = []
+        for _ in range(repeat):
+            with PeakRSS() as mem:
+                out = timed(lambda: gpurisk.scan(str(data), backend="dask", **opts))
+            runs.append(out + (mem.above,))
+        dk = best(runs)
+        with PeakRSS() as gmem:
+            _, g_w, _ = timed(lambda: gpurisk.scan(str(data), backend="dask", keys=keys,
+                                                   max_size=max_size, sample_flag="s",
+                                                   measures=names + ["theta_hat_misclass"]))
+    finally:
+        client.close()
+        cluster.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    pd.testing.assert_frame_equal(dk[0].results, pd_run[0].results)     # the same rows
+    return {"data": name, "rows": len(df), "measures": len(names), "workers": workers,
+            "memory_limit": memory_limit, "pandas_w": pd_run[1], "dask_w": dk[1], "dask_c": dk[2],
+            "dask_mem": max(r[3] for r in runs), "gather_w": g_w, "gather_mem": gmem.above}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=10_000_000, help="rows of the synthetic register")
@@ -163,13 +249,18 @@ def main(argv=None):
                     help="combinations timed in the groupby loop on the synthetic data (extrapolated)")
     ap.add_argument("--repeat", type=int, default=3, help="best of N for build and scan")
     ap.add_argument("--out", default=str(ROOT / "bench" / "out"))
+    ap.add_argument("--dask-workers", type=int, default=2,
+                    help="local Dask workers for the Dask scan row (0: no Dask row)")
+    ap.add_argument("--dask-memory", default="2GiB", help="memory limit per Dask worker")
+    ap.add_argument("--skip-pandas", action="store_true",
+                    help="only the Dask rows (no build, pandas scan, groupby loop)")
     args = ap.parse_args(argv)
     print("measures per combination:", ", ".join(_measure_names(None)))
     print(f"roll-up threads by default: {default_threads()} (CPUs usable: {len(os.sched_getaffinity(0))})")
     warm, wkeys = synthetic(20_000, seed=2)
     with tempfile.TemporaryDirectory() as d:
         gpurisk.scan(warm, keys=wkeys, max_size=2, sample_flag="s", output=Path(d) / "warm")
-    rows = []
+    rows, drows = [], []
     for name in args.datasets.split(","):
         if name == "synthetic":
             df, keys = synthetic(args.rows)
@@ -178,8 +269,30 @@ def main(argv=None):
             df, keys = real(name)
             gb = None
         print(f"[{name}] {len(df):,} rows, {len(keys)} keys ...", flush=True)
-        rows.append(bench(name, df, keys, args.max_size, gb, args.repeat))
+        if not args.skip_pandas:
+            rows.append(bench(name, df, keys, args.max_size, gb, args.repeat))
+        if args.dask_workers:
+            drows.append(bench_dask(name, df, keys, args.max_size, args.dask_workers,
+                                    args.dask_memory, args.repeat))
         del df
+    if drows:
+        gbs = {r["data"]: r["gb_w"] for r in rows}
+        hdr = (f"{'data':10s} {'rows':>11s} {'pandas s':>9s} {'dask s':>8s} {'dask/pandas':>11s} "
+               f"{'groupby/dask':>12s} {'client MiB':>10s} {'gathered s':>10s} {'gathered MiB':>12s}")
+        print("\nscan of the summary-only measures, pandas vs Dask "
+              f"({drows[0]['workers']} local workers of one thread, {drows[0]['memory_limit']} each; "
+              "client MiB: peak RSS of the client above its level before the scan)")
+        print(hdr + "\n" + "-" * len(hdr))
+        for r in drows:
+            gb = gbs.get(r["data"])
+            gbr = f"{gb / r['dask_w']:>12.1f}" if gb else f"{'-':>12s}"
+            print(f"{r['data']:10s} {r['rows']:>11,d} {r['pandas_w']:>9.2f} {r['dask_w']:>8.2f} "
+                  f"{r['dask_w'] / r['pandas_w']:>11.2f} {gbr} {r['dask_mem']:>10.0f} "
+                  f"{r['gather_w']:>10.2f} {r['gather_mem']:>12.0f}")
+        print(f"({drows[0]['measures']} measures reading summaries; 'gathered': the Dask scan with "
+              "theta_hat_misclass too, which brings the finest table to the client)")
+    if not rows:
+        return
     hdr = (f"{'data':10s} {'rows':>11s} {'cells':>9s} {'combos':>6s} {'build s':>8s} {'scan s':>8s} "
            f"{'scan/build':>10s} {'groupby s':>10s} {'groupby/scan':>12s}  notes")
     print("\n" + hdr + "\n" + "-" * len(hdr))

@@ -128,6 +128,10 @@ def reduce_cells(xp, words, ints: dict, floats: dict, runs: bool = False,
             for k, v in floats.items():
                 part[k] = xp.bincount(inverse, weights=v.astype(xp.float64), minlength=m)
         return part
+    if len(words) == 1 and not runs and dense_count(space, n):
+        part = _reduce_dense(xp, words[0], ints, floats, int(space))
+        if part is not None:
+            return part
     order, sw, new, starts = _group(xp, words, runs)
     part = {"words": [w[starts] for w in sw]}
     m = int(starts.shape[0])
@@ -140,6 +144,30 @@ def reduce_cells(xp, words, ints: dict, floats: dict, runs: bool = False,
         seg = xp.cumsum(new) - 1
         for k, v in floats.items():
             part[k] = xp.bincount(seg, weights=v[order].astype(xp.float64), minlength=m)
+    return part
+
+
+def _reduce_dense(xp, ids, ints: dict, floats: dict, space: int):
+    """:func:`reduce_cells` of one word of ids in ``[0, space)`` by histograms (no sort): what
+    :func:`dense_count` chooses. Integer sums go through float64 bins, exact while the values'
+    total is below 2**53 (checked; None otherwise, and the caller sorts)."""
+    sums = {}
+    for k, v in ints.items():
+        if v is not None:
+            if int(scalar(v.sum())) >= 2**53:
+                return None
+            sums[k] = v
+    ids = ids.astype(xp.int64)
+    hist = xp.bincount(ids, minlength=space)
+    cells = xp.flatnonzero(hist)
+    part = {"words": [cells.astype(xp.int64)]}
+    for k, v in ints.items():
+        if v is None:
+            part[k] = hist[cells].astype(xp.int64)
+        else:
+            part[k] = xp.bincount(ids, weights=v.astype(xp.float64), minlength=space)[cells].astype(xp.int64)
+    for k, v in floats.items():
+        part[k] = xp.bincount(ids, weights=v.astype(xp.float64), minlength=space)[cells]
     return part
 
 

@@ -23,6 +23,7 @@ from gpurisk.errors import BadInput
 from gpurisk.io.lock import locked
 from gpurisk.freq.lattice import Lattice
 from gpurisk.measure import Context
+from gpurisk.scan.distributed import SummaryScan, summary_path
 from gpurisk.scan.plan import Combination, build_plan, combo_seed, root_keys
 from gpurisk.scan.sink import ParquetSink, check_output_path, read_scan, row_schema
 
@@ -168,13 +169,13 @@ def combination_row(i: int, combo: Combination, table, ctx: Context, names: Sequ
                     timeout: float | None = None) -> dict:
     """One result row: counts and every measure of one combination's table."""
     from gpurisk.workflows.assess import run_measures
-    F = table.F
+    N = table.N          # a SummaryTable (cells kept on the workers) answers N, not F
     row = {"order": i, "combo": combo.combo, "scenario": combo.scenario, "keys": list(combo.keys),
            "size": len(combo.keys), "n": table.n, "N": table.N, "cells": table.sample_cells,
            # with a population every cell has F_j >= 1 (f_j <= F_j is checked when counting)
-           "pop_cells": None if F is None else int(F.shape[0]),
+           "pop_cells": None if N is None else int(table.population_cells),
            "n1": table.n_r(1), "n2": table.n_r(2), "n3": table.n_r(3),
-           "N1": None if F is None else table.pop_uniques(), "seed": ctx.seed}
+           "N1": None if N is None else table.pop_uniques(), "seed": ctx.seed}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = run_measures(table, ctx, names, timeout=timeout)
@@ -253,10 +254,17 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     pop_name = (str(population) if isinstance(population, (str, Path))
                 else None if population is None else f"<{type(population).__name__}>")
     frames = inp.read()
-    counted = inp.count(frames)
-    root, pi, source = counted.table, counted.fraction, counted.fraction_source
-    t_build, t_recode = counted.timings["build_s"], counted.timings["recode_s"]
-    notes = list(counted.notes)
+    t0 = time.perf_counter()
+    if summary_path(names, inp):   # Dask, summaries only: the cells stay on the workers
+        summ = SummaryScan(inp, frames, rkeys, [c.keys for c in combos])
+        root, pi, source, notes = summ.table, summ.fraction, summ.fraction_source, list(summ.notes)
+        t_build, t_recode = time.perf_counter() - t0, 0.0
+    else:
+        summ = None
+        counted = inp.count(frames)
+        root, pi, source = counted.table, counted.fraction, counted.fraction_source
+        t_build, t_recode = counted.timings["build_s"], counted.timings["recode_s"]
+        notes = list(counted.notes)
     columns = inp.column_values(frames, col_opts)
     del frames
     settings = {
@@ -279,14 +287,18 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
         raise BadInput("--resume needs --output (the scan directory to finish)")
     skip = {i for i, c in enumerate(combos) if c.combo in done}
 
-    lattice = Lattice(root)
+    lattice = None if summ is not None else Lattice(root)
     rows: list[dict] = []
     t_roll = t_meas = 0.0
     prog = _progress(progress, len(combos) - len(skip))
     it = None
     try:
-        it = lattice.tables([c.keys for c in combos], skip=skip, threads=threads,
-                            prepare=prepare_summaries)
+        if summ is not None:      # each combination's summaries, reduced on the workers
+            summ.skip.update(skip)
+            it = summ.tables()
+        else:
+            it = lattice.tables([c.keys for c in combos], skip=skip, threads=threads,
+                                prepare=prepare_summaries)
         while True:
             t0 = time.perf_counter()
             try:
@@ -320,6 +332,8 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     finally:
         if it is not None:
             it.close()           # stops the roll-up threads before returning or raising
+        if summ is not None:
+            summ.close()         # cancels the combinations in flight on the cluster
         if prog is not None:
             prog.stop()
     if sink is not None:
@@ -330,5 +344,8 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
                    .sort_values("order", kind="stable").reset_index(drop=True))
     timings = {"build_s": t_build, "recode_s": t_recode, "rollup_s": t_roll, "measures_s": t_meas,
                "total_s": time.perf_counter() - t_start}
+    if summ is not None:
+        return ScanResult(results, Path(output) if output is not None else None, names, settings,
+                          timings, summ.built, 0, len(skip), notes, 0)
     return ScanResult(results, Path(output) if output is not None else None, names, settings, timings,
                       lattice.built, lattice.cells_read, len(skip), notes, lattice.cube_elements)

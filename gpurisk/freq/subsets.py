@@ -1,0 +1,182 @@
+"""Summaries of many key subsets of a distributed finest table, reduced on the cluster.
+
+The scan of a Dask register whose measures all read summaries (``Measure.reads = "summary"``) never
+gathers cells. The finest table (every key of the scan) is counted as in
+:func:`gpurisk.freq._dask.summary_dask`: range buckets of cells, merged on the workers
+(``_Run.bucket_roots``). Each bucket is then decoded once into per-key codes in the narrowest
+integer type that holds them (:func:`bucket_codes`, from ``plan.unpack_words``) and persisted with
+its counts f, F and w. A subset of the keys is then, per bucket,
+
+1. the mixed radix ids of its keys' codes (:func:`gpurisk.freq.cellid.mixed_radix_ids`, or one word
+   per run of keys that fits int64: :func:`gpurisk.freq.plan.word_layout`),
+2. the partial that sums f, F (exact integer sums) and w by subset cell
+   (:func:`gpurisk.freq.partial.reduce_cells`), cut into range buckets of the subset's own cells
+   when the subset can hold more than one bucket's worth of cells (:func:`gpurisk.freq.partial.split`),
+
+and bucket ``s`` of every finest bucket merges (a tree of :func:`gpurisk.freq.partial.merge`: a
+subset cell comes from several finest buckets) into the subset's cells of range ``s``, whose small
+summaries (:func:`gpurisk.freq._dask.bucket_summary`) are all that reach the client. The client
+adds them up (:func:`gpurisk.freq.summary.combine`).
+
+:func:`subset_summaries` yields the finest table's summaries, then each subset's in the order asked,
+keeping a window of subsets' graphs submitted ahead so the workers stay busy while the caller
+computes the measures of those already done. Every function run on a worker is written against the
+array namespace of its input (numpy, or CuPy on dask-cuda workers).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import uuid
+from collections import deque
+from typing import Iterable, Iterator, Sequence
+
+from gpurisk.xp import namespace
+from gpurisk.freq import partial as P
+from gpurisk.freq.cellid import mixed_radix_ids, radix_space
+from gpurisk.freq.plan import Plan, unpack_words, word_layout
+
+#: subsets whose graphs are submitted ahead of the one being read, per worker
+AHEAD_PER_WORKER = 4
+
+
+def code_dtype(card: int, xp):
+    """The narrowest signed integer type holding codes 0 .. card - 1."""
+    c = int(card)
+    return xp.int8 if c <= 2**7 else xp.int16 if c <= 2**15 else xp.int32 if c <= 2**31 else xp.int64
+
+
+def bucket_codes(plan: Plan, part: dict) -> dict:
+    """One bucket of the finest table as per-key codes (narrow integers) and its counts: what every
+    subset of the keys is summed from (run on a worker, kept there)."""
+    xp = namespace(part["words"][0])
+    codes = unpack_words(plan, part["words"], xp)
+    out = {"codes": [c.astype(code_dtype(k, xp)) for c, k in zip(codes, plan.cards)]}
+    for k in P.FIELDS:
+        if k in part:
+            out[k] = part[k]
+    return out
+
+
+def subset_layout(plan: Plan, idx: Sequence[int]) -> tuple[list[list[int]], int]:
+    """The words of a subset (runs of its key positions ``idx`` whose radix fits int64) and the
+    number of ids of its first word (for range buckets)."""
+    cards = [int(plan.cards[i]) for i in idx]
+    runs = word_layout(cards)
+    return [[idx[j] for j in run] for run in runs], radix_space([max(cards[j], 1) for j in runs[0]])
+
+
+def subset_split(plan: Plan, cells: dict, idx: Sequence[int], nsub: int, width: int) -> list[dict]:
+    """The partial of one finest bucket's cells regrouped by the keys at positions ``idx``, cut into
+    ``nsub`` range buckets of the subset's cells (a list of ``nsub`` partials)."""
+    codes = cells["codes"]
+    xp = namespace(codes[0])
+    layout, _ = subset_layout(plan, idx)
+    words = [mixed_radix_ids([codes[i] for i in run], [plan.cards[i] for i in run], xp, dtype=xp.int64)
+             for run in layout]
+    ints = {k: cells[k] for k in P.INT_FIELDS if k in cells}
+    floats = {k: cells[k] for k in P.FIELDS if k in cells and k not in P.INT_FIELDS}
+    # one word of a small space: summed by histograms (partial.dense_count), else sorted
+    part = P.reduce_cells(xp, words, ints, floats, space=radix_space([plan.cards[i] for i in idx]))
+    return P.split(part, width, nsub) if nsub > 1 else [part]
+
+
+def merge_subset(space: int | None, *parts) -> dict:
+    """:func:`gpurisk.freq.partial.merge` of a subset's partials from several finest buckets; one
+    word of a small space (``space``: its number of ids) is summed by histograms instead of a sort
+    of the concatenated cells."""
+    parts = [p for p in parts if p is not None]
+    if len(parts) == 1:
+        return parts[0]
+    n = sum(P.size(p) for p in parts)
+    if space is None or len(parts[0]["words"]) != 1 or not P.dense_count(space, n):
+        return P.merge(*parts)
+    xp = namespace(parts[0]["words"][0])
+    words = [xp.concatenate([p["words"][0] for p in parts])]
+    cols = {}
+    for k in P.FIELDS:
+        if any(k in p for p in parts):
+            dt = xp.float64 if k == "w" else xp.int64
+            cols[k] = xp.concatenate([p[k] if k in p else xp.zeros(P.size(p), dt) for p in parts])
+    ints = {k: v for k, v in cols.items() if k in P.INT_FIELDS}
+    floats = {k: v for k, v in cols.items() if k not in P.INT_FIELDS}
+    return P.reduce_cells(xp, words, ints, floats, space=space)
+
+
+def collect(*summaries) -> list:
+    return list(summaries)
+
+
+def subset_graph(plan: Plan, plan_f, cells: list, idx: Sequence[int], max_cells: int,
+                 per_bucket: int, split_every: int, token: str):
+    """The delayed list of per-bucket summaries of the subset at key positions ``idx``."""
+    from dask import delayed
+
+    from gpurisk.freq._dask import _tree, bucket_summary
+    layout, space = subset_layout(plan, idx)
+    cap = min(max_cells, radix_space([max(int(plan.cards[i]), 1) for i in idx]))
+    nsub = 1 if cap <= per_bucket else max(1, min(len(cells), math.ceil(cap / per_bucket)))
+    width = max(1, -(-space // nsub))
+    pieces = [delayed(subset_split, nout=nsub, pure=True)(plan_f, c, list(idx), nsub, width)
+              for c in cells]
+    sums = []
+    for s in range(nsub):
+        merged = _tree([p[s] for p in pieces] if nsub > 1 else [p[0] for p in pieces],
+                       functools.partial(merge_subset, space if len(layout) == 1 else None),
+                       split_every)
+        sums.append(delayed(bucket_summary, pure=True)(merged))
+    return delayed(collect, name=f"gpurisk-subset-{token}-{'-'.join(map(str, idx))}")(*sums)
+
+
+def subset_summaries(sample, keys: Sequence[str], subsets: Sequence[Sequence[str]],
+                     skip: Iterable[int] = (), population=None, sample_flag=None, weights=None,
+                     missing: str = "category", gpu: bool = False, sep=None, buckets=None,
+                     ahead: int | None = None) -> Iterator[tuple]:
+    """Yield ``("finest", plan, summaries, sample_cards)`` (the per-bucket summaries of the table
+    over every key), then ``(i, summaries)`` for each subset ``i`` not in ``skip``, in order.
+
+    The cells stay on the workers; what comes back is a list of small dictionaries per table.
+    ``skip`` (a set) is read after the finest table is yielded, so a caller may fill it then (a
+    resumed scan learns what is done once it knows the data). Closing the generator (the caller
+    stopped, or was interrupted) cancels the subsets in flight.
+    """
+    from dask import delayed
+
+    from gpurisk.backends import dask_client
+    from gpurisk.freq._dask import (CELLS_PER_BUCKET, GPU_CELLS_PER_BUCKET, SPLIT_EVERY, _compute,
+                                    _nworkers, _Run, bucket_summary)
+    with dask_client(gpu=gpu) as client:
+        run = _Run(client, sample, keys, population, sample_flag, weights, missing, gpu, sep)
+        nb = buckets or run.default_buckets()
+        roots = client.persist(run.bucket_roots(nb))
+        finest = _compute(client, [delayed(bucket_summary)(r) for r in roots])
+        yield "finest", run.plan, finest, run.sample_cards
+        cells = client.persist([delayed(bucket_codes)(run.plan_f, r) for r in roots])
+        del roots       # released once the codes are kept
+        # cells of the finest table (an upper bound on any subset's): sampled, or in the population
+        max_cells = sum(max(p["cells"], p["pop_cells"] or 0) for p in finest)
+        per = GPU_CELLS_PER_BUCKET if gpu else CELLS_PER_BUCKET
+        pos = {k: j for j, k in enumerate(run.plan.keys)}
+        token = uuid.uuid4().hex
+        todo = [i for i in range(len(subsets)) if i not in skip]
+        ahead = max(1, ahead or AHEAD_PER_WORKER * _nworkers(client))
+        flight: deque = deque()
+        nxt = 0
+        try:
+            for i in todo:
+                while nxt < len(todo) and len(flight) < ahead:
+                    j = todo[nxt]
+                    idx = sorted(pos[k] for k in subsets[j])
+                    graph = subset_graph(run.plan, run.plan_f, cells, idx, max_cells, per,
+                                         SPLIT_EVERY, token)
+                    flight.append((j, client.compute(graph)))
+                    nxt += 1
+                j, fut = flight.popleft()
+                assert j == i
+                yield i, fut.result()
+                del fut
+        finally:
+            for _, fut in flight:
+                fut.cancel()
+            flight.clear()
+            del cells

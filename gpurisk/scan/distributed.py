@@ -1,0 +1,82 @@
+"""The scan on a Dask cluster when every measure reads summaries: no cell reaches this process.
+
+:func:`summary_path` says whether a scan may take this path (a Dask backend, no recode, and every
+measure that can run declares ``reads = "summary"``) and, when it may not on Dask, logs which measure
+(or the recodes) made the scan bring the finest table here. :class:`SummaryScan` counts the finest
+table on the workers (:func:`gpurisk.freq.subsets.subset_summaries`), checks it as
+:meth:`gpurisk.inputs.Inputs.summarize` does (cardinality guard, f_j <= F_j, π), and yields each
+combination's :class:`~gpurisk.freq.summary.SummaryTable`, reduced on the cluster.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Iterator, Sequence
+
+from gpurisk.freq.summary import SummaryTable, combine
+
+log = logging.getLogger("gpurisk.backends")
+
+
+def cell_readers(names: Sequence[str], inp) -> list[str]:
+    """The measures among ``names`` that read cells and can run on these inputs."""
+    from gpurisk.plugins import measure_registry
+    from gpurisk.workflows.assess import _can_run
+    reg = measure_registry()
+    return [m for m in names if reg[m].cls.reads != "summary" and _can_run(reg[m].cls, inp)]
+
+
+def summary_path(names: Sequence[str], inp) -> bool:
+    """Whether the scan keeps the cells on the workers (logs why not, on a distributed backend)."""
+    if not inp.distributed:
+        return False
+    readers = cell_readers(names, inp)
+    if not readers and not inp.recode:
+        return True
+    log.info("the scan brings the finest table to this process for the measure(s) that read cells "
+             "(%s); naming only measures that read summaries (--measures) keeps the cells on the "
+             "workers", ", ".join(readers) or "recodes")
+    return False
+
+
+class SummaryScan:
+    """The finest table's summaries (``table``, π) and, from :meth:`tables`, each combination's."""
+
+    def __init__(self, inp, frames, keys: Sequence[str], subsets: Sequence[Sequence[str]]):
+        from gpurisk.freq.guards import check_cardinality
+        from gpurisk.freq.subsets import subset_summaries
+        from gpurisk.inputs import resolve_fraction
+        self.keys = tuple(keys)
+        self.subsets = [tuple(s) for s in subsets]
+        self.backend = inp.backend
+        self.built = 0
+        #: combinations not to reduce (finished in a resumed scan): may be filled until tables()
+        self.skip: set[int] = set()
+        self._gen = subset_summaries(frames.sample, self.keys, self.subsets, self.skip,
+                                     population=frames.population, sample_flag=inp.sample_flag,
+                                     weights=inp.weights, missing=inp.missing,
+                                     gpu=inp.backend == "dask-cudf", sep=inp.sep)
+        try:
+            _, self.plan, parts, cards = next(self._gen)
+            self.cards = dict(zip(self.plan.keys, cards))
+            self.table = SummaryTable(self.keys, self.plan.categories,
+                                      combine(self.plan, parts, self.backend), tuple(cards),
+                                      backend=self.backend)
+            check_cardinality(self.table, inp.allow_high_cardinality)
+            self.fraction, self.fraction_source, self.notes = resolve_fraction(self.table, inp.fraction)
+        except BaseException:
+            self.close()
+            raise
+
+    def tables(self) -> Iterator[tuple[int, SummaryTable]]:
+        """``(i, SummaryTable)`` of every combination not skipped, in plan order; the keys of each
+        in the finest table's (name) order, as :meth:`gpurisk.freq.lattice.Lattice.tables` gives."""
+        pos = {k: j for j, k in enumerate(self.plan.keys)}
+        for i, parts in self._gen:
+            keys = sorted(self.subsets[i], key=pos.__getitem__)
+            self.built += 1
+            yield i, SummaryTable(tuple(keys), [self.plan.categories[pos[k]] for k in keys],
+                                  combine(self.plan, parts, self.backend),
+                                  tuple(self.cards[k] for k in keys), backend=self.backend)
+
+    def close(self) -> None:
+        self._gen.close()

@@ -1,0 +1,259 @@
+"""gpurisk scan on Dask without gathering the cells: when every measure reads summaries, each
+combination's summaries are reduced on the workers, and the rows equal the pandas scan's.
+
+One module-scoped ``distributed.LocalCluster`` (two worker processes, one thread each) serves every
+test. Buckets are made small (``CELLS_PER_BUCKET``, read by the client when it builds the graphs) so
+that the finest table is cut into several range buckets and the larger subsets into several of their
+own: a subset cell then comes from several finest buckets, and the merges across them are tested.
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpurisk
+from gpurisk.scan import read_scan
+
+from conftest import data_path
+
+distributed = pytest.importorskip("distributed")
+
+from gpurisk.freq import _dask  # noqa: E402
+from gpurisk.freq.summary import SummaryTable  # noqa: E402
+from gpurisk.freq.table import FreqTable  # noqa: E402
+from gpurisk.plugins import measure_registry  # noqa: E402
+from gpurisk.scan import runner  # noqa: E402
+
+ADULT6 = ["sex", "age", "race", "marital-status", "education", "native-country"]
+FARS8 = ["iage", "irace", "ideathmon", "ideathday", "isex", "ihispanic", "istatenum", "iinjury"]
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       host="127.0.0.1", dashboard_address=None,
+                                       memory_limit="400MiB", silence_logs=40,
+                                       env={"ARROW_DEFAULT_MEMORY_POOL": "system"})
+    c = distributed.Client(cluster)
+    try:
+        yield c
+    finally:
+        c.close()
+        cluster.close()
+
+
+@pytest.fixture
+def small_buckets(monkeypatch):
+    """Cut a table of ``rows`` records into about 4 buckets (of the finest table, and of a subset
+    that may hold as many cells)."""
+    return lambda rows: monkeypatch.setattr(_dask, "CELLS_PER_BUCKET", rows // 4 + 1)
+
+
+@pytest.fixture(scope="module")
+def adult():
+    df = pd.read_csv(data_path("arx/adult.csv"), sep=";")
+    df["s"] = np.random.default_rng(0).random(len(df)) < 0.1
+    return df
+
+
+@pytest.fixture(scope="module")
+def fars():
+    df = pd.read_csv(data_path("arx_genetic/fars_int.csv"), sep=";")
+    df["s"] = np.random.default_rng(1).random(len(df)) < 0.2
+    return df
+
+
+def summary_measures() -> list[str]:
+    reg = measure_registry()
+    return [m for m in runner._measure_names(None) if reg[m].cls.reads == "summary"]
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """The tables the scan hands to the measures, and a guard that the cells are never gathered."""
+    seen = []
+    real = runner.combination_row
+
+    def row(i, combo, table, *a, **k):
+        seen.append(type(table))
+        return real(i, combo, table, *a, **k)
+
+    def no_gather(*a, **k):
+        raise AssertionError("the finest table was gathered to the client")
+
+    monkeypatch.setattr(runner, "combination_row", row)
+    monkeypatch.setattr(_dask, "build_table_dask", no_gather)
+    return seen
+
+
+@pytest.mark.parametrize("data,keys,size", [("adult", ADULT6, 3), ("fars", FARS8, 4)])
+def test_summary_scan_equals_pandas_with_a_sample_flag(client, small_buckets, spy, request, data,
+                                                       keys, size):
+    df = request.getfixturevalue(data)
+    small_buckets(len(df))
+    names = summary_measures()
+    assert "theta_hat" in names and "pop_uniques" in names
+    opts = dict(keys=keys, max_size=size, sample_flag="s", measures=names, seed=3)
+    want = gpurisk.scan(df, backend="pandas", **opts).results
+    spy.clear()
+    got = gpurisk.scan(df, backend="dask", **opts)
+    assert set(spy) == {SummaryTable} and len(spy) == len(want)
+    assert got.rollups == len(want)
+    pd.testing.assert_frame_equal(got.results, want)
+    assert want["N1"].notna().all() and (want["pop_cells"] >= want["cells"]).all()
+
+
+@pytest.mark.parametrize("data,keys", [("adult", ADULT6), ("fars", FARS8)])
+def test_summary_scan_equals_pandas_with_a_fraction(client, small_buckets, spy, request, data, keys):
+    df = request.getfixturevalue(data)
+    sample = df[df["s"]].drop(columns="s").reset_index(drop=True)
+    small_buckets(len(sample))
+    opts = dict(keys=keys, max_size=2, fraction=0.1, measures=summary_measures())
+    want = gpurisk.scan(sample, backend="pandas", **opts).results
+    spy.clear()
+    got = gpurisk.scan(sample, backend="dask", **opts).results
+    assert set(spy) == {SummaryTable}
+    assert want["N"].isna().all() and want["pop_cells"].isna().all()
+    pd.testing.assert_frame_equal(got, want)
+
+
+def test_summary_scan_with_a_population_frame(client, small_buckets, spy, adult):
+    sample = adult[adult["s"]].reset_index(drop=True)
+    small_buckets(len(adult))
+    opts = dict(keys=ADULT6[:4], max_size=4, population=adult, measures=summary_measures())
+    want = gpurisk.scan(sample, backend="pandas", **opts).results
+    spy.clear()
+    got = gpurisk.scan(sample, backend="dask", **opts).results
+    assert set(spy) == {SummaryTable}
+    pd.testing.assert_frame_equal(got, want)
+
+
+def test_a_large_subset_is_reduced_in_several_buckets(client, monkeypatch, adult):
+    """The subsets' own range buckets: with 1 cell per subset bucket every subset of more than one
+    cell is cut into as many buckets as the finest table has, and the sums still equal pandas'."""
+    from gpurisk.freq import subsets
+    monkeypatch.setattr(_dask, "CELLS_PER_BUCKET", 5000)
+    nsubs = []
+    real = subsets.subset_graph
+
+    def graph(plan, plan_f, cells, idx, max_cells, per, *a):
+        nsubs.append(len(cells))
+        return real(plan, plan_f, cells, idx, max_cells, 1, *a)
+
+    monkeypatch.setattr(subsets, "subset_graph", graph)
+    opts = dict(keys=ADULT6[:5], max_size=5, min_size=4, sample_flag="s", measures=summary_measures())
+    want = gpurisk.scan(adult, backend="pandas", **opts).results
+    got = gpurisk.scan(adult, backend="dask", **opts).results
+    assert min(nsubs) > 1          # several finest buckets
+    pd.testing.assert_frame_equal(got, want)
+
+
+def test_a_cell_reading_measure_or_a_recode_gathers_and_says_why(client, adult, caplog):
+    opts = dict(keys=ADULT6[:4], max_size=2, sample_flag="s")
+    with caplog.at_level(logging.INFO, logger="gpurisk.backends"):
+        got = gpurisk.scan(adult, backend="dask", measures=["theta_hat", "theta_hat_misclass"],
+                           **opts).results
+    assert "theta_hat_misclass" in caplog.text and "finest table" in caplog.text
+    want = gpurisk.scan(adult, backend="pandas", measures=["theta_hat", "theta_hat_misclass"],
+                        **opts).results
+    pd.testing.assert_frame_equal(got, want)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="gpurisk.backends"):
+        got = gpurisk.scan(adult, backend="dask", measures=["theta_hat"], recode=["age=bands:10"],
+                           **opts).results
+    assert "recodes" in caplog.text
+    want = gpurisk.scan(adult, backend="pandas", measures=["theta_hat"], recode=["age=bands:10"],
+                        **opts).results
+    pd.testing.assert_frame_equal(got, want)
+
+
+def test_interrupted_dask_scan_resumes_to_the_uninterrupted_table(client, small_buckets, tmp_path,
+                                                                  adult, monkeypatch):
+    small_buckets(len(adult))
+    opts = dict(keys=ADULT6, max_size=3, sample_flag="s", measures=summary_measures(),
+                batch_rows=1000, flush_seconds=1e9, backend="dask")
+    full = gpurisk.scan(adult, **opts).results
+    real = runner.combination_row
+    calls = []
+
+    def interrupted(i, combo, table, *a, **k):
+        assert isinstance(table, SummaryTable) and not isinstance(table, FreqTable)
+        calls.append(1)
+        if len(calls) == 17:
+            raise KeyboardInterrupt
+        return real(i, combo, table, *a, **k)
+
+    monkeypatch.setattr(runner, "combination_row", interrupted)
+    out = tmp_path / "scan.parquet"
+    with pytest.raises(KeyboardInterrupt):
+        gpurisk.scan(adult, output=out, **opts)
+    assert len(read_scan(out)) == 16          # flushed although no batch was full
+    monkeypatch.setattr(runner, "combination_row", real)
+    res = gpurisk.scan(adult, output=out, resume=True, **opts)
+    assert res.skipped == 16 and res.rollups == len(full) - 16
+    pd.testing.assert_frame_equal(res.results, full)
+    # nothing is left running on the cluster once the scan returned or was interrupted
+    assert not client.processing() or not any(client.processing().values())
+
+
+# --- the worker functions, without a cluster -----------------------------------------------------
+
+def _finest(df, keys, role="register"):
+    from gpurisk.freq import partial as P
+    from gpurisk.freq.plan import make_plan, partition_uniques
+    u = partition_uniques(df, keys)
+    plan = make_plan(keys, u["uniq"], None, u["na"], None, "category")
+    return plan, P.partial(plan, df, role, "s" if role == "register" else None)
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_subset_partials_equal_a_groupby_of_the_records(fars, strict):
+    """A subset's partial summed from the finest cells (histogram path for a small key space, sort
+    path for a large one, cut into range buckets) equals a pandas groupby of the records; under the
+    strict namespace (CuPy's stand-in) no worker function calls numpy on a device array."""
+    from gpurisk.freq import partial as P
+    from gpurisk.freq._dask import bucket_summary
+    from gpurisk.freq.subsets import bucket_codes, subset_split
+    from gpurisk.xp import to_host
+    plan, part = _finest(fars, FARS8)
+    if strict:
+        from gpurisk.testing.strict import xp
+        part = {k: ([xp.asarray(w) for w in v] if k == "words" else xp.asarray(v)) for k, v in part.items()}
+    cells = bucket_codes(plan, part)
+    for keys in (["iage", "isex"], ["iage", "ideathday", "istatenum", "irace"]):
+        idx = sorted(FARS8.index(k) for k in keys)
+        names = [FARS8[i] for i in idx]
+        want = fars.groupby(names, sort=True).agg(F=("s", "size"), f=("s", "sum"))
+        for nsub in (1, 3):
+            space = int(np.prod([plan.cards[i] for i in idx]))
+            pieces = subset_split(plan, cells, idx, nsub, -(-space // nsub))
+            assert len(pieces) == nsub
+            got = P.concat(pieces) if nsub > 1 else pieces[0]
+            np.testing.assert_array_equal(to_host(got["F"]), want["F"].to_numpy())
+            np.testing.assert_array_equal(to_host(got["f"]), want["f"].to_numpy())
+            sm = [bucket_summary(p) for p in pieces]
+            assert sum(s["n"] for s in sm) == int(fars["s"].sum())
+            assert sum(s["N"] for s in sm) == len(fars)
+            assert sum(s["fof"].get(1, 0) for s in sm) == int((want["f"] == 1).sum())
+
+
+def test_subset_partials_of_several_buckets_merge_to_the_groupby(fars):
+    """Cells of one subset coming from several finest tables (here: of two halves of the records)
+    merge into the subset's cells, by histograms (small key space) or by a sort (large)."""
+    from gpurisk.freq import partial as P
+    from gpurisk.freq.subsets import bucket_codes, merge_subset, subset_split
+    plan, _ = _finest(fars, FARS8)
+    half = len(fars) // 2
+    parts = [P.partial(plan, d, "register", "s") for d in (fars.iloc[:half], fars.iloc[half:])]
+    for keys in (["iage", "isex"], ["iage", "ideathday", "istatenum", "irace"]):
+        idx = sorted(FARS8.index(k) for k in keys)
+        space = int(np.prod([plan.cards[i] for i in idx]))
+        pieces = [subset_split(plan, bucket_codes(plan, p), idx, 1, 1)[0] for p in parts]
+        want = fars.groupby([FARS8[i] for i in idx], sort=True).agg(F=("s", "size"), f=("s", "sum"))
+        for sp in (space, None):        # None: the sort of partial.merge
+            got = merge_subset(sp, *pieces)
+            np.testing.assert_array_equal(got["F"], want["F"].to_numpy())
+            np.testing.assert_array_equal(got["f"], want["f"].to_numpy())
