@@ -219,17 +219,16 @@ def bench_dask(name: str, df: pd.DataFrame, keys: list[str], max_size: int, work
     client = distributed.Client(cluster)
     try:
         gpurisk.scan(str(data), backend="dask", keys=keys[:2], max_size=1, sample_flag="s",
-                     measures=names)      # warm the workers (imports)
+                     measures=names, cells_on_workers=True)      # warm the workers (imports)
         runs = []
         for _ in range(repeat):
             with PeakRSS() as mem:
-                out = timed(lambda: gpurisk.scan(str(data), backend="dask", **opts))
+                out = timed(lambda: gpurisk.scan(str(data), backend="dask", cells_on_workers=True,
+                                                 **opts))
             runs.append(out + (mem.above,))
         dk = best(runs)
         with PeakRSS() as gmem:
-            _, g_w, _ = timed(lambda: gpurisk.scan(str(data), backend="dask", keys=keys,
-                                                   max_size=max_size, sample_flag="s",
-                                                   measures=names + ["theta_hat_misclass"]))
+            _, g_w, _ = timed(lambda: gpurisk.scan(str(data), backend="dask", **opts))  # gathered
     finally:
         client.close()
         cluster.close()

@@ -99,7 +99,7 @@ def test_summary_scan_equals_pandas_with_a_sample_flag(client, small_buckets, sp
     opts = dict(keys=keys, max_size=size, sample_flag="s", measures=names, seed=3)
     want = gpurisk.scan(df, backend="pandas", **opts).results
     spy.clear()
-    got = gpurisk.scan(df, backend="dask", **opts)
+    got = gpurisk.scan(df, backend="dask", cells_on_workers=True, **opts)
     assert set(spy) == {SummaryTable} and len(spy) == len(want)
     assert got.rollups == len(want)
     pd.testing.assert_frame_equal(got.results, want)
@@ -114,7 +114,7 @@ def test_summary_scan_equals_pandas_with_a_fraction(client, small_buckets, spy, 
     opts = dict(keys=keys, max_size=2, fraction=0.1, measures=summary_measures())
     want = gpurisk.scan(sample, backend="pandas", **opts).results
     spy.clear()
-    got = gpurisk.scan(sample, backend="dask", **opts).results
+    got = gpurisk.scan(sample, backend="dask", cells_on_workers=True, **opts).results
     assert set(spy) == {SummaryTable}
     assert want["N"].isna().all() and want["pop_cells"].isna().all()
     pd.testing.assert_frame_equal(got, want)
@@ -126,7 +126,7 @@ def test_summary_scan_with_a_population_frame(client, small_buckets, spy, adult)
     opts = dict(keys=ADULT6[:4], max_size=4, population=adult, measures=summary_measures())
     want = gpurisk.scan(sample, backend="pandas", **opts).results
     spy.clear()
-    got = gpurisk.scan(sample, backend="dask", **opts).results
+    got = gpurisk.scan(sample, backend="dask", cells_on_workers=True, **opts).results
     assert set(spy) == {SummaryTable}
     pd.testing.assert_frame_equal(got, want)
 
@@ -146,7 +146,7 @@ def test_a_large_subset_is_reduced_in_several_buckets(client, monkeypatch, adult
     monkeypatch.setattr(subsets, "subset_graph", graph)
     opts = dict(keys=ADULT6[:5], max_size=5, min_size=4, sample_flag="s", measures=summary_measures())
     want = gpurisk.scan(adult, backend="pandas", **opts).results
-    got = gpurisk.scan(adult, backend="dask", **opts).results
+    got = gpurisk.scan(adult, backend="dask", cells_on_workers=True, **opts).results
     assert min(nsubs) > 1          # several finest buckets
     pd.testing.assert_frame_equal(got, want)
 
@@ -154,7 +154,8 @@ def test_a_large_subset_is_reduced_in_several_buckets(client, monkeypatch, adult
 def test_a_cell_reading_measure_or_a_recode_gathers_and_says_why(client, adult, caplog):
     opts = dict(keys=ADULT6[:4], max_size=2, sample_flag="s")
     with caplog.at_level(logging.INFO, logger="gpurisk.backends"):
-        got = gpurisk.scan(adult, backend="dask", measures=["theta_hat", "theta_hat_misclass"],
+        got = gpurisk.scan(adult, backend="dask", cells_on_workers=True,
+                           measures=["theta_hat", "theta_hat_misclass"],
                            **opts).results
     assert "theta_hat_misclass" in caplog.text and "finest table" in caplog.text
     want = gpurisk.scan(adult, backend="pandas", measures=["theta_hat", "theta_hat_misclass"],
@@ -162,7 +163,8 @@ def test_a_cell_reading_measure_or_a_recode_gathers_and_says_why(client, adult, 
     pd.testing.assert_frame_equal(got, want)
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="gpurisk.backends"):
-        got = gpurisk.scan(adult, backend="dask", measures=["theta_hat"], recode=["age=bands:10"],
+        got = gpurisk.scan(adult, backend="dask", cells_on_workers=True, measures=["theta_hat"],
+                           recode=["age=bands:10"],
                            **opts).results
     assert "recodes" in caplog.text
     want = gpurisk.scan(adult, backend="pandas", measures=["theta_hat"], recode=["age=bands:10"],
@@ -174,7 +176,7 @@ def test_interrupted_dask_scan_resumes_to_the_uninterrupted_table(client, small_
                                                                   adult, monkeypatch):
     small_buckets(len(adult))
     opts = dict(keys=ADULT6, max_size=3, sample_flag="s", measures=summary_measures(),
-                batch_rows=1000, flush_seconds=1e9, backend="dask")
+                batch_rows=1000, flush_seconds=1e9, backend="dask", cells_on_workers=True)
     full = gpurisk.scan(adult, **opts).results
     real = runner.combination_row
     calls = []
@@ -257,3 +259,19 @@ def test_subset_partials_of_several_buckets_merge_to_the_groupby(fars):
             got = merge_subset(sp, *pieces)
             np.testing.assert_array_equal(got["F"], want["F"].to_numpy())
             np.testing.assert_array_equal(got["f"], want["f"].to_numpy())
+
+
+def test_the_cells_stay_on_the_workers_only_when_asked(client, adult, monkeypatch):
+    """By default a Dask scan brings the finest table here and rolls it up (faster while it fits this
+    process); ``cells_on_workers`` (CLI ``--cells-on-workers``) keeps it on the workers."""
+    def refuse(*a, **k):
+        raise AssertionError("the summary path was taken without being asked for")
+
+    opts = dict(keys=ADULT6[:4], max_size=2, sample_flag="s", measures=["theta_hat", "sample_uniques"])
+    with monkeypatch.context() as m:
+        m.setattr(runner, "SummaryScan", refuse)
+        got = gpurisk.scan(adult, backend="dask", **opts).results
+    kept = gpurisk.scan(adult, backend="dask", cells_on_workers=True, **opts).results
+    want = gpurisk.scan(adult, backend="pandas", **opts).results
+    pd.testing.assert_frame_equal(got, want)
+    pd.testing.assert_frame_equal(kept, want)

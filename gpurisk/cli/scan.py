@@ -128,6 +128,10 @@ def register(cli: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
     @click.option("--measure-timeout", type=float, default=None, metavar="SECONDS",
                   help="report a measure that runs longer as not applicable and go on")
+    @click.option("--cells-on-workers", is_flag=True,
+                  help="Dask: keep the finest table on the workers and reduce each combination's "
+                       "summaries there (measures that read summaries, no --recode): this "
+                       "process's memory does not grow with the cells, but the scan is slower")
     @click.option("--threads", type=int, default=None, metavar="N",
                   help="roll-up threads beside the one computing measures (default: the CPUs "
                        "usable, at most 4; 0: one thread); results do not depend on it")
@@ -135,7 +139,7 @@ def register(cli: click.Group) -> None:
     def scan(data, keys, max_size, min_size, scenarios, fundamental, plus_each, fraction, population,
              sample_flag, weights, measures, opts, alpha, seed, recode, output, resume, overwrite,
              batch_rows, top, rank_by, progress, as_json, allow_high_cardinality, measure_timeout,
-             threads, sep, encoding, missing, backend):
+             threads, cells_on_workers, sep, encoding, missing, backend):
         """Risk of many key combinations of DATA: subsets of a pool, scenarios, or a key plus each."""
         from gpurisk.scan import scan as run
         if progress is None:
@@ -148,7 +152,7 @@ def register(cli: click.Group) -> None:
                   output=output, resume=resume, overwrite=overwrite, batch_rows=batch_rows,
                   progress=progress, sep=sep, encoding=encoding,
                   allow_high_cardinality=allow_high_cardinality, measure_timeout=measure_timeout,
-                  threads=threads)
+                  threads=threads, cells_on_workers=cells_on_workers)
         doc = summary_doc(res, top, rank_by)
         if as_json:
             echo_json(doc, default=str)

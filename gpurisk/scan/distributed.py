@@ -25,9 +25,13 @@ def cell_readers(names: Sequence[str], inp) -> list[str]:
     return [m for m in names if reg[m].cls.reads != "summary" and _can_run(reg[m].cls, inp)]
 
 
-def summary_path(names: Sequence[str], inp) -> bool:
-    """Whether the scan keeps the cells on the workers (logs why not, on a distributed backend)."""
-    if not inp.distributed:
+def summary_path(names: Sequence[str], inp, cells_on_workers: bool = False) -> bool:
+    """Whether the scan keeps the cells on the workers: asked for (``cells_on_workers``), on a
+    distributed backend, with no recode and only measures that read summaries. Logs why not when
+    it was asked for. Not the default: each combination is then summed from every finest cell on
+    the workers (162 subsets of a 10 M-row register: 40 s on 2 local workers, against 6 s when the
+    finest table, 0.5 GB there, is brought to this process and rolled up here)."""
+    if not (inp.distributed and cells_on_workers):
         return False
     readers = cell_readers(names, inp)
     if not readers and not inp.recode:

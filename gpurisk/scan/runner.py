@@ -214,7 +214,8 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
          backend: str | None = None, output=None, resume: bool = False, overwrite: bool = False,
          batch_rows: int = 256, flush_seconds: float = 2.0, progress: bool = False,
          sep: str | None = None, encoding: str = "utf-8", allow_high_cardinality: bool = False,
-         measure_timeout: float | None = None, threads: int | None = None) -> ScanResult:
+         measure_timeout: float | None = None, threads: int | None = None,
+         cells_on_workers: bool = False) -> ScanResult:
     """Risk of many key-variable combinations from one pass over the records.
 
     ``keys`` is the pool; every subset with ``min_size <= size <= max_size`` is evaluated, and/or the
@@ -225,7 +226,10 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     ``allow_high_cardinality`` and ``measure_timeout`` as in :func:`gpurisk.assess`. ``threads``:
     roll-ups run in this many background threads while the calling thread computes the measures
     of finished combinations (default: the CPUs this process may use, at most 4; 0 runs
-    everything in the calling thread). The results do not depend on it.
+    everything in the calling thread). The results do not depend on it. ``cells_on_workers``
+    (Dask backends, measures that all read summaries, no recode): the finest table stays on the
+    workers and each combination's summaries are reduced there, so this process's memory does not
+    grow with the cells; slower than bringing the table here (see docs/scan.md).
     """
     from gpurisk.workflows.assess import option_columns
     from gpurisk.inputs import Inputs, key_list
@@ -255,7 +259,7 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
                 else None if population is None else f"<{type(population).__name__}>")
     frames = inp.read()
     t0 = time.perf_counter()
-    if summary_path(names, inp):   # Dask, summaries only: the cells stay on the workers
+    if summary_path(names, inp, cells_on_workers):   # the cells stay on the workers
         summ = SummaryScan(inp, frames, rkeys, [c.keys for c in combos])
         root, pi, source, notes = summ.table, summ.fraction, summ.fraction_source, list(summ.notes)
         t_build, t_recode = time.perf_counter() - t0, 0.0
