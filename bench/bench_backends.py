@@ -141,7 +141,7 @@ def run_dask(d: Path, client, what: str, keys=KEYS):
         elif what == "assess":
             import gpurisk
             from gpurisk.plugins import measure_registry
-            names = [m for m, r in measure_registry().items() if r.cls.reads == "summary"]
+            names = [m for m, r in measure_registry().items() if r.cls.reads == "summary" and r.cls.default]
             a = gpurisk.assess(str(d), keys, fraction=0.01, measures=names, backend="dask")
             cells, n1, table = a.table.sample_cells, a.table.n_r(1), None
         else:

@@ -86,7 +86,7 @@ class GpuPeak:
 
 def summary_measures():
     from gpurisk.plugins import measure_registry
-    return sorted(m for m, r in measure_registry().items() if r.cls.reads == "summary")
+    return sorted(m for m, r in measure_registry().items() if r.cls.reads == "summary" and r.cls.default)
 
 
 def host_data(rows: int, seed: int = 0) -> dict:

@@ -254,3 +254,29 @@ def test_class_count_with_a_large_class_does_not_overflow():
     K = 56 + 40 * (c / d) * (a / b) ** 2
     got = U.classes_estimate(sm, "sh3")
     assert math.isfinite(got) and got == pytest.approx(float(K), rel=1e-12)
+
+
+@pytest.mark.parametrize("theta,alpha,J", [(3176.23, 0.7179, 5000), (12.5, 0.3, 250_000),
+                                            (80_000.0, 0.95, 100_000), (0.5, 0.02, 40_000)])
+def test_pitman_sums_in_closed_form_equal_the_terms(theta, alpha, J):
+    """The five sums over i = 1 .. J-1 of the Pitman equations, by digamma/trigamma differences,
+    equal the same sums added term by term (math.fsum of every term)."""
+    got = U._i_sums(theta, alpha, J)
+    i = np.arange(1, J, dtype=float)
+    d = theta + i * alpha
+    want = [math.fsum(1 / d), math.fsum(i / d), math.fsum(1 / d**2), math.fsum(i / d**2),
+            math.fsum(i * i / d**2)]
+    np.testing.assert_allclose(got, want, rtol=1e-9)
+
+
+def test_pitman_fit_of_a_register_sized_sample_is_quick():
+    """30 M sample classes (nearly all unique, as a register with many keys): the fit takes the
+    closed-form sums, so it ends (converged or with its reason) after at most MAX_ITER cheap steps
+    instead of MAX_ITER passes over 30 M terms."""
+    import time
+    sm = U.sample(np.array([0, 28_000_000, 900_000, 30_000]), 300_000_000)
+    assert sm.J == 28_930_000
+    t0 = time.perf_counter()
+    fit = U.pitman(sm)
+    assert time.perf_counter() - t0 < 30
+    assert fit.value is not None or fit.reason

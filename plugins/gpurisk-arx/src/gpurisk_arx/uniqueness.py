@@ -140,11 +140,40 @@ def _pitman_start(sm: Sample) -> tuple[float, float]:
     return theta, alpha
 
 
-def _pitman_system(theta: float, alpha: float, i: np.ndarray, sm: Sample, s: np.ndarray, Js: np.ndarray):
+#: below this many classes the sums over i = 1 .. J-1 are added up term by term
+CLOSED_FORM_MIN_J = 4096
+
+
+def _i_sums(theta: float, alpha: float, J: int, i: np.ndarray | None = None):
+    """(Σ 1/d, Σ i/d, Σ 1/d², Σ i/d², Σ i²/d²) over i = 1 .. J-1, d = θ + iα.
+
+    With many classes (J >= CLOSED_FORM_MIN_J), 0 < α and θ/α no larger than J, in closed form:
+    with x = θ/α, Σ 1/(x+i) = ψ(x+J) − ψ(x+1) and Σ 1/(x+i)² = ψ'(x+1) − ψ'(x+J), and the sums
+    with i and i² follow from i = (d − θ)/α. That is O(1) per Newton step instead of O(J): a
+    register's 30 M classes took over 10 minutes of term-by-term sums. Elsewhere (few classes,
+    α <= 0, or θ/α so large that the closed form would cancel) term by term."""
+    m = J - 1
+    if m >= CLOSED_FORM_MIN_J - 1 and alpha > 0 and 0 < theta / alpha <= J:
+        x = theta / alpha
+        s0 = (special.digamma(x + J) - special.digamma(x + 1.0)) / alpha
+        t0 = (special.polygamma(1, x + 1.0) - special.polygamma(1, x + J)) / (alpha * alpha)
+        s1 = (m - theta * s0) / alpha
+        t1 = (s0 - theta * t0) / alpha
+        t2 = (m - 2.0 * theta * s0 + theta * theta * t0) / (alpha * alpha)
+        return float(s0), float(s1), float(t0), float(t1), float(t2)
+    if i is None:
+        i = np.arange(1, J, dtype=float)
+    d = theta + i * alpha
+    inv, inv2 = 1.0 / d, 1.0 / (d * d)
+    return (float(inv.sum()), float((i * inv).sum()), float(inv2.sum()), float((i * inv2).sum()),
+            float((i * i * inv2).sum()))
+
+
+def _pitman_system(theta: float, alpha: float, i: np.ndarray | None, sm: Sample, s: np.ndarray,
+                   Js: np.ndarray):
     """(F, Jacobian) of the two likelihood equations at (θ, α)."""
     n = sm.n
-    d = theta + i * alpha                          # i = 1 .. J-1
-    inv, inv2 = 1.0 / d, 1.0 / (d * d)
+    s0, s1, t0, t1, t2 = _i_sums(theta, alpha, int(sm.J), i)    # i = 1 .. J-1
     # Σ_{i=1}^{n-1} 1/(θ+i) and its derivative, by digamma/trigamma
     a1 = special.digamma(theta + n) - special.digamma(theta + 1.0)
     a1d = special.polygamma(1, theta + 1.0) - special.polygamma(1, theta + n)   # Σ 1/(θ+i)²
@@ -152,11 +181,11 @@ def _pitman_system(theta: float, alpha: float, i: np.ndarray, sm: Sample, s: np.
     # Σ_l 1/(l-α)² = ψ'(1-α) - ψ'(s-α)
     b = float((Js * (special.digamma(s - alpha) - special.digamma(1.0 - alpha))).sum())
     bd = float((Js * (special.polygamma(1, 1.0 - alpha) - special.polygamma(1, s - alpha))).sum())
-    f1 = inv.sum() - a1
-    f2 = (i * inv).sum() - b
-    j11 = -inv2.sum() + a1d
-    j12 = -(i * inv2).sum()
-    j22 = -(i * i * inv2).sum() - bd
+    f1 = s0 - a1
+    f2 = s1 - b
+    j11 = -t0 + a1d
+    j12 = -t1
+    j22 = -t2 - bd
     return np.array([f1, f2]), np.array([[j11, j12], [j12, j22]])
 
 
@@ -190,7 +219,7 @@ def pitman(sm: Sample) -> Fit:
     if not (math.isfinite(theta0) and math.isfinite(alpha0)):
         return Fit("pitman", None, "Pitman: ARX's starting values are undefined for these "
                    "frequencies of frequencies", converged=False)
-    i = np.arange(1, sm.J, dtype=float)
+    i = np.arange(1, sm.J, dtype=float) if sm.J < CLOSED_FORM_MIN_J else None
     s, Js = sm.s[sm.s >= 2].astype(float), sm.Js[sm.s >= 2]
     x, it, ok, why = _newton(lambda x: _pitman_system(x[0], x[1], i, sm, s, Js), (theta0, alpha0))
     theta, alpha = float(x[0]), float(x[1])
