@@ -14,6 +14,7 @@ def _data_dir(base):
 
 def test_environment_first_then_beside_the_repository_then_fallback(tmp_path, monkeypatch):
     monkeypatch.setattr(locator, "FALLBACK", tmp_path / "nowhere")
+    monkeypatch.delenv("GPURISK_SHARED_DATA", raising=False)    # a user's setting is not the test's
     repo = tmp_path / "clone" / "gpurisk"
     repo.mkdir(parents=True)
     assert find_shared_data(repo) is None                       # nothing anywhere
