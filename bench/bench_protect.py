@@ -8,7 +8,7 @@ lattice also generalises salary-class, which changes the loss but not the scenar
   ancestor's through the hierarchy maps, no re-read of the records), the search time and nodes/s;
 - groupby: per node, the obvious alternative — the records' generalised key columns (each key's
   levels mapped once beforehand) and ``frame.groupby(8 keys).size()``, then n1, n2, n3 and θ̂'s upper
-  bound from the counts. ``--groupby-nodes N`` (default 600) times N nodes spread over the lattice and
+  bound from the counts (on the log scale, at most 1; none without a sample pair). ``--groupby-nodes N`` (default 600) times N nodes spread over the lattice and
   extrapolates to the whole lattice (said so in the table); ``--groupby-nodes all`` times every node.
   The values of the timed nodes are checked against the search's.
 
@@ -106,10 +106,11 @@ def main() -> None:
         sizes = frame.groupby(SCENARIO, sort=False).size()
         n1, n2, n3 = (int((sizes == c).sum()) for c in (1, 2, 3))
         den = pi * n1 + 2 * (1 - pi) * n2
-        if den:
+        if den and n2 > 0:       # theta_hat: not estimable without a sample pair
             th = pi * n1 / den
             v = th * th * 2 * (1 - pi) * (3 * (1 - pi) * n3 + (2 - pi) * n2) / den ** 2
-            upper[i] = th + z * math.sqrt(v)
+            # the 99 % bound on the log scale, at most 1 (theta_hat's default bound)
+            upper[i] = min(1.0, th * math.exp(z * math.sqrt(v) / th)) if th > 0 else 0.0
         else:
             upper[i] = math.nan
     gb = time.perf_counter() - t0
