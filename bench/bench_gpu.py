@@ -242,32 +242,27 @@ def run(args):
                 gc.collect()
             if rows <= max(args.dask_cuda, args.dask_cpu):
                 path = write_parquet(cols, keys, workdir / f"k{k}_{rows}.parquet")
+
+                def file_assess(label, backend, on_gpu, **extra):
+                    """One warm-up, then the timed assess of the Parquet file, checked against pandas."""
+                    gpurisk.assess(str(path), keys, fraction=0.01, measures=names, backend=backend)
+                    secs, a, host, dev = timed(lambda: gpurisk.assess(
+                        str(path), keys, fraction=0.01, measures=names, backend=backend), gpu=on_gpu)
+                    if ref_vals is not None:
+                        same_values(ref_vals, values(a), f"{label} {rows} x {k}")
+                    add(label, rows, k, secs, a.table.sample_cells, a.table.n_r(1), host, dev, **extra)
+
                 for engine, on in (("pandas", True), ("cudf", not why_no_gpu)):   # the same file, one process
                     if on and (engine == "cudf" or rows <= args.pandas_max):
-                        gpurisk.assess(str(path), keys, fraction=0.01, measures=names, backend=engine)  # warm
-                        secs, a, host, dev = timed(lambda: gpurisk.assess(
-                            str(path), keys, fraction=0.01, measures=names, backend=engine),
-                            gpu=engine == "cudf")
-                        if ref_vals is not None:
-                            same_values(ref_vals, values(a), f"{engine} file assess {rows} x {k}")
-                        add(f"{engine} file assess", rows, k, secs, a.table.sample_cells, a.table.n_r(1),
-                            host, dev)
-                        del a
+                        file_assess(f"{engine} file assess", engine, engine == "cudf")
                 for engine, limit, on in (("dask-cpu", args.dask_cpu, True),
                                           ("dask-cuda", args.dask_cuda, not why_no_gpu)):
                     if not on or rows > limit:
                         continue
-                    backend = "dask-cudf" if engine == "dask-cuda" else "dask"
                     client = start_cluster(engine)
                     try:
-                        gpurisk.assess(str(path), keys, fraction=0.01, measures=names, backend=backend)  # warm
-                        secs, a, host, dev = timed(lambda: gpurisk.assess(
-                            str(path), keys, fraction=0.01, measures=names, backend=backend),
-                            gpu=engine == "dask-cuda")
-                        if ref_vals is not None:
-                            same_values(ref_vals, values(a), f"{engine} assess {rows} x {k}")
-                        add(f"{engine} assess", rows, k, secs, a.table.sample_cells, a.table.n_r(1),
-                            host, dev, workers=len(client.scheduler_info()["workers"]))
+                        file_assess(f"{engine} assess", "dask-cudf" if engine == "dask-cuda" else "dask",
+                                    engine == "dask-cuda", workers=len(client.scheduler_info()["workers"]))
                     finally:
                         client.close()
                         client.cluster.close() if getattr(client, "cluster", None) else None
