@@ -257,7 +257,10 @@ def test_class_count_with_a_large_class_does_not_overflow():
 
 
 @pytest.mark.parametrize("theta,alpha,J", [(3176.23, 0.7179, 5000), (12.5, 0.3, 250_000),
-                                            (80_000.0, 0.95, 100_000), (0.5, 0.02, 40_000)])
+                                            (80_000.0, 0.95, 100_000), (0.5, 0.02, 40_000),
+                                            (1.3 * 27 * 300_000, -1.3, 300_000),     # K = 27 J
+                                            (0.4 * 300_001.5, -0.4, 300_000),        # K just above J-1
+                                            (5e9, 0.5, 10_000)])                     # x far above J: terms
 def test_pitman_sums_in_closed_form_equal_the_terms(theta, alpha, J):
     """The five sums over i = 1 .. J-1 of the Pitman equations, by digamma/trigamma differences,
     equal the same sums added term by term (math.fsum of every term)."""
@@ -270,9 +273,9 @@ def test_pitman_sums_in_closed_form_equal_the_terms(theta, alpha, J):
 
 
 def test_pitman_fit_of_a_register_sized_sample_is_quick():
-    """30 M sample classes (nearly all unique, as a register with many keys): the fit takes the
-    closed-form sums, so it ends (converged or with its reason) after at most MAX_ITER cheap steps
-    instead of MAX_ITER passes over 30 M terms."""
+    """29 M sample classes (nearly all unique, as a register with many keys; the fit runs on
+    Pitman's finite-K branch, α < 0): the closed-form sums end it (converged or with its reason)
+    after at most MAX_ITER cheap steps instead of MAX_ITER passes over 29 M terms."""
     import time
     sm = U.sample(np.array([0, 28_000_000, 900_000, 30_000]), 300_000_000)
     assert sm.J == 28_930_000

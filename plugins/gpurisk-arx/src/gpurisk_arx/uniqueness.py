@@ -147,20 +147,30 @@ CLOSED_FORM_MIN_J = 4096
 def _i_sums(theta: float, alpha: float, J: int, i: np.ndarray | None = None):
     """(Σ 1/d, Σ i/d, Σ 1/d², Σ i/d², Σ i²/d²) over i = 1 .. J-1, d = θ + iα.
 
-    With many classes (J >= CLOSED_FORM_MIN_J), 0 < α and θ/α no larger than J, in closed form:
-    with x = θ/α, Σ 1/(x+i) = ψ(x+J) − ψ(x+1) and Σ 1/(x+i)² = ψ'(x+1) − ψ'(x+J), and the sums
-    with i and i² follow from i = (d − θ)/α. That is O(1) per Newton step instead of O(J): a
-    register's 30 M classes took over 10 minutes of term-by-term sums. Elsewhere (few classes,
-    α <= 0, or θ/α so large that the closed form would cancel) term by term."""
+    With many classes (J >= CLOSED_FORM_MIN_J), in closed form, O(1) per Newton step instead of
+    O(J) (a register's 29 M classes kept one assess in term-by-term Newton steps for many minutes):
+    - α > 0, x = θ/α > 0: Σ 1/(x+i) = ψ(x+J) − ψ(x+1), Σ 1/(x+i)² = ψ'(x+1) − ψ'(x+J);
+    - α < 0 with every d > 0 (Pitman's finite-K branch: K = −θ/α > J−1): Σ 1/(i−K) =
+      −[ψ(K) − ψ(K−J+1)] and Σ 1/(i−K)² = ψ'(K−J+1) − ψ'(K), all arguments positive;
+    the sums with i and i² follow from i = (d − θ)/α. Where θ/α is far larger than J those last
+    three lose digits to cancellation (three at |θ/α| = 1000 J), so beyond that, with few classes,
+    with α = 0 or with a d <= 0, term by term."""
     m = J - 1
-    if m >= CLOSED_FORM_MIN_J - 1 and alpha > 0 and 0 < theta / alpha <= J:
+    if m >= CLOSED_FORM_MIN_J - 1 and alpha != 0:
         x = theta / alpha
-        s0 = (special.digamma(x + J) - special.digamma(x + 1.0)) / alpha
-        t0 = (special.polygamma(1, x + 1.0) - special.polygamma(1, x + J)) / (alpha * alpha)
-        s1 = (m - theta * s0) / alpha
-        t1 = (s0 - theta * t0) / alpha
-        t2 = (m - 2.0 * theta * s0 + theta * theta * t0) / (alpha * alpha)
-        return float(s0), float(s1), float(t0), float(t1), float(t2)
+        s0 = t0 = None
+        if alpha > 0 and 0 < x <= 1000.0 * J:
+            s0 = (special.digamma(x + J) - special.digamma(x + 1.0)) / alpha
+            t0 = (special.polygamma(1, x + 1.0) - special.polygamma(1, x + J)) / (alpha * alpha)
+        elif alpha < 0 and m < -x <= 1000.0 * J:
+            K = -x
+            s0 = -(special.digamma(K) - special.digamma(K - m)) / alpha
+            t0 = (special.polygamma(1, K - m) - special.polygamma(1, K)) / (alpha * alpha)
+        if s0 is not None:
+            s1 = (m - theta * s0) / alpha
+            t1 = (s0 - theta * t0) / alpha
+            t2 = (m - 2.0 * theta * s0 + theta * theta * t0) / (alpha * alpha)
+            return float(s0), float(s1), float(t0), float(t1), float(t2)
     if i is None:
         i = np.arange(1, J, dtype=float)
     d = theta + i * alpha
