@@ -202,7 +202,7 @@ _LOCAL: dict = {}
 
 def worker_memory_note() -> str:
     """The memory limit of the Dask workers gpurisk started or was told to use, for a message:
-    ``"each worker is limited to 1.5 GiB (2 workers)"``; ``""`` when unknown (an outside scheduler
+    ``"each worker is limited to 1.50 GiB (2 workers)"``; ``""`` when unknown (an outside scheduler
     that does not answer)."""
     limits = set()
     nworkers = 0
