@@ -68,7 +68,8 @@ def main(argv=None) -> None:
             limit = worker_memory_note()
             click.echo(f"gpurisk: error: Dask workers died running one task ({what}); out of memory? "
                        f"{limit + ': ' if limit else ''}rerun with more memory per worker "
-                       "(--memory-limit) or fewer workers (--workers) (scan: add --resume to keep finished rows)",
+                       "(--memory-limit) or fewer workers (--workers) "
+                       "(scan: add --resume to keep finished rows)",
                        err=True)
             sys.exit(1)
         click.echo(f"gpurisk: internal error: {type(exc).__name__}: {exc} "
