@@ -108,10 +108,14 @@ def register(cli: click.Group) -> None:
     @click.option("--resume", "resume", default=None, metavar="DIR",
                   help="save each chunk of replicates in DIR as it finishes; run again with the same "
                        "DIR to continue a killed run (same result as an uninterrupted one)")
+    @click.option("--draw", type=click.Choice(["records", "cells"]), default=None,
+                  help="draw each replicate's records (every design), or its counts from the "
+                       "population's cell counts (bernoulli, srs: same distribution, faster); "
+                       "default records, cells on --backend dask/dask-cudf")
     @input_options
     def validate(population, keys, fractions, replicates, design, measures, seed, alpha, opts, output,
                  plot_path, as_json, sep, encoding, missing, resume, recode, allow_high_cardinality,
-                 backend, progress):
+                 backend, progress, draw):
         """Draw replicate samples of POPULATION and compare every estimator with its true value
         (Skinner & Elliot 2002, Table 1)."""
         from gpurisk.io import check_output_file
@@ -127,7 +131,7 @@ def register(cli: click.Group) -> None:
                       seed=seed, options=parse_options(opts), alpha=alpha, missing=missing,
                       sep=sep, encoding=encoding, resume=resume, recode=list(recode),
                       backend=backend, allow_high_cardinality=allow_high_cardinality,
-                      progress=progress)
+                      progress=progress, draw=draw)
         if output:
             res.write(output)
         if plot_path:

@@ -15,6 +15,12 @@ Designs (``--design``):
   order or sorted (stably) by COL; every one of the L possible samples is enumerated once, as in
   Skinner & Elliot (2002) §6 — sorting by a stratum or geography column gives their implicitly
   stratified systematic design.
+
+Drawn from the cells (:func:`cell_batches`, ``draw="cells"``; what a distributed population uses,
+whose records stay on the workers): the bernoulli and srs designs need only the population's cell
+counts F, since which records of a cell are drawn does not change the sample's counts. Bernoulli:
+f_j ~ Binomial(F_j, π) independently; srs: (f_j) ~ multivariate hypergeometric(F; n = round(π N)).
+Same distribution of the sample counts as the record draws, another random stream.
 """
 from __future__ import annotations
 
@@ -106,6 +112,36 @@ def batches(design: Design, fraction: float, replicates: int, N: int, rng: np.ra
             strata = codes if design.kind == "stratified" else np.zeros(N, np.int64)
             rep, rec = _srs_within(strata, fraction, count, rng)
         yield first, count, rep, rec
+
+
+#: designs that can be drawn from the population's cell counts alone
+CELL_DESIGNS = ("bernoulli", "srs")
+
+
+def check_cell_design(design: Design) -> None:
+    if design.kind not in CELL_DESIGNS:
+        raise BadInput(f"design {design.label!r} draws records by their order or stratum, which "
+                       "drawing from cell counts (a population read by Dask workers) does not "
+                       "give: use --design bernoulli or srs, or --backend pandas")
+
+
+def cell_batches(design: Design, fraction: float, replicates: int, F: np.ndarray,
+                 rng: np.random.Generator) -> Iterator[tuple[int, int, np.ndarray]]:
+    """Yield ``(first, count, fmat)``: the (count × C) sample counts of consecutive batches of
+    replicates, drawn from the cell counts F (see the module docstring); a batch holds at most
+    BATCH_CELLS counts."""
+    check_cell_design(design)
+    F = np.asarray(F, dtype=np.int64)
+    R, C = int(replicates), int(F.size)
+    size = max(1, min(R, BATCH_CELLS // max(C, 1)))
+    n = int(np.rint(fraction * F.sum()))
+    for first in range(0, R, size):
+        count = min(size, R - first)
+        if design.kind == "bernoulli":
+            f = rng.binomial(F[None, :], fraction, size=(count, C))
+        else:
+            f = rng.multivariate_hypergeometric(F, n, size=count, method="marginals")
+        yield first, count, f.astype(np.int64, copy=False)
 
 
 def stratum_sizes(strata: np.ndarray, fraction: float) -> tuple[np.ndarray, np.ndarray]:

@@ -133,7 +133,8 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
              options: Mapping[str, Mapping[str, Any]] | None = None, alpha: float = 0.01,
              missing: str = "category", sep: str | None = None,
              encoding: str = "utf-8", resume=None, recode=None, backend: str | None = None,
-             allow_high_cardinality: bool = False, progress=None) -> Validation:
+             allow_high_cardinality: bool = False, progress=None,
+             draw: str | None = None) -> Validation:
     """Draw replicate samples from ``population`` (frame or CSV/Parquet path) and compare each
     estimator with its true value; see the module docstring. Fixed ``seed`` reproduces the result.
     The population is read, checked and counted by :class:`gpurisk.inputs.Inputs`, as every command.
@@ -143,6 +144,11 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
     folder and settings skips the saved chunks and gives the same result as an uninterrupted run.
     A fraction whose chunks are all saved is read back without drawing its samples, so a rerun over
     a complete folder draws none.
+
+    ``draw``: "records" draws each replicate's records (every design); "cells" draws its counts from
+    the population's cell counts (bernoulli and srs; same distribution, another random stream; see
+    :mod:`gpurisk.validation.design`). Default: records, and cells on a distributed backend, whose
+    records stay on the workers (only the population's cell table comes to this process).
 
     ``progress``, when given, is called as ``progress(done, total)`` with counts of replicates
     (over all fractions) before the first and after each chunk (``gpurisk validate`` draws a bar).
@@ -163,10 +169,23 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
     names, pairs = _measure_names(measures)
     for f in fracs:
         dz.replicate_count(dsg, f, int(replicates))   # systematic: 1/π must be an integer
+    draw = ("cells" if inp.distributed else "records") if draw is None else draw
+    if draw not in ("records", "cells"):
+        raise BadInput(f"draw={draw!r} is not 'records' or 'cells'")
+    if draw == "records" and inp.distributed:
+        raise BadInput(f"draw='records' needs each record's cell, which the {inp.backend} backend "
+                       "does not keep: use draw='cells' (bernoulli, srs) or --backend pandas")
+    if draw == "cells":
+        dz.check_cell_design(dsg)
     frames = inp.read()
     frame = frames.sample
-    pop = inp.count(frames, records="validate (it draws samples from the population's records)").table
-    cell = to_host(pop.record_cell()).astype(np.int64, copy=False)
+    if draw == "cells":
+        pop = inp.count(frames).table
+        cell = None
+    else:
+        pop = inp.count(frames, records="validate (it draws samples from the population's "
+                                        "records)").table
+        cell = to_host(pop.record_cell()).astype(np.int64, copy=False)
     F = to_host(pop.f).astype(np.int64, copy=False)
     N, C = int(F.sum()), F.size
     codes = dz.column_codes(frame, dsg.column) if dsg.column else None
@@ -180,6 +199,7 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
             "keys": keys, "fractions": fracs, "replicates": int(replicates), "design": dsg.label,
             "measures": names, "seed": int(seed), "alpha": float(alpha), "missing": missing,
             "options": dict(options or {}), "N": N, "cells": C,
+            **({"draw": "cells"} if draw == "cells" else {}),
             **({"recode": [str(r) for r in inp.recode]} if inp.recode else {})}, F, pop.cell_id)
     total = sum(dz.replicate_count(dsg, f, int(replicates)) for f in fracs)
     done = 0
@@ -198,8 +218,13 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
                 progress(done, total)
             continue
         rng = np.random.default_rng([int(seed), int(round(frac * 2**32))])
-        for first, count, rep, rec in dz.batches(dsg, frac, int(replicates), N, rng, codes):
-            fmat = None
+        if draw == "cells":
+            drawn = ((first, count, None, fm) for first, count, fm in
+                     dz.cell_batches(dsg, frac, int(replicates), F, rng))
+        else:
+            drawn = dz.batches(dsg, frac, int(replicates), N, rng, codes)
+        for first, count, rep, rec in drawn:
+            fmat = rec if rep is None else None
             for c0 in range(first, first + count, CHUNK if store is not None else count):
                 c1 = min(first + count, c0 + (CHUNK if store is not None else count))
                 saved = store.load(fi, c0) if store is not None else None
@@ -230,7 +255,7 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
     ddof = 0 if dsg.kind == "systematic" else 1
     summary = summarise(reps, names, pairs, ddof)
     summary.insert(1, "design", dsg.label)
-    info = {"N": N, "cells": C, "keys": keys, "design": dsg.label, "fractions": fracs,
+    info = {"N": N, "cells": C, "keys": keys, "design": dsg.label, "draw": draw, "fractions": fracs,
             "replicates": {f: dz.replicate_count(dsg, f, int(replicates)) for f in fracs},
             "seed": int(seed), "measures": names, "pairs": pairs, "ddof": ddof}
     notes = [msg if k == 1 else f"{msg} (in {k} of {total} replicates; numbers from the first)"
