@@ -283,8 +283,13 @@ def _flag(frame, col):
         from gpurisk.freq.columns import sample_flag_mask
         import cupy as cp
         s = frame[col]
-        if str(s.dtype) == "bool" and not s.isna().any():
-            return s.values
+        if not s.isna().any():
+            kind = str(s.dtype)
+            if kind == "bool":
+                return s.values
+            if kind.startswith(("int", "uint")) and bool(s.isin([0, 1]).all()):
+                return (s == 1).values      # 0/1 flags stay on the device as booleans do
+        # anything else goes to the host once, for sample_flag_mask's checks and its message
         return cp.asarray(sample_flag_mask(s.to_frame(col).to_pandas(), col))
     from gpurisk.freq.columns import sample_flag_mask
     return sample_flag_mask(frame, col)
