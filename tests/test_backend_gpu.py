@@ -89,6 +89,9 @@ def test_cudf_equals_pandas(rel, keys, weights):
     assert_same(a2, b2, "cudf", rel + " (flag)")
     np.testing.assert_array_equal(a2.record_counts(), cupy.asnumpy(b2.record_counts()))
     assert_same_measures(a2, b2, Context(fraction=a2.n / a2.N, fraction_source="n/N"))
+    reg["in_sample"] = reg["in_sample"].astype("int8")      # a 0/1 flag: read on the device
+    b3 = build_table(reg, keys, sample_flag="in_sample", weights=weights, backend="cudf")
+    assert_same(a2, b3, "cudf", rel + " (0/1 flag)")
 
 
 @pytest.mark.parametrize("rel,keys,weights", DATASETS, ids=IDS)
