@@ -286,3 +286,22 @@ def test_bucket_summary_runs_where_the_cells_are():
     assert host["bad"] == dev["bad"] == 1
     for s in (host, dev):
         assert list(s["bad_cells"]["words"][0]) == [9] and isinstance(s["bad_cells"]["f"], np.ndarray)
+
+
+@pytest.mark.parametrize("complete", [False, True])
+def test_locate_many_records_in_sorted_order_equals_a_plain_search(complete):
+    """From SORTED_SEARCH_MIN records on, numpy's binary search runs in sorted order; the result is
+    each record's cell index (or -1) exactly as a search in record order gives it."""
+    from gpurisk.freq import partial as P
+    rng = np.random.default_rng(11)
+    cells = np.unique(rng.integers(0, 5_000_000, 300_000)).astype(np.int64)
+    n = P.SORTED_SEARCH_MIN * 3
+    ids = rng.choice(cells, n) if complete else rng.integers(0, 5_000_000, n)
+    ids = ids.astype(np.uint32)
+    want = np.searchsorted(cells, ids.astype(np.int64))
+    if not complete:
+        hit = cells[np.minimum(want, cells.size - 1)] == ids
+        want = np.where(hit, want, -1)
+        assert (want == -1).any() and (want >= 0).any()
+    got = P.locate([ids], [cells], complete=complete)
+    np.testing.assert_array_equal(got, want)

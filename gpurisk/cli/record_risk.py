@@ -120,7 +120,11 @@ def register(cli: click.Group) -> None:
         id_cols = [c for v in ids for c in (split_list(v) or [])]
         if id_cols and not output:
             raise BadInput("--id names columns to copy into --output; give -o FILE.parquet too")
+        from gpurisk.backends import resolve_backend
+        distributed = resolve_backend(backend, data) in ("dask", "dask-cudf")
         if id_cols:
+            _check_id_names(id_cols)
+        if id_cols and not distributed:     # on Dask the workers carry them into each part file
             from gpurisk.io import check_output_file
             check_output_file(output, (".parquet", ".pq"),
                               "record-level output (the rows are written as Parquet)")
@@ -131,10 +135,12 @@ def register(cli: click.Group) -> None:
                   thresholds=thresholds, output=output, tol=tol,
                   max_iter=max_iter, max_cells=max_cells, missing=missing, backend=backend,
                   show_records=show_records, recode=list(recode), sep=sep, encoding=encoding,
-                  allow_high_cardinality=allow_high_cardinality)
-        if id_cols:
+                  allow_high_cardinality=allow_high_cardinality,
+                  ids=id_cols if distributed else ())
+        if id_cols and not distributed:
             from gpurisk.io.record_writer import add_id_columns
             add_id_columns(output, id_frame)
+        if id_cols:
             doc["output"]["id_columns"] = id_cols
         if as_json:
             echo_json(_json_safe(doc))
@@ -142,9 +148,7 @@ def register(cli: click.Group) -> None:
             print_summary(doc)
 
 
-def _id_columns(data, cols, sep, encoding):
-    """The ``--id`` columns of DATA, in file order (``row`` of the output indexes them)."""
-    from gpurisk.io import read_table
+def _check_id_names(cols):
     dup = sorted({c for c in cols if cols.count(c) > 1})
     if dup:
         raise BadInput(f"--id names {', '.join(map(repr, dup))} more than once")
@@ -152,6 +156,11 @@ def _id_columns(data, cols, sep, encoding):
     if clash:
         raise BadInput(f"--id column(s) {', '.join(map(repr, clash))} have the name of an output "
                        "column; rename them in the file")
+
+
+def _id_columns(data, cols, sep, encoding):
+    """The ``--id`` columns of DATA, in file order (``row`` of the output indexes them)."""
+    from gpurisk.io import read_table
     return read_table(data, sep=sep, columns=cols, encoding=encoding)[cols]
 
 

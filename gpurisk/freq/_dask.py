@@ -32,6 +32,10 @@ GPU_ROWS_PER_PARTITION = 64_000_000   # the same on GPU workers (kernels want lo
 CELLS_PER_BUCKET = 1_000_000     # default buckets: at most this many cells merge in one task
 GPU_CELLS_PER_BUCKET = 64_000_000    # the same on GPU workers (~2 GiB of cells: 1/32 of an 80 GB GPU)
 MAX_BUCKETS = 256
+#: a record pass sends the cells' columns in buckets of about this size (one bucket in a task)
+LOOKUP_BYTES_PER_BUCKET = 256 * 2**20
+PLAN_MEMO = "gpurisk.dask.plan"     # a gathered FreqTable's encoding plan (see build_table_dask)
+WORDS_MEMO = "gpurisk.dask.words"   # and its cells' words, in the table's cell order
 
 
 # --- inputs --------------------------------------------------------------------------------------
@@ -201,7 +205,11 @@ def build_table_dask(sample, keys, population=None, sample_flag=None, weights=No
         roots = run.bucket_roots(buckets or run.default_buckets())
         parts = _compute(client, [delayed(P.part_to_host)(r) for r in roots])
     part = P.concat(parts) if len(parts) > 1 else parts[0]
-    return P.finish(run.plan, part, backend="dask-cudf" if gpu else "dask")
+    table = P.finish(run.plan, part, backend="dask-cudf" if gpu else "dask")
+    # the encoding plan, so that a later pass over the records (record_pass_dask) finds their cells
+    table.cached(PLAN_MEMO, lambda: run.plan)
+    table.cached(WORDS_MEMO, lambda: part["words"])
+    return table
 
 
 # --- the distributed summary -------------------------------------------------------------------
@@ -254,15 +262,20 @@ def record_words(plan, frame, sample_flag=None):
     return words
 
 
-def lookup_bucket(acc, words, cells: dict, width: int, bucket: int, nbuckets: int) -> dict:
-    """Fill ``acc`` (per record: f, F, w) for the records whose cells fall in ``bucket``.
+def lookup_bucket(acc, words, cells: dict, width: int, bucket: int, nbuckets: int,
+                  fields=P.FIELDS) -> dict:
+    """Fill ``acc`` (per record: ``fields`` of its cell, by default f, F, w) for the records whose
+    cells fall in ``bucket``.
 
     ``acc`` is the previous step's output, its only consumer; it is filled in place (a retried
     step writes the same values again)."""
     xp = namespace(words[0])
     n = int(words[0].shape[0])
+    if namespace(cells["words"][0]) is not xp:    # host cells sent to a GPU worker's records
+        cells = {k: ([xp.asarray(w) for w in v] if k == "words" else xp.asarray(v))
+                 for k, v in cells.items()}
     if acc is None:
-        acc = {k: xp.zeros(n, xp.float64 if k == "w" else xp.int64) for k in P.FIELDS if k in cells}
+        acc = {k: xp.zeros(n, cells[k].dtype) for k in fields if k in cells}
     if nbuckets == 1:
         sel = None
         rec = words
@@ -333,6 +346,116 @@ def write_records_dask(sample, keys, out_dir, population=None, sample_flag=None,
                                                           sample_flag))
         rows = _compute(client, writes)
     return {"files": len(rows), "rows": int(sum(rows)), "buckets": nb}
+
+
+# --- a pass over the records with per-cell columns computed on the client ------------------------
+
+def record_positions(plan, frame, sample_flag=None, carry=()):
+    """(words of each sampled record, their 0-based positions in the partition, partition length,
+    the sampled records' ``carry`` columns as a host frame or None)."""
+    words = record_words(plan, frame, sample_flag)
+    n = len(frame)
+    xp = namespace(words[0])
+    mask = P._flag(frame, sample_flag) if sample_flag else None
+    pos = xp.flatnonzero(mask) if sample_flag else xp.arange(n, dtype=xp.int64)
+    extra = None
+    if carry:
+        sub = frame[list(carry)].reset_index(drop=True)
+        if mask is not None:
+            sub = sub[to_host(mask)] if not is_cudf(sub) else sub[mask]
+        extra = sub.to_pandas() if is_cudf(sub) else sub
+        extra = extra.reset_index(drop=True)
+    return words, pos, n, extra
+
+
+def _finish_records(acc, located, offset, special, write, path):
+    """One partition's end: its length, the local positions of its records in the ``special``
+    cells, and (``write``) ``write(acc, rows, path, carried)``'s count of written rows."""
+    words, pos, n, extra = located
+    xp = namespace(pos)
+    hits = {}
+    if special is not None and len(special):
+        sel = xp.flatnonzero(xp.isin(acc["cell"], xp.asarray(special)))
+        for c, p in zip(to_host(acc["cell"][sel]).tolist(), to_host(pos[sel]).tolist()):
+            hits.setdefault(int(c), []).append(int(p))
+    written = 0
+    if write is not None:
+        written = int(write(acc, pos + int(offset), path, extra))
+    return {"n": int(n), "hits": hits, "written": written}
+
+
+def record_pass_dask(sample, table, columns: dict, sample_flag=None, gpu=False, sep=None,
+                     special=None, write=None, out_dir=None, carry=()) -> dict:
+    """One pass over the (sampled) records of a Dask input whose table was gathered
+    (:func:`build_table_dask`): each record's cell, found bucket by bucket among the table's cells
+    (the cells and ``columns``, numpy arrays in the table's cell order, are cut into buckets and
+    each bucket is sent where it is needed, never broadcast whole); then per partition
+
+    - the records of the ``special`` cells (cell indices): their 0-based row numbers in the input;
+    - with ``write`` (a picklable ``write(acc, rows, path, carried) -> rows written``, ``acc``
+      holding each record's ``columns`` and its ``cell``, ``carried`` its ``carry`` columns or
+      None): ``out_dir/part.{i:05d}.parquet``, rows numbered by their position in the input (a
+      first pass counts each partition's records).
+
+    Returns {"rows_in": records read, "written": rows written, "files": partitions, "special":
+    {cell: [row, ...]}}."""
+    from dask import delayed
+
+    from gpurisk.backends import dask_client
+    plan = table.cached(PLAN_MEMO, lambda: None)
+    cell_words = table.cached(WORDS_MEMO, lambda: None)
+    if plan is None or cell_words is None:    # pragma: no cover - a broken invariant
+        raise RuntimeError("record_pass_dask needs a table built by build_table_dask")
+    m = int(cell_words[0].shape[0])
+    cells = {"words": list(cell_words), "cell": np.arange(m, dtype=np.int64),
+             **{k: np.asarray(v) for k, v in columns.items()}}
+    fields = [k for k in cells if k != "words"]
+    per_cell = sum(int(w.dtype.itemsize) for w in cells["words"]) + \
+        sum(int(cells[k].dtype.itemsize) for k in fields)
+    per_bucket = LOOKUP_BYTES_PER_BUCKET if not gpu else 8 * LOOKUP_BYTES_PER_BUCKET
+    nb = max(1, min(MAX_BUCKETS, math.ceil(m * per_cell / per_bucket)))
+    width = plan.bucket_width(nb)
+    pieces = P.split(cells, width, nb)
+    keys = list(table.keys)
+    with dask_client(gpu=gpu) as client:
+        nw = _nworkers(client)
+        carry = [c for c in carry if c not in keys and c != sample_flag]
+        _check_carry(sample, carry, sep)
+        ddf, mem = to_dask(sample, keys + ([sample_flag] if sample_flag else []) + carry, gpu, nw,
+                           sep=sep, keys=keys, sample_flag=sample_flag)
+        if mem:
+            ddf = client.persist(ddf)
+        parts = ddf.to_delayed()
+        offsets = [0] * len(parts)
+        if write is not None:
+            lens = _compute(client, [delayed(len)(d) for d in parts])
+            offsets = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64).tolist()
+        # a list of one dict: scatter sends the dict as one object (a bare dict is scattered value
+        # by value, under its keys' names, and the buckets' "f" would overwrite each other)
+        futs = [client.scatter([pc], hash=False)[0] for pc in pieces]
+        plan_f = delayed(plan, name=f"gpurisk-plan-{uuid.uuid4().hex}")
+        spec = None if special is None else np.asarray(special, dtype=np.int64)
+        tok = uuid.uuid4().hex
+        outs = []
+        for i, d in enumerate(parts):
+            located = delayed(record_positions, name=f"gpurisk-rec-{tok}-{i}")(plan_f, d, sample_flag,
+                                                                               carry)
+            words = located[0]
+            acc = None
+            for b, fut in enumerate(futs):
+                acc = delayed(lookup_bucket, pure=False)(acc, words, fut, width, b, nb, fields)
+            path = None if out_dir is None else str(Path(out_dir) / f"part.{i:05d}.parquet")
+            outs.append(delayed(_finish_records, pure=False)(acc, located, offsets[i], spec, write,
+                                                            path))
+        got = _compute(client, outs)
+    lens = [g["n"] for g in got]
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
+    hits: dict[int, list[int]] = {}
+    for g, st in zip(got, starts):
+        for c, ps in g["hits"].items():
+            hits.setdefault(c, []).extend(int(st) + p for p in ps)
+    return {"rows_in": int(sum(lens)), "written": int(sum(g["written"] for g in got)),
+            "files": len(parts) if write is not None else 0, "special": hits}
 
 
 def _check_carry(sample, carry, sep):

@@ -28,6 +28,8 @@ INT_FIELDS = ("f", "F")
 FIELDS = ("f", "F", "w")
 #: ids below this are located through a dense lookup table (int32: 128 MiB at most)
 DENSE_LOOKUP_LIMIT = 1 << 25
+#: from this many records, a binary search on numpy looks them up in sorted order
+SORTED_SEARCH_MIN = 1 << 16
 
 
 def part_to_host(part: dict) -> dict:
@@ -205,7 +207,14 @@ def locate(rec_words, cell_words, space: int | None = None, counts=None, complet
                 # ``counts`` may be read-only (a table's f): np.repeat copies its repeats then
                 out[packed] = np.repeat(np.arange(m, dtype=idx_t), counts)
                 return out
-        pos = xp.searchsorted(cells, ids)
+        if xp is np and n >= SORTED_SEARCH_MIN:
+            # binary searches in record order miss the cache at every step (2 M records among
+            # 6.4 M cells: 2.1 s); in sorted order they walk the cells once (0.34 s with the sort)
+            order = np.argsort(ids, kind="stable")
+            pos = np.empty(n, dtype=np.int64)
+            pos[order] = np.searchsorted(cells, ids[order].astype(cells.dtype, copy=False))
+        else:
+            pos = xp.searchsorted(cells, ids)
         if complete:
             return pos
         pos = xp.minimum(pos, m - 1)

@@ -78,3 +78,50 @@ def check_output_file(path, suffixes=None, what: str = "output") -> Path:
     if not os.access(p.parent, os.W_OK):
         raise BadInput(f"{what} folder {str(p.parent)!r} is not writable")
     return p
+
+
+#: the files of a Parquet dataset gpurisk writes partition by partition
+DATASET_PART = "part.*.parquet"
+
+
+def check_output_dataset(path, suffixes=None, what: str = "output") -> Path:
+    """A Parquet dataset folder to be written partition-wise (a distributed run's per-record rows),
+    checked before any work: as :func:`check_output_file`, except that an existing folder is allowed
+    when it holds nothing but ``part.*.parquet`` files (an earlier run's dataset, replaced)."""
+    p = Path(path)
+    if p.is_dir():
+        other = [c.name for c in p.iterdir() if not c.match(DATASET_PART)]
+        if other:
+            raise BadInput(f"{what} {str(p)!r} is a folder holding other files than part.*.parquet "
+                           f"(e.g. {other[0]!r}); give a new name")
+        check_output_file(p.parent / (p.name + ".check"), None, what)
+        if suffixes and not p.name.lower().endswith(tuple(suffixes)):
+            raise BadInput(f"{what} {p.name!r}: name it with one of {', '.join(suffixes)}")
+        return p
+    return check_output_file(p, suffixes, what)
+
+
+@contextmanager
+def atomic_dataset(path):
+    """Yield a hidden temporary folder beside ``path``; on success it replaces ``path`` (a file, or
+    an earlier dataset folder) by one rename, so readers never see a partial dataset. On an
+    exception the temporary folder is removed."""
+    import os
+    import shutil
+    p = Path(path)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmpdir")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        yield tmp
+        old = None
+        if p.exists() or p.is_symlink():
+            old = p.with_name(f".{p.name}.{os.getpid()}.old")
+            os.replace(p, old)
+        os.replace(tmp, p)
+        if old is not None:
+            shutil.rmtree(old) if old.is_dir() else old.unlink()
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)

@@ -83,11 +83,12 @@ class RecordRiskWriter:
                 Path(self._tmp).unlink(missing_ok=True)
 
 
-def add_id_columns(path, ids) -> None:
+def add_id_columns(path, ids, by_row: bool = False) -> None:
     """Put the columns of ``ids`` (a frame in the input's record order) in front of the record-level
     Parquet file ``path``, matched by its ``row`` column (``record-risk --id COL``), so a user can join
     the risks back to the file. Rewritten row group by row group under a temporary name, then renamed
-    into place (a crash leaves the file without ids, never a half-written one)."""
+    into place (a crash leaves the file without ids, never a half-written one). ``by_row``: ``ids``
+    holds the file's own rows in the file's order (one partition's part file)."""
     import os
 
     import pyarrow as pa
@@ -103,10 +104,14 @@ def add_id_columns(path, ids) -> None:
                        f"Parquet ({type(exc).__name__}: mixed value types?)") from None
     schema = pa.schema(list(table.schema) + list(src.schema_arrow))
     tmp = temp_path(path)
+    done = 0
     try:
         with pq.ParquetWriter(str(tmp), schema) as out:
             for batch in src.iter_batches():
                 rows = batch.column("row")
+                if by_row:     # the ids are in the file's own row order
+                    rows = pa.array(np.arange(done, done + len(rows), dtype=np.int64))
+                    done += len(rows)
                 picked = table.take(rows)
                 out.write_batch(pa.record_batch(list(picked.columns) + list(batch.columns),
                                                 schema=schema))

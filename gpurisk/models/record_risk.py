@@ -223,22 +223,32 @@ def record_risk(frame, keys, population_size=None, population=None, sample_flag=
                 max_iter: int = MAX_ITER, max_cells: float = MAX_CELLS, missing: str = "category",
                 backend: str | None = None, show_records: bool = False, recode=None,
                 allow_high_cardinality: bool = False, sep: str | None = None,
-                encoding: str = "utf-8") -> dict:
+                encoding: str = "utf-8", ids: Iterable[str] = ()) -> dict:
     """Record-level risk of ``frame`` (a frame or a path) for ``keys``: the summary document; rows
     to ``output``. Read, checked and counted by :class:`gpurisk.inputs.Inputs`, as every command.
 
     Row numbers in the output are 0-based positions in ``frame`` (the register, with ``sample_flag``).
+    ``ids`` names columns of ``frame`` put in front of the rows of ``output`` (``--id``), so the
+    risks can be joined back. On a distributed backend ``output`` is a Parquet dataset folder (one
+    file per partition, written by the workers, which carry the ids).
     """
     from gpurisk.inputs import Inputs
     inp = Inputs(frame, keys, population=population, sample_flag=sample_flag, fraction=fraction,
                  missing=missing, recode=recode, backend=backend, sep=sep, encoding=encoding,
-                 allow_high_cardinality=allow_high_cardinality)
-    if output is not None:
-        from gpurisk.io import check_output_file     # before the work, not after
-        check_output_file(output, (".parquet", ".pq"),
-                          "record-level output (the rows are written as Parquet)")
+                 allow_high_cardinality=allow_high_cardinality, columns=list(ids))
+    if ids and output is None:
+        raise BadInput("ids name columns to copy into the output; give an output file too")
+    if inp.distributed and inp.recode:
+        raise BadInput(f"record-risk with --recode on the {inp.backend} backend: the records' cells "
+                       "are found among the counted cells before recoding; recode the data, or use "
+                       "--backend pandas (or cudf)")
+    if output is not None:      # before the work, not after
+        from gpurisk.io.atomic import check_output_dataset, check_output_file
+        check = check_output_dataset if inp.distributed else check_output_file
+        check(output, (".parquet", ".pq"), "record-level output (the rows are written as Parquet)")
     frames = inp.read()
-    table = inp.count(frames, weights=False, records="record-risk").table
+    table = inp.count(frames, weights=False,
+                      records=None if inp.distributed else "record-risk").table
     keys, fraction = list(inp.keys), inp.fraction
     model = build_model(table, methods, population_size, fraction, y, database_size, p_tilde,
                         tol, max_iter, max_cells)
@@ -253,13 +263,73 @@ def record_risk(frame, keys, population_size=None, population=None, sample_flag=
         warnings.append(f"IPF stopped after {model.fit.iterations} iterations with margin discrepancy "
                         f"{model.fit.discrepancy:.3g} > tol = {model.fit.tol:g}; raise max_iter")
     doc["warnings"] = warnings
+    if inp.distributed:
+        _distributed_rows(doc, model, inp, frames, output, all_records, show_records, ids)
+        return doc
     pos, cells = selected_records(table, False)
     rownums = inp.record_rows(frames)
     _attach_rows(doc["table3"], pos, cells, table, show_records, rownums)
     if output is not None:
         doc["output"] = {"path": str(output),
                          "rows": write_records(model, output, rownums, all_records)}
+        if ids:
+            from gpurisk.io.record_writer import add_id_columns
+            ids = list(ids)
+            add_id_columns(output, frames.sample[ids])
+            doc["output"]["id_columns"] = ids
     return doc
+
+
+def write_risk_part(acc: dict, rows, path, carried, methods, population: bool,
+                    all_records: bool) -> int:
+    """One partition's per-record risks (``acc``: each record's f, F, p̂ and risks) to ``path``:
+    every record, or the sample uniques; the columns of :class:`RecordRiskWriter`, after the
+    ``carried`` id columns (``--id``) when given."""
+    from gpurisk.io.record_writer import RecordRiskWriter, add_id_columns
+    if not all_records:
+        sel = acc["f"] == 1
+        acc, rows = {k: v[sel] for k, v in acc.items()}, rows[sel]
+        if carried is not None:
+            carried = carried[to_host(sel)]
+    with RecordRiskWriter(path, methods, population=population) as w:
+        w.write(rows, acc)
+    if carried is not None:     # the part's records, in the part file's row order
+        add_id_columns(path, carried.reset_index(drop=True), by_row=True)
+    return w.rows
+
+
+def _distributed_rows(doc, model: RiskModel, inp, frames, output, all_records, show_records,
+                      ids=()):
+    """On Dask: the cells' risks computed here, each record's found on the workers; Table 3's
+    records' row numbers, and (``output``) one Parquet file per partition in the folder ``output``
+    (a Parquet dataset, replaced as a whole when complete), rows never gathered."""
+    import functools
+
+    from gpurisk.freq._dask import record_pass_dask
+    from gpurisk.io.atomic import atomic_dataset
+    t = model.table
+    cols = {k: to_host(v) for k, v in model.for_cells(np.arange(int(t.f.shape[0]))).items()}
+    special = [r["cell"] for r in doc["table3"]]
+    kw = dict(sample_flag=inp.sample_flag, gpu=inp.backend == "dask-cudf", sep=inp.sep,
+              special=special)
+    if output is None:
+        res = record_pass_dask(frames.sample, t, cols, **kw)
+    else:
+        write = functools.partial(write_risk_part, methods=model.methods,
+                                  population=t.F is not None, all_records=all_records)
+        with atomic_dataset(output) as tmp:
+            res = record_pass_dask(frames.sample, t, cols, write=write, out_dir=tmp,
+                                   carry=list(ids), **kw)
+        doc["output"] = {"path": str(output), "rows": res["written"], "files": res["files"],
+                         "layout": "Parquet dataset: one part.NNNNN.parquet per partition"}
+        if ids:
+            doc["output"]["id_columns"] = list(ids)
+    for row in doc["table3"]:
+        rows = res["special"].get(row["cell"], [])
+        row["row"] = int(min(rows)) if rows else None
+        if show_records:
+            row["key"] = {k: _plain(v) for k, v in t.cell_labels([row["cell"]])[0].items()}
+        del row["cell"]
 
 
 def _attach_rows(rows, pos, cells, table, show_records, row_numbers):
