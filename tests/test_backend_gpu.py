@@ -193,3 +193,28 @@ def test_scan_on_cudf_equals_pandas(cube_limit, monkeypatch):
             np.testing.assert_allclose(b[c].to_numpy(), a[c].to_numpy(), rtol=1e-12, err_msg=c)
         else:
             assert a[c].astype(str).tolist() == b[c].astype(str).tolist(), c
+
+
+def test_big_integers_with_nulls_and_boolean_keys_with_nulls_on_gpu(cuda_client):
+    """Integers above 2**53 with nulls keep their exact values in the plan (to_pandas would round
+    them through float64), and a boolean key with nulls encodes on the device (fillna of an int on
+    a boolean column raises in cuDF): cuDF and dask-cudf give pandas' table."""
+    cudf = pytest.importorskip("cudf")
+    rng = np.random.default_rng(2)
+    n = 5000
+    big = (2**60 + rng.integers(0, 40, n) * 1_000_000_007).astype(np.int64)
+    frame = pd.DataFrame({"big": pd.array(big, dtype="Int64"),
+                          "flag": pd.array(rng.random(n) < 0.4, dtype="boolean"),
+                          "c": rng.integers(0, 5, n)})
+    frame.loc[rng.random(n) < 0.05, "big"] = pd.NA
+    frame.loc[rng.random(n) < 0.05, "flag"] = pd.NA
+    keys = ["big", "flag", "c"]
+    a = build_table(frame, keys)
+    gdf = cudf.from_pandas(frame)
+    assert_same(a, build_table(gdf, keys), "cudf", "big ints / boolean with nulls")
+    assert_same(a, build_table(gdf, keys, backend="dask-cudf"), "dask-cudf", "big ints / nulls")
+    s = summarize(gdf, keys, backend="dask-cudf", buckets=3).to_dict()
+    ref = summary_of_table(a).to_dict()
+    for d in (s, ref):
+        d.pop("backend"), d.pop("buckets")
+    assert s == ref

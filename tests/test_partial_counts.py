@@ -305,3 +305,14 @@ def test_locate_many_records_in_sorted_order_equals_a_plain_search(complete):
         assert (want == -1).any() and (want >= 0).any()
     got = P.locate([ids], [cells], complete=complete)
     np.testing.assert_array_equal(got, want)
+
+
+def test_plan_from_nullable_integers_above_2_53_is_exact():
+    """What a cuDF integer column with nulls brings to the host (pandas' nullable Int64, see
+    plan._host_series): the plan's categories are the exact integers, which float64 would round."""
+    big = [2**60 + 1, 2**60 + 10**9 + 7]
+    p = make_plan(["a"], {"a": pd.Series(big + [None], dtype="Int64")}, na_sample={"a": 1})
+    cats = p.key_plans[0].categories
+    assert [int(c) for c in cats[:2]] == big and cats[2] is None
+    rounded = make_plan(["a"], {"a": pd.Series(big + [None], dtype="float64")}, na_sample={"a": 1})
+    assert [int(c) for c in rounded.key_plans[0].categories[:2]] != big   # why float64 is not used

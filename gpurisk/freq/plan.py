@@ -215,6 +215,8 @@ def _encode_cudf(kp: KeyPlan, s):  # pragma: no cover - needs a GPU
         s = s.astype(s.dtype.categories.dtype)
     if kp.kind == "int":
         na = s.isna().values
+        if str(s.dtype) == "bool":      # fillna(int) on a boolean column raises in cuDF
+            s = s.astype("int8")
         if s.null_count:
             s = s.fillna(int(kp.ints[0]) if kp.ints.size else 0)
         vals = s.astype("int64").values
@@ -298,7 +300,18 @@ def merge_uniques(*parts) -> dict:
 def uniques_to_pandas(u: dict) -> dict:
     """Bring a uniques result to pandas (cuDF series are moved to the host)."""
     return {"n": u["n"], "na": u["na"],
-            "uniq": {k: (s.to_pandas() if is_cudf(s) else s) for k, s in u["uniq"].items()}}
+            "uniq": {k: _host_series(s) for k, s in u["uniq"].items()}}
+
+
+def _host_series(s):
+    """A cuDF series on the host; an integer column with nulls as pandas' nullable Int64 (its plain
+    ``to_pandas()`` is float64, which rounds integers above 2**53 and the plan would then hold
+    categories the device's exact integers never match)."""
+    if not is_cudf(s):
+        return s
+    if s.null_count and str(s.dtype).startswith(("int", "uint")):  # pragma: no cover - needs a GPU
+        return s.to_pandas(nullable=True)
+    return s.to_pandas()  # pragma: no cover - needs a GPU
 
 
 def _concat_for(uniq: dict):
