@@ -214,33 +214,59 @@ class Inputs:
         pi, source, notes = resolve_fraction(table, self.fraction)
         return Counted(table, pi, source, notes, {"build_s": t1 - t0, "recode_s": t2 - t1})
 
-    def summarize(self, frames: Frames | None = None, keys=None, *, guard: bool = True) -> Counted:
+    def summarize(self, frames: Frames | None = None, keys=None, *, guard: bool = True,
+                  bucket_measures=(), context=None) -> Counted:
         """As :meth:`count` on a distributed backend, when only summaries will be read: the table
         is a :class:`~gpurisk.freq.summary.SummaryTable` (n, N, frequencies of frequencies, the
         joint (f_j, F_j) counts), reduced on the workers, so the client's memory does not grow with
-        the number of cells. Recodes need the cells: use :meth:`count`."""
+        the number of cells. Recodes need the cells: use :meth:`count`.
+
+        ``bucket_measures``: classes of measures that read buckets (``reads = "buckets"``); those
+        whose needs are met run their ``map_bucket`` on the workers on every bucket of cells, with
+        ``context`` (a :class:`gpurisk.Context`; its fraction is set to this count's π), and the
+        table keeps the small dicts for their ``compute`` (``table.bucket_maps``)."""
         import time
+        from dataclasses import replace
 
         from gpurisk.freq._dask import summary_dask
+        from gpurisk.freq.buckets import collect, context_key
         from gpurisk.freq.guards import check_cardinality
         from gpurisk.freq.summary import SummaryTable, combine
+        from gpurisk.measure import Context, missing_needs
         if not self.distributed:
             raise ValueError("Inputs.summarize is for the distributed backends; use count()")
         if self.recode:
             raise ValueError("recodes regroup the cells: use Inputs.count()")
         frames = self.read() if frames is None else frames
         keys = list(self.keys) if keys is None else key_list(keys)
+        bucket_measures = list(bucket_measures or ())
+        box: dict = {}
+
+        def then(plan, parts, cards):
+            table = SummaryTable(tuple(keys), plan.categories, combine(plan, parts, self.backend),
+                                 cards, backend=self.backend)
+            if guard:
+                check_cardinality(table, self.allow_high_cardinality)
+            pi, source, notes = resolve_fraction(table, self.fraction)
+            box.update(table=table, pi=pi, source=source, notes=notes)
+            if not bucket_measures:
+                return None
+            ctx = replace(context or Context(), fraction=pi, fraction_source=source, columns={})
+            todo = [c for c in bucket_measures if missing_needs(c, table, ctx) is None]
+            box["key"] = context_key(ctx)
+            return (todo, ctx) if todo else None
+
         t0 = time.perf_counter()
-        plan, parts, cards = summary_dask(frames.sample, keys, population=frames.population,
-                                          sample_flag=self.sample_flag, weights=self.weights,
-                                          missing=self.missing, gpu=self.backend == "dask-cudf",
-                                          sep=self.sep, with_cards=True)
-        table = SummaryTable(tuple(keys), plan.categories, combine(plan, parts, self.backend), cards,
-                             backend=self.backend)
-        if guard:
-            check_cardinality(table, self.allow_high_cardinality)
-        pi, source, notes = resolve_fraction(table, self.fraction)
-        return Counted(table, pi, source, notes, {"build_s": time.perf_counter() - t0, "recode_s": 0.0})
+        *_, mapped = summary_dask(frames.sample, keys, population=frames.population,
+                                  sample_flag=self.sample_flag, weights=self.weights,
+                                  missing=self.missing, gpu=self.backend == "dask-cudf",
+                                  sep=self.sep, with_cards=True, then=then,
+                                  maps=bool(bucket_measures))
+        table = box["table"]
+        if mapped is not None:
+            table = replace(table, bucket_maps=collect(mapped, box["key"]))
+        return Counted(table, box["pi"], box["source"], box["notes"],
+                       {"build_s": time.perf_counter() - t0, "recode_s": 0.0})
 
     def column_values(self, frames: Frames, cols: Iterable[str]) -> dict[str, Any]:
         """Each named column of the sample's records (the flagged ones in a register) as a numpy

@@ -229,17 +229,39 @@ def flagged_uniques(frame, keys, sample_flag) -> dict:
 
 
 def summary_dask(sample, keys, population=None, sample_flag=None, weights=None, missing="category",
-                 gpu=False, sep=None, buckets=None, with_cards: bool = False):
+                 gpu=False, sep=None, buckets=None, with_cards: bool = False, then=None,
+                 maps: bool = True):
     """(plan, list of per-bucket summaries), the cells never leaving the workers; with
-    ``with_cards`` also the sample's number of categories per key."""
+    ``with_cards`` also the sample's number of categories per key.
+
+    ``then(plan, summaries, cards)``, when given, runs on the client once the summaries are back and
+    returns ``(classes, ctx)`` of bucket measures to map (or None): their ``map_bucket`` then runs
+    on the workers on every bucket of cells (:func:`gpurisk.freq.buckets.map_measures`, the buckets
+    kept on the workers between the two steps) and the result gains a last element, the list of
+    per-bucket dicts (None when nothing was mapped). ``maps=False``: ``then`` never asks for maps (the
+    buckets are then not kept between the steps)."""
     from dask import delayed
 
     from gpurisk.backends import dask_client
+    from gpurisk.freq.buckets import map_measures
+    mapped = None
     with dask_client(gpu=gpu) as client:
         run = _Run(client, sample, keys, population, sample_flag, weights, missing, gpu, sep)
-        roots = run.bucket_roots(buckets or run.default_buckets())
+        nb = buckets or run.default_buckets()
+        roots = run.bucket_roots(nb)
+        if then is not None and maps:
+            roots = client.persist(roots)      # read twice: summaries, then the measures' maps
         got = _compute(client, [delayed(bucket_summary)(r) for r in roots])
-    return (run.plan, got, run.sample_cards) if with_cards else (run.plan, got)
+        job = then(run.plan, got, run.sample_cards) if then is not None else None
+        if job and not maps:
+            raise ValueError("summary_dask(maps=False): then() asked for maps")
+        if job:
+            classes, ctx = job
+            mapped = _compute(client, [delayed(map_measures)(r, list(classes), ctx, b, nb)
+                                       for b, r in enumerate(roots)])
+        del roots
+    out = (run.plan, got, run.sample_cards) if with_cards else (run.plan, got)
+    return out + (mapped,) if then is not None else out
 
 
 # --- record-level output ------------------------------------------------------------------------
