@@ -237,6 +237,10 @@ class Measure:
     #: options whose value names a column of the sample that the measure reads with
     #: ``ctx.column(...)`` (declare ``"columns"`` in ``needs`` too), e.g. ("sensitive",)
     column_options: ClassVar[tuple[str, ...]] = ()
+    #: options without which the measure does not apply (its ``compute`` then says why, reading no
+    #: cell), e.g. ("matrices",): on a distributed backend a run does not bring the cells to the
+    #: client for a "cells" measure whose required option was not given
+    requires_options: ClassVar[tuple[str, ...]] = ()
     #: run when no measures are named; costly measures (a model fit) set False and run when named
     default: ClassVar[bool] = True
     #: what the measure reads of the table:

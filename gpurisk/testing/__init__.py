@@ -168,6 +168,9 @@ def check_metadata(cls: type[Measure]) -> None:
             json.dumps(dict(cls.options), allow_nan=False)
         except (TypeError, ValueError) as exc:
             problems.append(f"option defaults are not JSON values ({exc})")
+    for o in tuple(getattr(cls, "requires_options", ())):
+        if o not in cls.options:
+            problems.append(f"required option {o!r} has no entry (default) in options")
     cols = tuple(cls.column_options)
     for o in cols:
         if o not in cls.options:
