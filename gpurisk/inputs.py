@@ -224,9 +224,13 @@ class Inputs:
         ``bucket_measures``: classes of measures that read buckets (``reads = "buckets"``); those
         whose needs are met run their ``map_bucket`` on the workers on every bucket of cells, with
         ``context`` (a :class:`gpurisk.Context`; its fraction is set to this count's π), and the
-        table keeps the small dicts for their ``compute`` (``table.bucket_maps``)."""
+        table keeps the small dicts for their ``compute`` (``table.bucket_maps``). When π is known
+        before the count (given, or no population) each bucket's summary and maps are computed in
+        one pass; when π is n/N the maps run once the summaries are back, the buckets waiting on the
+        workers."""
         import time
         from dataclasses import replace
+        from types import SimpleNamespace
 
         from gpurisk.freq._dask import summary_dask
         from gpurisk.freq.buckets import collect, context_key
@@ -242,6 +246,14 @@ class Inputs:
         bucket_measures = list(bucket_measures or ())
         box: dict = {}
 
+        with_pop = frames.population is not None or self.sample_flag is not None
+
+        def job(table, pi, source):
+            ctx = replace(context or Context(), fraction=pi, fraction_source=source, columns={})
+            todo = [c for c in bucket_measures if missing_needs(c, table, ctx) is None]
+            box["key"] = context_key(ctx)
+            return (todo, ctx) if todo else None
+
         def then(plan, parts, cards):
             table = SummaryTable(tuple(keys), plan.categories, combine(plan, parts, self.backend),
                                  cards, backend=self.backend)
@@ -249,19 +261,23 @@ class Inputs:
                 check_cardinality(table, self.allow_high_cardinality)
             pi, source, notes = resolve_fraction(table, self.fraction)
             box.update(table=table, pi=pi, source=source, notes=notes)
-            if not bucket_measures:
-                return None
-            ctx = replace(context or Context(), fraction=pi, fraction_source=source, columns={})
-            todo = [c for c in bucket_measures if missing_needs(c, table, ctx) is None]
-            box["key"] = context_key(ctx)
-            return (todo, ctx) if todo else None
+            return job(table, pi, source) if maps == "later" else None
 
+        maps = None
+        if bucket_measures and (self.fraction is not None or not with_pop):
+            # pi is known before the count (given, or none): each bucket's summary and maps in one pass
+            declared = SimpleNamespace(N=0 if with_pop else None, has_weights=bool(self.weights),
+                                       record_locator=None, backend=self.backend)
+            maps = job(declared, self.fraction, "given" if self.fraction is not None else None) \
+                or ((), None)
+        elif bucket_measures:
+            maps = "later"       # pi = n/N: the maps wait for the summaries
         t0 = time.perf_counter()
-        *_, mapped = summary_dask(frames.sample, keys, population=frames.population,
-                                  sample_flag=self.sample_flag, weights=self.weights,
-                                  missing=self.missing, gpu=self.backend == "dask-cudf",
-                                  sep=self.sep, with_cards=True, then=then,
-                                  maps=bool(bucket_measures))
+        got = summary_dask(frames.sample, keys, population=frames.population,
+                           sample_flag=self.sample_flag, weights=self.weights,
+                           missing=self.missing, gpu=self.backend == "dask-cudf",
+                           sep=self.sep, with_cards=True, then=then, maps=maps)
+        mapped = got[3] if maps is not None else None
         table = box["table"]
         if mapped is not None:
             table = replace(table, bucket_maps=collect(mapped, box["key"]))

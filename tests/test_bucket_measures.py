@@ -74,10 +74,15 @@ def assert_same_results(a, b, names):
 
 
 @pytest.mark.parametrize("design", ["register", "weights", "fraction"])
-def test_bucket_measures_on_dask_equal_pandas(client, no_gather, design):
+def test_bucket_measures_on_dask_equal_pandas(client, no_gather, design, monkeypatch):
     """FARS (a 5 % sample of 100 000 records): with a population (sample flag), with design weights,
     with a sampling fraction; each bucket measure and theta_hat on Dask, cells cut into many buckets
-    that never leave the workers, equal the pandas backend's."""
+    that never leave the workers, equal the pandas backend's. With pi given the maps run in the same
+    pass as the summaries; with pi = n/N after them, the buckets kept (persisted) on the workers."""
+    persisted = []
+    persist = distributed.Client.persist
+    monkeypatch.setattr(distributed.Client, "persist",
+                        lambda self, *a, **k: persisted.append(1) or persist(self, *a, **k))
     frame = _fars()
     kw = {"register": dict(sample_flag="in_sample"),
           "weights": dict(weights="w", fraction=0.05),
@@ -98,6 +103,7 @@ def test_bucket_measures_on_dask_equal_pandas(client, no_gather, design):
         assert len(maps.parts[name]) == b.table.summary.buckets
         assert all(len(p) <= 12 for p in maps.parts[name])   # a few numbers per bucket
     assert_same_results(a, b, names)
+    assert bool(persisted) == (design == "register")
     applies = [n for n in ran if b.measures[n].value is not None]
     assert len(applies) == len(ran), {n: b.measures[n].reason for n in ran}
 

@@ -230,16 +230,22 @@ def flagged_uniques(frame, keys, sample_flag) -> dict:
 
 def summary_dask(sample, keys, population=None, sample_flag=None, weights=None, missing="category",
                  gpu=False, sep=None, buckets=None, with_cards: bool = False, then=None,
-                 maps: bool = True):
+                 maps=None):
     """(plan, list of per-bucket summaries), the cells never leaving the workers; with
     ``with_cards`` also the sample's number of categories per key.
 
-    ``then(plan, summaries, cards)``, when given, runs on the client once the summaries are back and
-    returns ``(classes, ctx)`` of bucket measures to map (or None): their ``map_bucket`` then runs
-    on the workers on every bucket of cells (:func:`gpurisk.freq.buckets.map_measures`, the buckets
-    kept on the workers between the two steps) and the result gains a last element, the list of
-    per-bucket dicts (None when nothing was mapped). ``maps=False``: ``then`` never asks for maps (the
-    buckets are then not kept between the steps)."""
+    Bucket measures (``reads = "buckets"``) map each bucket of cells on the workers
+    (:func:`gpurisk.freq.buckets.map_measures`); the result then gains a last element, the list of
+    per-bucket dicts (None when nothing was mapped):
+
+    - ``maps=(classes, ctx)``: their context is known before the count; each bucket's summary and
+      maps are computed in the same pass (the bucket is freed once both are done);
+    - ``maps="later"``: ``then(plan, summaries, cards)`` runs on the client once the summaries are
+      back (e.g. to set pi = n/N) and returns ``(classes, ctx)`` or None; the buckets stay on the
+      workers between the two steps.
+
+    ``then`` (any ``maps``) is called once the summaries are back; its value is used only with
+    ``maps="later"``."""
     from dask import delayed
 
     from gpurisk.backends import dask_client
@@ -249,19 +255,24 @@ def summary_dask(sample, keys, population=None, sample_flag=None, weights=None, 
         run = _Run(client, sample, keys, population, sample_flag, weights, missing, gpu, sep)
         nb = buckets or run.default_buckets()
         roots = run.bucket_roots(nb)
-        if then is not None and maps:
+        if maps == "later":
             roots = client.persist(roots)      # read twice: summaries, then the measures' maps
-        got = _compute(client, [delayed(bucket_summary)(r) for r in roots])
+        todo = [delayed(bucket_summary)(r) for r in roots]
+        early = maps not in (None, "later") and bool(maps[0])
+        if early:
+            classes, ctx = maps
+            todo += [delayed(map_measures)(r, list(classes), ctx, b, nb) for b, r in enumerate(roots)]
+        got = _compute(client, todo)
+        if early:
+            got, mapped = got[:nb], got[nb:]
         job = then(run.plan, got, run.sample_cards) if then is not None else None
-        if job and not maps:
-            raise ValueError("summary_dask(maps=False): then() asked for maps")
-        if job:
+        if maps == "later" and job:
             classes, ctx = job
             mapped = _compute(client, [delayed(map_measures)(r, list(classes), ctx, b, nb)
                                        for b, r in enumerate(roots)])
         del roots
     out = (run.plan, got, run.sample_cards) if with_cards else (run.plan, got)
-    return out + (mapped,) if then is not None else out
+    return out + (mapped,) if maps is not None else out
 
 
 # --- record-level output ------------------------------------------------------------------------

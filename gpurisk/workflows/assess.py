@@ -216,8 +216,9 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
     cell_readers = [m for m in runnable if reg[m].cls.reads not in ("summary", "buckets")]
     if inp.distributed and not cell_readers and not inp.recode:
         # the cells stay on the workers: summaries and the bucket measures' maps come back
-        counted = inp.summarize(frames, bucket_measures=[reg[m].cls for m in runnable
-                                                         if reg[m].cls.reads == "buckets"],
+        counted = inp.summarize(frames, bucket_measures=[reg[m].cls for m in chosen
+                                                         if reg[m].cls.reads == "buckets"
+                                                         and _can_run(reg[m].cls, inp)],
                                 context=Context(alpha=float(alpha), seed=int(seed),
                                                 options=dict(options or {})))
     else:
