@@ -231,3 +231,45 @@ def test_the_documented_bucket_measure(client, no_gather):
                               options={cls.name: {"k": 4}})
     assert counted.table.summary.buckets > 5
     assert cls().compute(counted.table, ctx_run).value == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("name, options", [
+    ("theta_hat_weighted", None), ("indiv_risk", None), ("indiv_risk", {"method": "exact"}),
+    ("indiv_risk", {"Fk": "population", "threshold": 0.01}), ("journalist", {"threshold": 0.05}),
+    ("marketer", None)], ids=lambda v: str(v))
+def test_real_registers_split_into_random_buckets(name, options):
+    """The kit's bucket check on real registers (FARS with a 5 % sample and design weights; UCI
+    Adult with a 20 % one): the cells dealt into 2, 5 and 17 random buckets (and the strict
+    namespace) give the one-bucket answer; on FARS that answer equals the formula computed from the
+    records with a pandas groupby."""
+    from gpurisk.testing import check_buckets
+    cls = measure_registry()[name].cls
+    fars = _fars()
+    adult = read_table(data_path("arx/adult.csv"))
+    adult["in_sample"] = np.random.default_rng(5).random(len(adult)) < 0.2
+    adult["w"] = np.where(adult["in_sample"], 5.0, 1.0)
+    for frame, keys in ((fars, FARS_KEYS), (adult, ["age", "sex", "race", "education"])):
+        res = check_buckets(cls, frame, keys, sample_flag="in_sample", weights="w", options=options)
+        assert res.value is not None, res.reason
+    # the formulas, from the records (FARS)
+    ctx = gpurisk.Context(fraction=0.05, options={name: dict(options or {})})
+    table = gpurisk.build_table(fars, FARS_KEYS, sample_flag="in_sample", weights="w")
+    got = cls().compute(table, ctx)
+    s = fars[fars["in_sample"]]
+    cell = s.groupby(FARS_KEYS).agg(f=("w", "size"), w=("w", "sum"))
+    pop = fars.groupby(FARS_KEYS).size().rename("F")
+    cell = cell.join(pop)
+    n = len(s)
+    if name == "theta_hat_weighted":
+        n1 = int((cell.f == 1).sum())
+        want = n1 / (n1 + float((cell.w[cell.f == 2] - 2).sum()))
+    elif name == "indiv_risk":
+        from gpurisk_classic import record_risk
+        kw = {k: v for k, v in (options or {}).items() if k != "threshold"}
+        want = float(record_risk(table, fraction=0.05, **kw).sum()) / n      # per record, summed
+    elif name == "journalist":
+        want = 1.0 / cell.F.min()
+        assert got.extra["records_at_highest"] == int(cell.f[cell.F == cell.F.min()].sum())
+    else:
+        want = float((cell.f / cell.F).sum()) / n
+    assert got.value == pytest.approx(want, rel=1e-12)
