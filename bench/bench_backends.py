@@ -18,6 +18,9 @@ Rows of the table:
   buckets), only frequencies of frequencies come back
 - ``dask assess``: ``gpurisk.assess(dir, backend="dask")`` with the measures that read summaries
   (``Measure.reads = "summary"``): what a user runs; the client gets summaries only
+- ``dask default`` (``--modes default``): ``gpurisk.assess(dir, fraction=0.01, backend="dask")``
+  with no measure named (the default measures, ``indiv_risk`` among them, which reads buckets of
+  cells): the client gets summaries and the bucket measures' small per-bucket results
 
 ``--layout onefile`` stores the same rows as ONE Parquet file of 1 M-row row groups (split into
 partitions of about 64 MiB decoded by the lazy reader) instead of one file per 1 M rows.
@@ -133,6 +136,7 @@ def run_dask(d: Path, client, what: str, keys=KEYS):
     from gpurisk.freq import build_table, summarize
     pids = client.run(os.getpid)
     gc.collect()
+    extra = {}
     with Peak({"client": os.getpid(), **pids}) as pk:
         t0 = time.perf_counter()
         if what == "build":
@@ -144,6 +148,13 @@ def run_dask(d: Path, client, what: str, keys=KEYS):
             names = [m for m, r in measure_registry().items() if r.cls.reads == "summary" and r.cls.default]
             a = gpurisk.assess(str(d), keys, fraction=0.01, measures=names, backend="dask")
             cells, n1, table = a.table.sample_cells, a.table.n_r(1), None
+        elif what == "default":
+            import gpurisk
+            from gpurisk.freq.summary import SummaryTable
+            a = gpurisk.assess(str(d), keys, fraction=0.01, backend="dask")
+            cells, n1, table = a.table.sample_cells, a.table.n_r(1), None
+            applied = sorted(m for m, r in a.measures.items() if r.value is not None)
+            extra = {"gathered": not isinstance(a.table, SummaryTable), "applied": applied}
         else:
             s = summarize(str(d), keys, backend="dask")
             cells, n1, table = s.cells, s.n_r(1), None
@@ -153,7 +164,7 @@ def run_dask(d: Path, client, what: str, keys=KEYS):
         raise RuntimeError("a Dask worker was restarted during the run")
     return {"read_s": None, "count_s": None, "total_s": t2 - t0, "cells": cells, "n1": n1,
             "client_peak": pk.peak["client"] - pk.start["client"], "worker_peak": max(workers.values()),
-            "table": table}
+            "table": table, **extra}
 
 
 def _warm(path):
@@ -179,7 +190,8 @@ def main(argv=None):
     ap.add_argument("--layout", default="files",
                     help="files (one Parquet file per 1 M rows), onefile (one file of 1 M-row row "
                          "groups), or both, comma-separated")
-    ap.add_argument("--modes", default="build,summary,assess", help="Dask rows to run")
+    ap.add_argument("--modes", default="build,summary,assess",
+                    help="Dask rows to run: build, summary, assess, default (comma-separated)")
     ap.add_argument("--png", default=str(ROOT / "bench" / "out" / "bench_backends.png"))
     args = ap.parse_args(argv)
     sizes = [int(float(x)) for x in args.rows.split(",")]
@@ -205,6 +217,8 @@ def main(argv=None):
             client = distributed.Client(cluster)
             start_s = time.perf_counter() - t
             client.run(_warm, str(next(d.glob("*.parquet"))))   # imports and a first read, untimed
+            from gpurisk.plugins import measure_registry
+            measure_registry()          # the client's imports of every measure module, untimed
             try:
                 for nk in key_counts:
                     keys = KEYS[:nk]
@@ -231,6 +245,9 @@ def main(argv=None):
                         print(f"  {nk} keys  dask {what:8s} {r['total_s']:7.1f} s  peak per worker "
                               f"{r['worker_peak'] / 2**20:,.0f} MiB, client +{r['client_peak'] / 2**20:,.0f} MiB"
                               f"  (cluster start {start_s:.1f} s, not included)", flush=True)
+                        if "gathered" in r:
+                            print(f"      cells brought to the client: {'yes' if r['gathered'] else 'no'}; "
+                                  f"measures with a value: {', '.join(r['applied'])}", flush=True)
                         del tb
                         gc.collect()
                     del ref

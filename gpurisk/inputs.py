@@ -214,33 +214,75 @@ class Inputs:
         pi, source, notes = resolve_fraction(table, self.fraction)
         return Counted(table, pi, source, notes, {"build_s": t1 - t0, "recode_s": t2 - t1})
 
-    def summarize(self, frames: Frames | None = None, keys=None, *, guard: bool = True) -> Counted:
+    def summarize(self, frames: Frames | None = None, keys=None, *, guard: bool = True,
+                  bucket_measures=(), context=None) -> Counted:
         """As :meth:`count` on a distributed backend, when only summaries will be read: the table
         is a :class:`~gpurisk.freq.summary.SummaryTable` (n, N, frequencies of frequencies, the
         joint (f_j, F_j) counts), reduced on the workers, so the client's memory does not grow with
-        the number of cells. Recodes need the cells: use :meth:`count`."""
+        the number of cells. Recodes need the cells: use :meth:`count`.
+
+        ``bucket_measures``: classes of measures that read buckets (``reads = "buckets"``); those
+        whose needs are met run their ``map_bucket`` on the workers on every bucket of cells, with
+        ``context`` (a :class:`gpurisk.Context`; its fraction is set to this count's π), and the
+        table keeps the small dicts for their ``compute`` (``table.bucket_maps``). When π is known
+        before the count (given, or no population) each bucket's summary and maps are computed in
+        one pass; when π is n/N the maps run once the summaries are back, the buckets waiting on the
+        workers."""
         import time
+        from dataclasses import replace
+        from types import SimpleNamespace
 
         from gpurisk.freq._dask import summary_dask
+        from gpurisk.freq.buckets import collect, context_key
         from gpurisk.freq.guards import check_cardinality
         from gpurisk.freq.summary import SummaryTable, combine
+        from gpurisk.measure import Context, missing_needs
         if not self.distributed:
             raise ValueError("Inputs.summarize is for the distributed backends; use count()")
         if self.recode:
             raise ValueError("recodes regroup the cells: use Inputs.count()")
         frames = self.read() if frames is None else frames
         keys = list(self.keys) if keys is None else key_list(keys)
+        bucket_measures = list(bucket_measures or ())
+        box: dict = {}
+
+        with_pop = frames.population is not None or self.sample_flag is not None
+
+        def job(table, pi, source):
+            ctx = replace(context or Context(), fraction=pi, fraction_source=source, columns={})
+            todo = [c for c in bucket_measures if missing_needs(c, table, ctx) is None]
+            box["key"] = context_key(ctx)
+            return (todo, ctx) if todo else None
+
+        def then(plan, parts, cards):
+            table = SummaryTable(tuple(keys), plan.categories, combine(plan, parts, self.backend),
+                                 cards, backend=self.backend)
+            if guard:
+                check_cardinality(table, self.allow_high_cardinality)
+            pi, source, notes = resolve_fraction(table, self.fraction)
+            box.update(table=table, pi=pi, source=source, notes=notes)
+            return job(table, pi, source) if maps == "later" else None
+
+        maps = None
+        if bucket_measures and (self.fraction is not None or not with_pop):
+            # pi is known before the count (given, or none): each bucket's summary and maps in one pass
+            declared = SimpleNamespace(N=0 if with_pop else None, has_weights=bool(self.weights),
+                                       record_locator=None, backend=self.backend)
+            maps = job(declared, self.fraction, "given" if self.fraction is not None else None) \
+                or ((), None)
+        elif bucket_measures:
+            maps = "later"       # pi = n/N: the maps wait for the summaries
         t0 = time.perf_counter()
-        plan, parts, cards = summary_dask(frames.sample, keys, population=frames.population,
-                                          sample_flag=self.sample_flag, weights=self.weights,
-                                          missing=self.missing, gpu=self.backend == "dask-cudf",
-                                          sep=self.sep, with_cards=True)
-        table = SummaryTable(tuple(keys), plan.categories, combine(plan, parts, self.backend), cards,
-                             backend=self.backend)
-        if guard:
-            check_cardinality(table, self.allow_high_cardinality)
-        pi, source, notes = resolve_fraction(table, self.fraction)
-        return Counted(table, pi, source, notes, {"build_s": time.perf_counter() - t0, "recode_s": 0.0})
+        got = summary_dask(frames.sample, keys, population=frames.population,
+                           sample_flag=self.sample_flag, weights=self.weights,
+                           missing=self.missing, gpu=self.backend == "dask-cudf",
+                           sep=self.sep, with_cards=True, then=then, maps=maps)
+        mapped = got[3] if maps is not None else None
+        table = box["table"]
+        if mapped is not None:
+            table = replace(table, bucket_maps=collect(mapped, box["key"]))
+        return Counted(table, box["pi"], box["source"], box["notes"],
+                       {"build_s": time.perf_counter() - t0, "recode_s": 0.0})
 
     def column_values(self, frames: Frames, cols: Iterable[str]) -> dict[str, Any]:
         """Each named column of the sample's records (the flagged ones in a register) as a numpy

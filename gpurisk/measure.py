@@ -237,13 +237,26 @@ class Measure:
     #: options whose value names a column of the sample that the measure reads with
     #: ``ctx.column(...)`` (declare ``"columns"`` in ``needs`` too), e.g. ("sensitive",)
     column_options: ClassVar[tuple[str, ...]] = ()
+    #: options without which the measure does not apply (its ``compute`` then says why, reading no
+    #: cell), e.g. ("matrices",): on a distributed backend a run does not bring the cells to the
+    #: client for a "cells" measure whose required option was not given
+    requires_options: ClassVar[tuple[str, ...]] = ()
     #: run when no measures are named; costly measures (a model fit) set False and run when named
     default: ClassVar[bool] = True
-    #: what ``compute`` reads of the table: "summary" (n, N, ``n_r``/``N_r``, ``freq_of_freq``,
-    #: ``fof_vector``, ``unique_stats``, ``pop_uniques``, the categories) or "cells" (its count arrays,
-    #: each record's cell). On a distributed backend a run whose measures all read summaries keeps
-    #: the cells on the workers and brings back only the summaries (:class:`gpurisk.freq.summary.
-    #: SummaryTable`); the conformance kit checks a "summary" measure against that table.
+    #: what the measure reads of the table:
+    #:
+    #: - "summary": ``compute`` reads n, N, ``n_r``/``N_r``, ``freq_of_freq``, ``fof_vector``,
+    #:   ``unique_stats``, ``pop_uniques``, the categories;
+    #: - "buckets": the measure reads the cells bucket by bucket and does not write ``compute``: it
+    #:   defines :meth:`map_bucket` (a small dict from one :class:`~gpurisk.freq.buckets.CellBucket`
+    #:   of cells: ``f``, ``F``, ``w`` in ``bucket.xp``) and :meth:`reduce_buckets` (the Result from
+    #:   the list of those dicts, the table's summaries and the Context);
+    #: - "cells": ``compute`` reads the table's count arrays, or each record's cell.
+    #:
+    #: On a distributed backend a run whose measures all read summaries or buckets keeps the cells
+    #: on the workers: the summaries and the bucket maps are computed there and only they reach the
+    #: client (:class:`gpurisk.freq.summary.SummaryTable`). The conformance kit checks a "summary"
+    #: measure against that table, and a "buckets" measure on random splits of the cells.
     reads: ClassVar[str] = "cells"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -255,7 +268,24 @@ class Measure:
             except Exception:  # noqa: BLE001 - left as declared; the conformance kit reports it
                 pass
 
-    def compute(self, table, ctx: Context) -> Result:  # pragma: no cover - abstract
+    def compute(self, table, ctx: Context) -> Result:
+        """The measure's Result on ``table``. A "buckets" measure inherits this one: the buckets'
+        dicts (mapped on the workers, or here the whole table as one bucket) reduced."""
+        if self.reads != "buckets":  # pragma: no cover - abstract
+            raise NotImplementedError
+        from gpurisk.freq.buckets import bucket_parts
+        return self.reduce_buckets(bucket_parts(self, table, ctx), table, ctx)
+
+    def map_bucket(self, bucket, ctx: Context) -> dict:  # pragma: no cover - abstract
+        """("buckets" measures) A small dict of numbers or short arrays from one bucket of cells
+        (:class:`gpurisk.freq.buckets.CellBucket`: ``f``, ``F`` or None, ``w`` or None, arrays of
+        ``bucket.xp``; possibly no cell). Runs where the cells are: a Dask worker, a GPU."""
+        raise NotImplementedError
+
+    def reduce_buckets(self, parts: list, table, ctx: Context) -> Result:  # pragma: no cover
+        """("buckets" measures) The Result from the buckets' dicts (a list, in no promised order)
+        and what ``table`` answers from its summaries (n, N, ``fof_vector``, ``unique_stats``...;
+        never a cell array: on a distributed run ``table`` is a SummaryTable)."""
         raise NotImplementedError
 
     @classmethod
@@ -268,13 +298,18 @@ class Measure:
                 "shared_options": getattr(cls, "shared_options", None)}
 
 
+def _has_weights(table) -> bool:
+    has = getattr(table, "has_weights", None)
+    return bool(has) if has is not None else table.w is not None
+
+
 def missing_needs(measure: type[Measure], table, ctx: Context) -> str | None:
     """The reason a measure cannot run on this table and context, or None when it can."""
     if "population" in measure.needs and table.N is None:
         return "needs population counts F_j: give --population POP or --sample-flag COL"
     if "fraction" in measure.needs and ctx.fraction is None:
         return "needs the sampling fraction pi: give --fraction, --population or --sample-flag"
-    if "weights" in measure.needs and table.w is None:
+    if "weights" in measure.needs and not _has_weights(table):
         return "needs design weights: give --weights COL"
     if ("records" in measure.needs or "columns" in measure.needs) and \
             getattr(table, "record_locator", None) is None:

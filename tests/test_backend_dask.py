@@ -178,19 +178,25 @@ def test_assess_of_summary_measures_keeps_the_cells_on_the_workers(client, caplo
             x, y = ra[field_], rb[field_]
             assert (x == y) or (isinstance(x, float) and math.isclose(x, y, rel_tol=1e-12)), (name, field_)
     # a measure that reads cells brings the table back, and says so
-    reg["w"] = 20.0
+    mats = {"theta_hat_misclass": {"matrices": {"isex": 0.95}}}
     with caplog.at_level("INFO", logger="gpurisk.backends"):
         c = gpurisk.assess(dd.from_pandas(reg, npartitions=4, sort=False), keys,
-                           sample_flag="in_sample", weights="w",
-                           measures=["theta_hat", "theta_hat_weighted"], backend="dask")
+                           sample_flag="in_sample", options=mats,
+                           measures=["theta_hat", "theta_hat_misclass"], backend="dask")
     assert not isinstance(c.table, SummaryTable)
-    assert any("theta_hat_weighted" in r.getMessage() and "brought to this process" in r.getMessage()
+    assert any("theta_hat_misclass" in r.getMessage() and "brought to this process" in r.getMessage()
                for r in caplog.records)
-    # a cell-reading measure that cannot run here (no weights given) does not bring the cells back
+    # a cell-reading measure that cannot run here (no matrices given) does not bring the cells back
     d = gpurisk.assess(dd.from_pandas(reg, npartitions=4, sort=False), keys, sample_flag="in_sample",
-                       measures=["theta_hat", "theta_hat_weighted"], backend="dask")
+                       measures=["theta_hat", "theta_hat_misclass"], backend="dask")
     assert isinstance(d.table, SummaryTable)
-    assert d.measures["theta_hat_weighted"].reason.startswith("needs design weights")
+    assert d.measures["theta_hat_misclass"].reason.startswith("needs misclassification matrices")
+    # a measure that reads buckets keeps them there too: its map runs on the workers
+    reg["w"] = 20.0
+    e = gpurisk.assess(dd.from_pandas(reg, npartitions=4, sort=False), keys, sample_flag="in_sample",
+                       weights="w", measures=["theta_hat", "theta_hat_weighted"], backend="dask")
+    assert isinstance(e.table, SummaryTable) and "theta_hat_weighted" in e.table.bucket_maps.parts
+    assert e.measures["theta_hat_weighted"].value is not None
 
 
 def test_missing_keys_and_surrogate_ids(client):

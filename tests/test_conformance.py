@@ -152,3 +152,82 @@ def test_strict_namespace_catches_a_host_round_trip(compute, expect):
         value=gpurisk.xp.scalar((t.f == 1).sum()) / t.n))
     report = check_backends_agree(good, backends=("strict",))
     assert report.compared == ["strict"]
+
+
+# --- measures that read buckets (reads = "buckets") ----------------------------------------------
+
+class Pairs(Measure):
+    """Share of records in cells of two: a sum over cells, mapped bucket by bucket."""
+    name = "pairs"
+    description = "share of records in cells of size 2"
+    reference = "hand"
+    reads = "buckets"
+
+    def map_bucket(self, bucket, ctx):
+        return {"in_pairs": gpurisk.xp.scalar((bucket.f == 2).sum()) * 2}
+
+    def reduce_buckets(self, parts, table, ctx):
+        return Result(value=sum(p["in_pairs"] for p in parts) / table.n)
+
+
+from gpurisk.freq.buckets import MAX_ITEMS  # noqa: E402
+
+
+def _bucket_variant(name, **methods):
+    return type(name, (Pairs,), {"name": name, **methods})
+
+
+def test_a_good_bucket_measure_passes_and_equals_the_table():
+    from gpurisk.testing import check_buckets, synthetic_register
+    check_measure(Pairs)
+    res = check_buckets(Pairs)
+    table = gpurisk.build_table(synthetic_register(), ["k1", "k2", "k3"], sample_flag="in_sample")
+    assert res.value == pytest.approx(2 * table.n_r(2) / table.n) and table.n_r(2) > 0
+
+
+@pytest.mark.parametrize("methods, expect", [
+    # the largest bucket's pairs, not their sum: right in one bucket, wrong when split
+    ({"reduce_buckets": lambda self, parts, t, c: Result(value=max(p["in_pairs"] for p in parts) / t.n)},
+     "random buckets and an empty one: value"),
+    # the reduction reads a cell array: a SummaryTable (a cluster's table) has none
+    ({"reduce_buckets": lambda self, parts, t, c: Result(value=float(gpurisk.xp.scalar((t.f == 2).sum())) * 2 / t.n)},
+     "CellsNotKept"),
+    # a host round-trip in the map: the strict namespace (a GPU stand-in) refuses it
+    ({"map_bucket": lambda self, b, c: {"in_pairs": int((np.asarray(b.f) == 2).sum()) * 2}},
+     "strict namespace, 2 random buckets"),
+    # a large array is not a small result
+    ({"map_bucket": lambda self, b, c: {"in_pairs": 0, "f": b.xp.zeros(MAX_ITEMS + 1)}},
+     "a bucket's result must be small"),
+    # the empty bucket: max() of no cell
+    ({"map_bucket": lambda self, b, c: {"in_pairs": gpurisk.xp.scalar((b.f == 2).sum()) * 2,
+                                        "top": gpurisk.xp.scalar(b.f.max())}},
+     "raised ValueError"),
+])
+def test_bucket_check_catches(methods, expect):
+    from gpurisk.testing import check_buckets
+    with pytest.raises(AssertionError, match=expect):
+        check_buckets(_bucket_variant("broken_buckets", **methods))
+
+
+@pytest.mark.parametrize("attrs, expect", [
+    ({"map_bucket": Measure.map_bucket}, r"does not implement map_bucket\(\)"),
+    ({"reduce_buckets": Measure.reduce_buckets}, r"does not implement reduce_buckets\(\)"),
+    ({"compute": lambda self, t, c: Result(value=0.0)}, r"overrides compute\(\)"),
+    ({"needs": frozenset({"records"})}, "a bucket holds cells"),
+    ({"reads": "rows"}, "reads 'rows' is not one of"),
+])
+def test_bucket_metadata_check_catches(attrs, expect):
+    with pytest.raises(AssertionError, match=expect):
+        check_metadata(_bucket_variant("bad_buckets", **attrs))
+
+
+def test_a_failing_map_is_reported_on_its_row():
+    from gpurisk.freq.buckets import MapFailed, collect, map_measures
+    boom = _bucket_variant("boom", map_bucket=lambda self, b, c: 1 / 0)
+    part = {"words": [np.arange(3)], "f": np.array([1, 2, 2])}
+    got = map_measures(part, [Pairs, boom], gpurisk.Context(), 0, 1)
+    assert got["pairs"] == {"in_pairs": 4}
+    assert isinstance(got["boom"], MapFailed) and "ZeroDivisionError" in str(got["boom"])
+    maps = collect([got, got], ("k",))
+    assert maps.parts["pairs"] == [{"in_pairs": 4}, {"in_pairs": 4}]
+    assert isinstance(maps.parts["boom"], MapFailed)

@@ -31,8 +31,9 @@ def test_the_file_level_measures_declare_summaries():
             "tau1_hat", "pop_uniques", "sample_uniques", "risk_broad", "risk_fishing",
             "risk_fishing_subsample", "risk_response", "bethlehem_flag"} <= set(SUMMARY)
     reg = measure_registry()
-    for name in ("theta_hat_weighted", "theta_hat_misclass", "pr_cm_um"):
+    for name in ("theta_hat_misclass", "pr_cm_um"):
         assert reg[name].cls.reads == "cells"
+    assert reg["theta_hat_weighted"].cls.reads == "buckets"
 
 
 @pytest.mark.parametrize("rel,keys", REGISTERS, ids=[r[0] for r in REGISTERS])

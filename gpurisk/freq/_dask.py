@@ -237,17 +237,50 @@ def flagged_uniques(frame, keys, sample_flag) -> dict:
 
 
 def summary_dask(sample, keys, population=None, sample_flag=None, weights=None, missing="category",
-                 gpu=False, sep=None, buckets=None, with_cards: bool = False):
+                 gpu=False, sep=None, buckets=None, with_cards: bool = False, then=None,
+                 maps=None):
     """(plan, list of per-bucket summaries), the cells never leaving the workers; with
-    ``with_cards`` also the sample's number of categories per key."""
+    ``with_cards`` also the sample's number of categories per key.
+
+    Bucket measures (``reads = "buckets"``) map each bucket of cells on the workers
+    (:func:`gpurisk.freq.buckets.map_measures`); the result then gains a last element, the list of
+    per-bucket dicts (None when nothing was mapped):
+
+    - ``maps=(classes, ctx)``: their context is known before the count; each bucket's summary and
+      maps are computed in the same pass (the bucket is freed once both are done);
+    - ``maps="later"``: ``then(plan, summaries, cards)`` runs on the client once the summaries are
+      back (e.g. to set pi = n/N) and returns ``(classes, ctx)`` or None; the buckets stay on the
+      workers between the two steps.
+
+    ``then`` (any ``maps``) is called once the summaries are back; its value is used only with
+    ``maps="later"``."""
     from dask import delayed
 
     from gpurisk.backends import dask_client
+    from gpurisk.freq.buckets import map_measures
+    mapped = None
     with dask_client(gpu=gpu) as client:
         run = _Run(client, sample, keys, population, sample_flag, weights, missing, gpu, sep)
-        roots = run.bucket_roots(buckets or run.default_buckets())
-        got = _compute(client, [delayed(bucket_summary)(r) for r in roots])
-    return (run.plan, got, run.sample_cards) if with_cards else (run.plan, got)
+        nb = buckets or run.default_buckets()
+        roots = run.bucket_roots(nb)
+        if maps == "later":
+            roots = client.persist(roots)      # read twice: summaries, then the measures' maps
+        todo = [delayed(bucket_summary)(r) for r in roots]
+        early = maps not in (None, "later") and bool(maps[0])
+        if early:
+            classes, ctx = maps
+            todo += [delayed(map_measures)(r, list(classes), ctx, b, nb) for b, r in enumerate(roots)]
+        got = _compute(client, todo)
+        if early:
+            got, mapped = got[:nb], got[nb:]
+        job = then(run.plan, got, run.sample_cards) if then is not None else None
+        if maps == "later" and job:
+            classes, ctx = job
+            mapped = _compute(client, [delayed(map_measures)(r, list(classes), ctx, b, nb)
+                                       for b, r in enumerate(roots)])
+        del roots
+    out = (run.plan, got, run.sample_cards) if with_cards else (run.plan, got)
+    return out + (mapped,) if maps is not None else out
 
 
 # --- record-level output ------------------------------------------------------------------------

@@ -115,6 +115,9 @@ class SummaryTable:
     xp: Any = np
     record_locator: Any = None
     stored_cell_codes: Any = None
+    #: the maps of the bucket measures (``reads = "buckets"``) run where the cells are
+    #: (:class:`gpurisk.freq.buckets.BucketMaps`), or None
+    bucket_maps: Any = None
     _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     def cached(self, name: str, make: Callable[[], Any]):
@@ -125,7 +128,7 @@ class SummaryTable:
     def _no_cells(self, what: str):
         raise CellsNotKept(f"{what}: this table keeps only summaries (n, N, frequencies of "
                            "frequencies), its cells stayed where they were counted; a measure that "
-                           "reads cells must not declare reads = 'summary'")
+                           "reads cells must declare reads = 'buckets' (map_bucket / reduce_buckets) or 'cells'")
 
     @property
     def f(self):
@@ -138,6 +141,11 @@ class SummaryTable:
     @property
     def w(self):
         return None if self.summary.weight_total is None else self._no_cells("table.w")
+
+    @property
+    def has_weights(self) -> bool:
+        """Whether the sample's design weights were counted (``w`` is not None)."""
+        return self.summary.weight_total is not None
 
     @property
     def cell_id(self):

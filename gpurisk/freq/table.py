@@ -98,6 +98,11 @@ class FreqTable:
         return self.cached("N", lambda: int(scalar(self.F.sum())))
 
     @property
+    def has_weights(self) -> bool:
+        """Whether the sample's design weights were counted (``w`` is not None)."""
+        return self.w is not None
+
+    @property
     def sample_cells(self) -> int:
         """Number of cells with f_j > 0."""
         return int(self.fof_vector()[1:].sum())

@@ -148,6 +148,11 @@ class ThetaHatMisclass(Measure):
         "dense_limit": Option(int, DENSE_LIMIT, min=1, help="largest dense count tensor (cells)"),
     }
 
+    #: without matrices it does not apply (and reads no cell). With them it stays a "cells" measure:
+    #: E_M(f̃_j) moves counts between cells (a product over the whole count tensor), which a bucket
+    #: of cells alone cannot give
+    requires_options = ("matrices",)
+
     def compute(self, table, ctx: Context) -> Result:
         from gpurisk.dis.perturb.matrices import key_matrices
         spec = ctx.option(self.name, "matrices", None)

@@ -4,7 +4,7 @@ A plugin's tests call it on each of its measure classes::
 
     from gpurisk.testing import check_measure
     def test_conformance():
-        check_measure(MyMeasure)                       # all three checks below
+        check_measure(MyMeasure)                       # all the checks below
 
 - :func:`check_metadata`: the class describes itself completely (name usable on the command line,
   description, reference, ``needs`` from :data:`gpurisk.measure.NEEDS`, level, JSON-able options,
@@ -13,6 +13,9 @@ A plugin's tests call it on each of its measure classes::
   and thin contexts (no options, no fraction, no population, no weights) the measure returns a
   :class:`~gpurisk.Result` whose value is a finite number exactly when it gives no reason (never NaN
   or infinity without a reason), or raises :class:`~gpurisk.BadInput` with one line; nothing else.
+- :func:`check_reads_summary` / :func:`check_buckets`: a measure that reads summaries gives the
+  same result on the summaries alone; one that reads buckets gives the same result on the cells dealt
+  at random into several buckets (and on the strict namespace) as in one bucket.
 - :func:`check_backends_agree`: the same records counted by every backend named (through
   :func:`gpurisk.build_table`) give the same result as pandas; a backend that raises
   :class:`~gpurisk.UnsupportedBackend` here is skipped and listed in the report. One of them,
@@ -42,7 +45,7 @@ from gpurisk.measure import NEEDS, Context, Measure, Result, missing_needs
 
 __all__ = ["check_metadata", "check_bad_input", "check_backends_agree", "check_measure",
            "synthetic_register", "table_from_counts", "run_measure", "BackendReport", "BACKENDS",
-           "EXTRA_COLUMN", "run_cli", "check_reads_summary"]
+           "EXTRA_COLUMN", "run_cli", "check_reads_summary", "check_buckets"]
 
 #: backends compared by :func:`check_backends_agree` (pandas is the reference); "strict" is the
 #: GPU stand-in of :mod:`gpurisk.testing.strict`, which needs no GPU
@@ -52,7 +55,7 @@ BACKENDS = ("pandas", "strict", "dask", "cudf", "dask-cudf")
 EXTRA_COLUMN = "extra"
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 LEVELS = ("file", "record")
-READS = ("summary", "cells")
+READS = ("summary", "buckets", "cells")
 
 
 # --- running a measure -------------------------------------------------------------------------
@@ -148,6 +151,16 @@ def check_metadata(cls: type[Measure]) -> None:
         problems.append(f"reads {cls.reads!r} is not one of {READS}")
     elif cls.reads == "summary" and ({"records", "columns", "weights"} & set(cls.needs)):
         problems.append("reads 'summary' but needs records, columns or weights (per-cell data)")
+    elif cls.reads == "buckets":
+        if {"records", "columns"} & set(cls.needs):
+            problems.append("reads 'buckets' but needs records or columns (a bucket holds cells, "
+                            "not records)")
+        for meth in ("map_bucket", "reduce_buckets"):
+            if getattr(cls, meth) is getattr(Measure, meth):
+                problems.append(f"reads 'buckets' but does not implement {meth}()")
+        if cls.compute is not Measure.compute:
+            problems.append("reads 'buckets' but overrides compute() (the host maps and reduces: "
+                            "define map_bucket and reduce_buckets only)")
     if not isinstance(cls.options, Mapping) or not all(isinstance(k, str) for k in cls.options):
         problems.append("options is not a mapping of option names to defaults")
     else:
@@ -155,6 +168,9 @@ def check_metadata(cls: type[Measure]) -> None:
             json.dumps(dict(cls.options), allow_nan=False)
         except (TypeError, ValueError) as exc:
             problems.append(f"option defaults are not JSON values ({exc})")
+    for o in tuple(getattr(cls, "requires_options", ())):
+        if o not in cls.options:
+            problems.append(f"required option {o!r} has no entry (default) in options")
     cols = tuple(cls.column_options)
     for o in cols:
         if o not in cls.options:
@@ -163,7 +179,7 @@ def check_metadata(cls: type[Measure]) -> None:
         problems.append("declares column_options but not 'columns' in needs")
     if "columns" in cls.needs and not cols:
         problems.append("needs 'columns' but declares no column_options naming them")
-    if cls.compute is Measure.compute:
+    if cls.compute is Measure.compute and cls.reads != "buckets":
         problems.append("does not implement compute()")
     try:
         json.dumps(cls.describe(), allow_nan=False)
@@ -371,12 +387,83 @@ def check_reads_summary(cls: type[Measure], frame: pd.DataFrame | None = None,
     return got
 
 
+def check_buckets(cls: type[Measure], frame: pd.DataFrame | None = None,
+                  keys: Iterable[str] | None = None, *, sample_flag: str | None = "in_sample",
+                  weights: str | None = "w", options: Mapping[str, Any] | None = None,
+                  splits: Iterable[int] = (2, 5, 17), rtol: float = 1e-9,
+                  atol: float = 1e-12) -> Result | None:
+    """A measure that declares ``reads = "buckets"`` gives the same result when the cells are dealt
+    at random into several buckets (one of them empty) as on the table in one bucket, its reduction
+    reading only the table's summaries (a :class:`~gpurisk.freq.summary.SummaryTable`, as on a
+    cluster); and the same on the strict array namespace (:mod:`gpurisk.testing.strict`, a GPU
+    stand-in) split the same ways. Returns the one-bucket result (None for other measures)."""
+    if cls.reads != "buckets":
+        return None
+    from gpurisk.freq.buckets import map_one, split_table
+    from gpurisk.freq.summary import summary_table
+    from gpurisk.testing.strict import strict_table
+    if frame is None:
+        frame, keys = synthetic_register(), ["k1", "k2", "k3"] if keys is None else keys
+    elif keys is None:
+        raise ValueError("give the keys of the frame")
+    sample_flag = sample_flag if sample_flag in frame.columns else None
+    weights = weights if weights in frame.columns else None
+    keys = list(keys)
+    table = build_table(frame, keys, sample_flag=sample_flag, weights=weights)
+    pi = table.n / table.N if table.N else None
+    ctx = Context(fraction=pi, fraction_source="n/N" if pi else None,
+                  options={cls.name: _default_options(cls, options)})
+    try:
+        ref = run_measure(cls, table, ctx)
+    except BadInput as exc:
+        ref = Result.not_applicable(f"BadInput: {exc}")
+    except Exception as exc:  # noqa: BLE001 - the point is to report it
+        _raise(cls, "reads = 'buckets'", [f"in one bucket: raised {type(exc).__name__}: {exc}"])
+    problems = [f"in one bucket: {p}" for p in result_problems(ref)]
+    summ = summary_table(table)
+    tables = [("", table)]
+    try:
+        tables.append(("strict namespace, ", strict_table(frame, keys, sample_flag=sample_flag,
+                                                         weights=weights)))
+    except Exception as exc:  # noqa: BLE001 - reported
+        problems.append(f"strict table: {type(exc).__name__}: {exc}")
+    for label, t in tables:
+        for k in splits:
+            where = f"{label}{k} random buckets and an empty one"
+            try:
+                if missing_needs(cls, summ, ctx):
+                    got = run_measure(cls, summ, ctx)
+                else:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        parts = [map_one(cls(), b, ctx) for b in split_table(t, k, seed=k)]
+                        got = cls().reduce_buckets(parts, summ, ctx)
+            except BadInput as exc:
+                got = Result.not_applicable(f"BadInput: {exc}")
+            except Exception as exc:  # noqa: BLE001 - the point is to report it
+                problems.append(f"{where}: raised {type(exc).__name__}: {exc}")
+                continue
+            problems += [f"{where}: {p}" for p in result_problems(got)]
+            for attr in ("value", "se", "upper", "reason"):
+                if not _close(getattr(ref, attr), getattr(got, attr), rtol, atol):
+                    problems.append(f"{where}: {attr} {getattr(got, attr)!r} != in one bucket "
+                                    f"{getattr(ref, attr)!r}")
+            for key, v in ref.extra.items():
+                if isinstance(v, (int, float, np.integer, np.floating)) and \
+                        not _close(v, got.extra.get(key), rtol, atol):
+                    problems.append(f"{where}: extra {key!r} {got.extra.get(key)!r} != in one "
+                                    f"bucket {v!r}")
+    _raise(cls, "reads = 'buckets'", problems)
+    return ref
+
+
 def check_measure(cls: type[Measure], options: Mapping[str, Any] | None = None, **backend_kw) -> BackendReport:
-    """:func:`check_metadata`, :func:`check_bad_input`, :func:`check_reads_summary` and
-    :func:`check_backends_agree` in turn."""
+    """:func:`check_metadata`, :func:`check_bad_input`, :func:`check_reads_summary`,
+    :func:`check_buckets` and :func:`check_backends_agree` in turn."""
     check_metadata(cls)
     check_bad_input(cls, options)
     check_reads_summary(cls, options=options)
+    check_buckets(cls, options=options)
     return check_backends_agree(cls, options=options, **backend_kw)
 
 

@@ -160,8 +160,13 @@ def option_columns(measures: Iterable[str] | None = None,
     return cols
 
 
-def _can_run(cls, inp) -> bool:
-    """Whether what the measure needs was given (a measure that cannot run needs no cells)."""
+def _can_run(cls, inp, options: Mapping[str, Mapping[str, Any]] | None = None) -> bool:
+    """Whether what the measure needs was given (a measure that cannot run needs no cells): its
+    needs, and (with ``options``) the options it declares in ``requires_options``."""
+    if options is not None:
+        mine = options.get(cls.name, {})
+        if any(mine.get(o, cls.options.get(o)) is None for o in getattr(cls, "requires_options", ())):
+            return False
     needs = set(cls.needs)
     if "weights" in needs and not inp.weights:
         return False
@@ -207,17 +212,23 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
     reg = measure_registry()
     chosen = [m for m in (measures if measures is not None else
                           [m for m, r in reg.items() if getattr(r.cls, "default", True)]) if m in reg]
-    cell_readers = [m for m in chosen if reg[m].cls.reads != "summary" and _can_run(reg[m].cls, inp)]
+    runnable = [m for m in chosen if _can_run(reg[m].cls, inp, options)]
+    cell_readers = [m for m in runnable if reg[m].cls.reads not in ("summary", "buckets")]
     if inp.distributed and not cell_readers and not inp.recode:
-        counted = inp.summarize(frames)     # the cells stay on the workers
+        # the cells stay on the workers: summaries and the bucket measures' maps come back
+        counted = inp.summarize(frames, bucket_measures=[reg[m].cls for m in chosen
+                                                         if reg[m].cls.reads == "buckets"
+                                                         and _can_run(reg[m].cls, inp)],
+                                context=Context(alpha=float(alpha), seed=int(seed),
+                                                options=dict(options or {})))
     else:
         counted = inp.count(frames)
         if inp.distributed:
             import logging
             logging.getLogger("gpurisk.backends").info(
                 "the table of %d cells was brought to this process for the measure(s) that read "
-                "cells (%s); naming only measures that read summaries (--measures) keeps the cells "
-                "on the workers", counted.table.sample_cells, ", ".join(cell_readers) or "recodes")
+                "cells (%s); naming only measures that read summaries or buckets (--measures) keeps "
+                "the cells on the workers", counted.table.sample_cells, ", ".join(cell_readers) or "recodes")
     ctx = Context(fraction=counted.fraction, fraction_source=counted.fraction_source,
                   alpha=float(alpha), seed=int(seed), options=dict(options or {}),
                   columns=inp.column_values(frames, extra_cols))

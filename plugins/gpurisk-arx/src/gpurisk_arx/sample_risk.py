@@ -15,6 +15,10 @@ Without a population ARX takes F_j = f_j, so journalist = prosecutor and markete
 the same, says so in a warning (a note of the run) and in the extra ``population_used = False``.
 Sums over classes with f_j > 0 only (population cells the sample misses hold no record).
 Source: ARX ``RiskModelSampleSummary`` / ``RiskModelSampleRisks``; El Emam (2013).
+
+journalist and marketer read the classes bucket by bucket (``reads = "buckets"``): every number above
+is a sum, a minimum or a maximum over classes, and the records at the highest risk are summed over
+the buckets whose smallest F_j is the overall one. On a Dask cluster the classes stay on the workers.
 """
 from __future__ import annotations
 
@@ -77,22 +81,33 @@ class Prosecutor(Measure):
         return _result(summary_risks(table.fof_vector(), n, t))
 
 
-def population_risks(table, t: float) -> dict:
-    """The journalist's numbers from the classes' (f_j, F_j) (arrays stay in ``table.xp``)."""
-    xp = table.xp
-    f, F = table.f, table.F
+def population_bucket(bucket, t: float) -> dict:
+    """One bucket of classes' share of the journalist's numbers: the smallest F_j of the sample's
+    classes and the records of the classes of that size, the largest F_j, Σ f_j/F_j, Σ F_j, the
+    records of classes with 1/F_j > t (None for the extremes of a bucket without a sample class)."""
+    xp, f, F = bucket.xp, bucket.f, bucket.F
     seen = f > 0
+    if not scalar(seen.any()):
+        return {"minF": None, "at_min": 0, "maxF": None, "ratio": 0.0, "sumF": 0, "above": 0}
     fs = xp.where(seen, f, 0).astype(xp.float64)
     Fs = xp.where(seen, F, 1).astype(xp.float64)      # F_j >= f_j >= 1 on the sample's classes
     big = scalar(F.max()) + 1
     minF = scalar(xp.where(seen, F, big).min())
-    maxF = scalar(xp.where(seen, F, 0).max())
-    n = table.n
-    J = table.sample_cells
-    ratio = scalar((fs / Fs).sum())
-    sumF = scalar(xp.where(seen, F, 0).sum())
-    above = int(scalar(xp.where((1.0 / Fs > t) & seen, f, 0).sum()))
-    at_highest = int(scalar(xp.where(seen & (F == minF), f, 0).sum()))
+    return {"minF": minF, "at_min": int(scalar(xp.where(seen & (F == minF), f, 0).sum())),
+            "maxF": scalar(xp.where(seen, F, 0).max()),
+            "ratio": scalar((fs / Fs).sum()), "sumF": scalar(xp.where(seen, F, 0).sum()),
+            "above": int(scalar(xp.where((1.0 / Fs > t) & seen, f, 0).sum()))}
+
+
+def population_reduce(parts: list, n: int, J: int, t: float) -> dict:
+    """The journalist's numbers from the buckets' :func:`population_bucket` (n records, J classes)."""
+    have = [p for p in parts if p["minF"] is not None]
+    minF = min(p["minF"] for p in have)
+    maxF = max(p["maxF"] for p in have)
+    at_highest = int(sum(p["at_min"] for p in have if p["minF"] == minF))
+    ratio = sum(p["ratio"] for p in parts)
+    sumF = sum(p["sumF"] for p in parts)
+    above = int(sum(p["above"] for p in parts))
     return {"highest": 1.0 / minF, "lowest": 1.0 / maxF,
             "records_above_threshold": above, "share_above_threshold": above / n,
             "records_at_highest": at_highest, "share_at_highest": at_highest / n,
@@ -108,17 +123,22 @@ class Journalist(Measure):
     reference = REFERENCE
     options = {"threshold": THRESHOLD}
     default = False
-    reads = "cells"       # with a population: Σ f_j/F_j, min F_j over the sample's classes
+    reads = "buckets"     # with a population: Σ f_j/F_j, min F_j over the sample's classes, by bucket
 
-    def compute(self, table, ctx: Context) -> Result:
+    def map_bucket(self, bucket, ctx: Context) -> dict:
+        if bucket.F is None:
+            return {}
+        return population_bucket(bucket, threshold(self.name, ctx))
+
+    def reduce_buckets(self, parts, table, ctx: Context) -> Result:
         t = threshold(self.name, ctx)
         n = table.n
         if n == 0:
             return Result.not_applicable("the sample has no records")
-        if table.F is None:
+        if table.N is None:
             warnings.warn(NO_POPULATION.format(name=self.name))
             return _result({**summary_risks(table.fof_vector(), n, t), "population_used": False})
-        return _result({**population_risks(table, t), "population_used": True})
+        return _result({**population_reduce(parts, n, table.sample_cells, t), "population_used": True})
 
 
 class Marketer(Measure):
@@ -128,15 +148,21 @@ class Marketer(Measure):
     level = "file"
     reference = REFERENCE
     default = False
-    reads = "cells"       # with a population: Σ f_j/F_j over the sample's classes
+    reads = "buckets"     # with a population: Σ f_j/F_j over the sample's classes, by bucket
 
-    def compute(self, table, ctx: Context) -> Result:
+    def map_bucket(self, bucket, ctx: Context) -> dict:
+        if bucket.F is None:
+            return {}
+        xp, f, F = bucket.xp, bucket.f, bucket.F
+        return {"ratio": scalar((xp.where(f > 0, f, 0).astype(xp.float64)
+                                 / xp.where(f > 0, F, 1)).sum())}
+
+    def reduce_buckets(self, parts, table, ctx: Context) -> Result:
         n = table.n
         if n == 0:
             return Result.not_applicable("the sample has no records")
-        if table.F is None:
+        if table.N is None:
             warnings.warn(NO_POPULATION.format(name=self.name))
             return Result(value=table.sample_cells / n, extra={"population_used": False})
-        xp, f, F = table.xp, table.f, table.F
-        ratio = scalar((xp.where(f > 0, f, 0).astype(xp.float64) / xp.where(f > 0, F, 1)).sum())
+        ratio = sum(p["ratio"] for p in parts)
         return Result(value=ratio / n, extra={"population_used": True})

@@ -12,6 +12,11 @@ first available of the next three): ``weights``, the sum of the design weights i
 convention for data without weights, which treats the file as the population and makes every risk
 1/f_k. That last one is never chosen by ``auto``: without weights, population or π the measure does
 not apply (and says how to give one).
+
+ER, the number of records above the threshold and the largest r_k are sums and a maximum over cells,
+so the measure reads the cells bucket by bucket (``reads = "buckets"``): each bucket gives its share
+of Σ_k f_k r_k, its records above the threshold and its largest risk; on a Dask cluster the cells
+stay on the workers. n comes from the table's summaries.
 """
 from __future__ import annotations
 
@@ -62,24 +67,37 @@ def risk_options(name: str, ctx: Context, defaults) -> tuple[str, float]:
     return method, qual
 
 
+def fk_missing(name: str, source: str, wanted: str) -> str:
+    """Why F̂_k cannot be had from ``source`` (``wanted``: the option as given)."""
+    if wanted == "auto":
+        return (f"needs an estimate of the population counts F_k: give --weights, --population, "
+                f"--sample-flag or --fraction (or --option {name}.Fk=sample for sdcMicro's "
+                "unweighted convention F_k = f_k)")
+    return NO_FK[source]
+
+
+def fk_below(below: int) -> str:
+    return (f"the weights of {below} cell(s) sum to less than their "
+            "sample count (design weights below 1?), so they cannot estimate F_k")
+
+
+def cells_below(f, Fk) -> int:
+    """The number of cells whose F̂_k is below their sample count f_k."""
+    return int(scalar(((f > 0) & (Fk < f * (1 - 1e-9))).sum()))
+
+
 def risk_of_cells(name: str, table, ctx: Context, defaults) -> tuple[np.ndarray | None, str, str | None]:
-    """(r_k per cell or None, F̂ source, reason when the risk cannot be computed)."""
+    """(r_k per cell or None, F̂ source, reason when the risk cannot be computed). ``table`` is a
+    FreqTable or a bucket of its cells (anything with ``f``, ``F``, ``w`` and ``xp``)."""
     method, qual = risk_options(name, ctx, defaults)
     wanted = ctx.option(name, "Fk", defaults["Fk"])
     Fk, source = estimated_population(table, ctx, wanted, name)
     if Fk is None:
-        why = NO_FK[source]
-        if wanted == "auto":
-            why = (f"needs an estimate of the population counts F_k: give --weights, --population, "
-                   f"--sample-flag or --fraction (or --option {name}.Fk=sample for sdcMicro's "
-                   "unweighted convention F_k = f_k)")
-        return None, source, why
-    f = table.f
-    below = int(scalar(((f > 0) & (Fk < f * (1 - 1e-9))).sum()))
+        return None, source, fk_missing(name, source, wanted)
+    below = cells_below(table.f, Fk)
     if below:
-        return None, source, (f"the weights of {below} cell(s) sum to less than their "
-                              "sample count (design weights below 1?), so they cannot estimate F_k")
-    return cell_risk(f, Fk, method, qual), source, None
+        return None, source, fk_below(below)
+    return cell_risk(table.f, Fk, method, qual), source, None
 
 
 def record_risk(table, method: str = "approx", qual: float = 1.0, fraction: float | None = None,
@@ -112,25 +130,49 @@ class IndividualRisk(Measure):
                "Fk": Option(str, "auto", choices=("auto",) + FK_SOURCES,
                             help="source of the estimated population counts F_k")}
 
-    def compute(self, table, ctx: Context) -> Result:
-        r, source, why = risk_of_cells(self.name, table, ctx, self.options)
-        if r is None:
-            return Result.not_applicable(why, Fk_from=source)
+    reads = "buckets"     # sums and a maximum over cells: each bucket of cells on its own
+
+    def map_bucket(self, bucket, ctx: Context) -> dict:
+        method, qual = risk_options(self.name, ctx, self.options)
+        wanted = ctx.option(self.name, "Fk", self.options["Fk"])
+        Fk, source = estimated_population(bucket, ctx, wanted, self.name)
+        if Fk is None:
+            return {"source": source, "missing": True}
+        below = cells_below(bucket.f, Fk)
+        if below:
+            return {"source": source, "below": below}
+        r = cell_risk(bucket.f, Fk, method, qual)
+        thr = self._threshold(ctx)
+        xp = bucket.xp
+        f = bucket.f.astype(xp.float64)
+        return {"source": source, "er": float(scalar(xp.dot(f, r))),
+                "max": float(scalar(r.max())) if r.shape[0] else None,
+                "above": int(scalar(f[r > thr].sum()))}
+
+    def _threshold(self, ctx: Context) -> float:
         thr = ctx.option(self.name, "threshold", self.options["threshold"])
         try:
-            thr = float(thr)
+            return float(thr)
         except (TypeError, ValueError):
             raise BadInput(f"{self.name}.threshold={thr!r} is not a number") from None
-        xp = table.xp
-        f = table.f.astype(xp.float64)
-        er = float(scalar(xp.dot(f, r)))
+
+    def reduce_buckets(self, parts, table, ctx: Context) -> Result:
+        source = parts[0]["source"]
+        if any(p.get("missing") for p in parts):
+            wanted = ctx.option(self.name, "Fk", self.options["Fk"])
+            return Result.not_applicable(fk_missing(self.name, source, wanted), Fk_from=source)
+        below = sum(p.get("below", 0) for p in parts)
+        if below:
+            return Result.not_applicable(fk_below(below), Fk_from=source)
+        er = float(sum(p["er"] for p in parts))
+        maxes = [p["max"] for p in parts if p["max"] is not None]
         n = table.n
         return Result(value=er / n, extra={
             "expected_reidentifications": er,
             "global_risk_pct": 100.0 * er / n,
-            "max_risk": float(scalar(r.max())) if r.shape[0] else 0.0,
-            "threshold": thr,
-            "records_above_threshold": int(scalar(f[r > thr].sum())),
+            "max_risk": max(maxes) if maxes else 0.0,
+            "threshold": self._threshold(ctx),
+            "records_above_threshold": int(sum(p["above"] for p in parts)),
             "method": ctx.option(self.name, "method", self.options["method"]),
             "Fk_from": source,
         })
