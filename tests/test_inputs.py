@@ -193,15 +193,20 @@ def test_assessment_repr_and_frame(tmp_path):
     assert list(back["measure"]) == list(frame["measure"])
 
 
-@pytest.mark.parametrize("args", [
-    ["dis", "{data}", "--keys", "a,b", "--fraction", "0.1", "--perturb", "pram:vars=b,p=0.8",
-     "--max-iter", "2"],
-    ["record-risk", "{data}", "--keys", "a,b", "--fraction", "0.1"],
-    ["validate", "{data}", "--keys", "a,b", "--fractions", "0.1", "--replicates", "2"],
+@pytest.mark.parametrize("args, needle", [
+    (["dis", "{data}", "--keys", "a,b", "--fraction", "0.1", "--perturb", "pram:vars=b,p=0.8",
+      "--max-iter", "2"], "use --backend pandas"),
+    (["record-risk", "{data}", "--keys", "a,b", "--fraction", "0.1", "--recode", "a=bands:2"],
+     "--backend pandas"),
+    (["validate", "{data}", "--keys", "a,b", "--fractions", "0.1", "--replicates", "2",
+      "--design", "systematic"], "--backend pandas"),
 ])
-def test_commands_that_read_records_say_so_on_a_backend_that_keeps_none(files, args):
-    """Dask keeps no record cells: one line naming the backend to use, not an internal error."""
+def test_commands_that_read_records_say_so_on_a_backend_that_keeps_none(files, args, needle):
+    """Dask keeps no record cells: dis (it perturbs the records), record-risk with a recode and a
+    validate design that draws records by their order say so in one line naming the backend to
+    use, not an internal error (record-risk and validate by cells run there: test_record_risk_dask,
+    test_validate_cells)."""
     pytest.importorskip("distributed")
     (p,) = run_many([_fill(args, files) + ["--backend", "dask", "--workers", "1"]])
-    assert p.returncode == 2 and "use --backend pandas" in p.stderr, p.stderr
+    assert p.returncode == 2 and needle in p.stderr, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
