@@ -152,15 +152,19 @@ def test_a_large_subset_is_reduced_in_several_buckets(client, monkeypatch, adult
 
 
 def test_a_cell_reading_measure_or_a_recode_gathers_and_says_why(client, adult, caplog):
-    opts = dict(keys=ADULT6[:4], max_size=2, sample_flag="s")
+    # theta_hat_misclass reads cells once given its matrices (without them it reads nothing)
+    mopts = dict(keys=["sex", "age", "race"], min_size=3, max_size=3,
+                 sample_flag="s", options={"theta_hat_misclass": {"matrices": {"sex": 0.95}}})
     with caplog.at_level(logging.INFO, logger="gpurisk.backends"):
         got = gpurisk.scan(adult, backend="dask", cells_on_workers=True,
                            measures=["theta_hat", "theta_hat_misclass"],
-                           **opts).results
+                           **mopts).results
     assert "theta_hat_misclass" in caplog.text and "finest table" in caplog.text
     want = gpurisk.scan(adult, backend="pandas", measures=["theta_hat", "theta_hat_misclass"],
-                        **opts).results
+                        **mopts).results
+    assert want["theta_hat_misclass"].notna().any()
     pd.testing.assert_frame_equal(got, want)
+    opts = dict(keys=ADULT6[:4], max_size=2, sample_flag="s")
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="gpurisk.backends"):
         got = gpurisk.scan(adult, backend="dask", cells_on_workers=True, measures=["theta_hat"],
@@ -275,3 +279,52 @@ def test_the_cells_stay_on_the_workers_only_when_asked(client, adult, monkeypatc
     want = gpurisk.scan(adult, backend="pandas", **opts).results
     pd.testing.assert_frame_equal(got, want)
     pd.testing.assert_frame_equal(kept, want)
+
+
+def bucket_measures() -> list[str]:
+    reg = measure_registry()
+    return [m for m in reg if reg[m].cls.reads == "buckets"]
+
+
+@pytest.mark.parametrize("design", ["flag", "fraction", "weights"])
+def test_bucket_measures_scan_on_the_workers(client, small_buckets, spy, fars, design):
+    """Measures that read buckets (theta_hat_weighted, indiv_risk, journalist, marketer, ...) map
+    every combination's buckets where they are: the rows equal the pandas scan's, no cell reaches the
+    client, and each combination's maps ran with its own seed and options."""
+    names = bucket_measures()
+    assert {"theta_hat_weighted", "indiv_risk"} <= set(names)
+    df = fars.copy()
+    keys = FARS8[:5]
+    opts = dict(keys=keys, max_size=3, seed=5, measures=names + ["theta_hat", "sample_uniques"])
+    if design == "flag":
+        opts["sample_flag"] = "s"
+    else:
+        df = df[df["s"]].drop(columns="s").reset_index(drop=True)
+        opts["fraction"] = 0.2
+        if design == "weights":
+            df["wt"] = np.random.default_rng(2).uniform(2, 8, len(df))
+            opts["weights"] = "wt"
+    small_buckets(len(df))
+    want = gpurisk.scan(df, backend="pandas", **opts).results
+    spy.clear()
+    got = gpurisk.scan(df, backend="dask", cells_on_workers=True, **opts).results
+    assert set(spy) == {SummaryTable} and len(spy) == len(want)
+    pd.testing.assert_frame_equal(got, want)
+    defined = [m for m in names if want[m].notna().any()]
+    assert "indiv_risk" in defined
+    if design == "weights":
+        assert "theta_hat_weighted" in defined
+
+
+def test_default_measures_scan_keeps_the_cells_on_the_workers(client, small_buckets, spy, fars):
+    """No --measures: the default set (summary and bucket measures; theta_hat_misclass without its
+    matrices reads nothing) scans on the workers and equals pandas."""
+    sample = fars[fars["s"]].drop(columns="s").reset_index(drop=True)
+    small_buckets(len(sample))
+    opts = dict(keys=FARS8[:4], max_size=2, fraction=0.2, seed=1)
+    want = gpurisk.scan(sample, backend="pandas", **opts).results
+    spy.clear()
+    got = gpurisk.scan(sample, backend="dask", cells_on_workers=True, **opts).results
+    assert set(spy) == {SummaryTable}
+    assert "theta_hat_misclass" in got.columns      # run by default, not applicable: no cells read
+    pd.testing.assert_frame_equal(got, want)

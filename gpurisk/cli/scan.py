@@ -130,7 +130,7 @@ def register(cli: click.Group) -> None:
                   help="report a measure that runs longer as not applicable and go on")
     @click.option("--cells-on-workers", is_flag=True,
                   help="Dask: keep the finest table on the workers and reduce each combination's "
-                       "summaries there (measures that read summaries, no --recode): this "
+                       "summaries there (measures that read summaries or buckets, no --recode): this "
                        "process's memory does not grow with the cells, but the scan is slower")
     @click.option("--threads", type=int, default=None, metavar="N",
                   help="roll-up threads beside the one computing measures (default: the CPUs "

@@ -107,9 +107,16 @@ def collect(*summaries) -> list:
     return list(summaries)
 
 
+def collect_with_maps(nsub: int, *items) -> tuple:
+    """(the per-bucket summaries, the per-bucket maps of the bucket measures)."""
+    return list(items[:nsub]), list(items[nsub:])
+
+
 def subset_graph(plan: Plan, plan_f, cells: list, idx: Sequence[int], max_cells: int,
-                 per_bucket: int, split_every: int, token: str):
-    """The delayed list of per-bucket summaries of the subset at key positions ``idx``."""
+                 per_bucket: int, split_every: int, token: str, maps=None):
+    """The delayed list of per-bucket summaries of the subset at key positions ``idx``; with
+    ``maps=(classes, ctx)`` the pair (summaries, the bucket measures' maps of each of the subset's
+    buckets: :func:`gpurisk.freq.buckets.map_measures`)."""
     from dask import delayed
 
     from gpurisk.freq._dask import _tree, bucket_summary
@@ -119,21 +126,31 @@ def subset_graph(plan: Plan, plan_f, cells: list, idx: Sequence[int], max_cells:
     width = max(1, -(-space // nsub))
     pieces = [delayed(subset_split, nout=nsub, pure=True)(plan_f, c, list(idx), nsub, width)
               for c in cells]
-    sums = []
+    sums, mapped = [], []
     for s in range(nsub):
         merged = _tree([p[s] for p in pieces] if nsub > 1 else [p[0] for p in pieces],
                        functools.partial(merge_subset, space if len(layout) == 1 else None),
                        split_every)
         sums.append(delayed(bucket_summary, pure=True)(merged))
-    return delayed(collect, name=f"gpurisk-subset-{token}-{'-'.join(map(str, idx))}")(*sums)
+        if maps is not None:
+            from gpurisk.freq.buckets import map_measures
+            classes, ctx = maps
+            mapped.append(delayed(map_measures, pure=False)(merged, list(classes), ctx, s, nsub))
+    name = f"gpurisk-subset-{token}-{'-'.join(map(str, idx))}"
+    if maps is not None:
+        return delayed(collect_with_maps, name=name)(nsub, *sums, *mapped)
+    return delayed(collect, name=name)(*sums)
 
 
 def subset_summaries(sample, keys: Sequence[str], subsets: Sequence[Sequence[str]],
                      skip: Iterable[int] = (), population=None, sample_flag=None, weights=None,
                      missing: str = "category", gpu: bool = False, sep=None, buckets=None,
-                     ahead: int | None = None) -> Iterator[tuple]:
+                     ahead: int | None = None, maps_for=None) -> Iterator[tuple]:
     """Yield ``("finest", plan, summaries, sample_cards)`` (the per-bucket summaries of the table
     over every key), then ``(i, summaries)`` for each subset ``i`` not in ``skip``, in order.
+    ``maps_for(i)``, when given, returns ``(classes, ctx)`` of the bucket measures to map on subset
+    ``i``'s buckets (or None); that subset then yields ``(i, (summaries, maps))``. It is called
+    after the finest table is yielded (its π may be known only then).
 
     The cells stay on the workers; what comes back is a list of small dictionaries per table.
     ``skip`` (a set) is read after the finest table is yielded, so a caller may fill it then (a
@@ -168,7 +185,8 @@ def subset_summaries(sample, keys: Sequence[str], subsets: Sequence[Sequence[str
                     j = todo[nxt]
                     idx = sorted(pos[k] for k in subsets[j])
                     graph = subset_graph(run.plan, run.plan_f, cells, idx, max_cells, per,
-                                         SPLIT_EVERY, token)
+                                         SPLIT_EVERY, token,
+                                         maps_for(j) if maps_for is not None else None)
                     flight.append((j, client.compute(graph)))
                     nxt += 1
                 j, fut = flight.popleft()

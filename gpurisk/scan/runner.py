@@ -259,8 +259,15 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
                 else None if population is None else f"<{type(population).__name__}>")
     frames = inp.read()
     t0 = time.perf_counter()
-    if summary_path(names, inp, cells_on_workers):   # the cells stay on the workers
-        summ = SummaryScan(inp, frames, rkeys, [c.keys for c in combos])
+    if summary_path(names, inp, cells_on_workers, opts):   # the cells stay on the workers
+        from gpurisk.scan.distributed import bucket_classes
+
+        def context_for(i, pi, source):      # the context combination i's measures run with
+            return Context(fraction=pi, fraction_source=source, alpha=float(alpha),
+                           seed=combo_seed(seed, combos[i].keys), options=opts)
+
+        summ = SummaryScan(inp, frames, rkeys, [c.keys for c in combos],
+                           bucket_measures=bucket_classes(names), context_for=context_for)
         root, pi, source, notes = summ.table, summ.fraction, summ.fraction_source, list(summ.notes)
         t_build, t_recode = time.perf_counter() - t0, 0.0
     else:
