@@ -39,6 +39,28 @@ def run_cli(*args: str, check: bool = False, env: dict | None = None, timeout: f
     return proc
 
 
+#: the memory of each worker of the tests' local Dask clusters
+WORKER_MEMORY = "400MiB"
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A local Dask cluster for one test module: two worker processes of one thread each on the
+    loopback, WORKER_MEMORY each (Arrow's default allocator keeps freed pages, which Dask counts as
+    unmanaged memory: the system allocator instead)."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       host="127.0.0.1", dashboard_address=None,
+                                       memory_limit=WORKER_MEMORY, silence_logs=40,
+                                       env={"ARROW_DEFAULT_MEMORY_POOL": "system"})
+    c = distributed.Client(cluster)
+    try:
+        yield c
+    finally:
+        c.close()
+        cluster.close()
+
+
 def gpu_available() -> tuple[bool, str]:
     """(usable, reason): a CUDA device that cupy can see."""
     try:

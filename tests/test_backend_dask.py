@@ -31,23 +31,7 @@ from gpurisk.io import read_lazy, read_table  # noqa: E402
 from gpurisk.measure import Context  # noqa: E402
 from gpurisk.plugins import measure_registry  # noqa: E402
 
-WORKER_MEMORY = "400MiB"
-WORKER_MEMORY_BYTES = 400 * 2**20
-
-
-@pytest.fixture(scope="module")
-def client():
-    # Arrow's default allocator keeps freed pages, which Dask counts as unmanaged memory
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       host="127.0.0.1", dashboard_address=None,
-                                       memory_limit=WORKER_MEMORY, silence_logs=40,
-                                       env={"ARROW_DEFAULT_MEMORY_POOL": "system"})
-    c = distributed.Client(cluster)
-    try:
-        yield c
-    finally:
-        c.close()
-        cluster.close()
+WORKER_MEMORY_BYTES = 400 * 2**20      # conftest.WORKER_MEMORY, the shared cluster fixture's
 
 
 def assert_same_table(a, b, where=""):

@@ -30,20 +30,6 @@ BUCKET_MEASURES = ["theta_hat_weighted", "indiv_risk", "journalist", "marketer"]
 FARS_KEYS = ["iage", "isex", "irace", "istatenum", "ihispanic"]
 
 
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       host="127.0.0.1", dashboard_address=None,
-                                       memory_limit="400MiB", silence_logs=40,
-                                       env={"ARROW_DEFAULT_MEMORY_POOL": "system"})
-    c = distributed.Client(cluster)
-    try:
-        yield c
-    finally:
-        c.close()
-        cluster.close()
-
-
 @pytest.fixture
 def no_gather(monkeypatch):
     """Many buckets of cells, and no way to bring a cell table to the client."""

@@ -31,6 +31,27 @@ def _part(i):
     return _data(i)
 
 
+def _with_a_worker_killed(client, run):
+    """``run()``'s value, one of the client's workers SIGKILLed 0.6 s after it started (checked to
+    have happened while it ran)."""
+    victim = sorted(client.run(os.getpid).values())[0]
+    killed = []
+
+    def kill_later():
+        time.sleep(0.6)
+        os.kill(victim, signal.SIGKILL)
+        killed.append(time.perf_counter())
+
+    th = threading.Thread(target=kill_later)
+    t0 = time.perf_counter()
+    th.start()
+    got = run()
+    t_done = time.perf_counter()
+    th.join()
+    assert len(killed) == 1 and t0 < killed[0] < t_done   # killed while it was running
+    return got
+
+
 def test_worker_killed_during_a_scan_is_recovered(tmp_path):
     frame = pd.concat([_data(i) for i in range(NPART)], ignore_index=True)
     ref = gpurisk.scan(frame, keys=["a", "b", "c"], fraction=0.1,
@@ -39,23 +60,9 @@ def test_worker_killed_during_a_scan_is_recovered(tmp_path):
                                   dashboard_address=None, host="127.0.0.1") as cluster, \
             distributed.Client(cluster) as client:
         ddf = dd.from_map(_part, list(range(NPART)))
-        pids = client.run(os.getpid)
-        victim = sorted(pids.values())[0]
-        killed = []
-
-        def kill_later():
-            time.sleep(0.6)
-            os.kill(victim, signal.SIGKILL)
-            killed.append(time.perf_counter())
-
-        th = threading.Thread(target=kill_later)
-        t0 = time.perf_counter()
-        th.start()
-        got = gpurisk.scan(ddf, keys=["a", "b", "c"], fraction=0.1, backend="dask",
-                           measures=["sample_uniques", "theta_hat"]).results
-        t_done = time.perf_counter()
-        th.join()
-        assert len(killed) == 1 and t0 < killed[0] < t_done   # killed while the scan was running
+        got = _with_a_worker_killed(client, lambda: gpurisk.scan(
+            ddf, keys=["a", "b", "c"], fraction=0.1, backend="dask",
+            measures=["sample_uniques", "theta_hat"]).results)
     cols = ["combo", "n", "cells", "n1", "n2", "sample_uniques", "theta_hat"]
     pd.testing.assert_frame_equal(got[cols].reset_index(drop=True), ref[cols].reset_index(drop=True))
 
@@ -71,21 +78,8 @@ def test_worker_killed_while_summaries_reduce_on_the_cluster():
                                   dashboard_address=None, host="127.0.0.1") as cluster, \
             distributed.Client(cluster) as client:
         ddf = dd.from_map(_part, list(range(NPART)))
-        victim = sorted(client.run(os.getpid).values())[0]
-        killed = []
-
-        def kill_later():
-            time.sleep(0.6)
-            os.kill(victim, signal.SIGKILL)
-            killed.append(time.perf_counter())
-
-        th = threading.Thread(target=kill_later)
-        t0 = time.perf_counter()
-        th.start()
-        got = gpurisk.assess(ddf, ["a", "b", "c"], fraction=0.1, backend="dask", measures=names)
-        t_done = time.perf_counter()
-        th.join()
-        assert len(killed) == 1 and t0 < killed[0] < t_done
+        got = _with_a_worker_killed(client, lambda: gpurisk.assess(
+            ddf, ["a", "b", "c"], fraction=0.1, backend="dask", measures=names))
     from gpurisk.freq.summary import SummaryTable
     assert isinstance(got.table, SummaryTable)          # the cells stayed on the workers
     for m in names:

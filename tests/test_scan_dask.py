@@ -31,20 +31,6 @@ ADULT6 = ["sex", "age", "race", "marital-status", "education", "native-country"]
 FARS8 = ["iage", "irace", "ideathmon", "ideathday", "isex", "ihispanic", "istatenum", "iinjury"]
 
 
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       host="127.0.0.1", dashboard_address=None,
-                                       memory_limit="400MiB", silence_logs=40,
-                                       env={"ARROW_DEFAULT_MEMORY_POOL": "system"})
-    c = distributed.Client(cluster)
-    try:
-        yield c
-    finally:
-        c.close()
-        cluster.close()
-
-
 @pytest.fixture
 def small_buckets(monkeypatch):
     """Cut a table of ``rows`` records into about 4 buckets (of the finest table, and of a subset

@@ -112,19 +112,6 @@ dd = pytest.importorskip("dask.dataframe")
 distributed = pytest.importorskip("distributed")
 
 
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       host="127.0.0.1", dashboard_address=None,
-                                       memory_limit="400MiB", silence_logs=40)
-    c = distributed.Client(cluster)
-    try:
-        yield c
-    finally:
-        c.close()
-        cluster.close()
-
-
 def test_dask_validate_equals_pandas_cell_draws(client):
     pop = pd.read_csv(data_path("arx_genetic/fars_int.csv"), sep=";")
     keys = ["iage", "isex", "irace"]
