@@ -24,7 +24,8 @@ def _table(title, frame, res):
     t = Table(title=title, show_header=True, header_style="bold")
     cols = ["node"] + res.keys + [res.loss_name, f"{res.loss_name}_scaled"] + \
         [c.text for c in res.criteria] + \
-        (["suppressed records"] if "suppressed records" in frame.columns else []) + ["feasible"]
+        [c for c in ("suppressed records", "suppressed values") if c in frame.columns] + \
+        ["feasible"]
     for c in cols:
         t.add_column(c if c not in res.keys else f"{c} (0..{res.heights[res.keys.index(c)]})")
     for _, r in frame.iterrows():
@@ -66,8 +67,13 @@ def register(cli: click.Group) -> None:
                   help="a node where a criterion's measure gives no value (θ̂ with no sample unique "
                        "and no pair: no unique match can happen) fails or meets it")
     @click.option("--suppress-limit", type=float, default=0.0, show_default=True, metavar="SHARE",
-                  help="a node that fails may suppress (set every key missing) the records of its "
-                       "smallest cells, at most this share of the records")
+                  help="a node that fails may set key values of its smallest cells missing: at "
+                       "most this share of the key values (--suppress values) or of the records "
+                       "(--suppress records)")
+    @click.option("--suppress", "suppress", type=click.Choice(["values", "records"]),
+                  default="values", show_default=True,
+                  help="values: the fewest single key values, as sdcMicro's localSuppression; "
+                       "records: every key of whole records, as ARX's suppression limit")
     @click.option("--perturb", "perturb", multiple=True, metavar="NAME:OPT=V,...",
                   help="perturb the release (swap:fraction=0.1,geo=KEY | pram:p=0.9,vars=KEY | a "
                        "plugin's; repeatable, applied in order) and report its pr(cm|um)")
@@ -100,7 +106,8 @@ def register(cli: click.Group) -> None:
                   help="accept a key with the cardinality of an identifier (its hierarchy groups it)")
     @click.option("--json", "as_json", is_flag=True, help="print JSON")
     def protect(data, keys, scenarios, scenarios_file, hierarchies, criteria, loss, fraction,
-                population, alpha, opts, undefined, suppress_limit, perturb, seed, no_prune,
+                population, alpha, opts, undefined, suppress_limit, suppress, perturb, seed,
+                no_prune,
                 front_rows, output, plan_out, plot, report_out, from_plan, checkpoint,
                 checkpoint_every, sep, encoding, missing, allow_high_cardinality, as_json):
         """Search the recodes of DATA's keys for the least information loss meeting every
@@ -127,10 +134,12 @@ def register(cli: click.Group) -> None:
                     progress=update, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                     plot=plot, undefined=undefined,
                     allow_high_cardinality=allow_high_cardinality, suppress_limit=suppress_limit,
-                    perturb=list(perturb), seed=seed, report=report_out)
+                    suppress=suppress, perturb=list(perturb), seed=seed, report=report_out)
         res = p.result
         if as_json:
-            echo_json({"node": p.node, "suppressed_records": p.settings["suppressed_records"], "optimum": _json_rows(p.optimum), "front": _json_rows(p.front),
+            echo_json({"node": p.node, "suppressed_records": p.settings["suppressed_records"],
+                       "suppressed_values": p.settings["suppressed_values"],
+                       "optimum": _json_rows(p.optimum), "front": _json_rows(p.front),
                        "before_after": _json_rows(p.before_after),
                        "perturbation": (_json_rows(p.perturbation)
                                         if p.perturbation is not None else None),
@@ -176,9 +185,13 @@ def register(cli: click.Group) -> None:
                   markup=False, highlight=False)
         if p.settings["suppressed_records"]:
             m = p.settings["suppressed_records"]
-            con.print(f"suppressed: {m} records ({m / p.settings['n']:.2%}), every key missing; "
-                      "values per key: " + ", ".join(f"{k}={v}" for k, v in
-                                                      p.settings["suppressed_values"].items()),
+            vals = p.settings["suppressed_values"]
+            total = sum(vals.values())
+            how = "every key missing" if p.settings["suppress"] == "records" else \
+                f"{total} values ({total / (p.settings['n'] * len(vals)):.2%} of the key values)"
+            con.print(f"suppressed: {m} records ({m / p.settings['n']:.2%}) with a value "
+                      f"missing, {how}; values per key: "
+                      + ", ".join(f"{k}={v}" for k, v in vals.items()),
                       markup=False, highlight=False)
         if output:
             con.print(f"wrote {output}", markup=False, highlight=False)
