@@ -58,6 +58,10 @@ def register(cli: click.Group) -> None:
                        "discernibility, suppressed, or a plugin's")
     @click.option("--fraction", type=float, default=None, help="sampling fraction π in (0, 1]")
     @click.option("--population", default=None, help="file with the population's records")
+    @click.option("--sample-flag", default=None, metavar="COL",
+                  help="boolean column marking the sample in a register (the release holds the "
+                       "flagged records)")
+    @click.option("--weights", default=None, metavar="COL", help="design-weight column")
     @click.option("--alpha", type=float, default=0.01, show_default=True,
                   help="one-sided level of upper bounds")
     @click.option("--option", "opts", multiple=True, metavar="MEASURE.NAME=VALUE",
@@ -106,7 +110,8 @@ def register(cli: click.Group) -> None:
                   help="accept a key with the cardinality of an identifier (its hierarchy groups it)")
     @click.option("--json", "as_json", is_flag=True, help="print JSON")
     def protect(data, keys, scenarios, scenarios_file, hierarchies, criteria, loss, fraction,
-                population, alpha, opts, undefined, suppress_limit, suppress, perturb, seed,
+                population, sample_flag, weights, alpha, opts, undefined, suppress_limit, suppress,
+                perturb, seed,
                 no_prune,
                 front_rows, output, plan_out, plot, report_out, from_plan, checkpoint,
                 checkpoint_every, sep, encoding, missing, allow_high_cardinality, as_json):
@@ -128,7 +133,7 @@ def register(cli: click.Group) -> None:
         with progress_bar("nodes") as update:
             p = run(data, keys, list(hierarchies), list(criteria), loss=loss,
                     scenarios=scenarios_file or list(scenarios) or None, fraction=fraction,
-                    population=population,
+                    population=population, sample_flag=sample_flag, weights=weights,
                     alpha=alpha, options=parse_options(opts) if opts else None, missing=missing,
                     sep=sep, encoding=encoding, prune=not no_prune, output=output, plan=plan_out,
                     progress=update, checkpoint=checkpoint, checkpoint_every=checkpoint_every,

@@ -96,7 +96,8 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
             progress: Callable[[int, int], None] | None = None, checkpoint=None,
             checkpoint_every: float = 10.0, plot=None, undefined: str = "fails",
             allow_high_cardinality: bool = False, suppress_limit: float = 0.0,
-            perturb=None, report=None, suppress: str = "values") -> Protection:
+            perturb=None, report=None, suppress: str = "values", sample_flag: str | None = None,
+            weights: str | None = None) -> Protection:
     """Search the recodes of ``keys`` through ``hierarchies`` ({key: spec or [specs]}, or
     ``["KEY=SPEC", ...]``) for the least ``loss`` meeting every criterion (``["theta_hat.upper<=0.1"]``)
     on every scenario (key sets, or a TOML file of named scenarios as ``scan`` reads, whose keys
@@ -114,6 +115,10 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     ``"swap:fraction=0.1"``, ``"pram:p=0.9"``) perturbs the release with ``seed``
     (:mod:`gpurisk.protect.perturb`; its pr(cm|um) is in ``Protection.perturbation``).
     ``report`` (an .html path) writes the before/after report with the front's plot.
+    ``sample_flag`` (a boolean column: the data is a register, the flagged records the sample) and
+    ``weights`` (a design-weight column) are read as ``assess`` reads them, so criteria on
+    population counts (π = n/N by default) or on weights use them; with a sample flag the release
+    holds the flagged records only.
     Raises :class:`NoFeasibleNode` (a BadInput) when no node meets every criterion.
     """
     from gpurisk.inputs import Inputs, key_list
@@ -143,9 +148,13 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     if not 0.0 <= suppress_limit < 1.0:
         raise BadInput(f"--suppress-limit {suppress_limit!r}: give a share of the "
                        f"{'key values' if suppress == 'values' else 'records'} in [0, 1)")
-    if suppress_limit and population is not None:
-        raise BadInput("--suppress-limit with --population is not supported: suppression removes "
-                       "sample records from the sample's cells only")
+    if suppress_limit and (population is not None or sample_flag is not None):
+        raise BadInput(f"--suppress-limit with {'--population' if population is not None else '--sample-flag'}"
+                       " is not supported: suppression removes sample records from the sample's "
+                       "cells only")
+    if suppress_limit and weights is not None:
+        raise BadInput("--suppress-limit with --weights is not supported: a cell's records would "
+                       "share out its weight sum")
     perturb = [perturb] if isinstance(perturb, str) else list(perturb or [])
     extra_cols = []
     if perturb:
@@ -166,7 +175,8 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
         check_output_file(plot, (".png",), "--plot")
         require_matplotlib()
     opts = check_options(dict(options or {})) if options else {}
-    inp = Inputs(data, keys, population=population, fraction=fraction, missing=missing,
+    inp = Inputs(data, keys, population=population, sample_flag=sample_flag, weights=weights,
+                 fraction=fraction, missing=missing,
                  backend="pandas", sep=sep, encoding=encoding,
                  allow_high_cardinality=allow_high_cardinality, columns=extra_cols)
     frames = inp.read()
@@ -194,7 +204,8 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
                     "criteria": [c.text for c in crits], "hierarchies": specs, "files": files,
                     "undefined": undefined,
                     "fraction": ctx.fraction, "alpha": ctx.alpha, "options": opts,
-                    "seed": ctx.seed, "missing": missing}
+                    "seed": ctx.seed, "missing": missing, "sample_flag": sample_flag,
+                    "weights": weights}
         state = SearchState(checkpoint, settings, root, checkpoint_every)
     res = search(root, levels, scen, crits, loss_obj, measures, ctx, prune=prune,
                  front_by=front_by, progress=progress, state=state, suppress_limit=suppress_limit,
@@ -211,13 +222,16 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     groups = record_groups(root, levels, node)
     mask = _release_mask(root, levels, node, scen, r, suppress)
     perturbed, pert_report = None, None
+    rows = inp.record_rows(frames)
     if perturb:
         perturbed, pert_report = _perturb(root, levels, node, perturb, seed, frames, extra_cols,
-                                          missing, mask, scen, crits, measures, ctx)
-    released = released_frame(read_raw(data, fmt, encoding), groups, fmt, mask, keys, perturbed)
+                                          missing, mask, scen, crits, measures, ctx, rows)
+    released = released_frame(_sample_rows(read_raw(data, fmt, encoding), rows), groups, fmt, mask,
+                              keys, perturbed)
     doc = _plan_doc(data, fmt, keys, scen, hier, crits, loss, node, res, best[0], counted, ctx,
                     missing, encoding)
     doc["allow_high_cardinality"] = bool(allow_high_cardinality)
+    doc["sample_flag"], doc["weights"] = sample_flag, weights
     per_key = {k: int(v) for k, v in zip(keys, res.suppressed_keys[best[0]])}
     records = int(mask.any(axis=1).sum()) if mask is not None and mask.ndim == 2 else \
         int(mask.sum()) if mask is not None else 0
@@ -252,8 +266,13 @@ def _release_mask(root, levels, node, scen, r: int, mode: str):
     return record_mask(root, levels, node, scen, r)
 
 
+def _sample_rows(raw: pd.DataFrame, rows) -> pd.DataFrame:
+    """The sample's rows of the input (``rows``: the flagged rows of a register, None: all)."""
+    return raw if rows is None else raw.iloc[rows].reset_index(drop=True)
+
+
 def _perturb(root, levels, node, specs, seed, frames, extra_cols, missing, mask, scen, crits,
-             measures, ctx):
+             measures, ctx, rows=None):
     """(changed labels per key, report) of the perturbed release: the records with a suppressed
     value are not perturbed."""
     import numpy as np
@@ -267,7 +286,8 @@ def _perturb(root, levels, node, specs, seed, frames, extra_cols, missing, mask,
     extra = {}
     if extra_cols:
         from gpurisk.freq.encode import encode_keys
-        extra = {e.name: e.sample for e in encode_keys(frames.sample, extra_cols, missing=missing)}
+        sample = frames.sample if rows is None else frames.sample.iloc[rows]
+        extra = {e.name: e.sample for e in encode_keys(sample, extra_cols, missing=missing)}
     pert = pt.perturb_codes(specs, seed, codes, cats, names, extra, keep)
     rep = None
     if crits is not None:
@@ -416,6 +436,7 @@ def apply_plan(plan, output=None, data=None) -> pd.DataFrame:
         from gpurisk.protect.perturb import extra_columns
         extra_cols = extra_columns(pspec["specs"], doc["keys"])
     inp = Inputs(data, doc["keys"], missing=doc["missing"], backend="pandas",
+                 sample_flag=doc.get("sample_flag"), weights=doc.get("weights"),
                  sep=fmt.get("sep"), encoding=doc["encoding"],
                  allow_high_cardinality=bool(doc.get("allow_high_cardinality", False)),
                  columns=extra_cols)
@@ -431,11 +452,12 @@ def apply_plan(plan, output=None, data=None) -> pd.DataFrame:
     mask = _release_mask(root, levels, node, [tuple(s) for s in doc["scenarios"]],
                          int(sup.get("r") or 0), sup.get("mode", "records"))
     perturbed = None
+    rows = inp.record_rows(frames)
     if pspec:
         perturbed, _ = _perturb(root, levels, node, pspec["specs"], pspec["seed"], frames,
-                                extra_cols, doc["missing"], mask, None, None, None, None)
-    frame = released_frame(read_raw(data, fmt, doc["encoding"]), record_groups(root, levels, node),
-                           fmt, mask, doc["keys"], perturbed)
+                                extra_cols, doc["missing"], mask, None, None, None, None, rows)
+    frame = released_frame(_sample_rows(read_raw(data, fmt, doc["encoding"]), rows),
+                           record_groups(root, levels, node), fmt, mask, doc["keys"], perturbed)
     if output is not None:
         write_release(frame, output, fmt, doc["encoding"])
     return frame
