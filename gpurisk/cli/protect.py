@@ -6,7 +6,8 @@ import math
 
 import click
 
-from gpurisk.cli._common import console, echo_json, parse_options, progress_bar
+from gpurisk.cli._common import (console, echo_json, parse_options, print_plain, progress_bar,
+                                 registry_rows)
 
 
 def _num(v) -> str:
@@ -40,6 +41,20 @@ def _json_rows(frame):
 
 def register(cli: click.Group) -> None:
     @cli.command()
+    @click.option("--json", "as_json", is_flag=True, help="print JSON")
+    def losses(as_json):
+        """List every registered information-loss measure of protect (--loss), built-in or
+        third-party (the gpurisk_register_losses hook)."""
+        from gpurisk.plugins import loss_registry
+        rows = registry_rows(loss_registry())
+        if as_json:
+            echo_json(rows)
+            return
+        print_plain(["loss", "reads", "reference", "plugin", "description"],
+                    [[d["name"], d["reads"], d["reference"], f"{d['plugin']} ({d['package']})",
+                      d["description"]] for d in rows])
+
+    @cli.command()
     @click.argument("data")
     @click.option("--keys", default=None, help="key variables (comma-separated)")
     @click.option("--scenario", "scenarios", multiple=True, metavar="KEY,KEY,...",
@@ -55,7 +70,7 @@ def register(cli: click.Group) -> None:
                   help="e.g. theta_hat.upper<=0.1, tau1_hat<=5, k_anonymity>=5 (repeatable)")
     @click.option("--loss", default="precision", show_default=True,
                   help="information loss to minimise: precision, nonuniform_entropy, "
-                       "discernibility, suppressed, or a plugin's")
+                       "discernibility, suppressed, or a plugin's (gpurisk losses lists them)")
     @click.option("--fraction", type=float, default=None, help="sampling fraction π in (0, 1]")
     @click.option("--population", default=None, help="file with the population's records")
     @click.option("--sample-flag", default=None, metavar="COL",
