@@ -195,3 +195,58 @@ def test_cli_suppress_modes(adult, tmp_path):
     assert r["sex"] >= small and small <= sum(v.values()) < sum(r.values())
     proc = run_cli("protect", data, *common, "--suppress", "cells")
     assert proc.returncode == 2 and "--suppress" in proc.stderr
+
+
+def test_perturbed_release_risk_with_value_suppression(adult, tmp_path):
+    data, df, arx = adult
+    keys = ["sex", "age", "race", "marital-status"]
+    crits = ["k_anonymity>=3", "theta_hat.upper<=0.3"]
+    out, plan = tmp_path / "pp.csv", tmp_path / "pp.json"
+    kw = dict(fraction=0.1, suppress_limit=0.05, undefined="meets")
+    p = protect(data, keys, {}, crits, perturb=["pram:p=0.8,vars=race"], seed=3, output=out,
+                plan=plan, **kw)
+    rel = pd.read_csv(out, sep=";", dtype=str, keep_default_na=False)
+    # the suppressed values stay missing; PRAM changed some race values of the other records
+    sv = p.settings["suppressed_values"]
+    assert {k: int((rel[k] == "").sum()) for k in keys} == sv and sum(sv.values()) > 0
+    kept = ~(rel[keys] == "").any(axis=1)
+    assert (rel.loc[kept, "race"] != df.loc[kept, "race"]).sum() > 0
+    # the risk reported for the release is the perturbed file's, as assess recounts it
+    ba = p.before_after
+    a = gpurisk.assess(str(out), keys=keys, fraction=0.1, measures=["k_anonymity", "theta_hat"])
+    k = a.measures["k_anonymity"].extra["k_achieved"]
+    up = a.measures["theta_hat"].upper
+    got = dict(zip(ba["criterion"], ba["perturbed"]))
+    assert got["k_anonymity.k_achieved>=3"] == k
+    assert got["theta_hat.upper<=0.3"] == pytest.approx(up, rel=1e-12)
+    assert p.released_meets == (k >= 3 and up <= 0.3)
+    doc = json.loads(plan.read_text())
+    assert doc["released_worst"]["k_anonymity.k_achieved>=3"] == k
+    apply_plan(plan, tmp_path / "again.csv")
+    assert (tmp_path / "again.csv").read_bytes() == out.read_bytes()
+    # unperturbed, the release's reported risk is the node's after suppression, met
+    q = protect(data, keys, {}, crits, output=tmp_path / "q.csv", **kw)
+    b = gpurisk.assess(str(tmp_path / "q.csv"), keys=keys, fraction=0.1,
+                       measures=["k_anonymity", "theta_hat"])
+    assert q.released_meets and "perturbed" not in q.before_after
+    kb = b.measures["k_anonymity"].extra["k_achieved"]
+    assert q.plan["released_worst"]["k_anonymity.k_achieved>=3"] == kb and kb >= 3
+    # 3-anonymous: no sample unique, so θ̂ has no value there (met by --undefined meets)
+    assert b.measures["theta_hat"].upper is None
+    assert q.plan["released_worst"]["theta_hat.upper<=0.3"] is None
+
+
+def test_cli_says_when_the_perturbed_release_fails(adult, tmp_path):
+    data, df, arx = adult
+    args = ["protect", data, "--keys", "sex,age,race,marital-status", "--criterion",
+            "k_anonymity>=3", "--suppress-limit", "0.05", "--perturb", "pram:p=0.8,vars=race",
+            "--seed", "3", "-o", tmp_path / "c.csv"]
+    doc = json.loads(run_cli(*args, "--json", check=True).stdout)
+    a = gpurisk.assess(str(tmp_path / "c.csv"), keys=["sex", "age", "race", "marital-status"],
+                       measures=["k_anonymity"])
+    k = a.measures["k_anonymity"].extra["k_achieved"]
+    assert doc["released_meets"] == (k >= 3) and doc["plan"]["released_worst"] == \
+        {"k_anonymity.k_achieved>=3": k}
+    text = run_cli(*args, check=True).stdout
+    assert ("warning: the perturbed release does not meet k_anonymity.k_achieved>=3 on scenario 1"
+            in text) == (k < 3)

@@ -157,7 +157,8 @@ def register(cli: click.Group) -> None:
                     suppress=suppress, perturb=list(perturb), seed=seed, report=report_out)
         res = p.result
         if as_json:
-            echo_json({"node": p.node, "suppressed_records": p.settings["suppressed_records"],
+            echo_json({"node": p.node, "released_meets": p.released_meets,
+                       "suppressed_records": p.settings["suppressed_records"],
                        "suppressed_values": p.settings["suppressed_values"],
                        "optimum": _json_rows(p.optimum), "front": _json_rows(p.front),
                        "before_after": _json_rows(p.before_after),
@@ -203,6 +204,12 @@ def register(cli: click.Group) -> None:
             con.print(t)
         con.print("released node: " + ", ".join(f"{k}={v}" for k, v in p.node.items()),
                   markup=False, highlight=False)
+        if not p.released_meets:
+            ba = p.before_after
+            bad = ba[~ba["met perturbed"].astype(bool)].iloc[0]
+            con.print(f"warning: the perturbed release does not meet {bad['criterion']} on "
+                      f"scenario {bad['scenario']} ({bad['keys']}): {_num(bad['perturbed'])}",
+                      markup=False, highlight=False)
         if p.settings["suppressed_records"]:
             m = p.settings["suppressed_records"]
             vals = p.settings["suppressed_values"]

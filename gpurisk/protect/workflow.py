@@ -46,7 +46,15 @@ class Protection:
     #: released node (each recomputed from a roll-up of the counts, tagged nodes included)
     before_after: pd.DataFrame | None = None
     #: with ``perturb``: per scenario, pr(cm|um), records changed, the criteria after perturbation
+    #: (also in ``before_after``'s columns "perturbed" and "met perturbed")
     perturbation: pd.DataFrame | None = None
+
+    @property
+    def released_meets(self) -> bool:
+        """Whether the file released (perturbed, when it is) meets every criterion on every
+        scenario."""
+        col = "met perturbed" if "met perturbed" in self.before_after else "met"
+        return bool(self.before_after[col].all())
 
     @property
     def optimum(self) -> pd.DataFrame:
@@ -238,6 +246,11 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     doc["suppress"] = {"mode": suppress, "limit": suppress_limit, "r": r, "records": records,
                        "values": per_key}
     doc["perturb"] = {"specs": [str(p) for p in perturb], "seed": int(seed)} if perturb else None
+    if pert_report is not None:
+        table = _with_perturbed(table, pert_report, crits)
+    # the risk of the file released: after perturbation when there is one
+    doc["released_worst"] = {c.text: _num(_worst(c, table[table["criterion"] == c.text][
+        "perturbed" if pert_report is not None else "after"])) for c in crits}
     if output is not None:
         write_release(released, output, fmt, encoding)
         doc["release_sha256"] = sha256_file(output)
@@ -264,6 +277,25 @@ def _release_mask(root, levels, node, scen, r: int, mode: str):
         return reproduce(root, levels, node, scen, r)
     from gpurisk.protect.suppress import record_mask
     return record_mask(root, levels, node, scen, r)
+
+
+def _with_perturbed(table: pd.DataFrame, rep: pd.DataFrame, crits) -> pd.DataFrame:
+    """The before → after table with each criterion's value on the perturbed release and whether
+    it is met there."""
+    out = table.copy()
+    by = {(int(r["scenario"]), c.text): (r[c.text], bool(r[f"{c.text} met"]))
+          for _, r in rep.iterrows() for c in crits}
+    out["perturbed"] = [by[(int(s), c)][0] for s, c in zip(out["scenario"], out["criterion"])]
+    out["met perturbed"] = [by[(int(s), c)][1] for s, c in zip(out["scenario"], out["criterion"])]
+    return out
+
+
+def _worst(crit, values: pd.Series) -> float:
+    """A criterion's most adverse value over the scenarios (NaN when one has none)."""
+    v = values.to_numpy(dtype=float)
+    if v.size == 0 or (v != v).any():
+        return float("nan")
+    return float(v.max() if crit.lower_is_better else v.min())
 
 
 def _sample_rows(raw: pd.DataFrame, rows) -> pd.DataFrame:
