@@ -100,8 +100,8 @@ def _counts(cur, f, cards, scen_idx):
 @dataclass
 class Suppression:
     """Rows of the node's cells after suppression: row i holds ``f[i]`` records of cell ``cell[i]``
-    with the keys in ``mask[i]`` missing (a cell is split into rows when some of its records give
-    their values to the all-missing cell)."""
+    with the keys in ``mask[i]`` missing (a cell is split into rows when some of its records lend
+    themselves to another cell, or join the all-missing cell)."""
 
     cell: np.ndarray       # (rows,) index of the node's cell
     f: np.ndarray          # (rows,) records
@@ -114,8 +114,8 @@ class Suppression:
 def suppress_to_k(T: FreqTable, scen_idx: Sequence[Sequence[int]], k: int,
                   order: Sequence[int] | None = None) -> Suppression | None:
     """Which key values of the cells of ``T`` to set missing so that every scenario (key indices)
-    has no cell of fewer than ``k`` records; None when fewer than ``k`` records are present (see the
-    module docstring)."""
+    has no cell of fewer than ``k`` records (see the module docstring); None when it cannot (fewer
+    than ``k`` records present)."""
     K = len(T.keys)
     codes0 = [np.asarray(c).astype(np.int64) for c in cell_codes(T)]
     f = np.asarray(T.f).astype(np.float64)
@@ -190,27 +190,30 @@ def _groups(cur, cards, v):
 def _fill(cur, f, cell, mask, counts, unsafe, k, na, cards, member, order):
     """Safe rows lend records to an unsafe cell whose key v is missing: records of the rows equal
     to it but for v, with some to spare (at least k left in every scenario), set v missing and join
-    it, first rows first, for the first key (in ``order``) where some cell can be filled so; the
-    new rows, or None when none can."""
-    K = len(cur)
+    it, first rows first; key by key in ``order``, a row lending or filled once per call. The new
+    rows, or None when none can."""
     lo_all = np.min(np.stack(counts), axis=0)
     present = f > 0
+    used = np.zeros(f.size, dtype=bool)
+    f = f.copy()
+    new_cell, new_f, new_mask = [], [], []
     for v in order:
         sv = [j for j in range(member.shape[0]) if member[j, v]]
         if not sv:
             continue
         lo = np.min(np.stack([counts[j] for j in sv]), axis=0)
         # lending costs k - lo values, moving the cell on costs lo: lend when no dearer
-        target = present & (cur[v] == na[v]) & (lo < k) & (k - lo <= lo)
+        target = present & ~used & (cur[v] == na[v]) & (lo < k) & (k - lo <= lo)
         if not target.any():
             continue
-        spare = np.where(present & (cur[v] != na[v]) & ~unsafe,
+        spare = np.where(present & ~used & (cur[v] != na[v]) & ~unsafe,
                          np.minimum(lo_all - k, f), 0).clip(0, None)
         inv = _groups(cur, cards, v)
         need = np.zeros(inv.max() + 1)
         np.maximum.at(need, inv[target], k - lo[target])
         avail = np.bincount(inv, weights=spare, minlength=need.size)
-        donors = np.flatnonzero((spare > 0) & ((need > 0) & (avail >= need))[inv])
+        filled = (need > 0) & (avail >= need)
+        donors = np.flatnonzero((spare > 0) & filled[inv])
         if not donors.size:
             continue
         donors = donors[np.argsort(inv[donors], kind="stable")]
@@ -220,13 +223,18 @@ def _fill(cur, f, cell, mask, counts, unsafe, k, na, cards, member, order):
         before = cs - sp - (cs[first] - sp[first])              # spare of earlier donors in group
         take = np.clip(need[inv[donors]] - before, 0, sp)
         donors, take = donors[take > 0], take[take > 0]
-        f = f.copy()
         f[donors] -= take
+        used[donors] = True
+        used[target & filled[inv]] = True
         add = mask[donors].copy()
         add[:, v] = True
-        return (np.concatenate([cell, cell[donors]]), np.concatenate([f, take]),
-                np.concatenate([mask, add]))
-    return None
+        new_cell.append(cell[donors])
+        new_f.append(take)
+        new_mask.append(add)
+    if not new_cell:
+        return None
+    return (np.concatenate([cell, *new_cell]), np.concatenate([f, *new_f]),
+            np.concatenate([mask, *new_mask]))
 
 
 def _to_all_missing(cell, f, mask, stuck, counts, k):
@@ -286,7 +294,16 @@ def search_value_suppression(T: FreqTable, scen: Sequence[tuple], limit: int,
     f = np.asarray(T.f).astype(np.int64)
     if not f.sum():
         return None
+    # a lower bound: every record of a cell under r+1 in a scenario with no key missing must lose
+    # a value (suppression only takes records out of such a cell); above the limit, stop
+    codes = [np.asarray(c).astype(np.int64) for c in cell_codes(T)]
+    least = np.min(np.stack(_counts(codes, f.astype(np.float64), [len(c) for c in T.categories],
+                                    scen_idx)), axis=0)
+    whole = (f > 0) & np.all(np.stack([c != (cats.index(None) if None in cats else -1)
+                                       for c, cats in zip(codes, T.categories)]), axis=0)
     for r in range(1, int(f.sum())):
+        if int(f[whole & (least <= r)].sum()) > limit:
+            return None
         sup = suppress_to_k(T, scen_idx, int(r) + 1, order)
         if sup is None:
             return None
