@@ -138,7 +138,8 @@ def suppress_to_k(T: FreqTable, scen_idx: Sequence[Sequence[int]], k: int,
         if not unsafe.any():
             return Suppression(cell, f.astype(np.int64), mask)
         elig = ~mask & (bad.T.astype(np.int64) @ member.astype(np.int64) > 0)        # (rows, K)
-        filled = _fill(cur, f, cell, mask, counts, unsafe, k, na, cards, member, order)
+        groups: dict = {}                            # per key, _groups of this round's codes
+        filled = _fill(cur, f, cell, mask, counts, unsafe, k, na, cards, member, order, groups)
         if filled is not None:
             cell, f, mask = filled
             continue
@@ -165,7 +166,7 @@ def suppress_to_k(T: FreqTable, scen_idx: Sequence[Sequence[int]], k: int,
             without = np.all(tc[~member[:, v]] >= k, axis=0)
             spare = np.where(present & ~movers & (cur[v] != na[v]) & ~unsafe,
                              np.minimum(lo_all - k, f), 0).clip(0, None)
-            inv = _groups(cur, cards, v)
+            inv = groups[v] if v in groups else _groups(cur, cards, v)
             avail = np.bincount(inv, weights=spare)[inv]
             lo_v = tc[member[:, v]].min(axis=0)
             fills = movers & without & (lo_v + avail >= k) & (k - lo_v <= lo_v)
@@ -187,11 +188,11 @@ def _groups(cur, cards, v):
     return np.unique(g, return_inverse=True)[1].reshape(-1)
 
 
-def _fill(cur, f, cell, mask, counts, unsafe, k, na, cards, member, order):
+def _fill(cur, f, cell, mask, counts, unsafe, k, na, cards, member, order, groups):
     """Safe rows lend records to an unsafe cell whose key v is missing: records of the rows equal
     to it but for v, with some to spare (at least k left in every scenario), set v missing and join
     it, first rows first; key by key in ``order``, a row lending or filled once per call. The new
-    rows, or None when none can."""
+    rows, or None when none can (then ``groups`` keeps the groups it computed, per key)."""
     lo_all = np.min(np.stack(counts), axis=0)
     present = f > 0
     used = np.zeros(f.size, dtype=bool)
@@ -208,7 +209,7 @@ def _fill(cur, f, cell, mask, counts, unsafe, k, na, cards, member, order):
             continue
         spare = np.where(present & ~used & (cur[v] != na[v]) & ~unsafe,
                          np.minimum(lo_all - k, f), 0).clip(0, None)
-        inv = _groups(cur, cards, v)
+        inv = groups[v] = _groups(cur, cards, v)
         need = np.zeros(inv.max() + 1)
         np.maximum.at(need, inv[target], k - lo[target])
         avail = np.bincount(inv, weights=spare, minlength=need.size)
