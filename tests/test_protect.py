@@ -446,7 +446,9 @@ def test_cli_protect_and_bad_input(tiny, tmp_path):
         (["--criterion", "k_anonymity>=2", "--loss", "nosuch"], "unknown loss 'nosuch'"),
         (["--criterion", "k_anonymity>=2", "-o", tmp_path / "nodir" / "o.csv"], "does not exist"),
         (["--criterion", "k_anonymity>=2", "--scenario", "a,zz"], "'zz' is not one of --keys"),
-        (["--criterion", "k_anonymity>=2", "--suppress-limit", "1.5"], "a share of the records"),
+        (["--criterion", "k_anonymity>=2", "--suppress-limit", "1.5"], "a share of the key values"),
+            (["--criterion", "k_anonymity>=2", "--suppress-limit", "1.5", "--suppress", "records"],
+             "a share of the records"),
         (["--criterion", "k_anonymity>=2", "--plot", tmp_path / "x.jpg"], "name it with one of .png"),
         (["--criterion", "k_anonymity>=2", "--checkpoint", tmp_path / "s.txt"], "one of .json"),
         (["--criterion", "k_anonymity>=2", "--from-plan", tmp_path / "nope.json", "-o", out],
@@ -649,7 +651,8 @@ def test_suppression_matches_brute_force(adult, oracle_suppressed, loss, tmp_pat
     data, df, hier, _ = adult
     out = tmp_path / "r.csv"
     p = protect(data, ADULT_KEYS, hier, ["k_anonymity>=5"], loss=loss, suppress_limit=0.02,
-                scenarios=[list(s) for s in SCENARIOS], output=out, plan=tmp_path / "p.json")
+                scenarios=[list(s) for s in SCENARIOS], output=out, plan=tmp_path / "p.json",
+                suppress="records")
     r = p.result
     o = oracle_suppressed
     assert any(v["m"] for v in o.values()) and any(not v["feasible"] for v in o.values())
@@ -682,7 +685,7 @@ def test_suppression_on_the_tiny_file_by_hand(tiny, tmp_path):
     # (one record each) suppressed: they form one all-missing cell of 2 -> k = 2 with 2 records out
     # of 6 suppressed (limit 0.34 allows 2)
     p = protect(data, ["a", "b"], {"a": h["a"]}, ["k_anonymity>=2"], suppress_limit=0.34,
-                loss="discernibility", output=tmp_path / "r.csv")
+                loss="discernibility", output=tmp_path / "r.csv", suppress="records")
     r = p.result
     bottom = [i for i, lv in enumerate(r.levels.tolist()) if lv == [0, 0]][0]
     assert r.suppressed[bottom] == 2 and r.feasible[bottom]
@@ -691,7 +694,7 @@ def test_suppression_on_the_tiny_file_by_hand(tiny, tmp_path):
     # (1,0): (lo,x):3 (hi,y):3 needs no suppression: 18 < 20, the optimum
     assert p.node == {"a": 1, "b": 0} and p.settings["suppressed_records"] == 0
     q = protect(data, ["a", "b"], {"a": h["a"]}, ["k_anonymity>=2"], suppress_limit=0.34,
-                loss="precision", output=tmp_path / "s.csv")
+                loss="precision", output=tmp_path / "s.csv", suppress="records")
     # precision: bottom with 2 of 6 records suppressed: (2 records * 1 (a at its top) + 0) / (6*2)
     # (b has no hierarchy: it adds 0) = 1/6 < 1/4 at (1,0)
     assert q.node == {"a": 0, "b": 0} and q.result.loss[bottom] == pytest.approx(1 / 6)

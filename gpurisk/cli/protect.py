@@ -6,7 +6,8 @@ import math
 
 import click
 
-from gpurisk.cli._common import console, echo_json, parse_options, progress_bar
+from gpurisk.cli._common import (console, echo_json, parse_options, print_plain, progress_bar,
+                                 registry_rows)
 
 
 def _num(v) -> str:
@@ -24,7 +25,8 @@ def _table(title, frame, res):
     t = Table(title=title, show_header=True, header_style="bold")
     cols = ["node"] + res.keys + [res.loss_name, f"{res.loss_name}_scaled"] + \
         [c.text for c in res.criteria] + \
-        (["suppressed records"] if "suppressed records" in frame.columns else []) + ["feasible"]
+        [c for c in ("suppressed records", "suppressed values") if c in frame.columns] + \
+        ["feasible"]
     for c in cols:
         t.add_column(c if c not in res.keys else f"{c} (0..{res.heights[res.keys.index(c)]})")
     for _, r in frame.iterrows():
@@ -38,6 +40,20 @@ def _json_rows(frame):
 
 
 def register(cli: click.Group) -> None:
+    @cli.command()
+    @click.option("--json", "as_json", is_flag=True, help="print JSON")
+    def losses(as_json):
+        """List every registered information-loss measure of protect (--loss), built-in or
+        third-party (the gpurisk_register_losses hook)."""
+        from gpurisk.plugins import loss_registry
+        rows = registry_rows(loss_registry())
+        if as_json:
+            echo_json(rows)
+            return
+        print_plain(["loss", "reads", "reference", "plugin", "description"],
+                    [[d["name"], d["reads"], d["reference"], f"{d['plugin']} ({d['package']})",
+                      d["description"]] for d in rows])
+
     @cli.command()
     @click.argument("data")
     @click.option("--keys", default=None, help="key variables (comma-separated)")
@@ -54,9 +70,13 @@ def register(cli: click.Group) -> None:
                   help="e.g. theta_hat.upper<=0.1, tau1_hat<=5, k_anonymity>=5 (repeatable)")
     @click.option("--loss", default="precision", show_default=True,
                   help="information loss to minimise: precision, nonuniform_entropy, "
-                       "discernibility, suppressed, or a plugin's")
+                       "discernibility, suppressed, or a plugin's (gpurisk losses lists them)")
     @click.option("--fraction", type=float, default=None, help="sampling fraction π in (0, 1]")
     @click.option("--population", default=None, help="file with the population's records")
+    @click.option("--sample-flag", default=None, metavar="COL",
+                  help="boolean column marking the sample in a register (the release holds the "
+                       "flagged records)")
+    @click.option("--weights", default=None, metavar="COL", help="design-weight column")
     @click.option("--alpha", type=float, default=0.01, show_default=True,
                   help="one-sided level of upper bounds")
     @click.option("--option", "opts", multiple=True, metavar="MEASURE.NAME=VALUE",
@@ -66,8 +86,13 @@ def register(cli: click.Group) -> None:
                   help="a node where a criterion's measure gives no value (θ̂ with no sample unique "
                        "and no pair: no unique match can happen) fails or meets it")
     @click.option("--suppress-limit", type=float, default=0.0, show_default=True, metavar="SHARE",
-                  help="a node that fails may suppress (set every key missing) the records of its "
-                       "smallest cells, at most this share of the records")
+                  help="a node that fails may set key values of its smallest cells missing: at "
+                       "most this share of the key values (--suppress values) or of the records "
+                       "(--suppress records)")
+    @click.option("--suppress", "suppress", type=click.Choice(["values", "records"]),
+                  default="values", show_default=True,
+                  help="values: the fewest single key values, as sdcMicro's localSuppression; "
+                       "records: every key of whole records, as ARX's suppression limit")
     @click.option("--perturb", "perturb", multiple=True, metavar="NAME:OPT=V,...",
                   help="perturb the release (swap:fraction=0.1,geo=KEY | pram:p=0.9,vars=KEY | a "
                        "plugin's; repeatable, applied in order) and report its pr(cm|um)")
@@ -100,7 +125,9 @@ def register(cli: click.Group) -> None:
                   help="accept a key with the cardinality of an identifier (its hierarchy groups it)")
     @click.option("--json", "as_json", is_flag=True, help="print JSON")
     def protect(data, keys, scenarios, scenarios_file, hierarchies, criteria, loss, fraction,
-                population, alpha, opts, undefined, suppress_limit, perturb, seed, no_prune,
+                population, sample_flag, weights, alpha, opts, undefined, suppress_limit, suppress,
+                perturb, seed,
+                no_prune,
                 front_rows, output, plan_out, plot, report_out, from_plan, checkpoint,
                 checkpoint_every, sep, encoding, missing, allow_high_cardinality, as_json):
         """Search the recodes of DATA's keys for the least information loss meeting every
@@ -121,16 +148,19 @@ def register(cli: click.Group) -> None:
         with progress_bar("nodes") as update:
             p = run(data, keys, list(hierarchies), list(criteria), loss=loss,
                     scenarios=scenarios_file or list(scenarios) or None, fraction=fraction,
-                    population=population,
+                    population=population, sample_flag=sample_flag, weights=weights,
                     alpha=alpha, options=parse_options(opts) if opts else None, missing=missing,
                     sep=sep, encoding=encoding, prune=not no_prune, output=output, plan=plan_out,
                     progress=update, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                     plot=plot, undefined=undefined,
                     allow_high_cardinality=allow_high_cardinality, suppress_limit=suppress_limit,
-                    perturb=list(perturb), seed=seed, report=report_out)
+                    suppress=suppress, perturb=list(perturb), seed=seed, report=report_out)
         res = p.result
         if as_json:
-            echo_json({"node": p.node, "suppressed_records": p.settings["suppressed_records"], "optimum": _json_rows(p.optimum), "front": _json_rows(p.front),
+            echo_json({"node": p.node, "released_meets": p.released_meets,
+                       "suppressed_records": p.settings["suppressed_records"],
+                       "suppressed_values": p.settings["suppressed_values"],
+                       "optimum": _json_rows(p.optimum), "front": _json_rows(p.front),
                        "before_after": _json_rows(p.before_after),
                        "perturbation": (_json_rows(p.perturbation)
                                         if p.perturbation is not None else None),
@@ -174,11 +204,21 @@ def register(cli: click.Group) -> None:
             con.print(t)
         con.print("released node: " + ", ".join(f"{k}={v}" for k, v in p.node.items()),
                   markup=False, highlight=False)
+        if not p.released_meets:
+            ba = p.before_after
+            bad = ba[~ba["met perturbed"].astype(bool)].iloc[0]
+            con.print(f"warning: the perturbed release does not meet {bad['criterion']} on "
+                      f"scenario {bad['scenario']} ({bad['keys']}): {_num(bad['perturbed'])}",
+                      markup=False, highlight=False)
         if p.settings["suppressed_records"]:
             m = p.settings["suppressed_records"]
-            con.print(f"suppressed: {m} records ({m / p.settings['n']:.2%}), every key missing; "
-                      "values per key: " + ", ".join(f"{k}={v}" for k, v in
-                                                      p.settings["suppressed_values"].items()),
+            vals = p.settings["suppressed_values"]
+            total = sum(vals.values())
+            how = "every key missing" if p.settings["suppress"] == "records" else \
+                f"{total} values ({total / (p.settings['n'] * len(vals)):.2%} of the key values)"
+            con.print(f"suppressed: {m} records ({m / p.settings['n']:.2%}) with a value "
+                      f"missing, {how}; values per key: "
+                      + ", ".join(f"{k}={v}" for k, v in vals.items()),
                       markup=False, highlight=False)
         if output:
             con.print(f"wrote {output}", markup=False, highlight=False)

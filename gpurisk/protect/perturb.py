@@ -60,9 +60,10 @@ def extra_columns(specs, names: list[str]) -> list[str]:
 
 
 def report(orig: list, pert: list, cats: list, names: list[str], scen, keep: np.ndarray,
-           fraction, crits, measures, ctx) -> pd.DataFrame:
+           fraction, crits, measures, ctx, suppressed: np.ndarray | None = None) -> pd.DataFrame:
     """Per scenario: pr(cm|um), records whose scenario key changed, each criterion on the
-    perturbed release (recounted by the engine from the released codes)."""
+    perturbed release (recounted by the engine from the released codes; ``suppressed``, records ×
+    keys, the values missing in it, default: every key of the records outside ``keep``)."""
     from gpurisk.dis import pr_cm_um, tpf_counts
     from gpurisk.freq.engine import build_table
     from gpurisk.measure import checked_result
@@ -75,9 +76,11 @@ def report(orig: list, pert: list, cats: list, names: list[str], scen, keep: np.
         T, P, F = tpf_counts(o, q, [len(cats[i]) for i in idx])
         pr = float(pr_cm_um(T, P, F, fraction)[0]) if fraction is not None else float("nan")
         changed = int(np.any(np.stack([a != b for a, b in zip(o, q)]), axis=0).sum())
-        # suppressed records: every key missing (the missing category, or a code of its own)
-        frame = pd.DataFrame({names[i]: np.where(keep, pert[i], cats[i].index(None)
-                                                 if None in cats[i] else -1) for i in idx})
+        # suppressed values: missing (the missing category, or a code of its own)
+        gone = (~keep[:, None]).repeat(len(names), axis=1) if suppressed is None else suppressed
+        frame = pd.DataFrame({names[i]: np.where(gone[:, i], cats[i].index(None)
+                                                 if None in cats[i] else -1, pert[i])
+                              for i in idx})
         table = build_table(frame, list(s))
         row = {"scenario": j + 1, "keys": ",".join(s), "pr(cm|um)": pr,
                "records changed": changed}

@@ -93,8 +93,9 @@ def read_raw(data, fmt: dict, encoding: str) -> pd.DataFrame:
 def released_frame(raw: pd.DataFrame, groups: Mapping[str, np.ndarray], fmt: dict,
                    suppressed: np.ndarray | None = None, keys: Sequence[str] = (),
                    perturbed: Mapping | None = None) -> pd.DataFrame:
-    """``raw`` with the generalised keys' groups, and every key of the ``suppressed`` records
-    missing (an empty field in a CSV)."""
+    """``raw`` with the generalised keys' groups, and the ``suppressed`` values missing (an empty
+    field in a CSV): a records bool array suppresses every key of those records, a records × keys
+    array the values it marks."""
     out = raw.copy()
     for key, labels in groups.items():
         if len(labels) != len(out):
@@ -114,8 +115,10 @@ def released_frame(raw: pd.DataFrame, groups: Mapping[str, np.ndarray], fmt: dic
     if suppressed is not None and suppressed.any():
         if len(suppressed) != len(out):
             raise BadInput(f"the data has {len(out)} rows but {len(suppressed)} records were counted")
-        rows = out.index[suppressed]
-        for key in keys:
+        for v, key in enumerate(keys):
+            rows = out.index[suppressed if suppressed.ndim == 1 else suppressed[:, v]]
+            if not len(rows):
+                continue
             if fmt["format"] == "csv":
                 out[key] = out[key].astype(object)
                 out.loc[rows, key] = ""

@@ -36,7 +36,9 @@ def write_protect_report(p, path, title: str = "gpurisk protect report") -> None
              f"n = {p.settings['n']}, π = {p.settings['fraction']}.</p>",
              "<h2>Released node</h2>",
              _table(pd.DataFrame([{**p.node, "suppressed records":
-                                   p.settings.get("suppressed_records", 0)}])),
+                                   p.settings.get("suppressed_records", 0),
+                                   **{f"{k}: values suppressed": v for k, v in
+                                      p.settings.get("suppressed_values", {}).items()}}])),
              "<h2>Before → after, per scenario</h2>", _table(p.before_after)]
     if p.perturbation is not None:
         spec = plan.get("perturb") or {}

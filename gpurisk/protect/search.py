@@ -56,9 +56,13 @@ class SearchResult:
     met: np.ndarray               # (nodes, criteria): met on every scenario
     tagged: np.ndarray            # (nodes, criteria): met by predictive tagging, not evaluated
     front_by: int = 0
-    #: records suppressed at each node (0 without --suppress-limit), and the cell-size threshold r
+    #: records (``suppress_mode="records"``) or key values (``"values"``) suppressed at each node
+    #: (0 without --suppress-limit), and the cell-size threshold r
     suppressed: np.ndarray | None = None
     suppress_r: np.ndarray | None = None
+    suppress_mode: str = "records"
+    #: (nodes, keys): key values suppressed per key
+    suppressed_keys: np.ndarray | None = None
     seconds: float = 0.0
     stats: dict = field(default_factory=dict)
 
@@ -109,7 +113,7 @@ class SearchResult:
             if self.tagged[:, c].any():
                 out[f"{crit.text} tagged"] = self.tagged[idx, c]
         if self.suppressed is not None and self.suppressed.any():
-            out["suppressed records"] = self.suppressed[idx]
+            out[f"suppressed {self.suppress_mode}"] = self.suppressed[idx]
         out["feasible"] = self.feasible[idx]
         return out
 
@@ -142,15 +146,17 @@ def search(root: FreqTable, keys: list[KeyLevels], scenarios: Sequence[Sequence[
            criteria: Sequence[Criterion], loss: Loss, measures: dict, ctx: Context,
            prune: bool = True, front_by: int = 0,
            progress: Callable[[int, int], None] | None = None, state=None,
-           suppress_limit: float = 0.0) -> SearchResult:
+           suppress_limit: float = 0.0, suppress_mode: str = "values") -> SearchResult:
     """Visit every node of the lattice of ``keys``' levels; see the module docstring.
 
     ``root`` is the finest table over every key (in the order of ``keys``); ``measures`` maps each
     criterion's measure name to an instance; ``state`` (a :class:`gpurisk.protect.state.SearchState`)
-    loads the values a killed run kept and saves them as the search goes; ``suppress_limit`` (a share
-    of the records) lets a node that fails suppress records (:mod:`gpurisk.protect.suppress`; no
-    predictive tagging then).
+    loads the values a killed run kept and saves them as the search goes; ``suppress_limit`` lets a
+    node that fails suppress single key values (``suppress_mode="values"``, a share of the n·K key
+    values: :mod:`gpurisk.protect.suppress_values`) or whole records (``"records"``, a share of the
+    records: :mod:`gpurisk.protect.suppress`); no predictive tagging then.
     """
+    from gpurisk.protect import suppress_values as sv
     from gpurisk.protect.suppress import original_counts, search_suppression, suppressed_table
     t0 = time.perf_counter()
     K = len(keys)
@@ -167,10 +173,12 @@ def search(root: FreqTable, keys: list[KeyLevels], scenarios: Sequence[Sequence[
     met = np.zeros((total, C), dtype=bool)
     tagged = np.zeros((total, C), dtype=bool)
     cache: list[dict] = state.load(len(scen)) if state is not None else [dict() for _ in scen]
-    limit = int(math.floor(float(suppress_limit) * root.n + 1e-9))
+    by_values = suppress_mode == "values"
+    limit = int(math.floor(float(suppress_limit) * root.n * (K if by_values else 1) + 1e-9))
     upward = [c for c in range(C) if prune and criteria[c].upward and limit == 0]
     supp = np.zeros(total, dtype=np.int64)
     supp_r = np.zeros(total, dtype=np.int64)
+    supp_keys = np.zeros((total, K), dtype=np.int64)
     met_nodes: dict[int, list] = {c: [] for c in upward}
     met_arr: dict[int, np.ndarray | None] = {c: None for c in upward}
     need = sorted({c.measure for c in criteria})
@@ -248,14 +256,29 @@ def search(root: FreqTable, keys: list[KeyLevels], scenarios: Sequence[Sequence[
                     met_nodes[c].append(x)
                     met_arr[c] = None
         found = None
-        if limit and not met[i].all():
+        if limit and not met[i].all() and by_values:
+            found = sv.search_value_suppression(table_of(e), scen, limit, evaluate, holds)
+        elif limit and not met[i].all():
             found = search_suppression(table_of(e), scen, limit, evaluate, holds)
-        if found is not None:
+        if found is not None and by_values:
+            r, per_key, sup, vals = found
+            for c in range(C):
+                values[i, c, :] = [math.nan if p[c] is None else p[c] for p in vals]
+            met[i, :] = True
+            supp[i], supp_r[i] = sum(per_key.values()), r
+            supp_keys[i] = [per_key[k] for k in names]
+            T = table_of(e)
+            node = Node(lev, keys, n, per_key, int(sup.f[sup.mask.any(axis=1)].sum()),
+                        lambda T=T, sup=sup: sv.kept_cells(T, sup),
+                        lambda sup=sup, lev=lev: sv.original_counts(root, keys, dict(zip(names, lev)),
+                                                                    sup))
+        elif found is not None:
             r, m, small, vals = found
             for c in range(C):
                 values[i, c, :] = [math.nan if p[c] is None else p[c] for p in vals]
             met[i, :] = True
             supp[i], supp_r[i] = m, r
+            supp_keys[i] = m
             T = table_of(e)
             node = Node(lev, keys, n, {k: m for k in names}, m,
                         lambda T=T, small=small: suppressed_table(T, small, add_cell=False),
@@ -289,4 +312,5 @@ def search(root: FreqTable, keys: list[KeyLevels], scenarios: Sequence[Sequence[
     stats["suppressing"] = int((supp > 0).sum())
     return SearchResult(names, heights, scen, list(criteria), loss.name, levels, losses, loss_top,
                         values, met, tagged, front_by, suppressed=supp, suppress_r=supp_r,
+                        suppress_mode=suppress_mode, suppressed_keys=supp_keys,
                         seconds=time.perf_counter() - t0, stats=stats)

@@ -46,7 +46,15 @@ class Protection:
     #: released node (each recomputed from a roll-up of the counts, tagged nodes included)
     before_after: pd.DataFrame | None = None
     #: with ``perturb``: per scenario, pr(cm|um), records changed, the criteria after perturbation
+    #: (also in ``before_after``'s columns "perturbed" and "met perturbed")
     perturbation: pd.DataFrame | None = None
+
+    @property
+    def released_meets(self) -> bool:
+        """Whether the file released (perturbed, when it is) meets every criterion on every
+        scenario."""
+        col = "met perturbed" if "met perturbed" in self.before_after else "met"
+        return bool(self.before_after[col].all())
 
     @property
     def optimum(self) -> pd.DataFrame:
@@ -96,7 +104,8 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
             progress: Callable[[int, int], None] | None = None, checkpoint=None,
             checkpoint_every: float = 10.0, plot=None, undefined: str = "fails",
             allow_high_cardinality: bool = False, suppress_limit: float = 0.0,
-            perturb=None, report=None) -> Protection:
+            perturb=None, report=None, suppress: str = "values", sample_flag: str | None = None,
+            weights: str | None = None) -> Protection:
     """Search the recodes of ``keys`` through ``hierarchies`` ({key: spec or [specs]}, or
     ``["KEY=SPEC", ...]``) for the least ``loss`` meeting every criterion (``["theta_hat.upper<=0.1"]``)
     on every scenario (key sets, or a TOML file of named scenarios as ``scan`` reads, whose keys
@@ -106,11 +115,18 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     run killed mid-search and started again with it resumes (:mod:`gpurisk.protect.state`).
     ``plot`` (a .png path) draws the nodes, the front and the optimum. ``undefined="meets"``
     counts a node where a criterion's measure gives no value as meeting it (default: failing).
-    ``suppress_limit`` (a share of the records, e.g. 0.01) lets a node suppress the records of its
-    smallest cells (:mod:`gpurisk.protect.suppress`). ``perturb`` (specs such as
+    ``suppress_limit`` (e.g. 0.01) lets a node that fails set key values of its smallest cells
+    missing: with ``suppress="values"`` (default) the fewest single values, as sdcMicro's
+    ``localSuppression`` (at most that share of the n·K key values,
+    :mod:`gpurisk.protect.suppress_values`); with ``"records"`` every key of whole records, as
+    ARX's suppression limit (at most that share of the records, :mod:`gpurisk.protect.suppress`). ``perturb`` (specs such as
     ``"swap:fraction=0.1"``, ``"pram:p=0.9"``) perturbs the release with ``seed``
     (:mod:`gpurisk.protect.perturb`; its pr(cm|um) is in ``Protection.perturbation``).
     ``report`` (an .html path) writes the before/after report with the front's plot.
+    ``sample_flag`` (a boolean column: the data is a register, the flagged records the sample) and
+    ``weights`` (a design-weight column) are read as ``assess`` reads them, so criteria on
+    population counts (π = n/N by default) or on weights use them; with a sample flag the release
+    holds the flagged records only.
     Raises :class:`NoFeasibleNode` (a BadInput) when no node meets every criterion.
     """
     from gpurisk.inputs import Inputs, key_list
@@ -135,11 +151,18 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
         suppress_limit = float(suppress_limit)
     except (TypeError, ValueError):
         raise BadInput(f"--suppress-limit {suppress_limit!r} is not a number") from None
+    if suppress not in ("values", "records"):
+        raise BadInput(f"--suppress {suppress!r}: give values or records")
     if not 0.0 <= suppress_limit < 1.0:
-        raise BadInput(f"--suppress-limit {suppress_limit!r}: give a share of the records in [0, 1)")
-    if suppress_limit and population is not None:
-        raise BadInput("--suppress-limit with --population is not supported: suppression removes "
-                       "sample records from the sample's cells only")
+        raise BadInput(f"--suppress-limit {suppress_limit!r}: give a share of the "
+                       f"{'key values' if suppress == 'values' else 'records'} in [0, 1)")
+    if suppress_limit and (population is not None or sample_flag is not None):
+        raise BadInput(f"--suppress-limit with {'--population' if population is not None else '--sample-flag'}"
+                       " is not supported: suppression removes sample records from the sample's "
+                       "cells only")
+    if suppress_limit and weights is not None:
+        raise BadInput("--suppress-limit with --weights is not supported: a cell's records would "
+                       "share out its weight sum")
     perturb = [perturb] if isinstance(perturb, str) else list(perturb or [])
     extra_cols = []
     if perturb:
@@ -160,7 +183,8 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
         check_output_file(plot, (".png",), "--plot")
         require_matplotlib()
     opts = check_options(dict(options or {})) if options else {}
-    inp = Inputs(data, keys, population=population, fraction=fraction, missing=missing,
+    inp = Inputs(data, keys, population=population, sample_flag=sample_flag, weights=weights,
+                 fraction=fraction, missing=missing,
                  backend="pandas", sep=sep, encoding=encoding,
                  allow_high_cardinality=allow_high_cardinality, columns=extra_cols)
     frames = inp.read()
@@ -188,10 +212,12 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
                     "criteria": [c.text for c in crits], "hierarchies": specs, "files": files,
                     "undefined": undefined,
                     "fraction": ctx.fraction, "alpha": ctx.alpha, "options": opts,
-                    "seed": ctx.seed, "missing": missing}
+                    "seed": ctx.seed, "missing": missing, "sample_flag": sample_flag,
+                    "weights": weights}
         state = SearchState(checkpoint, settings, root, checkpoint_every)
     res = search(root, levels, scen, crits, loss_obj, measures, ctx, prune=prune,
-                 front_by=front_by, progress=progress, state=state, suppress_limit=suppress_limit)
+                 front_by=front_by, progress=progress, state=state, suppress_limit=suppress_limit,
+                 suppress_mode=suppress)
     if plot is not None:
         from gpurisk.protect.plot import plot_front
         plot_front(res, plot)
@@ -200,23 +226,31 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
         raise NoFeasibleNode(_infeasible(res), res)
     node = res.node(best[0])
     r = int(res.suppress_r[best[0]])
-    table = _before_after(root, levels, node, scen, crits, measures, ctx, r)
+    table = _before_after(root, levels, node, scen, crits, measures, ctx, r, suppress)
     groups = record_groups(root, levels, node)
-    mask = None
-    if r:
-        from gpurisk.protect.suppress import record_mask
-        mask = record_mask(root, levels, node, scen, r)
+    mask = _release_mask(root, levels, node, scen, r, suppress)
     perturbed, pert_report = None, None
+    rows = inp.record_rows(frames)
     if perturb:
         perturbed, pert_report = _perturb(root, levels, node, perturb, seed, frames, extra_cols,
-                                          missing, mask, scen, crits, measures, ctx)
-    released = released_frame(read_raw(data, fmt, encoding), groups, fmt, mask, keys, perturbed)
+                                          missing, mask, scen, crits, measures, ctx, rows)
+    released = released_frame(_sample_rows(read_raw(data, fmt, encoding), rows), groups, fmt, mask,
+                              keys, perturbed)
     doc = _plan_doc(data, fmt, keys, scen, hier, crits, loss, node, res, best[0], counted, ctx,
                     missing, encoding)
     doc["allow_high_cardinality"] = bool(allow_high_cardinality)
-    doc["suppress"] = {"limit": suppress_limit, "r": r,
-                       "records": int(res.suppressed[best[0]])}
+    doc["sample_flag"], doc["weights"] = sample_flag, weights
+    per_key = {k: int(v) for k, v in zip(keys, res.suppressed_keys[best[0]])}
+    records = int(mask.any(axis=1).sum()) if mask is not None and mask.ndim == 2 else \
+        int(mask.sum()) if mask is not None else 0
+    doc["suppress"] = {"mode": suppress, "limit": suppress_limit, "r": r, "records": records,
+                       "values": per_key}
     doc["perturb"] = {"specs": [str(p) for p in perturb], "seed": int(seed)} if perturb else None
+    if pert_report is not None:
+        table = _with_perturbed(table, pert_report, crits)
+    # the risk of the file released: after perturbation when there is one
+    doc["released_worst"] = {c.text: _num(_worst(c, table[table["criterion"] == c.text][
+        "perturbed" if pert_report is not None else "after"])) for c in crits}
     if output is not None:
         write_release(released, output, fmt, encoding)
         doc["release_sha256"] = sha256_file(output)
@@ -224,8 +258,8 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
         from gpurisk.io.atomic import write_text_atomic
         write_text_atomic(plan, json.dumps(doc, indent=2) + "\n")
     settings = {"n": root.n, "fraction": counted.fraction, "nodes": res.stats["nodes"],
-                "seconds": res.seconds, "suppressed_records": int(res.suppressed[best[0]]),
-                "suppressed_values": {k: int(res.suppressed[best[0]]) for k in keys}}
+                "seconds": res.seconds, "suppress": suppress, "suppressed_records": records,
+                "suppressed_values": per_key}
     out = Protection(res, node, doc, released, settings, table, pert_report)
     if report is not None:
         from gpurisk.protect.report import write_protect_report
@@ -233,33 +267,79 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     return out
 
 
+def _release_mask(root, levels, node, scen, r: int, mode: str):
+    """The release's suppressed records (records mode: a records bool array) or values (values
+    mode: records × keys), None when nothing is suppressed."""
+    if not r:
+        return None
+    if mode == "values":
+        from gpurisk.protect.suppress_values import reproduce
+        return reproduce(root, levels, node, scen, r)
+    from gpurisk.protect.suppress import record_mask
+    return record_mask(root, levels, node, scen, r)
+
+
+def _with_perturbed(table: pd.DataFrame, rep: pd.DataFrame, crits) -> pd.DataFrame:
+    """The before → after table with each criterion's value on the perturbed release and whether
+    it is met there."""
+    out = table.copy()
+    by = {(int(r["scenario"]), c.text): (r[c.text], bool(r[f"{c.text} met"]))
+          for _, r in rep.iterrows() for c in crits}
+    out["perturbed"] = [by[(int(s), c)][0] for s, c in zip(out["scenario"], out["criterion"])]
+    out["met perturbed"] = [by[(int(s), c)][1] for s, c in zip(out["scenario"], out["criterion"])]
+    return out
+
+
+def _worst(crit, values: pd.Series) -> float:
+    """A criterion's most adverse value over the scenarios (NaN when one has none)."""
+    v = values.to_numpy(dtype=float)
+    if v.size == 0 or (v != v).any():
+        return float("nan")
+    return float(v.max() if crit.lower_is_better else v.min())
+
+
+def _sample_rows(raw: pd.DataFrame, rows) -> pd.DataFrame:
+    """The sample's rows of the input (``rows``: the flagged rows of a register, None: all)."""
+    return raw if rows is None else raw.iloc[rows].reset_index(drop=True)
+
+
 def _perturb(root, levels, node, specs, seed, frames, extra_cols, missing, mask, scen, crits,
-             measures, ctx):
-    """(changed labels per key, report) of the perturbed release."""
+             measures, ctx, rows=None):
+    """(changed labels per key, report) of the perturbed release: the records with a suppressed
+    value are not perturbed."""
     import numpy as np
     from gpurisk.protect import perturb as pt
     names = [kl.key for kl in levels]
     codes = pt.released_codes(root, levels, node)
     cats = [kl.cats[node[kl.key]] for kl in levels]
-    keep = np.ones(codes[0].shape[0], dtype=bool) if mask is None else ~mask
+    if mask is not None and mask.ndim == 1:
+        mask = np.repeat(mask[:, None], len(names), axis=1)
+    keep = np.ones(codes[0].shape[0], dtype=bool) if mask is None else ~mask.any(axis=1)
     extra = {}
     if extra_cols:
         from gpurisk.freq.encode import encode_keys
-        extra = {e.name: e.sample for e in encode_keys(frames.sample, extra_cols, missing=missing)}
+        sample = frames.sample if rows is None else frames.sample.iloc[rows]
+        extra = {e.name: e.sample for e in encode_keys(sample, extra_cols, missing=missing)}
     pert = pt.perturb_codes(specs, seed, codes, cats, names, extra, keep)
     rep = None
     if crits is not None:
-        rep = pt.report(codes, pert, cats, names, scen, keep, ctx.fraction, crits, measures, ctx)
+        rep = pt.report(codes, pert, cats, names, scen, keep, ctx.fraction, crits, measures, ctx,
+                        mask)
     return pt.changed_labels(codes, pert, cats, names), rep
 
 
-def _before_after(root, levels, node, scen, crits, measures, ctx, r: int = 0) -> pd.DataFrame:
+def _before_after(root, levels, node, scen, crits, measures, ctx, r: int = 0,
+                  mode: str = "records") -> pd.DataFrame:
     from gpurisk.freq.lattice import regroup
     from gpurisk.measure import checked_result
     from gpurisk.protect.criteria import field_value
     maps = {kl.key: kl.between(0, node[kl.key]) for kl in levels if node[kl.key]}
     after = regroup(root, root.keys, maps) if maps else root
-    if r:
+    if r and mode == "values":
+        from gpurisk.protect import suppress_values as sv
+        idx = [[list(after.keys).index(k) for k in s] for s in scen]
+        after = sv.suppressed_cells(after, sv.suppress_to_k(after, idx, r + 1))
+    elif r:
         import numpy as np
         from gpurisk.protect.suppress import scenario_counts, suppressed_table
         least = np.min(np.stack(scenario_counts(after, scen)), axis=0)
@@ -388,6 +468,7 @@ def apply_plan(plan, output=None, data=None) -> pd.DataFrame:
         from gpurisk.protect.perturb import extra_columns
         extra_cols = extra_columns(pspec["specs"], doc["keys"])
     inp = Inputs(data, doc["keys"], missing=doc["missing"], backend="pandas",
+                 sample_flag=doc.get("sample_flag"), weights=doc.get("weights"),
                  sep=fmt.get("sep"), encoding=doc["encoding"],
                  allow_high_cardinality=bool(doc.get("allow_high_cardinality", False)),
                  columns=extra_cols)
@@ -400,16 +481,15 @@ def apply_plan(plan, output=None, data=None) -> pd.DataFrame:
     if bad:
         raise BadInput(f"the plan's node gives {bad[0]!r} a level its hierarchy does not have")
     sup = doc.get("suppress") or {}
-    mask = None
-    if sup.get("r"):
-        from gpurisk.protect.suppress import record_mask
-        mask = record_mask(root, levels, node, [tuple(s) for s in doc["scenarios"]], int(sup["r"]))
+    mask = _release_mask(root, levels, node, [tuple(s) for s in doc["scenarios"]],
+                         int(sup.get("r") or 0), sup.get("mode", "records"))
     perturbed = None
+    rows = inp.record_rows(frames)
     if pspec:
         perturbed, _ = _perturb(root, levels, node, pspec["specs"], pspec["seed"], frames,
-                                extra_cols, doc["missing"], mask, None, None, None, None)
-    frame = released_frame(read_raw(data, fmt, doc["encoding"]), record_groups(root, levels, node),
-                           fmt, mask, doc["keys"], perturbed)
+                                extra_cols, doc["missing"], mask, None, None, None, None, rows)
+    frame = released_frame(_sample_rows(read_raw(data, fmt, doc["encoding"]), rows),
+                           record_groups(root, levels, node), fmt, mask, doc["keys"], perturbed)
     if output is not None:
         write_release(frame, output, fmt, doc["encoding"])
     return frame
