@@ -16,7 +16,7 @@ and every subset of its 8 keys of size <= 4 (162 combinations), with every file-
          with every default measure that reads summaries only, so that no cell reaches the client
          (each combination's summaries are reduced on the workers); beside it the pandas scan with the
          same measures (checked equal, row for row), and the Dask scan that gathers the finest table
-         (the same measures plus theta_hat_misclass, which reads cells). The client's peak RSS above
+         (the same measures without ``cells_on_workers``, the default). The client's peak RSS above
          its level before the scan is sampled every 10 ms (psutil) for both Dask scans.
 
 Targets (issue #4): scan <= 3 x build and >= 30 x faster than the groupby loop on the 10 M-row register.
@@ -288,8 +288,8 @@ def main(argv=None):
             print(f"{r['data']:10s} {r['rows']:>11,d} {r['pandas_w']:>9.2f} {r['dask_w']:>8.2f} "
                   f"{r['dask_w'] / r['pandas_w']:>11.2f} {gbr} {r['dask_mem']:>10.0f} "
                   f"{r['gather_w']:>10.2f} {r['gather_mem']:>12.0f}")
-        print(f"({drows[0]['measures']} measures reading summaries; 'gathered': the Dask scan with "
-              "theta_hat_misclass too, which brings the finest table to the client)")
+        print(f"({drows[0]['measures']} measures reading summaries; 'gathered': the same Dask scan "
+              "without cells_on_workers (the default), which brings the finest table to the client)")
     if not rows:
         return
     hdr = (f"{'data':10s} {'rows':>11s} {'cells':>9s} {'combos':>6s} {'build s':>8s} {'scan s':>8s} "
