@@ -195,17 +195,17 @@ def test_assessment_repr_and_frame(tmp_path):
 
 @pytest.mark.parametrize("args, needle", [
     (["dis", "{data}", "--keys", "a,b", "--fraction", "0.1", "--perturb", "pram:vars=b,p=0.8",
-      "--max-iter", "2"], "use --backend pandas"),
+      "--max-iter", "2", "--recode", "a=bands:2"], "--backend pandas"),
     (["record-risk", "{data}", "--keys", "a,b", "--fraction", "0.1", "--recode", "a=bands:2"],
      "--backend pandas"),
     (["validate", "{data}", "--keys", "a,b", "--fractions", "0.1", "--replicates", "2",
       "--design", "systematic"], "--backend pandas"),
 ])
 def test_commands_that_read_records_say_so_on_a_backend_that_keeps_none(files, args, needle):
-    """Dask keeps no record cells: dis (it perturbs the records), record-risk with a recode and a
-    validate design that draws records by their order say so in one line naming the backend to
-    use, not an internal error (record-risk and validate by cells run there: test_record_risk_dask,
-    test_validate_cells)."""
+    """What Dask cannot do says so in one line naming the backend to use, not an internal error:
+    dis and record-risk with a recode (the records' cells are found before recoding) and a validate
+    design that draws records by their order (dis, record-risk and validate by cells run there:
+    test_dis_dask, test_record_risk_dask, test_validate_cells)."""
     pytest.importorskip("distributed")
     (p,) = run_many([_fill(args, files) + ["--backend", "dask", "--workers", "1"]])
     assert p.returncode == 2 and needle in p.stderr, p.stderr

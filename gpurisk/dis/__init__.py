@@ -292,6 +292,26 @@ def run_dis(codes: Sequence[np.ndarray], categories: Sequence[Sequence], keys: S
                      orientation)
 
 
+def _distributed_codes(inp, frames, keys, extra_cols):
+    """(codes per key, categories, codes of the extra columns) of a Dask input: the keys and the
+    columns the perturbations read are counted on the workers, and each record's codes (narrow
+    integers, records × columns bytes) are encoded there with that count's plan and brought here,
+    where the perturbations redraw the whole file (a swap pairs records across partitions). The
+    codes equal the pandas backend's, so a seed gives the same pr(cm|um) on both."""
+    from gpurisk.freq._dask import record_codes_dask
+    from gpurisk.freq.guards import check_cardinality
+    if inp.recode:
+        raise BadInput(f"dis with --recode on the {inp.backend} backend: the records' codes are "
+                       "taken before recoding; recode the data, or use --backend pandas (or cudf)")
+    cols = list(dict.fromkeys(list(keys) + list(extra_cols)))
+    table = inp.count(frames, keys=cols, guard=False).table
+    check_cardinality(table, inp.allow_high_cardinality, keys=list(keys))
+    allc = record_codes_dask(frames.sample, table, gpu=inp.backend == "dask-cudf", sep=inp.sep)
+    pos = {c: v for v, c in enumerate(cols)}
+    return ([allc[pos[k]] for k in keys], [table.categories[pos[k]] for k in keys],
+            {c: allc[pos[c]] for c in extra_cols})
+
+
 @locked("state", "the state file")
 def dis(frame, keys: Sequence[str], fraction: float, perturb: Iterable, *, max_iter: int = 100,
         stable: int = 10, decimals: int = 3, batch: int | None = None, seed: int = 0,
@@ -321,10 +341,14 @@ def dis(frame, keys: Sequence[str], fraction: float, perturb: Iterable, *, max_i
         from gpurisk.io import check_output_file
         check_output_file(state, None, "--state")   # before the work
     frames = inp.read()
-    table = inp.count(frames, records="dis (it perturbs the records)").table
-    extra = {}
-    if extra_cols:
-        extra = {e.name: e.sample for e in encode_keys(frames.sample, extra_cols, missing=missing)}
-    return run_dis(record_codes(table), table.categories, keys, f, perts, extra=extra,
+    if inp.distributed:
+        codes, categories, extra = _distributed_codes(inp, frames, keys, extra_cols)
+    else:
+        table = inp.count(frames, records="dis (it perturbs the records)").table
+        codes, categories = record_codes(table), table.categories
+        extra = {}
+        if extra_cols:
+            extra = {e.name: e.sample for e in encode_keys(frames.sample, extra_cols, missing=missing)}
+    return run_dis(codes, categories, keys, f, perts, extra=extra,
                    max_iter=max_iter, stable=stable, decimals=decimals, batch=batch, seed=seed,
                    state=state, orientation=orientation)

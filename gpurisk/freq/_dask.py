@@ -491,6 +491,35 @@ def record_pass_dask(sample, table, columns: dict, sample_flag=None, gpu=False, 
             "files": len(parts) if write is not None else 0, "special": hits}
 
 
+# --- each record's codes, encoded on the workers ------------------------------------------------
+
+def partition_codes(plan, frame) -> list:
+    """Each key's codes of a partition's records (narrow integers), on the host."""
+    from gpurisk.freq.plan import encode_partition
+    return [to_host(c) for c in encode_partition(plan, frame)]
+
+
+def record_codes_dask(sample, table, gpu=False, sep=None) -> list:
+    """Each record's code per key of ``table`` (built by :func:`build_table_dask`), in input order:
+    encoded on the workers with the table's plan, brought here as narrow integers (records × keys
+    bytes, not the records' values). For :func:`gpurisk.dis.dis`, whose perturbations redraw the
+    records of the whole file."""
+    from dask import delayed
+
+    from gpurisk.backends import dask_client
+    plan = table.cached(PLAN_MEMO, lambda: None)
+    if plan is None:    # pragma: no cover - a broken invariant
+        raise RuntimeError("record_codes_dask needs a table built by build_table_dask")
+    keys = list(table.keys)
+    with dask_client(gpu=gpu) as client:
+        ddf, mem = to_dask(sample, keys, gpu, _nworkers(client), sep=sep, keys=keys)
+        if mem:
+            ddf = client.persist(ddf)
+        plan_f = delayed(plan, name=f"gpurisk-plan-{uuid.uuid4().hex}")
+        parts = _compute(client, [delayed(partition_codes)(plan_f, d) for d in ddf.to_delayed()])
+    return [np.concatenate([p[v] for p in parts]) for v in range(len(keys))]
+
+
 def _check_carry(sample, carry, sep):
     if not carry:
         return

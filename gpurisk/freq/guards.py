@@ -69,8 +69,9 @@ def sample_categories(table, only=None) -> list[int | None]:
     return out
 
 
-def check_cardinality(table, allow_high_cardinality: bool = False) -> None:
-    """Refuse a key whose distinct values make nearly every record unique (see the module)."""
+def check_cardinality(table, allow_high_cardinality: bool = False, keys=None) -> None:
+    """Refuse a key whose distinct values make nearly every record unique (see the module); with
+    ``keys``, only those of the table's keys (the others are columns counted alongside)."""
     if allow_high_cardinality:
         return
     n = int(table.n)
@@ -78,6 +79,8 @@ def check_cardinality(table, allow_high_cardinality: bool = False) -> None:
     lowest = max(MIN_DISTINCT, n / 2)
     cards = sample_categories(table, only=[v for v, k in enumerate(table.cards) if k > lowest])
     for v, (key, k) in enumerate(zip(table.keys, cards)):
+        if keys is not None and key not in keys:
+            continue
         if k is None or k <= n / 2 or k < MIN_DISTINCT:
             continue
         if k > MAX_CATEGORIES:
