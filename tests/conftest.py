@@ -39,6 +39,15 @@ def run_cli(*args: str, check: bool = False, env: dict | None = None, timeout: f
     return proc
 
 
+def arx_hierarchy_maps(path) -> list[dict]:
+    """An ARX hierarchy CSV (``;``-separated, one row per value, one column per level) as one
+    {value: label} dict per level above the values (read with the csv module: the tests' oracle)."""
+    import csv
+    with open(path, newline="") as fh:
+        rows = [r for r in csv.reader(fh, delimiter=";") if r]
+    return [{r[0]: r[lev] for r in rows} for lev in range(1, len(rows[0]))]
+
+
 #: the memory of each worker of the tests' local Dask clusters
 WORKER_MEMORY = "400MiB"
 

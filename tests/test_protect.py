@@ -20,7 +20,7 @@ import gpurisk
 from gpurisk import plugins
 from gpurisk.errors import BadInput
 from gpurisk.protect import Loss, NoFeasibleNode, apply_plan, parse_criterion, pareto_front, protect
-from conftest import data_path, run_cli
+from conftest import arx_hierarchy_maps, data_path, run_cli
 
 Z99 = NormalDist().inv_cdf(0.99)
 
@@ -232,11 +232,6 @@ def test_hierarchy_from_bands_and_breaks(tmp_path):
 ADULT_KEYS = ["sex", "race", "marital-status", "workclass", "age"]
 
 
-def _arx_map(path) -> list[dict]:
-    with open(path, newline="") as fh:
-        rows = [r for r in csv.reader(fh, delimiter=";") if r]
-    return [{r[0]: r[lev] for r in rows} for lev in range(1, len(rows[0]))]
-
 
 @pytest.fixture(scope="module")
 def adult(tmp_path_factory):
@@ -247,7 +242,7 @@ def adult(tmp_path_factory):
     data = d / "adult4000.csv"
     df.to_csv(data, sep=";", index=False)
     hier = {k: str(src.parent / f"adult_hierarchy_{k}.csv") for k in ADULT_KEYS}
-    maps = {k: _arx_map(hier[k]) for k in ADULT_KEYS}
+    maps = {k: arx_hierarchy_maps(hier[k]) for k in ADULT_KEYS}
     return data, df, hier, maps
 
 

@@ -2,7 +2,6 @@
 and on design weights, against pandas recounts of every node of adult's lattice."""
 from __future__ import annotations
 
-import csv
 
 import numpy as np
 import pandas as pd
@@ -10,15 +9,10 @@ import pytest
 
 from gpurisk.errors import BadInput
 from gpurisk.protect import apply_plan, protect
-from conftest import data_path, run_cli
+from conftest import arx_hierarchy_maps, data_path, run_cli
 
 KEYS = ["sex", "age", "race"]
 
-
-def _levels(path) -> list[dict]:
-    with open(path, newline="") as fh:
-        rows = [r for r in csv.reader(fh, delimiter=";") if r]
-    return [{r[0]: r[lev] for r in rows} for lev in range(1, len(rows[0]))]
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +27,7 @@ def register(tmp_path_factory):
     data = d / "register.csv"
     df.to_csv(data, sep=";", index=False)
     hier = str(src.parent / "adult_hierarchy_age.csv")
-    return data, df, hier, _levels(hier)
+    return data, df, hier, arx_hierarchy_maps(hier)
 
 
 def _generalised(df, maps, lev):
