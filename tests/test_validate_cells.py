@@ -49,10 +49,11 @@ def test_srs_cells_have_hypergeometric_moments():
     assert np.allclose(f.var(0, ddof=1)[keep], var[keep], rtol=0.06)
 
 
-@pytest.mark.parametrize("design", ["bernoulli", "srs"])
+@pytest.mark.parametrize("design", ["bernoulli", "srs", "stratified:marital-status"])
 def test_cells_and_records_give_the_same_distribution_on_real_data(design):
     """adult, 3 keys, π = 5 %: the truths' and θ̂'s means over 300 replicates drawn from records and
-    from cells agree within 4 standard errors of their difference."""
+    from cells agree within 4 standard errors of their difference; srs and stratified draw the same
+    n in every replicate both ways."""
     kw = dict(fractions=[0.05], replicates=300, measures=["theta_hat"], design=design)
     a = gpurisk.validate("example:adult", "age,sex,race", draw="records", **kw).replicates
     b = gpurisk.validate("example:adult", "age,sex,race", draw="cells", seed=1, **kw).replicates
@@ -61,7 +62,7 @@ def test_cells_and_records_give_the_same_distribution_on_real_data(design):
         y = b.loc[b.measure == "theta_hat", col].astype(float)
         se = np.sqrt(x.var() / len(x) + y.var() / len(y))
         assert abs(x.mean() - y.mean()) <= 4 * se + 1e-12, (col, x.mean(), y.mean(), se)
-    if design == "srs":
+    if design != "bernoulli":
         assert a.n.nunique() == 1 and b.n.nunique() == 1 and a.n.iloc[0] == b.n.iloc[0]
 
 
@@ -88,9 +89,20 @@ def test_cells_resume_equals_an_uninterrupted_run(tmp_path):
     pd.testing.assert_frame_equal(whole.summary, again.summary)
 
 
+def test_stratified_cells_keep_every_stratum_size():
+    """stratified:sex drawn from cells: in every replicate each stratum gives exactly
+    n_h = round(π N_h) records (counted back by a pandas groupby of the population by sex)."""
+    df = pd.read_csv(data_path("uci_adult/adult_full_48842.csv"))
+    Nh = df.groupby("sex").size()
+    want = int(sum(np.rint(0.1 * Nh)))
+    r = gpurisk.validate(df, "age,race", design="stratified:sex", draw="cells", fractions=[0.1],
+                         replicates=5, measures=["theta_hat"]).replicates
+    assert (r["n"] == want).all()
+
+
 def test_cells_refuse_designs_that_need_records():
-    for design in ("systematic", "stratified:sex"):
-        with pytest.raises(BadInput, match="bernoulli or srs"):
+    for design in ("systematic", "systematic:sex"):
+        with pytest.raises(BadInput, match="bernoulli, srs or stratified"):
             gpurisk.validate("example:adult", "age,race", design=design, draw="cells",
                              fractions=[0.1], replicates=2)
     with pytest.raises(BadInput, match="draw="):
@@ -124,9 +136,19 @@ def test_dask_validate_equals_pandas_cell_draws(client):
     pd.testing.assert_frame_equal(got.replicates, want.replicates)
 
 
+def test_dask_validate_stratified_equals_pandas_cell_draws(client):
+    pop = pd.read_csv(data_path("arx_genetic/fars_int.csv"), sep=";")
+    kw = dict(fractions=[0.05], replicates=4, seed=2, design="stratified:istatenum",
+              measures=["theta_hat", "tau1_hat"])
+    want = gpurisk.validate(pop, ["iage", "isex", "irace"], draw="cells", **kw)
+    got = gpurisk.validate(dd.from_pandas(pop, npartitions=4), ["iage", "isex", "irace"],
+                           backend="dask", **kw)
+    pd.testing.assert_frame_equal(got.replicates, want.replicates)
+
+
 def test_dask_validate_of_a_records_design_is_one_line(client):
     pop = pd.read_csv(data_path("arx_genetic/fars_int.csv"), sep=";")
-    with pytest.raises(BadInput, match="bernoulli or srs"):
+    with pytest.raises(BadInput, match="bernoulli, srs or stratified"):
         gpurisk.validate(dd.from_pandas(pop, npartitions=3), ["iage", "isex"], backend="dask",
                          design="systematic", fractions=[0.1])
     with pytest.raises(BadInput, match="does not keep"):

@@ -110,7 +110,8 @@ def register(cli: click.Group) -> None:
                        "DIR to continue a killed run (same result as an uninterrupted one)")
     @click.option("--draw", type=click.Choice(["records", "cells"]), default=None,
                   help="draw each replicate's records (every design), or its counts from the "
-                       "population's cell counts (bernoulli, srs: same distribution, faster); "
+                       "population's cell counts (bernoulli, srs, stratified: same distribution, "
+                       "faster); "
                        "default records, cells on --backend dask/dask-cudf")
     @input_options
     def validate(population, keys, fractions, replicates, design, measures, seed, alpha, opts, output,

@@ -17,10 +17,13 @@ Designs (``--design``):
   stratified systematic design.
 
 Drawn from the cells (:func:`cell_batches`, ``draw="cells"``; what a distributed population uses,
-whose records stay on the workers): the bernoulli and srs designs need only the population's cell
-counts F, since which records of a cell are drawn does not change the sample's counts. Bernoulli:
-f_j ~ Binomial(F_j, π) independently; srs: (f_j) ~ multivariate hypergeometric(F; n = round(π N)).
-Same distribution of the sample counts as the record draws, another random stream.
+whose records stay on the workers): the bernoulli, srs and stratified designs need only cell counts,
+since which records of a cell are drawn does not change the sample's counts. Bernoulli:
+f_j ~ Binomial(F_j, π) independently; srs: (f_j) ~ multivariate hypergeometric(F; n = round(π N));
+stratified: within each stratum h, the counts F_hj of the cells over the keys and the stratum column
+give a multivariate hypergeometric draw of n_h = round(π N_h), summed over h into the keys' cells.
+Same distribution of the sample counts as the record draws, another random stream. The systematic
+design follows the records' order and has no cell form.
 """
 from __future__ import annotations
 
@@ -115,23 +118,27 @@ def batches(design: Design, fraction: float, replicates: int, N: int, rng: np.ra
 
 
 #: designs that can be drawn from the population's cell counts alone
-CELL_DESIGNS = ("bernoulli", "srs")
+CELL_DESIGNS = ("bernoulli", "srs", "stratified")
 
 
 def check_cell_design(design: Design) -> None:
     if design.kind not in CELL_DESIGNS:
-        raise BadInput(f"design {design.label!r} draws records by their order or stratum, which "
-                       "drawing from cell counts (a population read by Dask workers) does not "
-                       "give: use --design bernoulli or srs, or --backend pandas")
+        raise BadInput(f"design {design.label!r} draws records by their order, which drawing from "
+                       "cell counts (a population read by Dask workers) does not give: use "
+                       "--design bernoulli, srs or stratified:COL, or --backend pandas")
 
 
 def cell_batches(design: Design, fraction: float, replicates: int, F: np.ndarray,
-                 rng: np.random.Generator) -> Iterator[tuple[int, int, np.ndarray]]:
+                 rng: np.random.Generator, strata=None) -> Iterator[tuple[int, int, np.ndarray]]:
     """Yield ``(first, count, fmat)``: the (count × C) sample counts of consecutive batches of
     replicates, drawn from the cell counts F (see the module docstring); a batch holds at most
-    BATCH_CELLS counts."""
+    BATCH_CELLS counts. Stratified: F are the counts of the cells over the keys and the stratum
+    column and ``strata = (stratum of each such cell, index of its cell over the keys, C)``."""
     check_cell_design(design)
     F = np.asarray(F, dtype=np.int64)
+    if design.kind == "stratified":
+        yield from _stratified_cells(fraction, int(replicates), F, rng, *strata)
+        return
     R, C = int(replicates), int(F.size)
     size = max(1, min(R, BATCH_CELLS // max(C, 1)))
     n = int(np.rint(fraction * F.sum()))
@@ -142,6 +149,27 @@ def cell_batches(design: Design, fraction: float, replicates: int, F: np.ndarray
         else:
             f = rng.multivariate_hypergeometric(F, n, size=count, method="marginals")
         yield first, count, f.astype(np.int64, copy=False)
+
+
+def _stratified_cells(fraction, R, F, rng, stratum, coarse, C):
+    """:func:`cell_batches` of the stratified design: per stratum (a loop over strata, not records)
+    a multivariate hypergeometric draw of n_h = round(π N_h) from its cells, added into the keys'
+    cells (within a stratum each cell over the keys appears once, so the addition has no clashes)."""
+    stratum = np.asarray(stratum, dtype=np.int64)
+    coarse = np.asarray(coarse, dtype=np.int64)
+    order = np.argsort(stratum, kind="stable")
+    bounds = np.flatnonzero(np.diff(stratum[order])) + 1
+    groups = np.split(order, bounds) if order.size else []
+    size = max(1, min(R, BATCH_CELLS // max(int(C), 1)))
+    for first in range(0, R, size):
+        count = min(size, R - first)
+        out = np.zeros((count, int(C)), dtype=np.int64)
+        for g in groups:
+            Fh = F[g]
+            nh = int(np.rint(fraction * Fh.sum()))
+            out[:, coarse[g]] += rng.multivariate_hypergeometric(Fh, nh, size=count,
+                                                                 method="marginals")
+        yield first, count, out
 
 
 def stratum_sizes(strata: np.ndarray, fraction: float) -> tuple[np.ndarray, np.ndarray]:

@@ -146,7 +146,7 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
     a complete folder draws none.
 
     ``draw``: "records" draws each replicate's records (every design); "cells" draws its counts from
-    the population's cell counts (bernoulli and srs; same distribution, another random stream; see
+    the population's cell counts (bernoulli, srs, stratified; same distribution, another random stream; see
     :mod:`gpurisk.validation.design`). Default: records, and cells on a distributed backend, whose
     records stay on the workers (only the population's cell table comes to this process).
 
@@ -179,7 +179,19 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
         dz.check_cell_design(dsg)
     frames = inp.read()
     frame = frames.sample
-    if draw == "cells":
+    strata = None
+    if draw == "cells" and dsg.kind == "stratified":
+        # the population over the keys and the stratum column, and its roll-up over the keys
+        from gpurisk.freq.guards import check_cardinality
+        from gpurisk.freq.lattice import regroup
+        cols = list(dict.fromkeys(keys + [dsg.column]))
+        fine = inp.count(frames, keys=cols, guard=False).table
+        check_cardinality(fine, allow_high_cardinality, keys=keys)
+        pop, inv = regroup(fine, keys, return_inverse=True)
+        h = to_host(fine.cell_codes()[cols.index(dsg.column)])
+        strata = (to_host(fine.f).astype(np.int64), h, to_host(inv), int(pop.f.shape[0]))
+        cell = None
+    elif draw == "cells":
         pop = inp.count(frames).table
         cell = None
     else:
@@ -188,7 +200,7 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
         cell = to_host(pop.record_cell()).astype(np.int64, copy=False)
     F = to_host(pop.f).astype(np.int64, copy=False)
     N, C = int(F.sum()), F.size
-    codes = dz.column_codes(frame, dsg.column) if dsg.column else None
+    codes = dz.column_codes(frame, dsg.column) if dsg.column and cell is not None else None
 
     rows: list[dict] = []
     caught: dict[str, list] = {}
@@ -220,7 +232,8 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
         rng = np.random.default_rng([int(seed), int(round(frac * 2**32))])
         if draw == "cells":
             drawn = ((first, count, None, fm) for first, count, fm in
-                     dz.cell_batches(dsg, frac, int(replicates), F, rng))
+                     (dz.cell_batches(dsg, frac, int(replicates), F, rng) if strata is None else
+                      dz.cell_batches(dsg, frac, int(replicates), strata[0], rng, strata[1:])))
         else:
             drawn = dz.batches(dsg, frac, int(replicates), N, rng, codes)
         for first, count, rep, rec in drawn:
