@@ -177,11 +177,13 @@ class Inputs:
 
     # --- what is counted -------------------------------------------------------------------------
     def count(self, frames: Frames | None = None, keys=None, *, weights: bool = True,
-              guard: bool = True, records: str | None = None) -> Counted:
+              guard: bool = True, records: str | None = None, also=()) -> Counted:
         """The table over ``keys`` (default: all), recoded and checked, and π.
 
         ``weights=False`` leaves the design weights out (commands that do not read them);
         ``guard=False`` skips the cardinality check (for a caller that checks a coarser table);
+        ``also``: other columns counted after the keys as if they were keys (a stratum, the
+        columns a perturbation reads), which the cardinality check leaves alone;
         ``records="what needs them"``: the command reads each record's cell, so a backend that
         keeps none (Dask) is one clear line instead of a failure later.
         """
@@ -193,8 +195,9 @@ class Inputs:
                            "does not keep: use --backend pandas (or cudf)")
         frames = self.read() if frames is None else frames
         keys = list(self.keys) if keys is None else key_list(keys)
+        counted = list(dict.fromkeys(keys + [str(c) for c in also]))
         t0 = time.perf_counter()
-        table = build_table(frames.sample, keys, population=frames.population,
+        table = build_table(frames.sample, counted, population=frames.population,
                             sample_flag=self.sample_flag, weights=self.weights if weights else None,
                             missing=self.missing, backend=self.backend)
         if table.n == 0:
@@ -210,7 +213,8 @@ class Inputs:
             table = regroup(table, table.keys, code_maps(table, recodes))
         t2 = time.perf_counter()
         if guard:
-            check_cardinality(table, self.allow_high_cardinality)
+            check_cardinality(table, self.allow_high_cardinality,
+                              keys=keys if len(counted) > len(keys) else None)
         pi, source, notes = resolve_fraction(table, self.fraction)
         return Counted(table, pi, source, notes, {"build_s": t1 - t0, "recode_s": t2 - t1})
 

@@ -299,13 +299,11 @@ def _distributed_codes(inp, frames, keys, extra_cols):
     where the perturbations redraw the whole file (a swap pairs records across partitions). The
     codes equal the pandas backend's, so a seed gives the same pr(cm|um) on both."""
     from gpurisk.freq._dask import record_codes_dask
-    from gpurisk.freq.guards import check_cardinality
     if inp.recode:
         raise BadInput(f"dis with --recode on the {inp.backend} backend: the records' codes are "
                        "taken before recoding; recode the data, or use --backend pandas (or cudf)")
-    cols = list(dict.fromkeys(list(keys) + list(extra_cols)))
-    table = inp.count(frames, keys=cols, guard=False).table
-    check_cardinality(table, inp.allow_high_cardinality, keys=list(keys))
+    table = inp.count(frames, also=extra_cols).table
+    cols = list(table.keys)
     allc = record_codes_dask(frames.sample, table, gpu=inp.backend == "dask-cudf", sep=inp.sep)
     pos = {c: v for v, c in enumerate(cols)}
     return ([allc[pos[k]] for k in keys], [table.categories[pos[k]] for k in keys],

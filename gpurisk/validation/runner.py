@@ -182,13 +182,10 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
     strata = None
     if draw == "cells" and dsg.kind == "stratified":
         # the population over the keys and the stratum column, and its roll-up over the keys
-        from gpurisk.freq.guards import check_cardinality
         from gpurisk.freq.lattice import regroup
-        cols = list(dict.fromkeys(keys + [dsg.column]))
-        fine = inp.count(frames, keys=cols, guard=False).table
-        check_cardinality(fine, allow_high_cardinality, keys=keys)
+        fine = inp.count(frames, also=[dsg.column]).table
         pop, inv = regroup(fine, keys, return_inverse=True)
-        h = to_host(fine.cell_codes()[cols.index(dsg.column)])
+        h = to_host(fine.cell_codes()[list(fine.keys).index(dsg.column)])
         strata = (to_host(fine.f).astype(np.int64), h, to_host(inv), int(pop.f.shape[0]))
         cell = None
     elif draw == "cells":
