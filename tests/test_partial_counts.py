@@ -316,3 +316,16 @@ def test_plan_from_nullable_integers_above_2_53_is_exact():
     assert [int(c) for c in cats[:2]] == big and cats[2] is None
     rounded = make_plan(["a"], {"a": pd.Series(big + [None], dtype="float64")}, na_sample={"a": 1})
     assert [int(c) for c in rounded.key_plans[0].categories[:2]] != big   # why float64 is not used
+
+
+@pytest.mark.parametrize("space", [None, 1000, 5_000_000])
+def test_group_ids_equals_numpy_unique(space):
+    """group_ids (a histogram and lookup table for a small id space, else one argsort) gives
+    np.unique's distinct ids and inverse."""
+    from gpurisk.freq import partial as P
+    ids = np.random.default_rng(3).integers(0, 1000, 20_000)
+    cells, inv = P.group_ids(ids, space=space)
+    want, winv = np.unique(ids, return_inverse=True)
+    np.testing.assert_array_equal(cells, want)
+    np.testing.assert_array_equal(inv, winv.reshape(-1))
+    assert P.group_ids(ids[:0])[0].size == 0

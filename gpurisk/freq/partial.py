@@ -74,6 +74,23 @@ def count_ids(ids, xp=None, space: int | None = None):
     return s[starts].astype(xp.int64), counts.astype(xp.int64)
 
 
+def group_ids(ids, xp=None, space: int | None = None):
+    """(sorted distinct ids as int64, each id's index among them): :func:`count_ids` with the
+    inverse. A histogram and a lookup table where :func:`dense_count` says so for the ids' range
+    ``space``, else one argsort (the counts of :func:`count_ids` and the inverse from it)."""
+    xp = namespace(ids) if xp is None else xp
+    n = int(ids.shape[0])
+    if n == 0:
+        return xp.zeros(0, xp.int64), xp.zeros(0, xp.int64)
+    if dense_count(space, n):
+        cells, counts = count_ids(ids, xp, space=space)
+        return cells, locate([ids], [cells], space=space, counts=counts, complete=True).astype(xp.int64)
+    order, sw, new, starts = _group(xp, [ids])
+    inverse = xp.empty(n, dtype=xp.int64)
+    inverse[order] = xp.cumsum(new) - 1
+    return sw[0][starts].astype(xp.int64), inverse
+
+
 def _group(xp, words, runs: bool = False):
     """(order, sorted words, start mask, starts) of rows grouped by equal words. ``runs``: the
     rows are a few sorted runs (partials to merge): numpy's stable sort merges them in near-linear

@@ -38,7 +38,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from gpurisk.freq.cellid import combined_ids, fits_radix
+from gpurisk.freq import partial as P
+from gpurisk.freq.cellid import combined_ids, fits_radix, radix_space
 from gpurisk.freq.lattice import cell_codes, regroup
 from gpurisk.freq.table import FreqTable
 from gpurisk.protect.hierarchy import KeyLevels
@@ -64,10 +65,9 @@ def recount(T: FreqTable, codes: Sequence[np.ndarray], f: np.ndarray, cats: list
     f = f[f > 0]
     cards = [len(c) for c in cats]
     ids = combined_ids(codes, cards) if f.size else np.zeros(0, np.int64)
-    uniq, inv = np.unique(ids, return_inverse=True)
-    inv = inv.reshape(-1)
-    fsum = np.bincount(inv, weights=f, minlength=uniq.size).astype(np.int64)
     radix = fits_radix(cards)
+    uniq, fsum, inv = _group_sums(ids, radix_space(cards) if radix else None, f)
+    fsum = fsum.astype(np.int64)
     stored = None
     if not radix:
         first = np.zeros(uniq.size, np.int64)
@@ -90,11 +90,21 @@ def _counts(cur, f, cards, scen_idx):
     """Per scenario, each cell's scenario count."""
     out = []
     for s in scen_idx:
-        ids = combined_ids([cur[v] for v in s], [cards[v] for v in s])
-        _, inv = np.unique(ids, return_inverse=True)
-        inv = inv.reshape(-1)
-        out.append(np.bincount(inv, weights=f)[inv])
+        sc = [cards[v] for v in s]
+        ids = combined_ids([cur[v] for v in s], sc)
+        _, sums, inv = _group_sums(ids, radix_space(sc) if fits_radix(sc) else None, f)
+        out.append(sums[inv])
     return out
+
+
+def _group_sums(ids, space, w=None):
+    """(distinct ids, the sum of ``w`` over each (None without ``w``), each row's index among them),
+    by the engine's :func:`gpurisk.freq.partial.group_ids` (a histogram where the id ``space`` is
+    small, else one sort)."""
+    cells, inv = P.group_ids(ids, np, space=space)
+    sums = None if w is None else np.bincount(inv, weights=np.asarray(w, dtype=np.float64),
+                                              minlength=cells.size)
+    return cells, sums, inv
 
 
 @dataclass
@@ -184,8 +194,9 @@ def _groups(cur, cards, v):
     others = [u for u in range(len(cur)) if u != v]
     if not others:
         return np.zeros(cur[0].size, np.int64)
-    g = combined_ids([cur[u] for u in others], [cards[u] for u in others])
-    return np.unique(g, return_inverse=True)[1].reshape(-1)
+    oc = [cards[u] for u in others]
+    g = combined_ids([cur[u] for u in others], oc)
+    return _group_sums(g, radix_space(oc) if fits_radix(oc) else None)[2]
 
 
 def _fill(cur, f, cell, mask, counts, unsafe, k, na, cards, member, order, groups):
