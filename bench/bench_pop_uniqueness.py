@@ -47,7 +47,7 @@ def timed(fn, *a):
 
 
 def term_step_seconds(sm: U.Sample) -> float:
-    """One Newton step of Pitman's equations with the sums added term by term (ARX's way)."""
+    """The term-by-term sums of one Newton step of Pitman's equations (ARX's way): the step's bulk."""
     theta, alpha = U._pitman_start(sm)
     i = np.arange(1, sm.J, dtype=float)
     t = time.perf_counter()

@@ -85,7 +85,13 @@ def test_cells_resume_equals_an_uninterrupted_run(tmp_path):
             gpurisk.validate("example:adult", "age,sex", resume=tmp_path / "ck", **kw)
     finally:
         runner._run_one = real
-    again = gpurisk.validate("example:adult", "age,sex", resume=tmp_path / "ck", **kw)
+    calls["n"] = -10**9      # counts the resumed run's replicates, never dies
+    runner._run_one = dies
+    try:
+        again = gpurisk.validate("example:adult", "age,sex", resume=tmp_path / "ck", **kw)
+    finally:
+        runner._run_one = real
+    assert calls["n"] + 10**9 == 12 - runner.CHUNK     # the saved chunk is read back, not redrawn
     pd.testing.assert_frame_equal(whole.summary, again.summary)
 
 
