@@ -122,3 +122,36 @@ def test_plugins_lists_the_classic_plugin_with_its_version():
     assert f"gpurisk-classic {ver}" in out
     rows = json.loads(run_cli("plugins", "--json", check=True).stdout)
     assert {"plugin": "classic", "package": "gpurisk-classic", "version": ver} in rows
+
+
+class EditsZ(gpurisk.Measure):
+    """A careless plugin: writes into the table's cached frequencies of frequencies."""
+    name = "edits_z"
+    description = "zeroes n1 in the cached Z and pops n1 from freq_of_freq"
+
+    def compute(self, table, ctx):
+        table.freq_of_freq().pop(1, None)      # a copy: changes nothing
+        table.fof_vector()[1] = 0               # read-only: raises, reported on this row
+        return gpurisk.Result(value=1.0)
+
+
+class _PZ:
+    @gpurisk.hookimpl
+    def gpurisk_register_measures(self):
+        return [EditsZ]
+
+
+def test_a_measure_cannot_change_the_summaries_the_others_read(fresh_registry):
+    plugins.register(_PZ(), name="edits-z-plugin")
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame({"k": rng.integers(0, 400, 3000), "s": rng.integers(0, 2, 3000)})
+    # the independent count: cells holding one record
+    n1 = int((df.value_counts() == 1).sum())
+    a = gpurisk.assess(df, ["k", "s"], fraction=0.1,
+                       measures=["edits_z", "sample_uniques", "theta_hat", "k_anonymity"])
+    assert a.measures["edits_z"].value is None
+    assert "read-only" in a.measures["edits_z"].reason
+    assert a.measures["sample_uniques"].value == n1 > 0
+    ref = gpurisk.assess(df, ["k", "s"], fraction=0.1, measures=["theta_hat", "k_anonymity"])
+    assert a.measures["theta_hat"].value == ref.measures["theta_hat"].value
+    assert a.measures["k_anonymity"].value == ref.measures["k_anonymity"].value

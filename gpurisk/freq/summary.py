@@ -18,6 +18,7 @@ import numpy as np
 from gpurisk.errors import BadInput
 from gpurisk.freq.partial import JOINT_MAX_F  # noqa: F401  (re-exported)
 from gpurisk.freq.table import UniqueStats
+from gpurisk.xp import readonly
 
 
 @dataclass(frozen=True)
@@ -121,8 +122,10 @@ class SummaryTable:
     _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     def cached(self, name: str, make: Callable[[], Any]):
+        """As :meth:`gpurisk.freq.table.FreqTable.cached`: numpy arrays kept read-only."""
         if name not in self._memo:
-            self._memo[name] = make()
+            value = make()
+            self._memo[name] = readonly(value) if isinstance(value, np.ndarray) else value
         return self._memo[name]
 
     def _no_cells(self, what: str):

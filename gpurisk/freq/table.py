@@ -74,10 +74,14 @@ class FreqTable:
         """The value kept under ``name`` in this table's cache, made by ``make()`` the first time.
 
         For anything derived from the counts alone (a fitted model, packed weights): measures and
-        plugins share it through this table, never through attributes of their own."""
+        plugins share it through this table, never through attributes of their own. A numpy array
+        kept here is marked read-only, so a measure that writes into what it was given (the
+        frequencies of frequencies, say) gets an error instead of changing what the measures after
+        it read."""
         memo = self._memo
         if name not in memo:
-            memo[name] = make()
+            value = make()
+            memo[name] = readonly(value) if isinstance(value, np.ndarray) else value
         return memo[name]
 
     _kept = cached
@@ -120,8 +124,9 @@ class FreqTable:
         return self.cached("Z", lambda: fof_vector(self.xp, self.f))
 
     def freq_of_freq(self) -> dict[int, int]:
-        """{r: n_r} for every r >= 1 with n_r > 0 (numbers of cells)."""
-        return self.cached("fof", lambda: nonzero_dict(self.fof_vector()))
+        """{r: n_r} for every r >= 1 with n_r > 0 (numbers of cells): a new dict at each call, so a
+        measure that edits it changes nothing another measure reads."""
+        return dict(self.cached("fof", lambda: nonzero_dict(self.fof_vector())))
 
     def pop_freq_of_freq(self) -> dict[int, int] | None:
         """{r: N_r} for every r >= 1 with N_r > 0 (numbers of cells), or None without ``F``."""
