@@ -164,8 +164,13 @@ def get_plugin_manager() -> pluggy.PluginManager:
 
 
 def failed_plugins() -> list[FailedPlugin]:
-    """Entry-point plugins that failed to load (after :func:`get_plugin_manager`)."""
+    """Plugins that failed to load: an entry point whose import raised, or a plugin whose
+    registration hook raised or returned something other than named classes (found by building
+    the registries, which this does)."""
     get_plugin_manager()
+    measure_registry()
+    perturbation_registry()
+    loss_registry()
     return list(_failed.values())
 
 
@@ -226,10 +231,13 @@ def plugins_list() -> list[dict[str, str]]:
     pm = get_plugin_manager()
     dists = _distributions(pm)
     out = []
+    failed = failed_plugins()
     for name, _plugin in pm.list_name_plugin():
+        if name in _failed:
+            continue
         package, version = plugin_info(pm, name, dists)
         out.append({"plugin": name, "package": package, "version": version})
-    for f in failed_plugins():
+    for f in failed:
         out.append({"plugin": f.plugin, "package": f.package, "version": f.version,
                     "status": "failed", "error": f.error})
     return out
@@ -237,24 +245,60 @@ def plugins_list() -> list[dict[str, str]]:
 
 def _registered(hook, base: type, kind: str, public: str) -> dict[str, Registered]:
     """name -> Registered for every class the implementations of ``hook`` return, in registration
-    order: each a subclass of ``base`` with a name, no name twice (else a PluginError naming the
-    plugin); ``public`` is the base class's name for plugin authors."""
+    order: each a subclass of ``base`` with a name; ``public`` is the base class's name for plugin
+    authors.
+
+    A third-party plugin whose hook raises, or returns something that is not a named ``base``
+    subclass, is recorded as failed (:func:`failed_plugins`, one warning line) and skipped, with
+    everything it registers; the other plugins go on working. The same fault in a built-in module
+    is a bug and a :class:`PluginError`; so is one name registered twice (which measure a name means
+    must never depend on the order plugins load in)."""
     pm = get_plugin_manager()
     dists = _distributions(pm)
     reg: dict[str, Registered] = {}
     for impl in hook.get_hookimpls():
-        for cls in impl.function() or []:
-            if not (inspect.isclass(cls) and issubclass(cls, base)):
-                raise PluginError(f"plugin {impl.plugin_name!r} registered {cls!r}, "
-                                  f"which is not a {public} subclass")
-            if not cls.name or not isinstance(cls.name, str):
-                raise PluginError(f"plugin {impl.plugin_name!r}: {kind} class {cls.__name__} has no name")
+        if impl.plugin_name in _failed:
+            continue
+        try:
+            found = _classes(impl, base, kind, public)
+        except PluginError as exc:
+            if impl.plugin_name.startswith("gpurisk."):
+                raise
+            package, version = plugin_info(pm, impl.plugin_name, dists)
+            _skip_failed(pm, FailedPlugin(impl.plugin_name, package, version, str(exc)))
+            continue
+        for cls in found:
             if cls.name in reg:
                 raise PluginError(f"{kind} {cls.name!r} is registered twice: by plugin "
                                   f"{reg[cls.name].plugin!r} and by plugin {impl.plugin_name!r}")
             package, version = plugin_info(pm, impl.plugin_name, dists)
             reg[cls.name] = Registered(cls, impl.plugin_name, package, version)
     return reg
+
+
+def _classes(impl, base: type, kind: str, public: str) -> list[type]:
+    """The classes one hook implementation returns, checked; PluginError (one line) if it raises or
+    returns anything else."""
+    try:
+        found = list(impl.function() or [])
+    except Exception as exc:  # a third-party hook's own fault
+        raise PluginError(f"its {impl.function.__name__} hook raised {_error_line(exc)}") from None
+    for cls in found:
+        if not (inspect.isclass(cls) and issubclass(cls, base)):
+            raise PluginError(f"plugin {impl.plugin_name!r} registered a {type(cls).__name__}, "
+                              f"which is not a {public} subclass")
+        if not cls.name or not isinstance(cls.name, str):
+            raise PluginError(f"plugin {impl.plugin_name!r}: {kind} class {cls.__name__} has no name")
+    return found
+
+
+def _skip_failed(pm: pluggy.PluginManager, failed: FailedPlugin) -> None:
+    """Record a plugin that failed while registering, warn once, and unregister it whole."""
+    _failed[failed.plugin] = failed
+    sys.stderr.write(failed.warning() + "\n")
+    plugin = pm.get_plugin(failed.plugin)
+    if plugin is not None:
+        pm.unregister(plugin)
 
 
 def perturbation_registry() -> dict[str, Registered]:

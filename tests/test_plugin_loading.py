@@ -206,3 +206,69 @@ def test_failing_or_replacing_hook_is_isolated(runtime, capsys):
             "GPURISK_BLOCK_PLUGINS=toy-raises") in err
     assert "plugin 'toy-replaces' tried to replace the command 'assess'; ignored" in err
     assert cli.get_command(click.Context(cli), "assess").callback.__name__ == "assess"
+
+
+RAISING_SRC = '''
+import gpurisk
+
+@gpurisk.hookimpl
+def gpurisk_register_measures():
+    raise RuntimeError("hook exploded")
+'''
+
+NAMELESS_SRC = '''
+import gpurisk
+
+class NoName(gpurisk.Measure):
+    description = "a measure class without a name"
+
+    def compute(self, table, ctx):
+        return gpurisk.Result(value=1.0)
+
+@gpurisk.hookimpl
+def gpurisk_register_measures():
+    return [NoName]
+'''
+
+
+@pytest.fixture
+def faulty_hooks(tmp_path, monkeypatch):
+    """A good plugin, one whose registration hook raises, one that registers a nameless class."""
+    tag = abs(hash(str(tmp_path)))
+    dist(tmp_path, "gpurisk-toy-good", "toygood", f"gpurisk_toy_good_{tag}", GOOD_SRC)
+    dist(tmp_path, "gpurisk-toy-raising", "toyraising", f"gpurisk_toy_raising_{tag}", RAISING_SRC, "0.9")
+    dist(tmp_path, "gpurisk-toy-nameless", "toynameless", f"gpurisk_toy_nameless_{tag}", NAMELESS_SRC, "0.1")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    plugins.reset()
+    yield tmp_path
+    plugins.reset()
+
+
+def test_a_hook_that_fails_at_load_time_is_reported_failed_and_the_rest_work(faulty_hooks, capsys):
+    reg = plugins.measure_registry()
+    assert "toy_cells" in reg and "theta_hat" in reg
+    failed = {f.plugin: f for f in plugins.failed_plugins()}
+    assert set(failed) == {"toyraising", "toynameless"}
+    assert "RuntimeError: hook exploded" in failed["toyraising"].error
+    assert "has no name" in failed["toynameless"].error
+    err = capsys.readouterr().err
+    assert err.count("toyraising") == 2 and err.count("failed to load and is skipped") == 2  # one line each
+    rows = plugins.plugins_list()
+    status = {r["plugin"]: r.get("status", "loaded") for r in rows}
+    assert status["toygood"] == "loaded"
+    assert status["toyraising"] == status["toynameless"] == "failed"   # never listed "loaded"
+    a = gpurisk.assess(pd.DataFrame({"k": [1, 2, 2]}), ["k"], fraction=0.5,
+                       measures=["toy_cells", "sample_uniques"])
+    assert a.measures["toy_cells"].value == 2 and a.measures["sample_uniques"].value == 1
+
+
+def test_cli_runs_beside_a_plugin_whose_hook_fails(faulty_hooks):
+    env = {"PYTHONPATH": str(faulty_hooks)}
+    pd.DataFrame({"k": [1, 2, 2]}).to_csv(faulty_hooks / "d.csv", index=False)
+    p = run_cli("assess", faulty_hooks / "d.csv", "--keys", "k", "--fraction", "0.5", "--json",
+                "--measures", "sample_uniques,toy_cells", env=env)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["measures"]["toy_cells"]["value"] == 2
+    assert "toyraising" in p.stderr and "toynameless" in p.stderr
+    out = run_cli("plugins", env=env, check=True).stdout
+    assert "toyraising\tgpurisk-toy-raising 0.9\tFAILED: " in out
