@@ -157,6 +157,20 @@ def _workers(workers) -> int | None:
     return w
 
 
+def _check_local_workers(workers: int | None) -> None:
+    """A local cluster runs one single-threaded worker process per core at most: more only
+    contend for the cores (200 workers on 2 cores never finish starting), so they are refused."""
+    cores = os.cpu_count() or 1
+    if workers is not None and workers > cores:
+        raise BadInput(f"--workers {workers} is more than this machine's {cores} cores: a local "
+                       f"cluster runs at most one worker per core (give --workers {cores} or "
+                       "fewer, or --scheduler for a larger cluster)")
+
+
+#: the smallest memory limit of a local worker gpurisk accepts
+MIN_WORKER_MEMORY = 256 * 2**20
+
+
 def memory_limit_bytes(limit) -> int | None:
     """A local worker's memory limit (``"1.5GiB"``, ``"800MB"``, bytes) in bytes; None for no value.
     A value Dask cannot read is one line."""
@@ -170,8 +184,9 @@ def memory_limit_bytes(limit) -> int | None:
             value = int(parse_bytes(str(limit)))
         except (ValueError, TypeError):
             raise BadInput(f"memory limit {limit!r} is not a size (say 1.5GiB, 800MB or 2e9)") from None
-    if value < 64 * 2**20:
-        raise BadInput(f"memory limit {limit!r} is below 64 MiB: a Dask worker needs more to start")
+    if value < MIN_WORKER_MEMORY:
+        raise BadInput(f"memory limit {limit!r} is below 256 MiB: a Dask worker takes about 70 MiB "
+                       "at rest and pauses at 80 % of its limit, so it could not hold a partition")
     return value
 
 
@@ -251,6 +266,8 @@ def _local_client(gpu: bool, workers, limit):
     """The process's local cluster of this shape, started on first use and closed at exit."""
     from distributed import Client, LocalCluster
 
+    if not gpu:
+        _check_local_workers(workers)
     key = (gpu, workers, limit)
     client = _LOCAL.get(key)
     if client is not None and client.status == "running":
@@ -283,12 +300,114 @@ def _local_client(gpu: bool, workers, limit):
     return client
 
 
+#: seconds the Dask workers may stay paused (memory above Dask's pause threshold) or absent before a
+#: run is stopped with one line; ``GPURISK_DASK_STALL`` sets it (0 turns the watch off)
+ENV_STALL = "GPURISK_DASK_STALL"
+STALL_SECONDS = 30.0
+
+
+def _stall_seconds() -> float:
+    raw = os.environ.get(ENV_STALL, "")
+    if raw.strip() == "":
+        return STALL_SECONDS
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadInput(f"{ENV_STALL}={raw!r} is not a number of seconds") from None
+    if not value >= 0 or value == float("inf"):
+        raise BadInput(f"{ENV_STALL}={raw!r} must be a finite number of seconds >= 0")
+    return value
+
+
+def _worker_states(dask_scheduler=None) -> list[str]:
+    """Run on the scheduler: the status of each worker ("running", "paused", ...)."""
+    return [str(getattr(ws.status, "name", ws.status)) for ws in dask_scheduler.workers.values()]
+
+
+class _StallWatch:
+    """Watches a cluster while a count runs: when no worker can run a task (every worker paused
+    above Dask's memory pause threshold, or none there at all) for ``limit`` seconds in a row, the
+    run is interrupted and :func:`dask_client` turns it into one line (issue 30: a memory limit too
+    small for the data otherwise leaves the run waiting for ever)."""
+
+    def __init__(self, client, limit: float, poll: float = 1.0, owned: bool = False):
+        import threading
+        self.client, self.limit, self.poll, self.owned = client, limit, poll, owned
+        self.stalled: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="gpurisk-dask-watch")
+
+    def __enter__(self):
+        if self.limit > 0:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        return False
+
+    def _run(self) -> None:
+        import time
+        since = None
+        while not self._stop.wait(self.poll):
+            try:
+                states = self.client.run_on_scheduler(_worker_states)
+            except Exception:   # the cluster is going away, or the run ended: nothing to watch
+                return
+            stuck = not states or all(st == "paused" for st in states)
+            if not stuck:
+                since = None
+                continue
+            since = since if since is not None else time.monotonic()
+            if time.monotonic() - since >= self.limit and not self._stop.is_set():
+                self.stalled = ("no Dask worker is connected" if not states else
+                                f"all {len(states)} Dask workers stayed paused (memory above Dask's "
+                                "pause threshold)")
+                self._cancel_all()
+                return
+
+    def _cancel_all(self) -> None:
+        """Close the client (and a local cluster gpurisk started for it): the count waiting on it
+        raises at once, and a stuck cluster is not kept for the process's later counts."""
+        for key, kept in list(_LOCAL.items()):
+            if kept is self.client:
+                del _LOCAL[key]
+        cluster = getattr(self.client, "cluster", None) if self.owned else None
+        try:
+            self.client.close()
+            if cluster is not None:
+                cluster.close()
+        except Exception:   # already closing: the run ends anyway
+            pass
+
+    def message(self) -> str:
+        note = worker_memory_note()
+        return (f"{self.stalled} for {self.limit:g} s, so the run cannot go on"
+                + (f"; {note}" if note else "")
+                + ": give the workers more memory (--memory-limit), use fewer --workers, or split "
+                  f"the data into smaller partitions (set {ENV_STALL} to wait longer)")
+
+
+@contextmanager
+def _watched(client, owned: bool = False):
+    watch = _StallWatch(client, _stall_seconds(), owned=owned)
+    try:
+        with watch:
+            yield client
+    except Exception:
+        if watch.stalled:   # its futures were cancelled: whatever the count raised, say why
+            raise BadInput(watch.message()) from None
+        raise
+
+
 @contextmanager
 def dask_client(gpu: bool = False, scheduler: str | None = None, workers: int | None = None,
                 memory_limit=None):
     """A ``distributed.Client`` for one count: the scheduler at ``scheduler`` (or the config, or
     ``GPURISK_SCHEDULER``), else the process's active Dask client, else a local cluster started on
-    first use and kept for the process's later counts (closed at exit)."""
+    first use and kept for the process's later counts (closed at exit). While the count runs, a
+    cluster whose workers are all paused (or gone) for ``GPURISK_DASK_STALL`` seconds (30) stops
+    it with one line."""
     require("dask-cudf" if gpu else "dask")
     from distributed import Client
 
@@ -300,7 +419,8 @@ def dask_client(gpu: bool = False, scheduler: str | None = None, workers: int | 
         except (OSError, TimeoutError) as exc:
             raise BadInput(f"cannot reach the Dask scheduler at {address!r} ({exc})") from None
         try:
-            yield client
+            with _watched(client):
+                yield client
         finally:
             client.close()
         return
@@ -310,6 +430,9 @@ def dask_client(gpu: bool = False, scheduler: str | None = None, workers: int | 
     except ValueError:
         client = None
     if client is not None and client.status == "running":
-        yield client
+        with _watched(client):
+            yield client
         return
-    yield _local_client(gpu, _workers(workers), _memory_limit(memory_limit))
+    client = _local_client(gpu, _workers(workers), _memory_limit(memory_limit))
+    with _watched(client, owned=True):
+        yield client

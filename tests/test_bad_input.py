@@ -122,7 +122,7 @@ CASES = [
     ("worker memory not a size", ["assess", "{ok.csv}", "--keys", "age", "--backend", "dask",
                                   "--memory-limit", "lots"], ["'lots'", "not a size"]),
     ("worker memory too small", ["assess", "{ok.csv}", "--keys", "age", "--backend", "dask",
-                                 "--memory-limit", "10MB"], ["'10MB'", "below 64 MiB"]),
+                                 "--memory-limit", "10MB"], ["'10MB'", "below 256 MiB"]),
     ("bad output name", ["assess", "{ok.csv}", "--keys", "age", "--output", "x.docx"], []),
     ("validate unknown column", ["validate", "{ok.csv}", "--keys", "age,nope"], ["'nope'"]),
     ("validate pi", ["validate", "{ok.csv}", "--keys", "age", "--fractions", "1.2"], ["outside"]),

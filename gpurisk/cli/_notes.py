@@ -1,6 +1,6 @@
 """The note column of ``gpurisk assess``: what a threshold-based measure's value was computed with.
 
-A number such as k_anonymity = 674 means nothing without its k; indiv_risk = 0.0054 is easier to act
+A count such as 674 records violating k-anonymity means nothing without its k; indiv_risk = 0.0054 is easier to act
 on as "24.8 expected re-identifications". The measures put these in their ``extra`` fields (the JSON
 shows them all); :func:`measure_note` turns the ones a statistician acts on into one short text.
 Fields are read by name, so a third-party measure that uses the same names gets the same note.
@@ -27,8 +27,9 @@ def measure_note(m: dict) -> str:
     parts: list[str] = []
     if m.get("k") is not None and m.get("cells_violating") is not None:
         share = m.get("share_violating")
-        records = m.get("value")
-        parts.append(f"k = {_num(m['k'])}: {_num(records)} records"
+        records = m.get("records_violating", m.get("value"))
+        parts.append((f"k achieved {_num(m['k_achieved'])}; at " if m.get("k_achieved") is not None else "")
+                     + f"k = {_num(m['k'])}: {_num(records)} records"
                      + (f" ({_pct(share)})" if share is not None else "")
                      + f" in {_num(m['cells_violating'])} cells with fewer than k")
     if m.get("l") is not None and m.get("cells_below_l") is not None:

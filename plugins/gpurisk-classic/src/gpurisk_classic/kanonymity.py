@@ -1,11 +1,16 @@
-"""``k_anonymity``: records and cells that violate k-anonymity (sdcMicro ``print(sdc, "kAnon")``, ARX).
+"""``k_anonymity``: the k a file achieves, and the records and cells that violate a given k
+(sdcMicro ``print(sdc, "kAnon")``, ARX, pycanon).
 
 A file is k-anonymous when every combination of key values present is shared by at least k records
 (Samarati & Sweeney 1998). With n_r = #{cells j : f_j = r}:
 
-    records violating  = Σ_{r<k} r n_r          (the measure's value; sdcMicro's count)
+    k achieved         = min {f_j : f_j > 0}     (the measure's value: the largest k the file
+                                                  satisfies; pycanon's k; ``protect``'s criterion)
+    records violating  = Σ_{r<k} r n_r          (sdcMicro's count, for the option k)
     cells violating    = Σ_{r<k} n_r
-    k achieved         = min {f_j : f_j > 0}     (the largest k the file satisfies; pycanon's k)
+
+One name, one meaning in every command (issue 28): ``assess`` and ``scan`` report the k achieved,
+as ``protect --criterion 'k_anonymity>=3'`` reads it; the violating records are an extra.
 
 Counts only: no records are read.
 """
@@ -24,7 +29,8 @@ def k_option(name: str, ctx: Context, default) -> int:
 
 class KAnonymity(Measure):
     name = "k_anonymity"
-    description = "records in cells with fewer than k records (k-anonymity violations)"
+    description = ("the k the file achieves (smallest cell); records and cells with fewer than "
+                   "the option k as extras")
     needs = frozenset()
     level = "file"
     reference = "Samarati & Sweeney (1998); sdcMicro kAnon print; pycanon k_anonymity"
@@ -34,7 +40,8 @@ class KAnonymity(Measure):
     criterion_field = "k_achieved"
     #: under generalisation (cells merge) k_achieved never falls, the violating records and cells
     #: never rise (SPEC §11): protect prunes on criteria in the direction these allow
-    monotone = {"k_achieved": +1, "value": -1, "cells_violating": -1, "share_violating": -1}
+    monotone = {"k_achieved": +1, "value": +1, "records_violating": -1, "cells_violating": -1,
+                "share_violating": -1}
 
     def compute(self, table, ctx: Context) -> Result:
         k = k_option(self.name, ctx, self.options["k"])
@@ -42,9 +49,11 @@ class KAnonymity(Measure):
         records = sum(r * c for r, c in fof.items() if r < k)
         cells = sum(c for r, c in fof.items() if r < k)
         n = table.n
-        return Result(value=records, extra={
+        achieved = min(fof) if fof else 0
+        return Result(value=achieved, extra={
             "k": k,
+            "records_violating": records,
             "cells_violating": cells,
             "share_violating": records / n if n else 0.0,
-            "k_achieved": min(fof) if fof else 0,
+            "k_achieved": achieved,
         })

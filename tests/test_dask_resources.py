@@ -1,0 +1,75 @@
+"""Dask runs that cannot end are stopped before or during the work, in one line (issue 30): more
+local workers than cores refused, a worker memory limit too small to hold a partition refused, and a
+cluster whose workers all stay paused (memory above Dask's pause threshold) for GPURISK_DASK_STALL
+seconds stops the count with a message naming the limit."""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpurisk
+from gpurisk import backends
+
+from conftest import run_cli
+
+pytest.importorskip("distributed")
+
+
+def test_more_local_workers_than_cores_is_one_line(tmp_path):
+    cores = os.cpu_count() or 1
+    pd.DataFrame({"k": [1, 2, 2]}).to_csv(tmp_path / "d.csv", index=False)
+    t0 = time.perf_counter()
+    p = run_cli("assess", tmp_path / "d.csv", "--keys", "k", "--fraction", "0.5",
+                "--backend", "dask", "--workers", str(cores * 100))
+    assert time.perf_counter() - t0 < 30
+    assert p.returncode == 2, p.stderr
+    [line] = p.stderr.strip().splitlines()
+    assert f"--workers {cores * 100} is more than this machine's {cores} cores" in line
+
+
+@pytest.mark.parametrize("limit", ["64MiB", "100MiB", "200MiB"])
+def test_memory_limit_too_small_for_a_worker_is_refused(limit):
+    with pytest.raises(gpurisk.BadInput, match=f"'{limit}' is below 256 MiB"):
+        backends.memory_limit_bytes(limit)
+
+
+def test_stall_seconds_from_the_environment(monkeypatch):
+    monkeypatch.setenv("GPURISK_DASK_STALL", "nan")
+    with pytest.raises(gpurisk.BadInput, match="GPURISK_DASK_STALL='nan'"):
+        backends._stall_seconds()
+    monkeypatch.setenv("GPURISK_DASK_STALL", "2.5")
+    assert backends._stall_seconds() == 2.5
+    monkeypatch.delenv("GPURISK_DASK_STALL")
+    assert backends._stall_seconds() == backends.STALL_SECONDS
+
+
+def _pause(dask_scheduler):
+    """Mark every worker paused on the scheduler, as Dask does when a worker's memory passes its
+    pause threshold: the scheduler then gives it no task."""
+    for addr in list(dask_scheduler.workers):
+        dask_scheduler.handle_worker_status_change("paused", worker=addr, stimulus_id="test-pause")
+
+
+def test_paused_workers_stop_the_count_in_one_line(monkeypatch):
+    """Workers that can run nothing: the count stops after the stall limit, not never."""
+    import logging
+
+    import distributed
+    monkeypatch.setenv("GPURISK_DASK_STALL", "2")
+    df = pd.DataFrame({"a": np.arange(2000) % 37, "b": np.arange(2000) % 11})
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=None, memory_limit="400MiB",
+                                  silence_logs=logging.CRITICAL) as cluster, \
+            distributed.Client(cluster) as client:
+        ok = gpurisk.assess(df, ["a", "b"], fraction=0.1, backend="dask", measures=["sample_uniques"])
+        assert ok.table.sample_cells == 37 * 11 and ok.measures["sample_uniques"].value == 0
+        client.run_on_scheduler(_pause)
+        t0 = time.perf_counter()
+        with pytest.raises(gpurisk.BadInput, match="all 1 Dask workers stayed paused .* for 2 s"):
+            gpurisk.assess(df, ["a", "b"], fraction=0.1, backend="dask", measures=["sample_uniques"])
+        assert time.perf_counter() - t0 < 20
+        assert client.status in ("closing", "closed")     # the stuck client is not used again
