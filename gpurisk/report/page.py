@@ -81,10 +81,11 @@ def _settings_rows(settings: dict, df: pd.DataFrame) -> list[tuple[str, str]]:
     rows = []
     if settings:
         pi = settings.get("fraction")
-        rows += [("records in the release (n)", fmt(settings.get("n"), "n")),
-                 ("population (N)", fmt(settings.get("N"), "N")),
-                 ("sampling fraction π", "not given" if pi is None else f"{pi:.4g}"
-                  + (f" ({settings['fraction_source']})" if settings.get("fraction_source") else "")),
+        rows.append(("records in the release (n)", fmt(settings.get("n"), "n")))
+        if settings.get("N") is not None:
+            rows.append(("population (N)", fmt(settings.get("N"), "N")))
+        source = f" ({settings['fraction_source']})" if settings.get("fraction_source") else ""
+        rows += [("sampling fraction π", "not given" if pi is None else f"{pi:.4g}{source}"),
                  ("key variables", ", ".join(settings.get("keys", []))),
                  ("recodes", "; ".join(settings.get("recode", [])) or "none"),
                  ("seed", str(settings.get("seed")))]

@@ -75,6 +75,12 @@ def top(df: pd.DataFrame, col: str, k: int) -> str:
 
 
 def theta(df: pd.DataFrame, threshold: float, k: int) -> str | None:
+    """The PNG of :func:`theta_figure` (None when the scan has no θ̂)."""
+    fig = theta_figure(df, threshold, k)
+    return None if fig is None else png(fig)
+
+
+def theta_figure(df: pd.DataFrame, threshold: float, k: int):
     """θ̂ and its upper bound for the ``k`` largest upper bounds, against ``threshold``."""
     if "theta_hat" not in df.columns or df["theta_hat"].notna().sum() == 0:
         return None
@@ -105,4 +111,4 @@ def theta(df: pd.DataFrame, threshold: float, k: int) -> str | None:
     ax.set_title("θ̂ and its upper bound, largest upper bounds first")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))   # never over a point
     ax.grid(axis="x", alpha=0.3)
-    return png(fig)
+    return fig
