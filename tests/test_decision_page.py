@@ -317,3 +317,27 @@ def test_protect_report_tables_fit_in_headless_chromium(page, tmp_path, width):
     res = _layout(browser, page / "protect.html", width, tmp_path)
     assert len(res["tables"]) >= 4
     _screenshot(browser, page / "protect.html", width, tmp_path)
+
+
+def test_scan_records_the_file_identity_beside_its_settings(tmp_path):
+    """The manifest's provenance: the file's sha256 (hashlib here), records, version; no command
+    from the Python API; --resume does not compare it; a scan without it (an older scan) gets the
+    checksum computed by the page, which says so."""
+    src = tmp_path / "d.csv"
+    pd.DataFrame({"a": np.arange(300) % 17, "b": np.arange(300) % 5}).to_csv(src, index=False)
+    out = tmp_path / "s.parquet"
+    gpurisk.scan(src, keys=["a", "b"], max_size=2, fraction=0.1, output=out)
+    man = json.loads((out / "_scan.json").read_text())
+    prov = man["provenance"]
+    assert prov["file"]["sha256"] == hashlib.sha256(src.read_bytes()).hexdigest()
+    assert prov["file"]["name"] == "d.csv" and prov["file"]["bytes"] == src.stat().st_size
+    assert prov["records"] == 300 and prov["gpurisk"] == gpurisk.__version__
+    assert prov["command"] is None and "provenance" not in man["settings"]
+    gpurisk.scan(src, keys=["a", "b"], max_size=2, fraction=0.1, output=out, resume=True)
+    del man["provenance"]                                  # as an older scan wrote it
+    (out / "_scan.json").write_text(json.dumps(man))
+    from gpurisk.report import write_report
+    text = " ".join(write_report(out, tmp_path / "p.html").read_text().split())
+    assert hashlib.sha256(src.read_bytes()).hexdigest() + " (computed when this page was written" in text
+    assert "not recorded (an older scan)" in text
+    assert "No policy was given" in text and 'id="verdict"' in text
