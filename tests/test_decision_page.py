@@ -341,3 +341,30 @@ def test_scan_records_the_file_identity_beside_its_settings(tmp_path):
     assert hashlib.sha256(src.read_bytes()).hexdigest() + " (computed when this page was written" in text
     assert "not recorded (an older scan)" in text
     assert "No policy was given" in text and 'id="verdict"' in text
+
+
+def test_next_steps_never_propose_bands_for_a_text_key(tmp_path):
+    """A text key that drives the risk: no bands:, the assess command of the other keys instead;
+    a numeric one: bands of the round width nearest a range of 0..93 over 8 (11.6 → 10, not 20)."""
+    from gpurisk.report.drivers import key_contributions
+    from gpurisk.report.text import next_steps
+    rng = np.random.default_rng(3)
+    n = 3000
+    src = tmp_path / "f.csv"
+    pd.DataFrame({"town": [f"t{i}" for i in rng.integers(0, 400, n)],
+                  "age": rng.integers(0, 94, n), "sex": rng.integers(0, 2, n)}).to_csv(src, index=False)
+    out = tmp_path / "s.parquet"
+    gpurisk.scan(src, keys=["town", "age", "sex"], max_size=3, fraction=0.1, output=out)
+    from gpurisk.scan.sink import read_manifest, read_scan
+    rows, settings = read_scan(out), read_manifest(out)["settings"]
+    for key in ("town", "age"):
+        c = key_contributions(rows, "matches_hat")
+        c = pd.concat([c[c["key"] == key], c[c["key"] != key]])     # this key first
+        steps = next_steps(rows, "matches_hat", c, settings, "fails")
+        codes = [s["code"] for s in steps if s["code"]]
+        assert all(str(src.resolve()) in x and "--fraction 0.1" in x for x in codes)
+        if key == "town":
+            assert not any("bands:" in x for x in codes)
+            assert any(x.endswith("--keys age,sex --fraction 0.1") for x in codes), codes
+        else:
+            assert any(x.endswith("--alt age=bands:10") for x in codes), codes   # 93/8 = 11.6 → 10

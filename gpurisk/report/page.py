@@ -152,6 +152,7 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
         raise BadInput(f"--measure {col!r} is not a column of the scan")
     if df[col].notna().sum() == 0:
         raise BadInput(f"--measure {col!r} has no values in this scan (not applicable)")
+    from gpurisk import __version__
     pol = _policy(policy)
     suda_doc = _suda(suda)
     prot = _protection(protection, settings, prov)
@@ -200,7 +201,7 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
         "table_rows": [{"label": plots.label(r), "values": [fmt(r[c], c) for c in cols]}
                        for _, r in t.iterrows()],
         "left_out": not_plotted(df, col, top),
-        "version": __import__("gpurisk").__version__, "written": now,
+        "version": __version__, "written": now,
     }
     page = environment().get_template("page.html.j2").render(**ctx)
     out = Path(html_path)

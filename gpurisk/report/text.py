@@ -75,12 +75,13 @@ def not_plotted(df: pd.DataFrame, col: str, top: int) -> list[str]:
 
 
 def _nice_width(lo: float, hi: float) -> float:
-    """A round band width (1, 2 or 5 times a power of ten) giving about eight bands on [lo, hi]."""
+    """The round band width (1, 2 or 5 times a power of ten) nearest, on the log scale, to the
+    width of eight bands on [lo, hi]."""
     span = (hi - lo) / 8
     if not span > 0:
         return 1.0
     p = 10 ** math.floor(math.log10(span))
-    return next(m * p for m in (1, 2, 5, 10) if m * p >= span)
+    return min((m * p for m in (1, 2, 5, 10)), key=lambda w: abs(math.log(w / span)))
 
 
 def key_kind(settings: dict, key: str) -> tuple[str, float | None]:
