@@ -368,3 +368,24 @@ def test_next_steps_never_propose_bands_for_a_text_key(tmp_path):
             assert any(x.endswith("--keys age,sex --fraction 0.1") for x in codes), codes
         else:
             assert any(x.endswith("--alt age=bands:10") for x in codes), codes   # 93/8 = 11.6 → 10
+
+
+def test_decision_page_from_a_protection_object_and_a_policy_with_flags(tmp_path):
+    """The Python API: a Protection (levels by name, suppressed share) and a policy file whose
+    threshold a flag replaces (the page says so)."""
+    from gpurisk.protect import protect
+    from gpurisk.report import load_policy, write_report
+    rng = np.random.default_rng(5)
+    df = pd.DataFrame({"age": rng.integers(0, 90, 2000), "sex": rng.integers(0, 2, 2000)})
+    p = protect(df, ["age", "sex"], {"age": ["bands:5", "bands:10", "bands:30"]},
+                ["k_anonymity>=5"], fraction=0.1)
+    rows = gpurisk.scan(df, keys=["age", "sex"], max_size=2, fraction=0.1).results
+    (tmp_path / "pol.json").write_text(json.dumps({"min_k": 2, "max_expected_matches": 1}))
+    pol = load_policy(tmp_path / "pol.json", min_k=3)
+    assert pol.min_k == 3 and pol.source == "pol.json, with flags for min_k"
+    text = " ".join(write_report(rows, tmp_path / "p.html", policy=pol, protection=p)
+                    .read_text().split())
+    level = p.node["age"]
+    assert level > 0                                   # age was coarsened
+    assert f"<td class=\"k\">age</td><td class=\"k\">{['original', 'bands:5', 'bands:10', 'bands:30'][level]}</td>" in text
+    assert "k-anonymity: k ≥ 3 in every combination" in text and "(from pol.json, with flags for min_k)" in text

@@ -93,7 +93,10 @@ def load_policy(path=None, **flags) -> Policy:
             raise BadInput(f"--policy {p.name!r}: unknown entry {unknown[0]!r} (known: "
                            f"{', '.join(_KNOWN)})")
         source = p.name
-    doc = {**doc, **{k: v for k, v in flags.items() if v is not None}}
+    given = {k: v for k, v in flags.items() if v is not None}
+    if given and path is not None:
+        source = f"{source}, with flags for {', '.join(sorted(given))}"
+    doc = {**doc, **given}
     unknown = sorted(set(doc) - set(_KNOWN))
     if unknown:
         raise BadInput(f"unknown policy threshold {unknown[0]!r} (known: {', '.join(_KNOWN)})")
