@@ -306,7 +306,7 @@ def test_protect_report_tables_fit_in_headless_chromium(page, tmp_path, width):
     were cut off at 1 400 px), levels by their names, suppressed records with their share."""
     text = (page / "protect.html").read_text(encoding="utf-8")
     plan = json.loads((page / "plan.json").read_text())
-    assert f"bands:5" in text and "adult_hierarchy_education.csv, column" in text
+    assert "bands:5" in text and "adult_hierarchy_education.csv, column" in text
     n = len(pd.read_csv(example_path("adult")))
     share = plan["suppress"]["records"] / n
     assert f"records ({share:.1%} of the release)" in text
