@@ -39,7 +39,7 @@ def scan_dir(tmp_path_factory):
 def test_report_html_is_self_contained_and_shows_no_key_values(scan_dir):
     out, df, html_path = scan_dir
     page = html_path.read_text(encoding="utf-8")
-    imgs = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
+    imgs = re.findall(r"src=[\"']data:image/png;base64,([A-Za-z0-9+/=]+)", page)
     assert len(imgs) == 3                                # by size, top, theta_hat vs threshold
     assert not re.search(r"(src|href)=['\"](?!data:)", page)   # nothing loaded from elsewhere
     text = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", page)   # "9th" may occur in base64
@@ -99,25 +99,57 @@ def test_report_says_what_the_numbers_mean_what_drives_the_risk_and_what_to_do(s
         assert h in text, h
     assert "the estimated probability that a match an intruder finds on a unique key value is correct" in text
     assert "sample uniques: records that are the only one in the release" in text
-    assert "Start with " in text and "gpurisk compare DATA --keys" in text
+    assert "Start with " in text
+    assert not re.search(r"<code>[^<]*\b(DATA|WIDTH|PI|FILE)\b", html_path.read_text(encoding="utf-8"))
 
 
-def test_key_contributions_from_the_scan_rows():
-    """The drop when a key is left out, from the scan's own rows: a hand-made scan whose numbers
-    make 'b' the driver; a combination with an undefined value is never compared."""
+def test_key_contributions_are_measured_in_the_riskiest_combinations():
+    """The drop when a key is left out, in the riskiest combinations (hand-made scan rows, drops
+    by hand): the largest combination, (a, b, c), is only second; in the riskiest, (b, d) with 30
+    expected matches, leaving out d removes 29 and b 27, so d and b lead although the largest
+    combination (the old rule) would show b 8.9, c 8.5, a 8.0 and d nothing."""
     from gpurisk.report import key_contributions
     nan = float("nan")
-    rows = [(["a"], 1.0), (["b"], 0.0), (["c"], 2.0), (["d"], nan), (["a", "b"], 6.0),
-            (["a", "c"], 3.0), (["b", "c"], 5.0), (["a", "d"], 4.0), (["a", "b", "c"], 8.0)]
+    rows = [(["a"], 0.0), (["b"], 1.0), (["c"], 0.0), (["d"], 3.0), (["a", "b"], 0.5),
+            (["a", "c"], 0.1), (["b", "c"], 1.0), (["b", "d"], 30.0), (["a", "d"], nan),
+            (["c", "d"], 4.0), (["a", "b", "c"], 9.0)]
     df = pd.DataFrame({"keys": [r[0] for r in rows], "size": [len(r[0]) for r in rows],
-                       "n1": [r[1] for r in rows]})
-    c = key_contributions(df, "n1").set_index("key")
-    assert list(c.index) == ["b", "a", "d", "c"]
-    assert c.loc["b", "drop_from_largest"] == 5.0 and c.loc["b", "largest"] == "a, b, c"
-    assert c.loc["b", "pairs"] == 3 and c.loc["b", "median_drop"] == 5.0
-    assert c.loc["a", "drop_from_largest"] == 3.0 and c.loc["a", "pairs"] == 3   # not (a,d) − (d)
-    assert c.loc["d", "drop_from_largest"] == 3.0 and c.loc["d", "pairs"] == 1   # (a,d) − (a)
-    assert c.loc["c", "drop_from_largest"] == 2.0 and c.loc["c", "n1_from_largest"] == 2.0
+                       "order": range(len(rows)), "matches_hat": [r[1] for r in rows],
+                       "n1": [10 * i for i in range(len(rows))]})
+    c = key_contributions(df, "matches_hat", top=3).set_index("key")
+    # ranking: (b, d) 30, (a, b, c) 9, (c, d) 4
+    assert list(c.index) == ["d", "b", "c", "a"]
+    assert c.loc["d", "drop"] == 29.0 and c.loc["d", "combination"] == "b, d" and c.loc["d", "rank"] == 1
+    assert c.loc["d", "combinations"] == 2 and c.loc["d", "mean_drop"] == (29.0 + 4.0) / 2
+    assert c.loc["b", "drop"] == 27.0 and c.loc["b", "n1_drop"] == 70 - 30
+    assert c.loc["b", "mean_drop"] == pytest.approx((27.0 + 8.9) / 2)
+    assert c.loc["a", "drop"] == 8.0 and c.loc["a", "rank"] == 2        # (a,b,c) − (b,c)
+    assert c.loc["c", "drop"] == 8.5 and c.loc["c", "rank"] == 2        # (a,b,c) − (a,b)
+    assert c.loc["c", "mean_drop"] == pytest.approx((8.5 + 1.0) / 2)     # and (c,d) − (d)
+    # only the top combinations count: with top=1, only (b, d)'s keys
+    assert list(key_contributions(df, "matches_hat", top=1)["key"]) == ["d", "b"]
+
+
+def test_key_drivers_on_a_planted_file_name_the_planted_key_first():
+    """Planted: p (300 values) is harmless with the binary keys c and d (the first combinations of
+    the largest size in scan order, (c, d, p)) but decisive with x and y (8 values each, harmless
+    together): (p, x, y) is the riskiest combination and leaving p out of it removes the most."""
+    rng = np.random.default_rng(7)
+    n = 4000
+    df = pd.DataFrame({"c": rng.integers(0, 2, n), "d": rng.integers(0, 2, n),
+                       "p": rng.integers(0, 300, n), "x": rng.integers(0, 8, n),
+                       "y": rng.integers(0, 8, n)})
+    from gpurisk.report import key_contributions
+    rows = gpurisk.scan(df, keys=["c", "d", "p", "x", "y"], max_size=3, fraction=0.05).results
+    top = rows.sort_values("matches_hat", ascending=False).iloc[0]
+    assert sorted(top["keys"]) == ["p", "x", "y"]
+    value = {frozenset(k): v for k, v in zip(rows["keys"], rows["matches_hat"])}
+    # in the first size-3 combination of the scan p hardly matters: (c, d, p) is near 2 matches
+    assert value[frozenset("cdp")] - value[frozenset("cd")] < 0.01 * top["matches_hat"]
+    c = key_contributions(rows, "matches_hat")
+    assert c["key"].iloc[0] == "p" and c["combination"].iloc[0] == "p, x, y"
+    assert c["drop"].iloc[0] == pytest.approx(value[frozenset("pxy")] - value[frozenset("xy")])
+    assert c["drop"].iloc[0] > c["drop"].iloc[1]
 
 
 def test_report_says_why_combinations_are_not_plotted(scan_dir, tmp_path):

@@ -69,8 +69,8 @@ def write_suda_report(summary: dict, suda, dis_suda, html_path, title: str | Non
              "sets of key values that no other record shares; small MSUs weigh most. DIS-SUDA turns the "
              "scores into probabilities of a correct match. Only key <em>names</em> are shown; no key "
              "value of any record appears in this report.</p>",
-             "<table>" + "".join(f"<tr><th>{html.escape(a)}</th><td class='k'>{_fmt(b)}</td></tr>"
-                                 for a, b in rows) + "</table>"]
+             "<div class='tbl'><table>" + "".join(f"<tr><th>{html.escape(a)}</th><td class='k'>{_fmt(b)}</td></tr>"
+                                 for a, b in rows) + "</table></div>"]
     pct = s["contributions_pct"]
     names = list(pct)
     vals = [0.0 if not math.isfinite(v) else float(v) for v in pct.values()]

@@ -134,8 +134,9 @@ class ParquetSink:
                 tmp.unlink(missing_ok=True)
         else:
             p.mkdir(parents=True, exist_ok=True)
+            from gpurisk.report.identity import provenance   # file, date, version, command
             doc = {"format": "gpurisk-scan/1", "settings": self.settings,
-                   "columns": self.schema.names}
+                   "columns": self.schema.names, "provenance": provenance(self.settings)}
             _atomic_write(p / MANIFEST, json.dumps(doc, indent=2, sort_keys=True).encode())
         self._next = 1 + max((int(m.group(1)) for f in p.iterdir()
                               if (m := PART_RE.match(f.name))), default=-1)

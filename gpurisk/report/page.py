@@ -1,0 +1,210 @@
+"""The release decision page (``gpurisk report``): one self-contained HTML page about a file whose
+first screen a release board can sign (the file's identity, the date, the gpurisk version and the
+command; the office's policy and a verdict per criterion in words with the numbers behind it; the
+key variables that drive the risk; the recommended protection with its cost in utility), then the
+detail (the scan's settings, what each number means, what to do next, plots, the top table).
+Rendered from Jinja2 templates (``templates/``); plots inline as data: URIs; key NAMES only, no key
+value of any record."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from gpurisk.errors import BadInput
+from gpurisk.report import plots
+from gpurisk.report.drivers import key_contributions
+from gpurisk.report.identity import command_line, file_identity
+from gpurisk.report.policy import Policy, evaluate, load_policy, overall
+from gpurisk.report.style import CSS, environment
+from gpurisk.report.text import fmt, meaning, next_steps, not_plotted
+from gpurisk.scan.runner import rank_column, rank_meaning, top_combinations
+from gpurisk.scan.sink import read_manifest, read_scan
+
+
+def _policy(policy) -> Policy:
+    if policy is None:
+        return Policy()
+    if isinstance(policy, Policy):
+        return policy
+    if isinstance(policy, dict):
+        return load_policy(None, **policy)
+    return load_policy(policy)
+
+
+def _suda(suda) -> dict | None:
+    if suda is None or isinstance(suda, dict):
+        return suda
+    import json
+    try:
+        doc = json.loads(Path(suda).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BadInput(f"--suda {str(suda)!r}: no such file") from None
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise BadInput(f"--suda {Path(suda).name!r} is not readable JSON ({type(exc).__name__})") from None
+    if not isinstance(doc, dict) or "dis_max" not in doc:
+        raise BadInput(f"--suda {Path(suda).name!r} is not the summary gpurisk suda --json prints")
+    return doc
+
+
+def _identity(prov: dict, settings: dict, now: str) -> list[tuple[str, str]]:
+    from gpurisk import __version__
+    f = prov.get("file")
+    later = ""
+    if f is None and settings.get("data"):
+        f = file_identity(settings["data"])          # a scan written before the scan recorded it
+        later = " (computed when this page was written: the scan did not record it)"
+    rows = []
+    if f:
+        rows += [("file", f["name"] + (f" ({f['files']} files)" if f.get("files", 1) > 1 else "")),
+                 ("sha256", f["sha256"] + later), ("size", f"{fmt(f['bytes'], 'n')} bytes")]
+    else:
+        rows.append(("file", "a data frame in memory (no file, no checksum)"))
+    rows.append(("records in the release", fmt(settings.get("n"), "n")))
+    if settings.get("N") is not None:
+        rows.append(("population (N)", fmt(settings.get("N"), "N")))
+    rows.append(("scanned", prov.get("created") or "not recorded (an older scan)"))
+    rows.append(("this page written", now))
+    version = prov.get("gpurisk")
+    rows.append(("gpurisk version", __version__ if version in (None, __version__)
+                 else f"{version} (scan), {__version__} (this page)"))
+    rows.append(("scan command", prov.get("command") or
+                 ("the Python API (gpurisk.scan)" if prov else "not recorded (an older scan)")))
+    page = command_line()
+    if page:
+        rows.append(("page command", page))
+    return rows
+
+
+def _settings_rows(settings: dict, df: pd.DataFrame) -> list[tuple[str, str]]:
+    rows = []
+    if settings:
+        pi = settings.get("fraction")
+        rows.append(("records in the release (n)", fmt(settings.get("n"), "n")))
+        if settings.get("N") is not None:
+            rows.append(("population (N)", fmt(settings.get("N"), "N")))
+        source = f" ({settings['fraction_source']})" if settings.get("fraction_source") else ""
+        rows += [("sampling fraction π", "not given" if pi is None else f"{pi:.4g}{source}"),
+                 ("key variables", ", ".join(settings.get("keys", []))),
+                 ("recodes", "; ".join(settings.get("recode", [])) or "none"),
+                 ("seed", str(settings.get("seed")))]
+    if "scenario" in df.columns and df["scenario"].notna().any():
+        sc = df[df["scenario"].notna()].drop_duplicates("scenario")
+        rows.append(("scenarios", "; ".join(f"{s} ({', '.join(k)})"
+                                            for s, k in zip(sc["scenario"], sc["keys"]))))
+    return rows
+
+
+def _protection(protection, settings: dict, prov: dict) -> dict | None:
+    if protection is None:
+        return None
+    from gpurisk.report.protection import summary
+    p = summary(protection, settings.get("n"))
+    share = p["suppressed_share"]
+    p["suppressed_records_text"] = fmt(p["suppressed_records"], "n")
+    p["suppressed_share_text"] = None if share is None else f"{share:.1%}"
+    p["suppressed_values_text"] = ", ".join(f"{k} {fmt(v, 'n')}" for k, v in p["suppressed_values"].items())
+    p["loss_value"] = fmt(p["loss_value"])
+    p["loss_scaled"] = None if p["loss_scaled"] is None else fmt(p["loss_scaled"])
+    p["criteria"] = [{"criterion": c["criterion"], "value": fmt(c["value"])} for c in p["criteria"]]
+    mine = (prov.get("file") or {}).get("sha256")
+    p["other_file"] = bool(mine and p["data_sha256"] and mine != p["data_sha256"])
+    return p
+
+
+def _suda_rows(s: dict | None) -> list[tuple[str, str]]:
+    if not s:
+        return []
+    return [("key variables", ", ".join(s.get("keys", []))),
+            ("records with a SUDA score > 0", fmt(s.get("records_scored"), "n")),
+            ("maximum SUDA score", fmt(s.get("max_score"))),
+            ("expected correct matches (sum of DIS-SUDA probabilities)", fmt(s.get("dis_sum"))),
+            ("largest DIS-SUDA probability of a record", fmt(s.get("dis_max")))]
+
+
+def write_report(scan, html_path, measure: str | None = None, threshold: float = 0.1,
+                 top: int = 20, title: str | None = None, policy=None, protection=None,
+                 suda=None, drivers_top: int = 10) -> Path:
+    """Write the decision page of ``scan`` (a scan output path, or a DataFrame of scan rows) to
+    ``html_path``. ``policy``: a :class:`Policy`, a TOML/JSON file or a dict of thresholds;
+    ``protection``: a :class:`gpurisk.protect.Protection`, its plan or a plan JSON file;
+    ``suda``: the summary ``gpurisk suda --json`` prints (a dict or a JSON file)."""
+    try:
+        import matplotlib
+    except ModuleNotFoundError:
+        raise BadInput("gpurisk report draws its plots with matplotlib: pip install 'gpurisk[plot]'") from None
+    matplotlib.use("Agg")
+    settings, prov = {}, {}
+    if isinstance(scan, (str, Path)):
+        df = read_scan(scan)
+        if Path(scan).is_dir():
+            man = read_manifest(scan)
+            settings, prov = man.get("settings", {}), man.get("provenance", {})
+    else:
+        df = scan
+    if df.empty:
+        raise BadInput("the scan has no rows to report")
+    if not 0.0 < float(threshold) <= 1.0:
+        raise BadInput(f"--threshold {threshold!r} must lie in (0, 1]")
+    col = measure or rank_column(df)
+    if col not in df.columns:
+        raise BadInput(f"--measure {col!r} is not a column of the scan")
+    if df[col].notna().sum() == 0:
+        raise BadInput(f"--measure {col!r} has no values in this scan (not applicable)")
+    from gpurisk import __version__
+    pol = _policy(policy)
+    suda_doc = _suda(suda)
+    prot = _protection(protection, settings, prov)
+    verdicts = evaluate(pol, df, suda_doc)
+    status, sentence = overall(verdicts)
+    threshold = pol.max_theta_upper if pol.max_theta_upper is not None else float(threshold)
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    contrib = key_contributions(df, col, drivers_top)
+    drivers = [{"key": r["key"], "drop": fmt(r["drop"]), "combination": r["combination"],
+                "rank": int(r["rank"]), "n1_drop": fmt(r["n1_drop"], "n1"),
+                "mean_drop": fmt(r["mean_drop"]), "combinations": int(r["combinations"])}
+               for _, r in contrib.iterrows()]
+    t = top_combinations(df, top, col)
+    cols = [c for c in dict.fromkeys(["size", "cells", "n1", "n2", "N1", col, f"{col}_upper",
+                                      "theta_hat", "theta_hat_upper", "pr_pu", "bethlehem_flag"])
+            if c in t.columns and t[c].notna().any()]          # no all-"—" column
+    present = [c for c in dict.fromkeys(["size", "cells", "n1", "n2", "N1", col, "theta_hat",
+                                          "pr_pu"]) if c in df.columns and df[c].notna().any()]
+    theta_img = plots.theta(df, threshold, top)
+    up = None
+    if theta_img:
+        up = (df["theta_hat_upper"].fillna(df["theta_hat"]) if "theta_hat_upper" in df.columns
+              else df["theta_hat"])
+    sizes = f"{int(df['size'].min())}–{int(df['size'].max())}"
+    scope = (f"Checked on the {len(df)} scanned combinations ({sizes} key variables"
+             + (f" of {len(settings['keys'])}" if settings.get("keys") else "") + ").")
+    ctx = {
+        "title": title or "gpurisk release decision page", "css": CSS,
+        "overall": {"status": status, "sentence": sentence},
+        "identity": _identity(prov, settings, now),
+        "policy": {"name": pol.name, "source": pol.source if not pol.empty else "nowhere"},
+        "verdicts": verdicts, "scope": scope if verdicts else "",
+        "col": col, "drivers": drivers, "drivers_top": drivers_top,
+        "show_n1": any(d["n1_drop"] != "—" for d in drivers),
+        "protection": prot,
+        "settings_rows": _settings_rows(settings, df), "combos": len(df), "size_range": sizes,
+        "rank_meaning": rank_meaning(col), "theta_beside": col != "theta_hat" and "theta_hat" in df.columns,
+        "suda": _suda_rows(suda_doc),
+        "meanings": [(c, meaning(c)) for c in present],
+        "steps": next_steps(df, col, contrib, settings, status),
+        "img_size": plots.by_size(df, col), "img_top": plots.top(df, col, top),
+        "img_theta": theta_img, "threshold": f"{threshold:g}",
+        "theta_over": int((up > threshold).sum()) if up is not None else 0,
+        "theta_count": int(df["theta_hat"].notna().sum()) if up is not None else 0,
+        "table_cols": cols,
+        "table_rows": [{"label": plots.label(r), "values": [fmt(r[c], c) for c in cols]}
+                       for _, r in t.iterrows()],
+        "left_out": not_plotted(df, col, top),
+        "version": __version__, "written": now,
+    }
+    page = environment().get_template("page.html.j2").render(**ctx)
+    out = Path(html_path)
+    from gpurisk.io import write_text_atomic
+    write_text_atomic(out, page)
+    return out

@@ -1,0 +1,75 @@
+"""The recommended protection for the decision page, from a ``protect`` plan (the JSON that
+``protect --plan`` writes, or :attr:`gpurisk.protect.Protection.plan`): each key's released level
+by its name (the hierarchy spec, or the ARX file and its column), the information loss, the
+criteria it meets and the values it suppresses, with their share of the records."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gpurisk.errors import BadInput
+
+
+def load_plan(plan) -> dict:
+    """A plan document: a dict, a :class:`~gpurisk.protect.Protection`, or a JSON file."""
+    if hasattr(plan, "plan") and isinstance(plan.plan, dict):
+        return plan.plan
+    if isinstance(plan, dict):
+        return plan
+    p = Path(plan)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BadInput(f"--plan {str(plan)!r}: no such file") from None
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise BadInput(f"--plan {p.name!r} is not a readable plan ({type(exc).__name__})") from None
+    if not isinstance(doc, dict) or "gpurisk_protect_plan" not in doc or "node" not in doc:
+        raise BadInput(f"--plan {p.name!r} is not a plan written by gpurisk protect --plan")
+    return doc
+
+
+def level_names(key: str, specs: list[str]) -> list[str]:
+    """The names of a key's levels 0..h: "original", then each spec (an ARX file gives one level
+    per column: "FILE, column L")."""
+    from gpurisk.protect.hierarchy import parse_hierarchy_items
+    names = ["original"]
+    for s in specs:
+        try:
+            h = parse_hierarchy_items({key: s})[key]
+        except (BadInput, OSError):
+            names.append(s)
+            continue
+        if h.height == 1:
+            kind, _, arg = s.partition(":")
+            names.append(s if kind in ("bands", "breaks") else f"{kind}:{Path(arg).name}"
+                         if arg else Path(s).name)
+        else:
+            base = Path(s.split(":", 1)[1] if s.startswith("hierarchy:") else s).name
+            names += [f"{base}, column {j}" for j in range(1, h.height + 1)]
+    return names
+
+
+def summary(plan, n: int | None = None) -> dict:
+    """What the page shows of a protect run."""
+    doc = load_plan(plan)
+    hier = doc.get("hierarchies") or {}
+    keys = []
+    for k in doc.get("keys", []):
+        lvl = int(doc["node"].get(k, 0))
+        names = level_names(k, list(hier.get(k, [])))
+        keys.append({"key": k, "level": lvl, "height": len(names) - 1,
+                     "name": names[lvl] if lvl < len(names) else f"level {lvl}",
+                     "changed": lvl > 0})
+    sup = doc.get("suppress") or {}
+    records = int(sup.get("records") or 0)
+    values = {k: int(v) for k, v in (sup.get("values") or {}).items() if v}
+    crit = []
+    for text, worst in (doc.get("released_worst") or doc.get("worst") or {}).items():
+        crit.append({"criterion": text, "value": worst})
+    return {"keys": keys, "loss": doc.get("loss"), "loss_value": doc.get("loss_value"),
+            "loss_scaled": doc.get("loss_scaled"), "criteria": crit,
+            "suppressed_records": records,
+            "suppressed_share": (records / n) if n else None, "suppressed_values": values,
+            "suppress_mode": sup.get("mode"), "perturb": (doc.get("perturb") or {}).get("specs"),
+            "data_sha256": (doc.get("data") or {}).get("sha256"),
+            "release_sha256": doc.get("release_sha256")}

@@ -1,0 +1,391 @@
+"""The release decision page (gpurisk report with a policy, a protect plan and a SUDA summary) for a
+scan and a protect run of example:adult: the file's identity and the verdicts against numbers
+computed here from the records (pandas), and the layout in headless Chromium at 1 400 and 800 px."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpurisk
+from gpurisk.io import example_path
+
+from conftest import data_path, run_cli
+from test_report import _external, _Refs
+
+KEYS = ["age", "sex", "race", "marital-status", "education", "native-country"]
+POLICY = """[policy]
+name = "Example office policy"
+max_expected_matches = 5
+min_k = 3
+max_record_risk = 0.5
+max_theta_upper = 0.1
+"""
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    d = tmp_path_factory.mktemp("decision")
+    arx = data_path("arx")
+    run_cli("scan", "example:adult", "--keys", ",".join(KEYS), "--max-size", "4",
+            "--fraction", "0.01", "-o", d / "scan.parquet", check=True)
+    run_cli("protect", "example:adult", "--keys", "sex,age,race,marital-status,education",
+            "--hierarchy", "age=bands:5", "--hierarchy", "age=bands:10", "--hierarchy", "age=bands:20",
+            "--hierarchy", f"marital-status={arx / 'adult_hierarchy_marital-status.csv'}",
+            "--hierarchy", f"education={arx / 'adult_hierarchy_education.csv'}",
+            "--criterion", "k_anonymity>=3", "--suppress-limit", "0.01", "--fraction", "0.01",
+            "--plan", d / "plan.json", "--report", d / "protect.html", check=True)
+    suda = run_cli("suda", "example:adult", "--keys", "sex,age,race,marital-status,education",
+                   "--max-msu", "3", "--json", check=True).stdout
+    (d / "suda.json").write_text(suda)
+    (d / "policy.toml").write_text(POLICY)
+    run_cli("report", d / "scan.parquet", "-o", d / "page.html", "--policy", d / "policy.toml",
+            "--plan", d / "plan.json", "--suda", d / "suda.json", check=True)
+    return d
+
+
+class _Text(HTMLParser):
+    """The page's text, each table's rows of cell texts, the verdict table."""
+
+    def __init__(self):
+        super().__init__()
+        self.text, self.tables, self._cell, self._skip = [], [], None, False
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("style", "script"):
+            self._skip = True
+        if tag == "table":
+            self.tables.append({"class": dict(attrs).get("class", ""), "rows": []})
+        elif tag == "tr" and self.tables:
+            self.tables[-1]["rows"].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("style", "script"):
+            self._skip = False
+        if tag in ("td", "th") and self._cell is not None:
+            self.tables[-1]["rows"][-1].append(" ".join("".join(self._cell).split()))
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._skip:
+            return
+        self.text.append(data)
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _parse(d):
+    p = _Text()
+    p.feed((d / "page.html").read_text(encoding="utf-8"))
+    return " ".join(" ".join(p.text).split()), p.tables
+
+
+def _table(tables, cls):
+    return next(t["rows"] for t in tables if t["class"] == cls)
+
+
+def test_decision_page_identity_from_the_file_itself(page):
+    text, tables = _parse(page)
+    ident = dict((r[0], r[1]) for r in _table(tables, "identity"))
+    path = example_path("adult")
+    assert ident["file"] == "example:adult"
+    assert ident["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    n = len(pd.read_csv(path))
+    assert re.sub(r"\D", "", ident["records in the release"]) == str(n)
+    assert ident["gpurisk version"] == gpurisk.__version__
+    assert ident["scan command"].startswith("gpurisk scan example:adult --keys " + ",".join(KEYS))
+    assert "--policy" in ident["page command"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", ident["scanned"])
+
+
+def test_decision_page_verdicts_against_numbers_computed_from_the_records(page):
+    text, tables = _parse(page)
+    assert "The release does NOT meet the policy: 3 of 4 criteria fail." in text
+    verdicts = {r[0]: (r[1], r[2]) for r in _table(tables, "verdicts")[1:]}
+    assert set(v[0] for v in verdicts.values()) == {"fails", "met"}
+    # k >= 3: the records in cells of 1 or 2 records of the riskiest combination, by pandas
+    df = pd.read_csv(example_path("adult"))
+    status, words = verdicts["k-anonymity: k ≥ 3 in every combination"]
+    combo = re.search(r"in \(([^)]*)\) ([\d ]+) records", words)
+    keys = combo.group(1).split(", ")
+    size = df.groupby(keys, dropna=False)[keys[0]].transform("size")
+    assert status == "fails" and int(re.sub(r"\D", "", combo.group(2))) == int((size < 3).sum())
+    # the most records in small cells over every subset of up to 4 keys is that combination's
+    from itertools import combinations
+    most = max(int((df.groupby(list(c), dropna=False)[c[0]].transform("size") < 3).sum())
+               for s in range(1, 5) for c in combinations(KEYS, s))
+    assert int(re.sub(r"\D", "", combo.group(2))) == most
+    # expected correct matches: θ̂·n1 by hand (Skinner & Elliot eq. 7 at π = 0.01) for the worst
+    status, words = verdicts["expected correct matches at most 5 in every combination"]
+    worst = re.search(r"riskiest, \(([^)]*)\), has ([\d.]+)", words)
+    cells = df.groupby(worst.group(1).split(", "), dropna=False).size()
+    n1, n2, pi = int((cells == 1).sum()), int((cells == 2).sum()), 0.01
+    theta = pi * n1 / (pi * n1 + 2 * (1 - pi) * n2)
+    assert status == "fails" and float(worst.group(2)) == pytest.approx(theta * n1, rel=1e-3)
+    # no record above 0.5: the SUDA summary's largest DIS-SUDA probability
+    suda = json.loads((page / "suda.json").read_text())
+    status, words = verdicts["no record's risk above 0.5"]
+    assert status == ("fails" if suda["dis_max"] > 0.5 else "met")
+    assert f"{suda['dis_max']:.3g}" in words
+
+
+def test_decision_page_protection_levels_by_name_and_suppressed_share(page):
+    text, tables = _parse(page)
+    plan = json.loads((page / "plan.json").read_text())
+    rows = {r[0]: r[1:] for r in _table(tables, "protection")[1:]}
+    names = {0: "original"}
+    assert rows["sex"][0] == "original"
+    age = plan["node"]["age"]
+    assert rows["age"][0] == (names.get(age) or plan["hierarchies"]["age"][age - 1])
+    edu = plan["node"]["education"]
+    assert rows["education"][0] == ("original" if edu == 0 else
+                                    f"adult_hierarchy_education.csv, column {edu}")
+    records = plan["suppress"]["records"]
+    share = records / len(pd.read_csv(example_path("adult")))
+    shown = re.search(r"Suppressed: ([\d ]+) records \(([\d.]+)% of the release\)", text)
+    assert int(re.sub(r"\D", "", shown.group(1))) == records
+    assert shown.group(2) == f"{100 * share:.1f}"
+    assert f"precision loss {plan['loss_value']:.4g}" in text
+
+
+def test_decision_page_numbers_and_commands(page):
+    text, tables = _parse(page)
+    assert not re.search(r"\d\.?\d*e[+-]\d", text)                 # no 1.805e+04
+    for t in tables:                                               # no all-"—" column
+        body = [r for r in t["rows"][1:] if r]
+        if len(body) > 1:
+            for j in range(len(body[0])):
+                assert not all(r[j] == "—" for r in body if j < len(r)), (t["class"], j)
+    codes = re.findall(r"<code>([^<]*)</code>", (page / "page.html").read_text(encoding="utf-8"))
+    commands = [c for c in codes if c.startswith("gpurisk ")]
+    assert commands and all(not re.search(r"\b(DATA|WIDTH|PI|FILE)\b", c) for c in commands)
+    assert all("example:adult" in c for c in commands)
+    drivers = _table(tables, "contrib")[1:]
+    first = drivers[0][0]
+    # bands are proposed for a numeric key only
+    for c in commands:
+        for k in re.findall(r"--alt ([\w-]+)=bands:", c):
+            assert pd.api.types.is_numeric_dtype(pd.read_csv(example_path("adult"))[k])
+    assert f"Start with {first}" in text
+    parser = _Refs()
+    parser.feed((page / "page.html").read_text(encoding="utf-8"))
+    assert parser.urls and not _external(parser.urls)
+
+
+def test_decision_page_names_the_scenarios_of_a_scenario_scan(tmp_path):
+    (tmp_path / "sc.toml").write_text('[scenarios]\nneighbour = ["age", "sex", "race"]\n'
+                                      'employer = ["age", "education", "marital-status"]\n')
+    run_cli("scan", "example:adult", "--scenarios", tmp_path / "sc.toml", "--fraction", "0.01",
+            "-o", tmp_path / "s.parquet", check=True)
+    run_cli("report", tmp_path / "s.parquet", "-o", tmp_path / "p.html", "--max-matches", "5",
+            check=True)
+    text = " ".join((tmp_path / "p.html").read_text(encoding="utf-8").split())
+    assert "neighbour (age, sex, race)" in text and "employer (age, education, marital-status)" in text
+    assert "employer: age, education, marital-status" in text or \
+        "neighbour: age, sex, race" in text                       # in the top table's rows
+    assert "(from flags)" in text
+
+
+def test_policy_bad_input_is_one_line(tmp_path):
+    scan = tmp_path / "s.parquet"
+    df = pd.DataFrame({"a": np.arange(50) % 7, "b": np.arange(50) % 3})
+    gpurisk.scan(df, keys=["a", "b"], max_size=2, fraction=0.1, output=scan)
+    for body, word in (("[policy]\nmin_k = 1\n", "min_k"), ("[policy]\nfoo = 3\n", "'foo'"),
+                       ("max_expected_matches = [\n", "TOML")):
+        (tmp_path / "p.toml").write_text(body)
+        p = run_cli("report", scan, "-o", tmp_path / "r.html", "--policy", tmp_path / "p.toml")
+        assert p.returncode == 2 and word in p.stderr and "Traceback" not in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_theta_plot_axis_fits_small_values_and_the_legend_sits_outside():
+    """At a small π every θ̂ is near 0: the axis must not be the fixed 0–1 range."""
+    from gpurisk.report.plots import theta_figure
+    rows = pd.DataFrame({"keys": [["a"], ["b"], ["a", "b"]], "size": [1, 1, 2], "order": [0, 1, 2],
+                         "theta_hat": [0.0004, 0.002, 0.003],
+                         "theta_hat_upper": [0.0008, 0.004, 0.006]})
+    fig = theta_figure(rows, 0.1, 10)
+    ax = fig.axes[0]
+    lo, hi = ax.get_xlim()
+    assert hi < 1.0 and lo <= 0.0004 and hi >= 0.1            # the threshold and every point in view
+    if ax.get_xscale() == "linear":
+        assert 0.006 / hi > 0.05
+    fig.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    assert legend.x0 >= ax.get_window_extent().x1 - 1         # beside the axes, not over points
+
+
+def _chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+#: measures the layout and writes the results into the DOM, where --dump-dom reads them
+CHECK = """<script>
+window.addEventListener('load', function () {
+  var vw = document.documentElement.clientWidth, vh = window.innerHeight, out = {tables: []};
+  document.querySelectorAll('table').forEach(function (t) {
+    var box = t.parentElement, s = getComputedStyle(box).overflowX;
+    var r = box.getBoundingClientRect();
+    out.tables.push({cls: t.className, scroll: t.scrollWidth, box: box.clientWidth,
+                     scroller: s === 'auto' || s === 'scroll', boxRight: r.right});
+  });
+  out.page = {scroll: document.documentElement.scrollWidth, width: vw, height: vh};
+  ['verdict', 'identity'].forEach(function (id) {
+    var e = document.getElementById(id);
+    out[id] = e ? e.getBoundingClientRect().bottom : null;
+  });
+  out.images = Array.from(document.images).map(function (i) {
+    return {w: i.naturalWidth, right: i.getBoundingClientRect().right};
+  });
+  var pre = document.createElement('pre'); pre.id = 'layout-check';
+  pre.textContent = JSON.stringify(out); document.body.appendChild(pre);
+});
+</script>"""
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--hide-scrollbars", "--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND"]
+
+
+def _layout(browser, page_html, width, tmp_path) -> dict:
+    """The layout of ``page_html`` at ``width`` px: the CHECK script's results from --dump-dom."""
+    html = page_html.read_text(encoding="utf-8")
+    checked = tmp_path / f"checked-{page_html.stem}.html"
+    checked.write_text(html.replace("</body>", CHECK + "</body>"), encoding="utf-8")
+    proc = subprocess.run([browser, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
+                           f"--window-size={width},900", "--dump-dom", checked.resolve().as_uri()],
+                          capture_output=True, text=True, timeout=180)
+    found = re.search(r'<pre id="layout-check">(.*?)</pre>', proc.stdout, re.S)
+    assert found, proc.stderr[-2000:]
+    res = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert res["page"]["scroll"] <= res["page"]["width"]            # no page-wide scroll bar
+    for t in res["tables"]:                                         # no clipped table
+        assert t["scroll"] <= t["box"] or t["scroller"], t
+        assert t["boxRight"] <= res["page"]["width"] + 0.5, t
+    assert all(i["w"] > 0 and i["right"] <= res["page"]["width"] + 0.5 for i in res["images"])
+    return res
+
+
+def _screenshot(browser, page_html, width, tmp_path):
+    shot = tmp_path / f"{page_html.stem}-first-screen-{width}.png"    # kept for a look
+    subprocess.run([browser, *FLAGS, f"--user-data-dir={tmp_path / 'profile2'}",
+                    f"--window-size={width},900", f"--screenshot={shot}",
+                    page_html.resolve().as_uri()], capture_output=True, timeout=180)
+    assert shot.exists() and shot.stat().st_size > 0
+    print(f"{page_html.name}, first screen at {width} px: {shot}")
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_decision_page_in_headless_chromium(page, tmp_path, width):
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("no chromium in PATH (apt-get install -y chromium)")
+    res = _layout(browser, page / "page.html", width, tmp_path)
+    assert len(res["tables"]) >= 6
+    assert res["verdict"] is not None and res["identity"] is not None
+    assert res["verdict"] <= res["page"]["height"]                  # on the first screen
+    assert res["identity"] <= res["page"]["height"]
+    _screenshot(browser, page / "page.html", width, tmp_path)
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_protect_report_tables_fit_in_headless_chromium(page, tmp_path, width):
+    """protect --report: the optimum, front and before/after tables scroll inside their box (they
+    were cut off at 1 400 px), levels by their names, suppressed records with their share."""
+    text = (page / "protect.html").read_text(encoding="utf-8")
+    plan = json.loads((page / "plan.json").read_text())
+    assert "bands:5" in text and "adult_hierarchy_education.csv, column" in text
+    n = len(pd.read_csv(example_path("adult")))
+    share = plan["suppress"]["records"] / n
+    assert f"records ({share:.1%} of the release)" in text
+    assert not re.search(r"\d\.?\d*e[+-]\d", re.sub(r"base64,[^'\"]+", "", text))
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("no chromium in PATH (apt-get install -y chromium)")
+    res = _layout(browser, page / "protect.html", width, tmp_path)
+    assert len(res["tables"]) >= 4
+    _screenshot(browser, page / "protect.html", width, tmp_path)
+
+
+def test_scan_records_the_file_identity_beside_its_settings(tmp_path):
+    """The manifest's provenance: the file's sha256 (hashlib here), records, version; no command
+    from the Python API; --resume does not compare it; a scan without it (an older scan) gets the
+    checksum computed by the page, which says so."""
+    src = tmp_path / "d.csv"
+    pd.DataFrame({"a": np.arange(300) % 17, "b": np.arange(300) % 5}).to_csv(src, index=False)
+    out = tmp_path / "s.parquet"
+    gpurisk.scan(src, keys=["a", "b"], max_size=2, fraction=0.1, output=out)
+    man = json.loads((out / "_scan.json").read_text())
+    prov = man["provenance"]
+    assert prov["file"]["sha256"] == hashlib.sha256(src.read_bytes()).hexdigest()
+    assert prov["file"]["name"] == "d.csv" and prov["file"]["bytes"] == src.stat().st_size
+    assert prov["records"] == 300 and prov["gpurisk"] == gpurisk.__version__
+    assert prov["command"] is None and "provenance" not in man["settings"]
+    gpurisk.scan(src, keys=["a", "b"], max_size=2, fraction=0.1, output=out, resume=True)
+    del man["provenance"]                                  # as an older scan wrote it
+    (out / "_scan.json").write_text(json.dumps(man))
+    from gpurisk.report import write_report
+    text = " ".join(write_report(out, tmp_path / "p.html").read_text().split())
+    assert hashlib.sha256(src.read_bytes()).hexdigest() + " (computed when this page was written" in text
+    assert "not recorded (an older scan)" in text
+    assert "No policy was given" in text and 'id="verdict"' in text
+
+
+def test_next_steps_never_propose_bands_for_a_text_key(tmp_path):
+    """A text key that drives the risk: no bands:, the assess command of the other keys instead;
+    a numeric one: bands of the round width nearest a range of 0..93 over 8 (11.6 → 10, not 20)."""
+    from gpurisk.report.drivers import key_contributions
+    from gpurisk.report.text import next_steps
+    rng = np.random.default_rng(3)
+    n = 3000
+    src = tmp_path / "f.csv"
+    pd.DataFrame({"town": [f"t{i}" for i in rng.integers(0, 400, n)],
+                  "age": rng.integers(0, 94, n), "sex": rng.integers(0, 2, n)}).to_csv(src, index=False)
+    out = tmp_path / "s.parquet"
+    gpurisk.scan(src, keys=["town", "age", "sex"], max_size=3, fraction=0.1, output=out)
+    from gpurisk.scan.sink import read_manifest, read_scan
+    rows, settings = read_scan(out), read_manifest(out)["settings"]
+    for key in ("town", "age"):
+        c = key_contributions(rows, "matches_hat")
+        c = pd.concat([c[c["key"] == key], c[c["key"] != key]])     # this key first
+        steps = next_steps(rows, "matches_hat", c, settings, "fails")
+        codes = [s["code"] for s in steps if s["code"]]
+        assert all(str(src.resolve()) in x and "--fraction 0.1" in x for x in codes)
+        if key == "town":
+            assert not any("bands:" in x for x in codes)
+            assert any(x.endswith("--keys age,sex --fraction 0.1") for x in codes), codes
+        else:
+            assert any(x.endswith("--alt age=bands:10") for x in codes), codes   # 93/8 = 11.6 → 10
+
+
+def test_decision_page_from_a_protection_object_and_a_policy_with_flags(tmp_path):
+    """The Python API: a Protection (levels by name, suppressed share) and a policy file whose
+    threshold a flag replaces (the page says so)."""
+    from gpurisk.protect import protect
+    from gpurisk.report import load_policy, write_report
+    rng = np.random.default_rng(5)
+    df = pd.DataFrame({"age": rng.integers(0, 90, 2000), "sex": rng.integers(0, 2, 2000)})
+    p = protect(df, ["age", "sex"], {"age": ["bands:5", "bands:10", "bands:30"]},
+                ["k_anonymity>=5"], fraction=0.1)
+    rows = gpurisk.scan(df, keys=["age", "sex"], max_size=2, fraction=0.1).results
+    (tmp_path / "pol.json").write_text(json.dumps({"min_k": 2, "max_expected_matches": 1}))
+    pol = load_policy(tmp_path / "pol.json", min_k=3)
+    assert pol.min_k == 3 and pol.source == "pol.json, with flags for min_k"
+    text = " ".join(write_report(rows, tmp_path / "p.html", policy=pol, protection=p)
+                    .read_text().split())
+    level = p.node["age"]
+    assert level > 0                                   # age was coarsened
+    assert f"<td class=\"k\">age</td><td class=\"k\">{['original', 'bands:5', 'bands:10', 'bands:30'][level]}</td>" in text
+    assert "k-anonymity: k ≥ 3 in every combination" in text and "(from pol.json, with flags for min_k)" in text
