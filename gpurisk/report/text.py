@@ -34,7 +34,7 @@ MEANINGS = {
     "pop_uniques": "the number of people alone in their cell of the population (N1)",
     "tau1_hat": "the estimated number of sample uniques that are population uniques "
                 "(Camerlenghi et al. 2021)",
-    "k_anonymity": "records in cells with fewer than k records (k-anonymity violations)",
+    "k_anonymity": "the k the file achieves (its smallest cell of records)",
 }
 
 

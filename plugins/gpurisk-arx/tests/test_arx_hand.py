@@ -64,14 +64,22 @@ def test_journalist_by_hand():
 
 
 def test_journalist_without_population_is_prosecutor_as_in_arx():
-    j, p = run(Journalist, F6), run(Prosecutor, F6)
+    j, p = run(Journalist, F6, sample_as_population=True), run(Prosecutor, F6)
     assert j.value == p.value and j.extra["average"] == p.extra["average"] == 0.6
     assert j.extra["population_used"] is False
 
 
+def test_journalist_and_marketer_need_a_population_by_default():
+    for cls in (Journalist, Marketer):
+        r = run(cls, F6)
+        assert r.value is None and "needs population counts F_j" in r.reason
+        assert f"{cls.name}.sample_as_population=true" in r.reason
+
+
 def test_marketer_by_hand():
     assert run(Marketer, F6, POP6).value == pytest.approx(3.25 / 10)
-    assert run(Marketer, F6).value == pytest.approx(6 / 10)      # no population: J/n
+    # no population, ARX's way: J/n
+    assert run(Marketer, F6, sample_as_population=True).value == pytest.approx(6 / 10)
 
 
 def test_population_cells_the_sample_misses_hold_no_record():

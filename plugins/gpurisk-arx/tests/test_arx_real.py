@@ -41,7 +41,8 @@ def test_fars_sample_cli(fars):
     keys = ["iage", "irace", "isex", "istatenum", "iinjury"]
     p = run_cli("assess", str(data_path("arx_genetic/fars_int.csv")), "--keys", ",".join(keys),
                 "--measures", ALL, "--fraction", "0.05", "--option", "prosecutor.threshold=0.1",
-                "--json")
+                "--option", "journalist.sample_as_population=true",
+                "--option", "marketer.sample_as_population=true", "--json")
     assert p.returncode == 0, p.stderr
     m = json.loads(p.stdout)["measures"]
     want = _groupby_risks(fars, keys, t=0.1)

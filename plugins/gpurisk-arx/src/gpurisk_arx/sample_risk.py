@@ -11,8 +11,12 @@ in the release) or 1/F_j (journalist: the release is a sample of a known populat
     average risk          = J / n                          (journalist: max(J / Σ_j F_j, Σ_j (f_j/F_j) / n))
     marketer              = Σ_j (f_j / F_j) / n            (= J / n without a population)
 
-Without a population ARX takes F_j = f_j, so journalist = prosecutor and marketer = J/n; gpurisk does
-the same, says so in a warning (a note of the run) and in the extra ``population_used = False``.
+Without a population ARX takes F_j = f_j, so journalist = prosecutor and marketer = J/n. That is a
+different intruder (one who knows the person is in the release), so gpurisk does NOT do it by
+default: without population counts journalist and marketer are not applicable, with the reason
+(issue 28: ``marketer 0.768`` for a 0.03 % sample was the prosecutor's J/n under another name). The
+option ``sample_as_population=true`` reproduces ARX (a warning and ``population_used = False`` say
+so).
 Sums over classes with f_j > 0 only (population cells the sample misses hold no record).
 Source: ARX ``RiskModelSampleSummary`` / ``RiskModelSampleRisks``; El Emam (2013).
 
@@ -35,6 +39,18 @@ REFERENCE = ("El Emam (2013), Guide to the De-Identification of Personal Health 
              "ARX RiskModelSampleSummary (Prasser et al. 2014)")
 NO_POPULATION = ("no population table: F_j = f_j as in ARX, so the {name} risk equals the "
                  "prosecutor risk; give --population POP or --sample-flag COL for the {name} model")
+NEEDS_POPULATION = ("needs population counts F_j (the {name} intruder matches against the "
+                    "population): give --population POP or --sample-flag COL; without them ARX takes "
+                    "F_j = f_j, the prosecutor's scenario (option {name}.sample_as_population=true)")
+AS_ARX = Option(bool, False, help="without a population take F_j = f_j as ARX does (the prosecutor "
+                                  "scenario under this measure's name)")
+
+
+def as_arx(name: str, ctx: Context) -> bool:
+    v = ctx.option(name, "sample_as_population", False)
+    if not isinstance(v, bool):
+        raise BadInput(f"{name}.sample_as_population={v!r} is not true or false")
+    return v
 
 
 def threshold(name: str, ctx: Context) -> float:
@@ -121,7 +137,7 @@ class Journalist(Measure):
     needs = frozenset()
     level = "file"
     reference = REFERENCE
-    options = {"threshold": THRESHOLD}
+    options = {"threshold": THRESHOLD, "sample_as_population": AS_ARX}
     default = False
     reads = "buckets"     # with a population: Σ f_j/F_j, min F_j over the sample's classes, by bucket
 
@@ -136,6 +152,8 @@ class Journalist(Measure):
         if n == 0:
             return Result.not_applicable("the sample has no records")
         if table.N is None:
+            if not as_arx(self.name, ctx):
+                return Result.not_applicable(NEEDS_POPULATION.format(name=self.name))
             warnings.warn(NO_POPULATION.format(name=self.name))
             return _result({**summary_risks(table.fof_vector(), n, t), "population_used": False})
         return _result({**population_reduce(parts, n, table.sample_cells, t), "population_used": True})
@@ -147,6 +165,7 @@ class Marketer(Measure):
     needs = frozenset()
     level = "file"
     reference = REFERENCE
+    options = {"sample_as_population": AS_ARX}
     default = False
     reads = "buckets"     # with a population: Σ f_j/F_j over the sample's classes, by bucket
 
@@ -162,6 +181,8 @@ class Marketer(Measure):
         if n == 0:
             return Result.not_applicable("the sample has no records")
         if table.N is None:
+            if not as_arx(self.name, ctx):
+                return Result.not_applicable(NEEDS_POPULATION.format(name=self.name))
             warnings.warn(NO_POPULATION.format(name=self.name))
             return Result(value=table.sample_cells / n, extra={"population_used": False})
         ratio = sum(p["ratio"] for p in parts)
