@@ -1,4 +1,4 @@
-"""``pop_uniqueness``: ARX's estimate of the population uniques from the sample (SPEC §10).
+"""``pop_uniqueness``: the population uniques estimated from the sample (SPEC §10, issue 27).
 
 The value is the estimated NUMBER of population uniques (classes of size 1 in the population),
 so that ``gpurisk validate`` pairs it with the true number ``pop_uniques``; ARX's "population
@@ -6,6 +6,10 @@ uniqueness" is that number over N, the extra ``share``. Models (option ``model``
 (Hoshino 2001), ``zayatz`` (Zayatz 1991), ``snb`` (Chen & Keller-McNulty 1998) and ``dankar``
 (Dankar et al. 2012's decision rule, ARX's default). Formulas, fitting and their starting values
 are in :mod:`gpurisk_arx.uniqueness`. N is the population's size when one is given, else n/π.
+Option ``rule``: ``gpurisk`` (default) fits Pitman by its maximum likelihood over the whole parameter
+space and reports E[N1 | sample] with an interval (``se``, ``upper``, extra ``lower``), SNB with a
+root scan, every value within what the sample allows; ``arx`` gives ARX's own numbers. ``model=auto``
+is Dankar's decision rule under both (the validation's least biased choice for gpurisk's fits).
 A model that does not apply, or whose fit does not converge, gives no value and a reason; the
 chosen model, its iterations and every model tried are in the extras. Dankar's rule reads the
 sampling fraction of the run (``--fraction``, a validate design's π, or n/N from a population).
@@ -23,7 +27,8 @@ PREFIX = {"pitman": "pitman", "zayatz": "zayatz", "snb": "snb"}
 
 class PopUniqueness(Measure):
     name = "pop_uniqueness"
-    description = "ARX population uniqueness: estimated number of population uniques (Pitman, Zayatz, SNB, Dankar's rule)"
+    description = ("population uniques N1 estimated from the sample, with an interval (Pitman by maximum "
+                   "likelihood, Zayatz, SNB, Dankar's rule; rule=arx: ARX's numbers)")
     needs = frozenset({"fraction"})
     level = "file"
     reference = ("Dankar, El Emam, Neisa & Roffey (2012); Hoshino (2001); Zayatz (1991); "

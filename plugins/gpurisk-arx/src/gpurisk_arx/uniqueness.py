@@ -42,6 +42,13 @@ size 1 in the population); ARX's "population uniqueness" is that number divided 
 
 If n1 = 0 every model gives 0. A model that cannot be fitted returns a :class:`Fit` with
 ``value = None`` and a ``reason``.
+
+All of the above is ``rule="arx"`` (ARX's fits and numbers, SPEC §10's test values). ``rule="gpurisk"``
+(:func:`estimate_gpurisk`, the measure's default; issue 27) fits Pitman at the maximum of its
+likelihood over the whole parameter space, whatever ARX's start (:mod:`.pitman_mle`), with the
+expected N1 given the sample at the finite N and an interval; SNB with a scan for a bracketed root
+besides the seven starts; every value within [n1 − (N − n), N − (n − n1)]; and no value ("not
+estimable") where every sample record is unique.
 """
 from __future__ import annotations
 
@@ -59,8 +66,10 @@ MODELS = ("dankar", "pitman", "zayatz", "snb")
 #: "gpurisk": Pitman by its maximum likelihood over the whole space, the expectation given the sample,
 #: SNB with a scan, every estimate within what the sample allows, an interval; "arx": ARX's fits
 RULES = ("gpurisk", "arx")
-#: the decision gpurisk's rule takes by default (model=auto), chosen by bench/validate_pop_uniqueness.py
-GPURISK_DEFAULT_MODEL = "pitman"
+#: the decision gpurisk's rule takes by default (model=auto), chosen by bench/validate_pop_uniqueness.py:
+#: at π ≤ 0.1 Pitman's MLE is the least biased (Dankar's rule takes it there), above 0.1 the smaller of
+#: Zayatz and SNB is (docs/arx.md, "Against the truth")
+GPURISK_DEFAULT_MODEL = "dankar"
 K_ESTIMATORS = ("sh3", "shlosser", "arx")
 
 
