@@ -259,11 +259,40 @@ def interval(m: PitmanMLE, sm: Sample, expectation: str, level: float) -> tuple[
                 (uniques(m.theta, min(m.alpha + ha, 1 - 1e-12), sm, expectation)
                  - uniques(m.theta, m.alpha - ha, sm, expectation)) / (2 * ha)])
             var += max(float(g @ cov @ g), 0.0)
+    elif m.K is not None:
+        var += _finite_k_variance(m, sm, expectation)
     se = math.sqrt(var)
     z = float(special.ndtri(0.5 + level / 2.0))
     est = uniques(m.theta, m.alpha, sm, expectation)
     lo, hi = bounds(sm)
     return se, min(max(est - z * se, lo), hi), max(min(est + z * se, hi), lo)
+
+
+def _finite_k_variance(m: PitmanMLE, sm: Sample, expectation: str, h: float = 1e-3) -> float:
+    """The delta method on the finite-K branch, K taken as continuous: in x = (log |α|, log(K − J + 1))
+    the information is minus the Hessian of ℓ by central differences (step h), and the gradient of
+    the expectation likewise; 0 where the information is not positive definite (ℓ flat as |α| → ∞,
+    the uniform multinomial on K categories)."""
+    J = sm.J
+
+    def par(x):
+        a = math.exp(x[0])
+        return (J - 1 + math.exp(x[1])) * a, -a
+    x0 = np.array([math.log(-m.alpha), math.log(m.K - J + 1)])
+    f = lambda x: float(loglik(*par(x), sm)[0])      # noqa: E731
+    E = np.eye(2) * h
+    H = np.empty((2, 2))
+    for i in range(2):
+        for j in range(2):
+            H[i, j] = (f(x0 + E[i] + E[j]) - f(x0 + E[i] - E[j]) - f(x0 - E[i] + E[j])
+                       + f(x0 - E[i] - E[j])) / (4 * h * h)
+    g = np.array([(uniques(*par(x0 + E[i]), sm, expectation)
+                   - uniques(*par(x0 - E[i]), sm, expectation)) / (2 * h) for i in range(2)])
+    info = -H
+    if not (np.all(np.isfinite(info)) and np.all(np.isfinite(g)) and info[0, 0] > 0
+            and np.linalg.det(info) > 0):
+        return 0.0
+    return max(float(g @ np.linalg.solve(info, g)), 0.0)
 
 
 def bounds(sm: Sample) -> tuple[float, float]:
