@@ -13,8 +13,9 @@ categories; ARX's Newton iteration admits α < 0 too). Each sum is O(1): log-gam
 where θ/α exceeds 4(J − 1), (J − 1) log θ + Σ_k (−1)^{k+1}/k (m/x)^k m Ŝ_k (x = θ/α, m = J − 1,
 Ŝ_k = Σ_{i≤m} i^k/m^{k+1}), which keeps the digits the log-gamma difference would cancel.
 
-The search does not depend on any start: ℓ on a grid of 41 α × 60 θ over both branches (α through
-1 − e^v, θ = θ_min(α) + e^w with θ_min = −α for α ≥ 0 and Jα·(−1) for α < 0), Nelder–Mead from the
+The search does not depend on any start: ℓ on a grid of 42 α (30 in [0, 1), 12 down to α = −50) ×
+60 θ over both branches (α = 1 − e^v, θ = θ_min(α) + e^w with θ_min = −α for α ≥ 0 and −Jα, i.e.
+K ≥ J, for α < 0), Nelder–Mead from the
 three best grid points in (v, w), the best polished by Newton on the score equations when it is
 interior (kept only if ℓ did not fall); on the finite-K branch K is then rounded to the integers on
 either side and |α| refitted. Points outside the space are never evaluated (the parametrisation
@@ -24,8 +25,9 @@ cannot reach them). If every sample record is unique (n1 = n) the score in θ is
 Population uniques, given (θ, α) and the sample (the population is the sample's Chinese-restaurant
 process continued for N − n more records, since a simple random sample of a Pitman partition is a
 Pitman partition of the first n): a sample unique stays unique with probability
-(θ+α+n−1)_{N−n}/(θ+n)_{N−n}, and each of the N − n later records opens a table that stays a
-singleton with the same expected count, so
+(θ+α+n−1)_{N−n}/(θ+n)_{N−n}; the later record m + 1 opens a table with expected probability
+E[θ + αK_m]/(θ + m) = (θ+αJ)(θ+α+n)_{m−n}/((θ+n)_{m−n}(θ+m)), which then stays a singleton to N,
+and the product does not depend on m, so
 
     E[N1 | sample] = Γ(θ+n)Γ(θ+α+N−1) / (Γ(θ+α+n)Γ(θ+N)) · [n1 (θ+α+n−1) + (θ+αJ)(N − n)]
 
