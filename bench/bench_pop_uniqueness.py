@@ -7,7 +7,9 @@ of two shapes for growing J and compares, in the same run, Pitman's step with th
 (gpurisk-arx: digamma/trigamma differences, or a power series far from the poles) against the same
 step with the sums added term by term, as ARX adds them (the obvious alternative). Term-by-term fits
 run whole up to --full-terms classes; above that one step is timed and multiplied by the number of
-steps the closed-form fit took (marked "est.").
+steps the closed-form fit took (marked "est."). "mle s" is gpurisk's rule (rule=gpurisk, the default):
+Pitman's likelihood maximised over its whole parameter space (grid, Nelder-Mead, Newton polish; every
+evaluation O(1)) and E[N1 | sample] with its interval; "mle N1" its estimate, "arx N1" ARX's Pitman's.
 
     python bench/bench_pop_uniqueness.py [--classes 1e4,1e5,1e6,1e7,2.93e7] [--full-terms 1e6]
                                          [--register PATH] [--png out.png]
@@ -76,7 +78,7 @@ def main() -> None:
     a = ap.parse_args()
     rows = []
     print(f"{'shape':>9} {'J':>12} {'pitman s':>9} {'steps':>6} {'terms s':>12} {'x':>8} {'zayatz s':>9} "
-          f"{'snb s':>7} {'dankar s':>9}  dankar's choice")
+          f"{'snb s':>7} {'dankar s':>9} {'mle s':>7} {'mle N1':>11} {'arx N1':>11}  dankar's choice")
     for shape, J in [(sh, float(x)) for sh in a.shapes.split(",") for x in a.classes.split(",")]:
         Z = fof(shape, J)
         n = int((np.arange(Z.size) * Z).sum())
@@ -95,8 +97,10 @@ def main() -> None:
         tz, _ = timed(U.zayatz, sm)
         ts, _ = timed(U.snb, sm, "sh3")
         td, (chosen, _) = timed(U.estimate, sm, "dankar", "sh3", a.fraction)
+        tm, (mle, _) = timed(U.estimate, sm, "pitman", "sh3", a.fraction, "gpurisk")
+        show = lambda v: "—" if v is None else f"{v:.4g}"      # noqa: E731
         print(f"{shape:>9} {sm.J:>12,} {tp:>9.4f} {steps:>6} {terms:>12} {tt / max(tp, 1e-9):>7.0f}× {tz:>9.4f} "
-              f"{ts:>7.4f} {td:>9.4f}  {chosen.model}")
+              f"{ts:>7.4f} {td:>9.4f} {tm:>7.3f} {show(mle.value):>11} {show(fit.value):>11}  {chosen.model}")
         rows.append((shape, sm.J, tp, tt, tz, ts, td))
     if a.register:
         import gpurisk

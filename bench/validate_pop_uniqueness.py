@@ -1,22 +1,23 @@
-"""ARX's population-uniqueness models against the truth on real populations (issue 18).
+"""Population-uniqueness estimators against the truth on real populations (issues 18 and 27).
 
-Each real file is a population; ``gpurisk.validate`` draws Bernoulli samples from it at 1, 5 and 10 %
-and pairs the plugin measure ``pop_uniqueness`` (gpurisk-arx) with the true number of population
-uniques N1 (``pop_uniques``). Every model is run on the same replicate samples (same seed): Pitman,
-Zayatz, SNB and Dankar's rule (ARX's default), side by side with gpurisk's own estimate from τ̂1
-(``tau1_hat``, the smoothed series of Camerlenghi et al.): a population unique is in a Bernoulli
-sample with probability π and is then a sample unique, so E τ1 = π N1 and N̂1 = τ̂1/π.
+Each real file is a population; its cells over a key set have sizes F_j and N1 = #{F_j = 1} population
+uniques. A Bernoulli sample at π keeps each record independently, so a cell keeps f_j ~ Binomial(F_j, π)
+records (drawn per cell, as ``gpurisk validate --by cells`` does); the sample's frequencies of
+frequencies and N (the population's size) go to the plugin's fits (gpurisk_arx.uniqueness.estimate),
+the same code ``pop_uniqueness`` runs. Estimators, all on the same samples:
 
-Two scales are printed:
-  1. N1, the number of population uniques: each model's N̂1 and τ̂1/π against the true N1;
-  2. Pr(PU|SU) = τ1/n1: gpurisk's τ̂1/n1 against the true Pr(PU|SU) (``pr_pu_su``), and each ARX
-     model's implied π N̂1/n1 (the same identity read the other way).
-Bias = mean(estimate − truth) over replicates, relative to the mean truth; sd = standard deviation of
-the error; "def" = replicates where the estimate was defined (a model that does not apply gives a
-reason, not a number); "dankar=P" = replicates where Dankar's rule took Pitman; "tau1 reliable" =
-share of replicates where τ̂1 was inside the range where it is proven (λ = (1−π)/π of order log n).
+  arx:dankar     ARX's decision rule with ARX's fits (rule=arx, model=dankar; ARX's default, the anchor)
+  arx:pitman     ARX's Pitman (Newton from ARX's start, N → ∞ expectation)
+  gp:pitman      gpurisk's rule: Pitman at its likelihood's maximum, E[N1 | sample] (the default)
+  gp:pitman-fin  the same fit, the unconditional finite-N expectation N (θ+α)_{N−1}/(θ+1)_{N−1}
+  gp:dankar      Dankar's decision rule over gpurisk's fits
+  gp:snb         SNB with the root scan (π > 0.1 in Dankar's rule)
 
-    PYTHONPATH=. python bench/validate_pop_uniqueness.py [--reps 5] [--fractions 0.01,0.05,0.1]
+Printed per (population, key set, π): the mean true N1, for each estimator the number of samples
+with a value ("def"), bias and sd of N̂1 − N1 in % of N1, the share of samples within ±25 % of N1
+("in25"), and for the estimators with an interval its coverage of N1 ("cover") and mean se / sd.
+
+    python bench/validate_pop_uniqueness.py [--reps 50] [--fractions 0.01,0.05,0.1] [--only FARS]
 
 Needs plugins/gpurisk-arx installed (``pip install -e ./plugins/gpurisk-arx``).
 """
@@ -33,16 +34,25 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import gpurisk  # noqa: E402
+from gpurisk_arx import uniqueness as U  # noqa: E402
 
 POPULATIONS = [
     ("FARS", "arx_genetic/fars_int.csv", ["iage", "isex", "irace", "ihispanic", "istatenum"]),
+    ("FARS-b", "arx_genetic/fars_int.csv", ["iage", "isex", "irace", "istatenum", "iinjury"]),
     ("adult", "uci_adult/adult_full_48842.csv", ["age", "sex", "race", "marital-status", "education"]),
+    ("adult-b", "uci_adult/adult_full_48842.csv", ["age", "sex", "race", "occupation", "workclass"]),
     ("cup", "arx_genetic/cup_int.csv", ["AGE", "GENDER", "INCOME", "STATE"]),
     ("mach2019", "arx_genetic/mach2019_int.csv", ["age", "familysize", "gender", "married", "race",
                                                   "religion"]),
 ]
-MODELS = ("pitman", "zayatz", "snb", "dankar")
+ESTIMATORS = {
+    "arx:dankar": dict(rule="arx", model="dankar"),
+    "arx:pitman": dict(rule="arx", model="pitman"),
+    "gp:pitman": dict(rule="gpurisk", model="pitman"),
+    "gp:pitman-fin": dict(rule="gpurisk", model="pitman", expectation="finite"),
+    "gp:dankar": dict(rule="gpurisk", model="dankar"),
+    "gp:snb": dict(rule="gpurisk", model="snb"),
+}
 
 
 def data_dir() -> Path:
@@ -53,75 +63,86 @@ def data_dir() -> Path:
     return d
 
 
-def run_population(path, keys, fractions, reps, seed) -> pd.DataFrame:
-    """One row per (fraction, replicate): the truths and every estimate."""
-    out = None
-    for model in MODELS:
-        names = ["pop_uniqueness"] + (["tau1_hat", "pr_pu_su", "sample_uniques"] if out is None else [])
-        v = gpurisk.validate(str(path), keys, fractions=fractions, replicates=reps, design="bernoulli",
-                             measures=names, seed=seed, options={"pop_uniqueness": {"model": model}})
-        r = v.replicates.pivot_table(index=["fraction", "replicate"], columns="measure", values="value",
-                                     aggfunc="first", dropna=False)
-        r = r.rename(columns={"pop_uniqueness": model})
-        if out is None:      # whether each τ̂1 was inside its proven range (λ of order log n)
-            t = v.replicates[v.replicates["measure"] == "tau1_hat"].set_index(["fraction", "replicate"])
-            r["tau1_reliable"] = t["reliable"].astype(float)
-        out = r if out is None else out.join(r[[model]])
-    return out.reset_index()
+def cell_sizes(path: Path, keys: list[str]) -> np.ndarray:
+    sep = ";" if "arx" in str(path) else ","
+    df = pd.read_csv(path, sep=sep, usecols=keys, dtype=str, keep_default_na=False)
+    return df.groupby(keys, sort=False).size().to_numpy()
 
 
-def stats(est: pd.Series, truth: pd.Series) -> tuple[int, float, float, float]:
-    ok = est.notna() & truth.notna() & np.isfinite(est.astype(float))
-    err = (est[ok] - truth[ok]).astype(float)
-    tm = float(truth[ok].mean()) if ok.any() else float("nan")
-    if not ok.any():
-        return 0, tm, float("nan"), float("nan")
-    sd = float(err.std(ddof=1)) if ok.sum() > 1 else float("nan")
-    return int(ok.sum()), tm, float(err.mean()), sd
+def run_cell(F: np.ndarray, pi: float, reps: int, rng, names) -> pd.DataFrame:
+    """One row per (replicate, estimator): truth N1, estimate, interval."""
+    N, N1 = float(F.sum()), int((F == 1).sum())
+    rows = []
+    for r in range(reps):
+        f = rng.binomial(F, pi)
+        sm = U.sample(np.bincount(f[f > 0], minlength=2), N)
+        for name in names:
+            kw = ESTIMATORS[name]
+            t = time.perf_counter()
+            fit, _ = U.estimate(sm, kw["model"], "sh3", pi, kw["rule"],
+                                kw.get("expectation", "conditional"), 0.95)
+            rows.append({"rep": r, "estimator": name, "N1": N1, "value": fit.value, "se": fit.se,
+                         "lower": fit.lower, "upper": fit.upper, "model": fit.model,
+                         "secs": time.perf_counter() - t, "n1": sm.n1, "n": sm.n})
+    return pd.DataFrame(rows)
+
+
+def summarise(d: pd.DataFrame) -> dict:
+    v = d["value"].astype(float)
+    ok = v.notna() & np.isfinite(v)
+    N1 = float(d["N1"].iloc[0])
+    err = v[ok] - N1
+    out = {"def": f"{int(ok.sum())}/{len(d)}",
+           "bias %": 100 * err.mean() / N1 if ok.any() else np.nan,
+           "sd %": 100 * err.std(ddof=1) / N1 if ok.sum() > 1 else np.nan,
+           "in25": float((err.abs() <= 0.25 * N1).mean()) if ok.any() else np.nan}
+    has = d["upper"].notna() & ok
+    if has.any():
+        cov = (d.loc[has, "lower"].astype(float) <= N1) & (N1 <= d.loc[has, "upper"].astype(float))
+        # a sample without a value counts as not covered
+        out["cover"] = float(cov.sum() / len(d))
+        sd = err.std(ddof=1)
+        out["se/sd"] = float(d.loc[has, "se"].astype(float).mean() / sd) if sd > 0 else np.nan
+    else:
+        out["cover"], out["se/sd"] = np.nan, np.nan
+    out["s/fit"] = float(d["secs"].mean())
+    return out
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--fractions", default="0.01,0.05,0.1")
-    ap.add_argument("--seed", type=int, default=18)
+    ap.add_argument("--seed", type=int, default=27)
     ap.add_argument("--only", default=None, help="comma-separated population names")
+    ap.add_argument("--estimators", default=",".join(ESTIMATORS))
+    ap.add_argument("--csv", default=None, help="write every replicate's row here")
     a = ap.parse_args(argv)
     fractions = [float(x) for x in a.fractions.split(",")]
+    names = a.estimators.split(",")
     d = data_dir()
-    rows_n1, rows_pr = [], []
+    rng = np.random.default_rng(a.seed)
+    table, raw = [], []
     for name, rel, keys in POPULATIONS:
         if a.only and name not in a.only.split(","):
             continue
-        t0 = time.perf_counter()
-        r = run_population(d / rel, keys, fractions, a.reps, a.seed)
-        secs = time.perf_counter() - t0
-        for frac, g in r.groupby("fraction"):
-            N1, n1 = g["pop_uniques"], g["sample_uniques"]
-            tau_n1 = g["tau1_hat"] / frac
-            took_p = int((g["dankar"] == g["pitman"]).sum())
-            for label, est in [*((m, g[m]) for m in MODELS), ("tau1_hat/pi", tau_n1)]:
-                k, tm, bias, sd = stats(est, N1)
-                rows_n1.append({"population": name, "pi": frac, "estimator": label, "def": k,
-                                "N1 true": tm, "bias": bias, "bias %": 100 * bias / tm if tm else np.nan,
-                                "sd": sd, "sd %": 100 * sd / tm if tm else np.nan,
-                                "dankar=P": took_p if label == "dankar" else "",
-                                "tau1 reliable": (f"{g['tau1_reliable'].mean():.0%}"
-                                                  if label.startswith("tau1") else "")})
-            truth = g["pr_pu_su"]
-            for label, est in [("tau1_hat/n1", g["tau1_hat"] / n1),
-                               *((m, frac * g[m] / n1) for m in MODELS)]:
-                k, tm, bias, sd = stats(est, truth)
-                rows_pr.append({"population": name, "pi": frac, "estimator": label, "def": k,
-                                "Pr(PU|SU) true": tm, "bias": bias, "sd": sd})
-        print(f"# {name}: keys {','.join(keys)}; {len(fractions)} fractions x {a.reps} replicates x "
-              f"{len(MODELS)} validate runs in {secs:.1f} s", flush=True)
-    pd.set_option("display.width", 200)
-    pd.set_option("display.max_rows", 500)
-    print("\n## N1, the number of population uniques (estimate - truth)\n")
-    print(pd.DataFrame(rows_n1).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-    print("\n## Pr(PU|SU) (estimate - truth); ARX models read as pi*N1_hat/n1\n")
-    print(pd.DataFrame(rows_pr).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+        F = cell_sizes(d / rel, keys)
+        for pi in fractions:
+            t0 = time.perf_counter()
+            r = run_cell(F, pi, a.reps, rng, names)
+            r["population"], r["pi"] = name, pi
+            raw.append(r)
+            for est, g in r.groupby("estimator", sort=False):
+                table.append({"population": name, "pi": pi, "N": int(F.sum()), "N1": int((F == 1).sum()),
+                              "estimator": est, **summarise(g)})
+            print(f"# {name} ({','.join(keys)}) pi={pi}: {a.reps} samples x {len(names)} estimators "
+                  f"in {time.perf_counter() - t0:.1f} s", flush=True)
+    pd.set_option("display.width", 220)
+    pd.set_option("display.max_rows", 1000)
+    print()
+    print(pd.DataFrame(table).to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    if a.csv:
+        pd.concat(raw).to_csv(a.csv, index=False)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,12 @@ def run(cls, f, F=None, fraction=None, **opts):
     return run_measure(cls, table, Context(fraction=fraction, options={cls.name: opts}))
 
 
+def run_arx(cls, f, F=None, fraction=None, **opts):
+    """``pop_uniqueness`` with ARX's fits (rule=arx): ARX's numbers and behaviour."""
+    opts.setdefault("rule", "arx")
+    return run(cls, f, F, fraction, **opts)
+
+
 # --- prosecutor, journalist, marketer --------------------------------------------------------------
 def test_prosecutor_by_hand():
     r = run(Prosecutor, F6)
@@ -98,7 +104,7 @@ def test_zayatz_by_hand():
     assert 2 * math.comb(6, 3) / math.comb(8, 4) == pytest.approx(4 / 7)
     # u = (2/3)(1/2) / [(2/3)(1/2) + (1/3)(4/7)] = (7/21)/(11/21) = 7/11
     # uniques = n1·u/(n/N) = 2·(7/11)/(1/2) = 28/11
-    r = run(PopUniqueness, [1, 1, 2], [1, 1, 6], fraction=0.5, model="zayatz")
+    r = run_arx(PopUniqueness, [1, 1, 2], [1, 1, 6], fraction=0.5, model="zayatz")
     assert r.value == pytest.approx(28 / 11, rel=1e-12)
     assert r.extra["share"] == pytest.approx(28 / 11 / 8, rel=1e-12)
     assert r.extra["zayatz_u"] == pytest.approx(7 / 11, rel=1e-12)
@@ -106,7 +112,7 @@ def test_zayatz_by_hand():
 
 def test_zayatz_census_is_the_sample_uniques():
     # π = 1: h(1) = 1, h(s > 1) = 0 -> u = 1 and uniques = n1 = 3
-    r = run(PopUniqueness, F6, F6, fraction=1.0, model="zayatz")
+    r = run_arx(PopUniqueness, F6, F6, fraction=1.0, model="zayatz")
     assert r.value == pytest.approx(3.0)
 
 
@@ -125,7 +131,7 @@ def _pitman_loglik(theta, alpha, f):
 
 def test_pitman_by_hand():
     N = 29 * 50
-    r = run(PopUniqueness, PITMAN_F, [x * 50 for x in PITMAN_F], fraction=1 / 50, model="pitman")
+    r = run_arx(PopUniqueness, PITMAN_F, [x * 50 for x in PITMAN_F], fraction=1 / 50, model="pitman")
     e = r.extra
     # ARX's start: c = n1(n1−1)/n2 = 10·9/3 = 30
     # θ0 = (nJc − n1(n−1)(2J+c)) / (2 n1 J + n1 c − n c) = (13920 − 17360)/(320 + 300 − 870) = 13.76
@@ -147,11 +153,11 @@ def test_pitman_by_hand():
 
 def test_pitman_reasons():
     # one class: no maximum
-    r = run(PopUniqueness, [1], [4], fraction=0.25, model="pitman")
+    r = run_arx(PopUniqueness, [1], [4], fraction=0.25, model="pitman")
     assert r.value is None and "one class" in r.reason
     # f = [1,1,1,2,2,3]: ARX's start θ0 = −15, α0 = 2.2 lies outside the model
     # (c = 3·2/2 = 3; θ0 = (180 − 405)/(36 + 9 − 30) = −15; α0 = (105 + 27)/60 = 2.2)
-    r = run(PopUniqueness, F6, [x * 20 for x in F6], fraction=0.05, model="pitman")
+    r = run_arx(PopUniqueness, F6, [x * 20 for x in F6], fraction=0.05, model="pitman")
     assert r.value is None and "θ0 = -15, α0 = 2.2" in r.reason
     assert r.extra["converged"] is False
 
@@ -184,7 +190,7 @@ def _snb_pf(s, alpha, beta, pi, Fmax=20000):
 
 def test_snb_fit_matches_n1_n2_by_direct_summation():
     # f = PITMAN_F at π = 0.2: the fitted (α, β) and K must give K·P(f=1) = n1 = 10, K·P(f=2) = n2 = 3
-    r = run(PopUniqueness, PITMAN_F, [x * 5 for x in PITMAN_F], fraction=0.2, model="snb")
+    r = run_arx(PopUniqueness, PITMAN_F, [x * 5 for x in PITMAN_F], fraction=0.2, model="snb")
     e = r.extra
     a, b, K = e["snb_alpha"], e["snb_beta"], e["snb_K"]
     assert K * _snb_pf(1, a, b, 0.2) == pytest.approx(10, rel=1e-6)
@@ -194,41 +200,41 @@ def test_snb_fit_matches_n1_n2_by_direct_summation():
 
 
 def test_snb_reasons():
-    r = run(PopUniqueness, F6, F6, fraction=1.0, model="snb")
+    r = run_arx(PopUniqueness, F6, F6, fraction=1.0, model="snb")
     assert r.value is None and "π = 1" in r.reason
-    r = run(PopUniqueness, [1, 3, 3], [3, 9, 9], fraction=1 / 3, model="snb")
+    r = run_arx(PopUniqueness, [1, 3, 3], [3, 9, 9], fraction=1 / 3, model="snb")
     assert r.value is None and "n2 = 0" in r.reason
 
 
 # --- Dankar and the edge cases ---------------------------------------------------------------------
 def test_dankar_rule():
     # π ≤ 0.1, Pitman valid -> Pitman
-    r = run(PopUniqueness, PITMAN_F, [x * 50 for x in PITMAN_F], fraction=0.02)
+    r = run_arx(PopUniqueness, PITMAN_F, [x * 50 for x in PITMAN_F], fraction=0.02)
     assert r.extra["model"] == "pitman" and "zayatz_uniques" not in r.extra
     # π ≤ 0.1, Pitman invalid (ARX's start outside the model) -> Zayatz
-    r = run(PopUniqueness, F6, [x * 20 for x in F6], fraction=0.05)
+    r = run_arx(PopUniqueness, F6, [x * 20 for x in F6], fraction=0.05)
     assert r.extra["model"] == "zayatz" and r.extra["pitman_uniques"] is None
     assert r.value == r.extra["zayatz_uniques"]
     # π > 0.1: the smaller of Zayatz and SNB
-    r = run(PopUniqueness, PITMAN_F, [x * 5 for x in PITMAN_F], fraction=0.2)
+    r = run_arx(PopUniqueness, PITMAN_F, [x * 5 for x in PITMAN_F], fraction=0.2)
     assert r.value == min(r.extra["zayatz_uniques"], r.extra["snb_uniques"])
     assert r.extra["model"] == ("snb" if r.extra["snb_uniques"] < r.extra["zayatz_uniques"] else "zayatz")
     # π > 0.1, SNB invalid (n2 = 0) -> Zayatz
-    r = run(PopUniqueness, [1, 3, 3], [3, 9, 9], fraction=1 / 3)
+    r = run_arx(PopUniqueness, [1, 3, 3], [3, 9, 9], fraction=1 / 3)
     assert r.extra["model"] == "zayatz" and r.extra["snb_uniques"] is None and r.value > 0
 
 
 @pytest.mark.parametrize("model", U.MODELS)
 def test_no_sample_uniques_gives_zero(model):
-    r = run(PopUniqueness, [2, 3, 2, 5], [20, 30, 20, 50], fraction=0.1, model=model)
+    r = run_arx(PopUniqueness, [2, 3, 2, 5], [20, 30, 20, 50], fraction=0.1, model=model)
     assert r.value == 0.0 and r.reason is None
 
 
 def test_population_size_is_the_populations_when_given():
     # with a population N = ΣF, not n/π
-    r = run(PopUniqueness, [1, 1, 2], [1, 1, 6], fraction=0.5, model="zayatz")
+    r = run_arx(PopUniqueness, [1, 1, 2], [1, 1, 6], fraction=0.5, model="zayatz")
     assert r.extra["N"] == 8.0
-    r = run(PopUniqueness, [1, 1, 2], fraction=0.25, model="zayatz")
+    r = run_arx(PopUniqueness, [1, 1, 2], fraction=0.25, model="zayatz")
     assert r.extra["N"] == 16.0
 
 
@@ -238,9 +244,9 @@ def test_dankar_reads_the_given_fraction_not_the_realised_one():
     F = [x * 10 for x in PITMAN_F]
     F[-1] -= 20
     assert sum(F) == 270
-    r = run(PopUniqueness, PITMAN_F, F, fraction=0.1)
+    r = run_arx(PopUniqueness, PITMAN_F, F, fraction=0.1)
     assert r.extra["model"] == "pitman" and r.extra["fraction"] == 0.1 and r.extra["N"] == 270.0
-    r = run(PopUniqueness, PITMAN_F, F, fraction=29 / 270)       # n/N: π > 0.1, Zayatz or SNB
+    r = run_arx(PopUniqueness, PITMAN_F, F, fraction=29 / 270)       # n/N: π > 0.1, Zayatz or SNB
     assert r.extra["model"] in ("zayatz", "snb") and "pitman_uniques" not in r.extra
 
 

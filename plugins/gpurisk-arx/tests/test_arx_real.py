@@ -76,11 +76,12 @@ def test_fars_register_with_a_population(fars):
 
 def test_adult_with_missing_keys_runs():
     p = run_cli("assess", str(data_path("uci_adult/adult_full_48842.csv")), "--keys",
-                ",".join(ADULT_KEYS[:-1]), "--measures", ALL, "--fraction", "0.2", "--json")
+                ",".join(ADULT_KEYS[:-1]), "--measures", ALL, "--fraction", "0.2", "--option",
+                "pop_uniqueness.model=dankar", "--json")
     assert p.returncode == 0, p.stderr
     m = json.loads(p.stdout)["measures"]
     pu = m["pop_uniqueness"]
-    assert pu["rule"] == "dankar" and pu["model"] in ("zayatz", "snb")     # π > 0.1
+    assert pu["rule"] == "gpurisk" and pu["decision"] == "dankar" and pu["model"] in ("zayatz", "snb")     # π > 0.1
     assert pu["value"] == pytest.approx(min(v for v in (pu["zayatz_uniques"], pu["snb_uniques"])
                                             if v is not None))
     assert m["prosecutor"]["value"] == 1.0

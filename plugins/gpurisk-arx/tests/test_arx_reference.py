@@ -23,7 +23,7 @@ def adult():
 
 
 def _assess(adult, fraction, **options):
-    opts = {"pop_uniqueness": options} if options else None
+    opts = {"pop_uniqueness": {"rule": "arx", **options}}
     return gpurisk.assess(adult, ADULT_KEYS, fraction=fraction, options=opts,
                           measures=["prosecutor", "pop_uniqueness"])
 
@@ -48,7 +48,7 @@ def test_prosecutor_values_of_arx_test(adult):
 ])
 def test_dankar_values_of_arx_test(adult, pi, arx, chosen):
     r = _assess(adult, pi).measures["pop_uniqueness"]
-    assert r.extra["model"] == chosen and r.extra["rule"] == "dankar"
+    assert r.extra["model"] == chosen and r.extra["rule"] == "arx" and r.extra["decision"] == "dankar"
     assert trunc4(r.extra["share"]) == trunc4(arx)
     assert r.extra["share"] == pytest.approx(arx, rel=1e-6)
     assert r.value == pytest.approx(arx * 30162 / pi, rel=1e-6)      # the number, N = n/π

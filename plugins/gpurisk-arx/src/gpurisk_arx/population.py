@@ -1,4 +1,4 @@
-"""``pop_uniqueness``: ARX's estimate of the population uniques from the sample (SPEC §10).
+"""``pop_uniqueness``: the population uniques estimated from the sample (SPEC §10, issue 27).
 
 The value is the estimated NUMBER of population uniques (classes of size 1 in the population),
 so that ``gpurisk validate`` pairs it with the true number ``pop_uniques``; ARX's "population
@@ -6,13 +6,19 @@ uniqueness" is that number over N, the extra ``share``. Models (option ``model``
 (Hoshino 2001), ``zayatz`` (Zayatz 1991), ``snb`` (Chen & Keller-McNulty 1998) and ``dankar``
 (Dankar et al. 2012's decision rule, ARX's default). Formulas, fitting and their starting values
 are in :mod:`gpurisk_arx.uniqueness`. N is the population's size when one is given, else n/π.
+Option ``rule``: ``gpurisk`` (default) fits Pitman by its maximum likelihood over the whole parameter
+space and reports E[N1 | sample] with an interval (``se``, ``upper``, extra ``lower``), SNB with a
+root scan, every value within what the sample allows; ``arx`` gives ARX's own numbers. ``model=auto``
+is Dankar's decision rule under both (the validation's least biased choice for gpurisk's fits).
 A model that does not apply, or whose fit does not converge, gives no value and a reason; the
 chosen model, its iterations and every model tried are in the extras. Dankar's rule reads the
 sampling fraction of the run (``--fraction``, a validate design's π, or n/N from a population).
 """
 from __future__ import annotations
 
-from gpurisk import Context, Measure, Option, Result
+import math
+
+from gpurisk import BadInput, Context, Measure, Option, Result
 
 from . import uniqueness as U
 
@@ -21,14 +27,24 @@ PREFIX = {"pitman": "pitman", "zayatz": "zayatz", "snb": "snb"}
 
 class PopUniqueness(Measure):
     name = "pop_uniqueness"
-    description = "ARX population uniqueness: estimated number of population uniques (Pitman, Zayatz, SNB, Dankar's rule)"
+    description = ("population uniques N1 estimated from the sample, with an interval (Pitman by maximum "
+                   "likelihood, Zayatz, SNB, Dankar's rule; rule=arx: ARX's numbers)")
     needs = frozenset({"fraction"})
     level = "file"
     reference = ("Dankar, El Emam, Neisa & Roffey (2012); Hoshino (2001); Zayatz (1991); "
                  "Chen & Keller-McNulty (1998); as in ARX")
     options = {
-        "model": Option(str, "dankar", choices=U.MODELS,
-                        help="dankar (ARX's decision rule), pitman, zayatz or snb"),
+        "rule": Option(str, "gpurisk", choices=U.RULES,
+                       help="gpurisk: Pitman by its maximum likelihood over the whole parameter space, "
+                            "expected N1 given the sample, SNB with a root scan, values within what the "
+                            "sample allows, an interval; arx: ARX's fits and numbers"),
+        "model": Option(str, "auto", choices=("auto",) + U.MODELS,
+                        help="auto (rule gpurisk: " + U.GPURISK_DEFAULT_MODEL + "; rule arx: dankar), "
+                             "dankar (ARX's decision rule), pitman, zayatz or snb"),
+        "expectation": Option(str, "conditional", choices=("conditional", "finite", "limit"),
+                              help="rule gpurisk, Pitman's N1: conditional (given the sample), finite "
+                                   "(N (θ+α)_{N−1}/(θ+1)_{N−1}) or limit (Γ(θ+1)/Γ(θ+α) N^α, ARX's)"),
+        "level": Option(float, 0.95, help="rule gpurisk: level of the interval for N1 (lower, upper)"),
         "k_estimator": Option(str, "sh3", choices=U.K_ESTIMATORS,
                               help="SNB's number of population classes: sh3 (Haas et al. 1995, as "
                                    "published), shlosser (1981) or arx (Sh3 as ARX computes it)"),
@@ -38,17 +54,25 @@ class PopUniqueness(Measure):
     reads = "summary"     # the frequencies of frequencies, n and N only
 
     def compute(self, table, ctx: Context) -> Result:
-        model = ctx.option(self.name, "model", "dankar")
+        rule = ctx.option(self.name, "rule", "gpurisk")
+        model = ctx.option(self.name, "model", "auto")
+        if model == "auto":
+            model = U.GPURISK_DEFAULT_MODEL if rule == "gpurisk" else "dankar"
         est = ctx.option(self.name, "k_estimator", "sh3")
+        expectation = ctx.option(self.name, "expectation", "conditional")
+        level = float(ctx.option(self.name, "level", 0.95))
+        if not 0.0 < level < 1.0:
+            raise BadInput(f"pop_uniqueness.level must lie strictly between 0 and 1, got {level}")
         n = table.n
         if n == 0:
             return Result.not_applicable("the sample has no records")
         N = float(table.N) if table.N is not None else n / float(ctx.fraction)
         sm = U.sample(table.fof_vector(), N)
         pi = float(ctx.fraction)        # the rule reads the given π (or n/N, as the host set it)
-        fit, fits = table.cached(f"gpurisk_arx.pop_uniqueness.{model}.{est}.{N!r}.{pi!r}",
-                                 lambda: U.estimate(sm, model, est, pi))
-        extra = {"model": fit.model, "rule": model, "iterations": fit.iterations,
+        fit, fits = table.cached(
+            f"gpurisk_arx.pop_uniqueness.{rule}.{model}.{est}.{expectation}.{level!r}.{N!r}.{pi!r}",
+            lambda: U.estimate(sm, model, est, pi, rule, expectation, level))
+        extra = {"model": fit.model, "rule": rule, "decision": model, "iterations": fit.iterations,
                  "converged": fit.converged, "N": N, "fraction": pi, "n1": sm.n1, "n2": sm.n2,
                  "classes": sm.J}
         for m, f in fits.items():
@@ -60,8 +84,13 @@ class PopUniqueness(Measure):
             for k, v in f.params.items():
                 extra[f"{m}_{k}"] = v if isinstance(v, str) else float(v)
         if fit.value is None:
-            why = fit.reason if model != "dankar" else \
+            why = fit.reason if model != "dankar" or fit.reason else \
                 "Dankar: no model applies (" + "; ".join(f.reason for f in fits.values() if f.reason) + ")"
             return Result.not_applicable(why, **extra)
+        if fit.value is not None and not math.isfinite(fit.value):
+            return Result.not_applicable(f"{fit.model}: the estimate is not finite", **extra)
         extra["share"] = fit.value / N
-        return Result(value=float(fit.value), extra=extra)
+        if fit.upper is None:
+            return Result(value=float(fit.value), extra=extra)
+        extra.update(lower=fit.lower, level=level)
+        return Result(value=float(fit.value), se=fit.se, upper=fit.upper, extra=extra)

@@ -42,6 +42,13 @@ size 1 in the population); ARX's "population uniqueness" is that number divided 
 
 If n1 = 0 every model gives 0. A model that cannot be fitted returns a :class:`Fit` with
 ``value = None`` and a ``reason``.
+
+All of the above is ``rule="arx"`` (ARX's fits and numbers, SPEC §10's test values).
+``rule="gpurisk"`` (:mod:`.fitted`, the measure's default; issue 27) fits Pitman at the maximum of
+its likelihood over the whole parameter space, whatever ARX's start (:mod:`.pitman_mle`), with the
+expected N1 given the sample at the finite N and an interval; SNB with a scan for a bracketed root
+besides the seven starts; every value within [n1 − (N − n), N − (n − n1)]; and no value ("not
+estimable") where every sample record is unique.
 """
 from __future__ import annotations
 
@@ -56,6 +63,13 @@ from scipy import special, stats
 TOL = 1e-6
 MAX_ITER = 1000
 MODELS = ("dankar", "pitman", "zayatz", "snb")
+#: "gpurisk": Pitman by its maximum likelihood over the whole space, the expectation given the sample,
+#: SNB with a scan, every estimate within what the sample allows, an interval; "arx": ARX's fits
+RULES = ("gpurisk", "arx")
+#: the decision gpurisk's rule takes by default (model=auto), chosen by bench/validate_pop_uniqueness.py:
+#: at π ≤ 0.1 Pitman's MLE is the least biased (Dankar's rule takes it there), above 0.1 the smaller of
+#: Zayatz and SNB is (docs/arx.md, "Against the truth")
+GPURISK_DEFAULT_MODEL = "dankar"
 K_ESTIMATORS = ("sh3", "shlosser", "arx")
 
 
@@ -69,6 +83,9 @@ class Fit:
     iterations: int = 0
     converged: bool = True
     params: dict = field(default_factory=dict)
+    se: float | None = None          # an interval for N1 (gpurisk's rule, Pitman): se, lower, upper
+    lower: float | None = None
+    upper: float | None = None
 
 
 @dataclass(frozen=True)
@@ -339,7 +356,7 @@ def _snb_logp(la: float, lb: float, p: float) -> tuple[float, float]:
     one_b = special.expit(-lb)                                # 1 - β
     onemd = 1.0 - (1.0 - p) * one_b                           # 1 - d
     q = p * one_b / onemd
-    logb = alpha * (log_beta - math.log(onemd))
+    logb = alpha * (log_beta - np.log(onemd))
     g1 = p + (1.0 - p) * alpha * q
     g2 = p * alpha * q + (1.0 - p) * alpha * (alpha + 1.0) / 2.0 * q * q
     with np.errstate(divide="ignore"):
@@ -365,7 +382,52 @@ SNB_STARTS = ((0.0, 0.0), (math.log(0.5), 0.0), (math.log(2.0), 0.0), (0.0, -2.0
               (math.log(0.1), -2.0), (math.log(10.0), 2.0))
 
 
-def snb(sm: Sample, estimator: str = "sh3") -> Fit:
+def _snb_scan(sm: Sample, K: float, la_grid=np.linspace(math.log(1e-4), math.log(1e8), 61),
+              lb_grid=np.linspace(-40.0, 40.0, 321)):
+    """Every root of the two SNB equations that a scan brackets, without a start: along log α, the
+    log β solving the first equation (each sign change of its residual on a grid, then Brent), and
+    the sign changes of the second residual there (then Brent in log α). [(log α, log β), ...]."""
+    from scipy import optimize
+    p, c1, c2 = sm.pi, math.log(K / sm.n1), math.log(K / sm.n2)
+
+    def lb_roots(la):
+        with np.errstate(all="ignore"):
+            r = c1 + _snb_logp(la, lb_grid, p)[0]
+        ok = np.isfinite(r)
+        idx = np.flatnonzero(ok[:-1] & ok[1:] & (np.sign(r[:-1]) != np.sign(r[1:])))
+        out = []
+        for k in idx:
+            f = lambda lb: c1 + float(_snb_logp(la, lb, p)[0])     # noqa: E731
+            out.append(optimize.brentq(f, lb_grid[k], lb_grid[k + 1], xtol=1e-13))
+        return out
+
+    def r2(la, branch):
+        lbs = lb_roots(la)
+        if len(lbs) <= branch:
+            return math.nan, math.nan
+        lb = lbs[branch]
+        with np.errstate(all="ignore"):
+            return c2 + float(_snb_logp(la, lb, p)[1]), lb
+
+    roots = []
+    for branch in (0, 1):
+        vals = [r2(la, branch)[0] for la in la_grid]
+        for k in range(len(la_grid) - 1):
+            a, b = vals[k], vals[k + 1]
+            if math.isfinite(a) and math.isfinite(b) and np.sign(a) != np.sign(b):
+                try:
+                    la = optimize.brentq(lambda t: r2(t, branch)[0], la_grid[k], la_grid[k + 1],
+                                         xtol=1e-12)
+                except ValueError:
+                    continue
+                roots.append((la, r2(la, branch)[1]))
+    return roots
+
+
+def snb(sm: Sample, estimator: str = "sh3", scan: bool = False) -> Fit:
+    """SNB's fit: Newton from SNB_STARTS; with ``scan`` (gpurisk's rule) also the roots that
+    :func:`_snb_scan` brackets, each polished by Newton, the one with the smallest α (the first in
+    the scan) kept when several exist."""
     if sm.n1 == 0:
         return Fit("snb", 0.0, params={"note": "n1 = 0"})
     if sm.pi >= 1.0:
@@ -379,25 +441,38 @@ def snb(sm: Sample, estimator: str = "sh3") -> Fit:
         return Fit("snb", None, f"SNB: the {estimator} estimate of the number of population classes "
                    "is undefined", converged=False)
     total, last = 0, None
-    for tries, x0 in enumerate(SNB_STARTS, start=1):
+    starts = list(SNB_STARTS)
+    found = None
+    for tries, x0 in enumerate(starts, start=1):
         x, it, ok, why = _newton(lambda x: _snb_system(x, sm, K), x0)
         total += it
         last = why
         if ok:
-            alpha, beta = math.exp(x[0]), float(special.expit(x[1]))
-            params = {"alpha": alpha, "beta": beta, "K": K, "k_estimator": estimator, "tries": tries}
-            if alpha > 1e8:
-                return Fit("snb", None, f"SNB: the fit runs off to α → ∞ (α = {alpha:.3g}, the "
-                           "Poisson limit of the negative binomial): no finite (α, β) matches n1 and n2",
-                           iterations=total, converged=False, params=params)
-            u = K * math.exp(alpha * math.log(beta)) if beta > 0 else 0.0
-            if not (0.0 <= u <= sm.N):
-                return Fit("snb", None, f"SNB: the estimate {u:.4g} is outside [0, N]",
-                           iterations=total, params=params)
-            return Fit("snb", u, iterations=total, params=params)
-    return Fit("snb", None, f"SNB: Newton-Raphson failed from {len(SNB_STARTS)} starting points "
-               f"(last: {last})", iterations=total, converged=False,
-               params={"K": K, "k_estimator": estimator})
+            found = (x, tries)
+            break
+    if scan and (found is None or math.exp(found[0][0]) > 1e8):
+        for la, lb in _snb_scan(sm, K):
+            x, it, ok, why = _newton(lambda x: _snb_system(x, sm, K), (la, lb))
+            total += it
+            if ok and math.exp(x[0]) <= 1e8:
+                found = (x, "scan")
+                break
+    if found is not None:
+        x, tries = found
+        alpha, beta = math.exp(x[0]), float(special.expit(x[1]))
+        params = {"alpha": alpha, "beta": beta, "K": K, "k_estimator": estimator, "tries": tries}
+        if alpha > 1e8:
+            return Fit("snb", None, f"SNB: the fit runs off to α → ∞ (α = {alpha:.3g}, the "
+                       "Poisson limit of the negative binomial): no finite (α, β) matches n1 and n2",
+                       iterations=total, converged=False, params=params)
+        u = K * math.exp(alpha * math.log(beta)) if beta > 0 else 0.0
+        if not (0.0 <= u <= sm.N):
+            return Fit("snb", None, f"SNB: the estimate {u:.4g} is outside [0, N]",
+                       iterations=total, params=params)
+        return Fit("snb", u, iterations=total, params=params)
+    how = f"{len(starts)} starting points" + (" and a scan of log α for a bracketed root" if scan else "")
+    return Fit("snb", None, f"SNB: Newton-Raphson failed from {how} (last: {last})",
+               iterations=total, converged=False, params={"K": K, "k_estimator": estimator})
 
 
 # --- Dankar -------------------------------------------------------------------------------------
@@ -422,8 +497,13 @@ def dankar(sm: Sample, estimator: str = "sh3", pi: float | None = None) -> tuple
 
 
 def estimate(sm: Sample, model: str = "dankar", estimator: str = "sh3",
-             pi: float | None = None) -> tuple[Fit, dict[str, Fit]]:
-    """(the fit of ``model``, every fit computed); ``pi``: the fraction Dankar's rule reads."""
+             pi: float | None = None, rule: str = "arx", expectation: str = "conditional",
+             level: float = 0.95) -> tuple[Fit, dict[str, Fit]]:
+    """(the fit of ``model``, every fit computed); ``pi``: the fraction Dankar's rule reads;
+    ``rule``: "arx" (ARX's fits, SPEC §10) or "gpurisk" (:mod:`.fitted`)."""
+    if rule == "gpurisk":
+        from .fitted import estimate_gpurisk
+        return estimate_gpurisk(sm, model, estimator, pi, expectation, level)
     if model == "dankar":
         return dankar(sm, estimator, pi)
     fit = {"pitman": pitman, "zayatz": zayatz}.get(model)
