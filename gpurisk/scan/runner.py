@@ -168,7 +168,7 @@ def _check_threads(threads) -> int:
 def combination_row(i: int, combo: Combination, table, ctx: Context, names: Sequence[str],
                     timeout: float | None = None) -> dict:
     """One result row: counts and every measure of one combination's table."""
-    from gpurisk.workflows.assess import run_measures
+    from gpurisk.evaluate import run_measures
     N = table.N          # a SummaryTable (cells kept on the workers) answers N, not F
     row = {"order": i, "combo": combo.combo, "scenario": combo.scenario, "keys": list(combo.keys),
            "size": len(combo.keys), "n": table.n, "N": table.N, "cells": table.sample_cells,
@@ -231,8 +231,15 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     workers and each combination's summaries are reduced there, so this process's memory does not
     grow with the cells; slower than bringing the table here (see docs/scan.md).
     """
-    from gpurisk.workflows.assess import option_columns
+    from gpurisk.evaluate import option_columns
     from gpurisk.inputs import Inputs, key_list
+    from gpurisk.settings import Design, Run
+    design = Design(fraction=fraction, population=population, sample_flag=sample_flag,
+                    weights=weights)
+    run = Run(measures=measures, options=options, alpha=alpha, seed=seed,
+              measure_timeout=measure_timeout)          # checked before anything is read
+    measures = None if run.measures is None else list(run.measures)
+    alpha, seed, measure_timeout = run.alpha, run.seed, run.measure_timeout
     t_start = time.perf_counter()
     pool = None if keys is None else key_list(keys)          # None: scenarios only
     fundamental = None if fundamental is None else key_list(fundamental, "fundamental keys")
@@ -240,14 +247,11 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     # keys in name order: every combination's table then has one cell order whatever the pool or
     # scenario order, so seeded Monte Carlo measures give the same value for the same key set
     rkeys = sorted(root_keys(pool, combos))
-    if not 0.0 < float(alpha) < 0.5:
-        raise BadInput(f"alpha={alpha!r} is outside (0, 0.5)")
     threads = default_threads() if threads is None else _check_threads(threads)
     names = _measure_names(measures)
-    opts = _scan_options(names, options)
+    opts = _scan_options(names, run.options)
     col_opts = option_columns(names, opts)
-    inp = Inputs(data, rkeys, population=population, sample_flag=sample_flag, weights=weights,
-                 fraction=fraction, missing=missing, recode=recode, backend=backend, sep=sep,
+    inp = Inputs(data, rkeys, **design.kwargs(), missing=missing, recode=recode, backend=backend, sep=sep,
                  encoding=encoding, allow_high_cardinality=allow_high_cardinality, columns=col_opts)
     if output is not None:
         check_output_path(output, resume, overwrite)    # before the records are read
