@@ -168,10 +168,11 @@ class Run:
         for name in ("alpha", "seed", "measure_timeout"):
             set_(self, name, PARAMS[name].check(getattr(self, name)))
 
-    def kwargs(self) -> dict[str, Any]:
-        """The fields as keyword arguments of the workflows (measures as a list)."""
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["measures"] = None if self.measures is None else list(self.measures)
+    def kwargs(self, *names: str) -> dict[str, Any]:
+        """The fields (or those named) as keyword arguments of the workflows (measures as a list)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if not names or f.name in names}
+        if out.get("measures") is not None:
+            out["measures"] = list(out["measures"])
         return out
 
 
