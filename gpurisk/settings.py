@@ -57,6 +57,7 @@ class Param:
                 value = int(value) if integer else float(value)
             except ValueError:
                 raise SettingError(self, shown, "is not " + self._kind()) from None
+            shown = shown[1:-1].strip()        # a number as typed, unquoted
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise SettingError(self, shown, "is not " + self._kind())
         if integer:
@@ -91,6 +92,19 @@ class Param:
         if rng[:1] in "([":
             return f"is outside {rng}{self._what()}"
         return f"must be {rng}" + (" and finite" if self.spec.type is float else "") + self._what()
+
+
+#: settings of one command, declared here beside the shared ones (one format, the flag on the CLI)
+THREADS = Param("threads", "--threads", Option(int, None, min=0, help="roll-up threads"))
+FRACTIONS = Param("fractions", "--fractions",
+                  Option(float, None, min=0.0, max=1.0, min_open=True, max_open=True,
+                         help="validate's sampling fractions"))
+
+
+def suppress_limit(what: str) -> Param:
+    """protect's --suppress-limit: a share of ``what`` (key values or records) in [0, 1)."""
+    return Param("suppress_limit", "--suppress-limit",
+                 Option(float, 0.0, min=0.0, max=1.0, max_open=True), what=f"a share of the {what}")
 
 
 #: every shared setting, declared once (the CLI's option groups in :mod:`gpurisk.cli._common` show

@@ -6,7 +6,6 @@ import math
 
 import click
 
-from gpurisk.errors import BadInput
 from gpurisk.cli._common import (console, echo_json, input_options, output_options, progress_bar,
                                  run_options, split_list)
 
@@ -72,16 +71,6 @@ def _legend(v) -> str:
     return text
 
 
-def _fractions(text: str) -> list[float]:
-    out = []
-    for part in split_list(text) or []:
-        try:
-            out.append(float(part))
-        except ValueError:
-            raise BadInput(f"--fractions: {part!r} is not a number") from None
-    return out
-
-
 def register(cli: click.Group) -> None:
     @cli.command()
     @click.argument("population")
@@ -124,7 +113,7 @@ def register(cli: click.Group) -> None:
             check_output_file(plot_path, (".png", ".svg", ".pdf"), "--plot")
 
         with progress_bar("replicates", force=progress) as progress:
-            res = workflow(population, keys, fractions=_fractions(fractions),
+            res = workflow(population, keys, fractions=split_list(fractions) or [],
                       replicates=replicates, design=design,
                       **run.kwargs("measures", "seed", "options", "alpha"), missing=missing,
                       sep=sep, encoding=encoding, resume=resume, recode=list(recode),

@@ -152,15 +152,11 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     if unknown:
         raise BadInput(f"--hierarchy {unknown[0]}=...: {unknown[0]!r} is not one of --keys "
                        f"({', '.join(keys)})")
-    try:
-        suppress_limit = float(suppress_limit)
-    except (TypeError, ValueError):
-        raise BadInput(f"--suppress-limit {suppress_limit!r} is not a number") from None
     if suppress not in ("values", "records"):
         raise BadInput(f"--suppress {suppress!r}: give values or records")
-    if not 0.0 <= suppress_limit < 1.0:
-        raise BadInput(f"--suppress-limit {suppress_limit!r}: give a share of the "
-                       f"{'key values' if suppress == 'values' else 'records'} in [0, 1)")
+    from gpurisk.settings import suppress_limit as limit_param
+    suppress_limit = limit_param("key values" if suppress == "values" else "records"
+                                 ).check(suppress_limit)
     if suppress_limit and (population is not None or sample_flag is not None):
         raise BadInput(f"--suppress-limit with {'--population' if population is not None else '--sample-flag'}"
                        " is not supported: suppression removes sample records from the sample's "

@@ -159,10 +159,8 @@ def default_threads() -> int:
 
 
 def _check_threads(threads) -> int:
-    import numbers
-    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 0:
-        raise BadInput(f"threads={threads!r} must be a whole number >= 0")
-    return int(threads)
+    from gpurisk.settings import THREADS
+    return THREADS.check(threads)
 
 
 def combination_row(i: int, combo: Combination, table, ctx: Context, names: Sequence[str],

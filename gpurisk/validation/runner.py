@@ -113,15 +113,9 @@ def _measure_names(names: Iterable[str] | None) -> tuple[list[str], dict[str, st
 
 
 def _check_fractions(fractions) -> list[float]:
-    out = []
-    for f in ([fractions] if isinstance(fractions, (int, float)) else list(fractions)):
-        try:
-            v = float(f)
-        except (TypeError, ValueError):
-            raise BadInput(f"sampling fraction {f!r} is not a number") from None
-        if not 0.0 < v < 1.0:
-            raise BadInput(f"sampling fraction {f!r} is outside (0, 1)")
-        out.append(v)
+    from gpurisk.settings import FRACTIONS
+    items = [fractions] if isinstance(fractions, (int, float, str)) else list(fractions)
+    out = [FRACTIONS.check(f) for f in items]
     if not out:
         raise BadInput("no sampling fraction given (--fractions 0.02,0.05,0.1)")
     return out
