@@ -177,8 +177,11 @@ class Run:
     def __post_init__(self):
         set_ = object.__setattr__
         set_(self, "measures", measure_names(self.measures))
-        from gpurisk.plugins import check_options
-        set_(self, "options", check_options(self.options))
+        if self.options:         # checked against the measures' declarations (loads the plugins)
+            from gpurisk.plugins import check_options
+            set_(self, "options", check_options(self.options))
+        else:
+            set_(self, "options", {})
         for name in ("alpha", "seed", "measure_timeout"):
             set_(self, name, PARAMS[name].check(getattr(self, name)))
 
