@@ -85,6 +85,19 @@ def test_python_api_names_parameters_before_reading(tmp_path):
         compare(missing, ["a", "b"], ["a=bands:2"], fraction=2)
 
 
+def test_one_command_settings_use_the_same_format(tmp_path):
+    missing = tmp_path / "nope.csv"
+    with pytest.raises(SettingError, match=r"^fractions=1.2 is outside \(0, 1\)$") as err:
+        gpurisk.validate(missing, "a", fractions=["0.1", "1.2"])
+    assert err.value.cli_message() == "--fractions 1.2 is outside (0, 1)"
+    with pytest.raises(SettingError, match=r"^threads=-1 must be >= 0$"):
+        gpurisk.scan(missing, keys="a,b", threads=-1)
+    from gpurisk.protect import protect
+    with pytest.raises(SettingError, match=r"^suppress_limit=1.5 is outside \[0, 1\) \(a share "
+                                           r"of the records\)$"):
+        protect(missing, ["a", "b"], {}, ["k_anonymity>=2"], suppress="records", suppress_limit=1.5)
+
+
 def test_cli_alpha_7_in_protect_is_one_line_exit_2(tmp_path):
     """Issue 29: this ended in 'internal error: StatisticsError', exit 1."""
     src = tmp_path / "d.csv"

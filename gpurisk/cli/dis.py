@@ -48,10 +48,10 @@ def register(cli: click.Group) -> None:
             raise BadInput("give at least one --perturb NAME:OPTION=VALUE,... "
                            "(gpurisk perturbations lists them)")
         res = workflow(data, keys, design.fraction, list(perturb), max_iter=max_iter,
-                  stable=stable, decimals=decimals, batch=batch, seed=run.seed, missing=missing,
-                  state=state, sep=sep, encoding=encoding, orientation=orientation,
-                  recode=list(recode), backend=backend,
-                  allow_high_cardinality=allow_high_cardinality)
+                       stable=stable, decimals=decimals, batch=batch, seed=run.seed, missing=missing,
+                       state=state, sep=sep, encoding=encoding, orientation=orientation,
+                       recode=list(recode), backend=backend,
+                       allow_high_cardinality=allow_high_cardinality)
         doc = res.to_dict()
         if as_json:
             echo_json(doc)

@@ -138,13 +138,13 @@ def register(cli: click.Group) -> None:
             raise BadInput("give --scenario or --scenarios FILE, not both")
         with progress_bar("nodes") as update:
             p = workflow(data, keys, list(hierarchies), list(criteria), loss=loss,
-                    scenarios=scenarios_file or list(scenarios) or None, **design.kwargs(),
-                    **run.kwargs("alpha", "options", "seed"), missing=missing,
-                    sep=sep, encoding=encoding, prune=not no_prune, output=output, plan=plan_out,
-                    progress=update, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                    plot=plot, undefined=undefined,
-                    allow_high_cardinality=allow_high_cardinality, suppress_limit=suppress_limit,
-                    suppress=suppress, perturb=list(perturb), report=report_out)
+                         scenarios=scenarios_file or list(scenarios) or None, **design.kwargs(),
+                         **run.kwargs("alpha", "options", "seed"), missing=missing,
+                         sep=sep, encoding=encoding, prune=not no_prune, output=output, plan=plan_out,
+                         progress=update, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                         plot=plot, undefined=undefined,
+                         allow_high_cardinality=allow_high_cardinality, suppress_limit=suppress_limit,
+                         suppress=suppress, perturb=list(perturb), report=report_out)
         res = p.result
         if as_json:
             echo_json({"node": p.node, "released_meets": p.released_meets,

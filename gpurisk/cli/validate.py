@@ -114,11 +114,11 @@ def register(cli: click.Group) -> None:
 
         with progress_bar("replicates", force=progress) as progress:
             res = workflow(population, keys, fractions=split_list(fractions) or [],
-                      replicates=replicates, design=design,
-                      **run.kwargs("measures", "seed", "options", "alpha"), missing=missing,
-                      sep=sep, encoding=encoding, resume=resume, recode=list(recode),
-                      backend=backend, allow_high_cardinality=allow_high_cardinality,
-                      progress=progress, draw=draw)
+                           replicates=replicates, design=design,
+                           **run.kwargs("measures", "seed", "options", "alpha"), missing=missing,
+                           sep=sep, encoding=encoding, resume=resume, recode=list(recode),
+                           backend=backend, allow_high_cardinality=allow_high_cardinality,
+                           progress=progress, draw=draw)
         if output:
             res.write(output)
         if plot_path:
