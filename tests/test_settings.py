@@ -268,3 +268,22 @@ def test_suda_cli_design_group(small):
     assert doc["dis_sum"] == pytest.approx(ref[0.1], rel=1e-12)
     out = run_cli("suda", d / "s.csv", "--keys", "a,b,c", check=True).stdout
     assert "DIS-SUDA: not applicable" in out and "expected correct matches" not in out
+
+
+# --- workflows on the settings objects ------------------------------------------------------------
+
+def test_assess_and_scan_take_the_settings_objects():
+    from gpurisk.scan.runner import scan_with
+    from gpurisk.workflows.assess import assess_with
+    rng = np.random.default_rng(2)
+    df = pd.DataFrame({"a": rng.integers(0, 30, 800), "b": rng.integers(0, 4, 800)})
+    design, run = Design(fraction=0.1), Run(measures="theta_hat,theta_hat_dis", alpha=0.05, seed=4,
+                                            options={"theta_hat_dis": {"K": 2000}})
+    kw = dict(fraction=0.1, measures=["theta_hat", "theta_hat_dis"], alpha=0.05, seed=4,
+              options={"theta_hat_dis": {"K": 2000}})
+    a, b = assess_with(df, "a,b", design, run), gpurisk.assess(df, "a,b", **kw)
+    assert a.to_dict() == b.to_dict() and a.measures["theta_hat"].extra["alpha"] == 0.05
+    s = scan_with(df, design, run, keys="a,b", max_size=2).results
+    t = gpurisk.scan(df, keys="a,b", max_size=2, **kw).results
+    pd.testing.assert_frame_equal(s, t)
+    assert s["theta_hat_dis"].notna().any() and len(s) == 3

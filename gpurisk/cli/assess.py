@@ -53,14 +53,14 @@ def register(cli: click.Group) -> None:
         SAMPLE may be a Parquet directory or a quoted CSV glob ("parts/*.csv"); on --backend dask
         or dask-cudf it is read partition-wise by the workers.
         """
-        from gpurisk.workflows.assess import assess as workflow
+        from gpurisk.workflows.assess import assess_with as workflow
         from gpurisk.io import write_results
 
         if output:
             from gpurisk.io.formats import check_output
             check_output(output)  # a bad name fails before the work, not after
-        res = workflow(sample, keys, **design.kwargs(), **run.kwargs(), missing=missing,
-                       backend=backend, recode=list(recode),
+        res = workflow(sample, keys, design, run, missing=missing, backend=backend,
+                       recode=list(recode),
                        allow_high_cardinality=allow_high_cardinality, sep=sep, encoding=encoding)
         doc = res.to_dict()
         if output:

@@ -133,12 +133,12 @@ def register(cli: click.Group) -> None:
              output, resume, overwrite, batch_rows, top, rank_by, progress, as_json,
              allow_high_cardinality, threads, cells_on_workers, sep, encoding, missing, backend):
         """Risk of many key combinations of DATA: subsets of a pool, scenarios, or a key plus each."""
-        from gpurisk.scan import scan as workflow
+        from gpurisk.scan.runner import scan_with as workflow
         if progress is None:
             progress = sys.stderr.isatty()
-        res = workflow(data, keys=keys, max_size=max_size, min_size=min_size,
+        res = workflow(data, design, run, keys=keys, max_size=max_size, min_size=min_size,
                        scenarios=scenarios, fundamental=fundamental, plus_each=plus_each,
-                       **design.kwargs(), **run.kwargs(), recode=list(recode), missing=missing,
+                       recode=list(recode), missing=missing,
                        backend=backend, output=output, resume=resume, overwrite=overwrite,
                        batch_rows=batch_rows, progress=progress, sep=sep, encoding=encoding,
                        allow_high_cardinality=allow_high_cardinality, threads=threads,

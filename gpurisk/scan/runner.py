@@ -202,7 +202,6 @@ def _progress(enabled: bool, total: int):
     return prog
 
 
-@locked("output", "the scan output")
 def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = None,
          min_size: int = 1, scenarios=None, fundamental: Sequence[str] | str | None = None,
          plus_each: bool = False, fraction: float | None = None, population=None,
@@ -229,13 +228,35 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     workers and each combination's summaries are reduced there, so this process's memory does not
     grow with the cells; slower than bringing the table here (see docs/scan.md).
     """
-    from gpurisk.evaluate import option_columns
-    from gpurisk.inputs import Inputs, key_list
     from gpurisk.settings import Design, Run
     design = Design(fraction=fraction, population=population, sample_flag=sample_flag,
                     weights=weights)
     run = Run(measures=measures, options=options, alpha=alpha, seed=seed,
               measure_timeout=measure_timeout)          # checked before anything is read
+    return scan_with(data, design, run, keys=keys, max_size=max_size, min_size=min_size,
+                     scenarios=scenarios, fundamental=fundamental, plus_each=plus_each,
+                     recode=recode, missing=missing, backend=backend, output=output, resume=resume,
+                     overwrite=overwrite, batch_rows=batch_rows, flush_seconds=flush_seconds,
+                     progress=progress, sep=sep, encoding=encoding,
+                     allow_high_cardinality=allow_high_cardinality, threads=threads,
+                     cells_on_workers=cells_on_workers)
+
+
+@locked("output", "the scan output")
+def scan_with(data, design, run, *, keys: Sequence[str] | str | None = None,
+              max_size: int | None = None, min_size: int = 1, scenarios=None,
+              fundamental: Sequence[str] | str | None = None, plus_each: bool = False, recode=None,
+              missing: str = "category", backend: str | None = None, output=None,
+              resume: bool = False, overwrite: bool = False, batch_rows: int = 256,
+              flush_seconds: float = 2.0, progress: bool = False, sep: str | None = None,
+              encoding: str = "utf-8", allow_high_cardinality: bool = False,
+              threads: int | None = None, cells_on_workers: bool = False) -> ScanResult:
+    """:func:`scan` on the settings objects: a :class:`gpurisk.settings.Design` (π, population,
+    sample flag, weights) and a :class:`gpurisk.settings.Run` (measures, options, α, seed, time
+    limit), both checked when built; the other arguments as in :func:`scan`."""
+    from gpurisk.evaluate import option_columns
+    from gpurisk.inputs import Inputs, key_list
+    population, sample_flag, weights = design.population, design.sample_flag, design.weights
     measures = None if run.measures is None else list(run.measures)
     alpha, seed, measure_timeout = run.alpha, run.seed, run.measure_timeout
     t_start = time.perf_counter()

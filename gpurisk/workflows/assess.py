@@ -87,12 +87,23 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
     :mod:`gpurisk.freq.guards`). ``measure_timeout`` (seconds) reports a measure that runs longer as not
     applicable and goes on (see :func:`run_measures`).
     """
-    from gpurisk.inputs import Inputs
     from gpurisk.settings import Design, Run
     design = Design(fraction=fraction, population=population, sample_flag=sample_flag,
                     weights=weights)
     run = Run(measures=measures, options=options, alpha=alpha, seed=seed,
               measure_timeout=measure_timeout)          # checked before anything is read
+    return assess_with(frame, keys, design, run, missing=missing, backend=backend, sep=sep,
+                       recode=recode, allow_high_cardinality=allow_high_cardinality,
+                       encoding=encoding)
+
+
+def assess_with(frame, keys: Iterable[str], design, run, *, missing: str = "category",
+                backend: str | None = None, sep: str | None = None, recode=None,
+                allow_high_cardinality: bool = False, encoding: str = "utf-8") -> Assessment:
+    """:func:`assess` on the settings objects: a :class:`gpurisk.settings.Design` (π, population,
+    sample flag, weights) and a :class:`gpurisk.settings.Run` (measures, options, α, seed, time
+    limit), both checked when built; the input arguments as in :func:`assess`."""
+    from gpurisk.inputs import Inputs
     measures = None if run.measures is None else list(run.measures)
     options, alpha, seed, measure_timeout = run.options, run.alpha, run.seed, run.measure_timeout
     extra_cols = option_columns(measures, options)
