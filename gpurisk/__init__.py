@@ -16,7 +16,9 @@ from gpurisk.measure import Context, Measure, Result  # noqa: E402
 from gpurisk.options import Option  # noqa: E402
 from gpurisk.freq.table import FreqTable  # noqa: E402
 from gpurisk.freq.engine import build_table  # noqa: E402
-from gpurisk.workflows.assess import Assessment, assess, run_measures  # noqa: E402
+from gpurisk.workflows.assess import Assessment, assess  # noqa: E402
+from gpurisk.evaluate import run_measures  # noqa: E402  (the one measure runner)
+from gpurisk.settings import Design, Run  # noqa: E402  (settings shared by every command)
 from gpurisk.backends import config  # noqa: E402
 from gpurisk.io import read_table  # noqa: E402
 from gpurisk.validation import Validation, validate  # noqa: E402
@@ -35,4 +37,4 @@ from gpurisk.workflows import design  # noqa: E402  (gpurisk.design.stratified w
 from gpurisk import dis  # noqa: E402  (gpurisk.dis.dis, gpurisk.dis.run_dis)
 __all__ += ["Inputs", "record_risk", "design", "dis", "xp"]
 from gpurisk.workflows.suda import SudaResult, suda  # noqa: E402  (SUDA / DIS-SUDA per record)
-__all__ += ["suda", "SudaResult"]
+__all__ += ["suda", "SudaResult", "Design", "Run"]

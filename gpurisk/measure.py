@@ -38,10 +38,18 @@ class Result:
     upper: float | None = None
     reason: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the measure failed (raised, ran past its time limit, or returned something malformed): set by
+    #: the runner (:mod:`gpurisk.evaluate`), never by a measure; a protect criterion on it fails
+    failed: bool = field(default=False, compare=False, repr=False)
 
     @classmethod
     def not_applicable(cls, reason: str, **extra: Any) -> "Result":
         return cls(value=None, reason=reason, extra=dict(extra))
+
+    @classmethod
+    def failure(cls, reason: str) -> "Result":
+        """Not applicable because the measure failed (see ``failed``)."""
+        return cls(value=None, reason=reason, failed=True)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"value": _clean(self.value), "se": _clean(self.se), "upper": _clean(self.upper),
@@ -109,10 +117,10 @@ def checked_result(res: Any) -> Result:
     if _simple(res):
         return res
     if not isinstance(res, Result):
-        return Result.not_applicable(f"measure returned {type(res).__name__}, not a gpurisk.Result")
+        return Result.failure(f"measure returned {type(res).__name__}, not a gpurisk.Result")
     reason = res.reason
     if reason is not None and not isinstance(reason, str):
-        return Result.not_applicable(f"measure returned a reason of type {type(reason).__name__}, "
+        return Result.failure(f"measure returned a reason of type {type(reason).__name__}, "
                                      "not a text")
     has_reason = bool(reason and reason.strip())
     clean = {}
@@ -120,15 +128,15 @@ def checked_result(res: Any) -> Result:
         v, bad = _real(getattr(res, attr))
         as_ = "" if attr == "value" else f" as {attr}"
         if bad is not None:
-            return Result.not_applicable(f"measure returned {bad}{as_}, not a real number")
+            return Result.failure(f"measure returned {bad}{as_}, not a real number")
         if isinstance(v, float) and not math.isfinite(v) and not has_reason:
             shown = "NaN" if math.isnan(v) else str(v)
-            return Result.not_applicable(f"measure returned {shown}{as_} without a reason")
+            return Result.failure(f"measure returned {shown}{as_} without a reason")
         clean[attr] = v
     if clean["value"] is None and not has_reason:
-        return Result.not_applicable("measure returned no value and no reason")
+        return Result.failure("measure returned no value and no reason")
     if not isinstance(res.extra, dict):
-        return Result.not_applicable(f"measure returned extra of type {type(res.extra).__name__}, "
+        return Result.failure(f"measure returned extra of type {type(res.extra).__name__}, "
                                      "not a dict")
     same = all(getattr(res, a) is clean[a] for a in clean)
     out = res if same else replace(res, **clean)
@@ -139,7 +147,7 @@ def checked_result(res: Any) -> Result:
         json.dumps(out.to_dict(), allow_nan=False)
     except (TypeError, ValueError) as exc:
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return Result.not_applicable(f"measure returned extra that is not JSON ({why})")
+        return Result.failure(f"measure returned extra that is not JSON ({why})")
     return out
 
 

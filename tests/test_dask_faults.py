@@ -112,7 +112,7 @@ def test_killed_worker_gives_one_clear_line(monkeypatch, capsys):
         raise KilledWorker("count-part-3", "tcp://127.0.0.1:1", 3)
 
     from gpurisk import backends
-    monkeypatch.setattr(mod, "assess", boom)
+    monkeypatch.setattr(mod, "assess_with", boom)      # what `gpurisk assess` calls
     monkeypatch.setattr(backends.config, "memory_limit", None)   # the option below sets it
     monkeypatch.setattr(backends, "_LOCAL", {})   # no cluster of an earlier test is asked
     with pytest.raises(SystemExit) as e:

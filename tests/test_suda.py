@@ -190,7 +190,7 @@ def fars():
 @pytest.mark.parametrize("scoring,max_msu", [("elliot", None), ("ihsn", 3)])
 def test_fars_matches_pandas_reference(fars, scoring, max_msu):
     ref = pandas_suda(fars, FARS_KEYS, max_msu, scoring)
-    res = suda(fars, FARS_KEYS, max_msu=max_msu, scoring=scoring)
+    res = suda(fars, FARS_KEYS, max_msu=max_msu, scoring=scoring, dis_fraction=0.01)
     got = res.records
     assert got["row"].tolist() == list(range(len(fars)))
     for c in ref.columns:
@@ -207,8 +207,8 @@ def test_fars_matches_pandas_reference(fars, scoring, max_msu):
 def test_text_keys_are_scored_like_categories(fars):
     sub = fars.iloc[:3000].reset_index(drop=True)
     text = sub.astype(str).apply(lambda c: "v" + c)
-    a = suda(sub, FARS_KEYS[:5]).records
-    b = suda(text, FARS_KEYS[:5]).records
+    a = suda(sub, FARS_KEYS[:5], fraction=0.01).records
+    b = suda(text, FARS_KEYS[:5], fraction=0.01).records
     pd.testing.assert_frame_equal(a, b)
     assert (b["suda"] > 0).any()
 
@@ -329,9 +329,15 @@ def test_cli_html_report_shows_distribution_and_contributions_without_values(tmp
     src = tmp_path / "guide.csv"
     GUIDE.to_csv(src, index=False)
     page = tmp_path / "suda.html"
-    run_cli("suda", src, "--keys", ",".join(GUIDE_KEYS), "--report", page, check=True)
+    run_cli("suda", src, "--keys", ",".join(GUIDE_KEYS), "--report", page, "--fraction", "0.1",
+            check=True)
     text = page.read_text()
     assert text.count("data:image/png;base64,") == 3
+    # without π there is no DIS-SUDA figure: its plot is left out and the page says why
+    run_cli("suda", src, "--keys", ",".join(GUIDE_KEYS), "--report", page, check=True)
+    bare = page.read_text()
+    assert bare.count("data:image/png;base64,") == 2 and "DIS-SUDA probabilities</h2>" not in bare
+    assert "not applicable" in bare
     assert "Distribution of the SUDA scores" in text and "Contribution of each key" in text
     assert all(k in text for k in GUIDE_KEYS)
     for value in set(GUIDE.to_numpy().ravel()):
@@ -343,7 +349,7 @@ def test_cli_html_report_shows_distribution_and_contributions_without_values(tmp
 def test_no_pairs_gives_dis_one_with_a_warning():
     # no full-key cell of 2 records: P = 0, DIS-SUDA = 1 for every scored record (the formula), said
     df = pd.DataFrame({"a": [1, 1, 1, 2, 2], "b": [1, 2, 3, 1, 2]})
-    res = suda(df, ["a", "b"])
+    res = suda(df, ["a", "b"], dis_fraction=0.01)
     ref = brute_force(list(df.itertuples(index=False, name=None)))
     np.testing.assert_allclose(res.records["dis_suda"], ref["dis"])
     assert res.summary["dis_P"] == 0 and set(res.records["dis_suda"]) == {1.0}

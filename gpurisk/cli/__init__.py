@@ -50,8 +50,9 @@ def main(argv=None) -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(2 if exc.exit_code in (1, 2) else exc.exit_code)
-    except GpuriskError as exc:
-        click.echo(f"gpurisk: error: {exc}", err=True)
+    except GpuriskError as exc:        # a setting names its flag here (--alpha 7), not alpha=7
+        text = exc.cli_message() if hasattr(exc, "cli_message") else str(exc)
+        click.echo(f"gpurisk: error: {text}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         click.echo("gpurisk: interrupted", err=True)

@@ -167,3 +167,97 @@ def input_options(f):
     f = click.option("--encoding", default="utf-8", show_default=True, help="text encoding of CSV input")(f)
     f = click.option("--sep", default=None, help="CSV separator (default: detected)")(f)
     return f
+
+
+# --- option groups shared by the commands, declared once -------------------------------------------
+def _packed(names: tuple[str, ...], target: str, build):
+    """A decorator: the command receives one ``target`` object built by ``build`` from the options
+    ``names`` (which it then does not receive one by one)."""
+    import functools
+
+    def deco(f):
+        @functools.wraps(f)            # keeps click's params declared below this group
+        def wrapper(*args, **kw):
+            vals = {n: kw.pop(n) for n in names if n in kw}
+            kw[target] = build(**vals)
+            return f(*args, **kw)
+        return wrapper
+    return deco
+
+
+def _design(**vals):
+    from gpurisk.settings import Design
+    return Design(**vals)
+
+
+def design_options(*, population: bool = True, sample_flag: bool = True, weights: bool = True,
+                   fraction_required: bool = False,
+                   fraction_help: str = "sampling fraction π in (0, 1]",
+                   sample_flag_help: str = "boolean column marking the sample in a register",
+                   weights_help: str = "design-weight column", metavar: str | None = None):
+    """The sampling design: --fraction, --population, --sample-flag, --weights (each may be left
+    out, and its help worded for the command). The command receives one
+    :class:`gpurisk.settings.Design` as ``design``, checked before anything is read."""
+    names = ("fraction",) + ("population",) * population + ("sample_flag",) * sample_flag + \
+        ("weights",) * weights
+
+    def deco(f):
+        f = _packed(names, "design", _design)(f)
+        if weights:
+            f = click.option("--weights", default=None, metavar=metavar, help=weights_help)(f)
+        if sample_flag:
+            f = click.option("--sample-flag", default=None, metavar=metavar,
+                             help=sample_flag_help)(f)
+        if population:
+            f = click.option("--population", default=None,
+                             help="file with the population's records")(f)
+        return click.option("--fraction", type=float, default=None, required=fraction_required,
+                            help=fraction_help)(f)
+    return deco
+
+
+def _run(measures=None, opts=(), **vals):
+    from gpurisk.settings import Run
+    return Run(measures=split_list(measures), options=parse_options(opts) if opts else {}, **vals)
+
+
+def run_options(*, measures: bool = True, option: bool = True, alpha: bool = True,
+                timeout: bool = True,
+                measures_help: str = "comma-separated measures (default: all)",
+                seed_help: str = "seed of random procedures",
+                option_help: str = "a measure's option, e.g. theta_hat_dis.K=1000000 (repeatable)"):
+    """What to compute: --measures, --option, --alpha, --seed, --measure-timeout (each but --seed
+    may be left out). The command receives one :class:`gpurisk.settings.Run` as ``run``: the
+    options checked against the measures' declarations, α, seed and time limit against theirs."""
+    names = ("measures",) * measures + ("opts",) * option + ("alpha",) * alpha + ("seed",) + \
+        ("measure_timeout",) * timeout
+
+    def deco(f):
+        f = _packed(names, "run", _run)(f)
+        if timeout:
+            f = click.option("--measure-timeout", type=float, default=None, metavar="SECONDS",
+                             help="report a measure that runs longer as not applicable and go on "
+                                  "(the measure's thread cannot be stopped; it finishes in the "
+                                  "background)")(f)
+        f = click.option("--seed", type=int, default=0, show_default=True, help=seed_help)(f)
+        if alpha:
+            f = click.option("--alpha", type=float, default=0.01, show_default=True,
+                             help="one-sided level of upper bounds")(f)
+        if option:
+            f = click.option("--option", "opts", multiple=True, metavar="MEASURE.NAME=VALUE",
+                             help=option_help)(f)
+        if measures:
+            f = click.option("--measures", default=None, help=measures_help)(f)
+        return f
+    return deco
+
+
+def output_options(*, json_help: str = "print the JSON document", output: bool = True,
+                   output_metavar: str = "FILE", output_help: str = ""):
+    """--json (``as_json``) and, unless ``output=False``, -o/--output (``output``)."""
+    def deco(f):
+        if output:
+            f = click.option("-o", "--output", "output", default=None, metavar=output_metavar,
+                             help=output_help)(f)
+        return click.option("--json", "as_json", is_flag=True, help=json_help)(f)
+    return deco

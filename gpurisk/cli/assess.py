@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import click
 
-from gpurisk.cli._common import (console, echo_json, fmt_value as _fmt, input_options,
-                                 parse_options, split_list)
+from gpurisk.cli._common import (console, design_options, echo_json, fmt_value as _fmt,
+                                 input_options, output_options, run_options)
 
 
 def print_assessment(doc: dict) -> None:
@@ -41,43 +41,27 @@ def register(cli: click.Group) -> None:
     @cli.command()
     @click.argument("sample")
     @click.option("--keys", required=True, help="comma-separated key variables")
-    @click.option("--fraction", type=float, default=None, help="sampling fraction π in (0, 1]")
-    @click.option("--population", default=None, help="file with the population's records")
-    @click.option("--sample-flag", default=None, help="boolean column marking the sample in a register")
-    @click.option("--weights", default=None, help="design-weight column")
-    @click.option("--measures", default=None, help="comma-separated measures (default: all)")
-    @click.option("--alpha", type=float, default=0.01, show_default=True,
-                  help="one-sided level of upper bounds")
-    @click.option("--seed", type=int, default=0, show_default=True, help="seed of random procedures")
-    @click.option("--option", "opts", multiple=True, metavar="MEASURE.NAME=VALUE",
-                  help="a measure's option, e.g. theta_hat_dis.K=1000000 (repeatable)")
-    @click.option("--json", "as_json", is_flag=True, help="print the JSON document")
-    @click.option("-o", "--output", "output", default=None, metavar="FILE",
-                  help="also write the results to FILE: .json, .csv, .csv.gz or .parquet")
-    @click.option("--measure-timeout", type=float, default=None, metavar="SECONDS",
-                  help="report a measure that runs longer as not applicable and go on (the measure's "
-                       "thread cannot be stopped; it finishes in the background)")
+    @design_options()
+    @run_options()
+    @output_options(output_help="also write the results to FILE: .json, .csv, .csv.gz or .parquet")
     @input_options
-    def assess(sample, keys, fraction, population, sample_flag, weights, measures, alpha, seed, opts,
-               as_json, output, recode, allow_high_cardinality, measure_timeout, sep, encoding,
-               missing, backend):
+    def assess(sample, keys, design, run, as_json, output, recode, allow_high_cardinality, sep,
+               encoding, missing, backend):
         """Risk measures of SAMPLE (CSV, Parquet, Stata .dta, SPSS .sav, SAS .sas7bdat/.xpt, or
         example:adult) for one set of keys.
 
         SAMPLE may be a Parquet directory or a quoted CSV glob ("parts/*.csv"); on --backend dask
         or dask-cudf it is read partition-wise by the workers.
         """
-        from gpurisk.workflows.assess import assess as run
+        from gpurisk.workflows.assess import assess_with as workflow
         from gpurisk.io import write_results
 
         if output:
             from gpurisk.io.formats import check_output
             check_output(output)  # a bad name fails before the work, not after
-        res = run(sample, keys, fraction=fraction, population=population, sample_flag=sample_flag,
-                  weights=weights, measures=split_list(measures), missing=missing, alpha=alpha,
-                  seed=seed, options=parse_options(opts), backend=backend, recode=list(recode),
-                  allow_high_cardinality=allow_high_cardinality, measure_timeout=measure_timeout,
-                  sep=sep, encoding=encoding)
+        res = workflow(sample, keys, design, run, missing=missing, backend=backend,
+                       recode=list(recode),
+                       allow_high_cardinality=allow_high_cardinality, sep=sep, encoding=encoding)
         doc = res.to_dict()
         if output:
             write_results(doc, output)

@@ -5,7 +5,8 @@ import math
 
 import click
 
-from gpurisk.cli._common import console, echo_json, input_options, parse_options, split_list
+from gpurisk.cli._common import (console, design_options, echo_json, input_options,
+                                 output_options, run_options)
 
 
 def _fmt(v):
@@ -27,37 +28,26 @@ def register(cli: click.Group) -> None:
     @click.option("--max-size", type=int, default=None, help="largest subset of the keys (default: all)")
     @click.option("--min-size", type=int, default=1, show_default=True,
                   help="smallest subset of the keys")
-    @click.option("--fraction", type=float, default=None, help="sampling fraction π in (0, 1]")
-    @click.option("--population", default=None, help="file with the population's records")
-    @click.option("--sample-flag", default=None, help="boolean column marking the sample in a register")
-    @click.option("--weights", default=None, help="design-weight column")
-    @click.option("--measures", default=None,
-                  help="comma-separated measures (default: pop_uniques, sample_uniques, pr_pu, theta_hat)")
-    @click.option("--option", "opts", multiple=True, metavar="MEASURE.NAME=VALUE",
-                  help="a measure's option, e.g. theta_hat_dis.K=1000000 (repeatable)")
-    @click.option("--alpha", type=float, default=0.01, show_default=True,
-                  help="one-sided level of upper bounds")
-    @click.option("--seed", type=int, default=0, show_default=True, help="seed of random procedures")
+    @design_options()
+    @run_options(timeout=False, measures_help="comma-separated measures (default: pop_uniques, "
+                                              "sample_uniques, pr_pu, theta_hat)")
     @click.option("--all", "show_all", is_flag=True,
                   help="show every combination, not only those containing a recoded key")
-    @click.option("-o", "--output", default=None, metavar="FILE",
-                  help="write the full comparison to FILE: .csv, .csv.gz or .parquet")
-    @click.option("--json", "as_json", is_flag=True, help="print JSON")
+    @output_options(json_help="print JSON",
+                    output_help="write the full comparison to FILE: .csv, .csv.gz or .parquet")
     @input_options
-    def compare(data, keys, alts, cumulative, max_size, min_size, fraction, population, sample_flag,
-                weights, measures, opts, alpha, seed, show_all, output, as_json, sep, encoding,
-                missing, backend, recode, allow_high_cardinality):
+    def compare(data, keys, alts, cumulative, max_size, min_size, design, run, show_all, output,
+                as_json, sep, encoding, missing, backend, recode, allow_high_cardinality):
         """Unique counts and measures of DATA before -> after alternative recodes."""
-        from gpurisk.scan.compare import compare as run
+        from gpurisk.scan.compare import compare as workflow
         if output:
             from gpurisk.io import check_output_file
             check_output_file(output, (".csv", ".csv.gz", ".parquet", ".pq"), "--output")
-        res = run(data, keys, list(alts), cumulative=cumulative, max_size=max_size,
-                  min_size=min_size, fraction=fraction, population=population,
-                  sample_flag=sample_flag, weights=weights, measures=split_list(measures),
-                  options=parse_options(opts), alpha=alpha, seed=seed, missing=missing,
-                  backend=backend, sep=sep, encoding=encoding, recode=list(recode),
-                  allow_high_cardinality=allow_high_cardinality)
+        res = workflow(data, keys, list(alts), cumulative=cumulative, max_size=max_size,
+                       min_size=min_size, **design.kwargs(),
+                       **run.kwargs("measures", "options", "alpha", "seed"), missing=missing,
+                       backend=backend, sep=sep, encoding=encoding, recode=list(recode),
+                       allow_high_cardinality=allow_high_cardinality)
         table = res.table if show_all else res.affected()
         reasons = res.reasons if show_all else res.affected_reasons()
         table, reasons = res.ranked(table, reasons)

@@ -5,30 +5,30 @@ import math
 
 import click
 
-from gpurisk.cli._common import echo_json, input_options
+from gpurisk.cli._common import design_options, echo_json, input_options, output_options
 
 
 def register(cli: click.Group) -> None:
     @cli.command()
     @click.argument("sample")
     @click.option("--keys", required=True, help="comma-separated key variables")
-    @click.option("--fraction", type=float, default=None, help="common sampling fraction π")
-    @click.option("--weights", default=None, help="design-weight column w_i = 1/π_i")
+    @design_options(population=False, sample_flag=False, fraction_help="common sampling fraction π",
+                    weights_help="design-weight column w_i = 1/π_i")
     @click.option("--strata", default=None, help="stratum column (with --fractions)")
     @click.option("--fractions", default=None, metavar="H=PI,...",
                   help="π per stratum value, e.g. 1=0.1,2=0.02 (or one π for all)")
     @click.option("--cluster", default=None, help="cluster (household) column")
     @click.option("--cluster-threshold", type=float, default=0.1, show_default=True,
                   help="warn when this share of sample pairs lies within one cluster")
-    @click.option("--json", "as_json", is_flag=True, help="print the JSON document")
+    @output_options(output=False)
     @input_options
-    def design(sample, keys, fraction, weights, strata, fractions, cluster, cluster_threshold,
+    def design(sample, keys, design, strata, fractions, cluster, cluster_threshold,
                as_json, sep, encoding, missing, recode, allow_high_cardinality, backend):
         """θ̂ for complex designs of SAMPLE (Skinner & Elliot 2002, §5)."""
         from gpurisk.workflows.design import design_report, parse_fractions
         from gpurisk.measure import _clean
 
-        doc = _clean(design_report(sample, keys, fraction=fraction, weights=weights,
+        doc = _clean(design_report(sample, keys, fraction=design.fraction, weights=design.weights,
                                    stratum=strata,
                                    fractions=parse_fractions(fractions) if fractions else None,
                                    cluster=cluster, threshold=cluster_threshold, missing=missing,

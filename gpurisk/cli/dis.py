@@ -3,14 +3,16 @@ from __future__ import annotations
 
 import click
 
-from gpurisk.cli._common import echo_json, fmt_value as _fmt, input_options, registry_rows
+from gpurisk.cli._common import (design_options, echo_json, fmt_value as _fmt, input_options,
+                                 output_options, registry_rows, run_options)
 
 
 def register(cli: click.Group) -> None:
     @cli.command()
     @click.argument("data")
     @click.option("--keys", required=True, help="comma-separated key variables")
-    @click.option("--fraction", type=float, required=True, help="sampling fraction f (π) in (0, 1]")
+    @design_options(population=False, sample_flag=False, weights=False, fraction_required=True,
+                    fraction_help="sampling fraction f (π) in (0, 1]")
     @click.option("--perturb", "perturb", multiple=True, metavar="NAME:OPT=V,...",
                   help="perturbation, e.g. swap:fraction=0.10,geo=region,pairing=age+sex or "
                        "pram:vars=sex,p=0.9 (repeatable: applied in turn)")
@@ -23,33 +25,33 @@ def register(cli: click.Group) -> None:
                   help="decimals of the stability rule of --stable")
     @click.option("--batch", type=int, default=None, help="perturbed files drawn at once "
                   "(default: min(--stable, 250000 / records))")
-    @click.option("--seed", type=int, default=0, show_default=True,
-                  help="seed of the perturbations; fixed seeds reproduce")
+    @run_options(measures=False, option=False, alpha=False, timeout=False,
+                 seed_help="seed of the perturbations; fixed seeds reproduce")
     @click.option("--state", default=None, metavar="FILE",
                   help="JSON file keeping finished batches: a rerun resumes from it")
     @click.option("--orientation", type=click.Choice(["intruder", "release"]), default="intruder",
                   show_default=True, help="match the intruder's true keys against the released file, "
                   "or released records against the original file (the paper's text)")
-    @click.option("--json", "as_json", is_flag=True, help="print the JSON document")
+    @output_options(output=False)
     @input_options
-    def dis(data, keys, fraction, perturb, max_iter, stable, decimals, batch, seed, state,
+    def dis(data, keys, design, perturb, max_iter, stable, decimals, batch, run, state,
             orientation, as_json, sep, encoding, missing, recode, allow_high_cardinality, backend):
         """pr(cm|um) of DATA after a perturbation, by data intrusion simulation (Elliot 2001).
 
         Repeats perturb -> measure until the running mean is stable or --max-iter files were drawn;
         reports the mean, its standard error, the unperturbed θ̂ and their ratio.
         """
-        from gpurisk.dis import dis as run
+        from gpurisk.dis import dis as workflow
         from gpurisk.errors import BadInput
 
         if not perturb:
             raise BadInput("give at least one --perturb NAME:OPTION=VALUE,... "
                            "(gpurisk perturbations lists them)")
-        res = run(data, keys, fraction, list(perturb), max_iter=max_iter,
-                  stable=stable, decimals=decimals, batch=batch, seed=seed, missing=missing,
-                  state=state, sep=sep, encoding=encoding, orientation=orientation,
-                  recode=list(recode), backend=backend,
-                  allow_high_cardinality=allow_high_cardinality)
+        res = workflow(data, keys, design.fraction, list(perturb), max_iter=max_iter,
+                       stable=stable, decimals=decimals, batch=batch, seed=run.seed, missing=missing,
+                       state=state, sep=sep, encoding=encoding, orientation=orientation,
+                       recode=list(recode), backend=backend,
+                       allow_high_cardinality=allow_high_cardinality)
         doc = res.to_dict()
         if as_json:
             echo_json(doc)
@@ -73,7 +75,7 @@ def register(cli: click.Group) -> None:
             click.echo(f"warning: {doc['reason']}", err=True)
 
     @cli.command()
-    @click.option("--json", "as_json", is_flag=True, help="print JSON")
+    @output_options(json_help="print JSON", output=False)
     def perturbations(as_json):
         """List every registered perturbation, built-in or third-party."""
         from gpurisk.plugins import perturbation_registry

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from gpurisk.cli._common import echo_json, print_plain, registry_rows
+from gpurisk.cli._common import echo_json, output_options, print_plain, registry_rows
 
 
 def _failed_rows() -> list[dict]:
@@ -20,7 +20,7 @@ def _options_text(d: dict) -> str:
 
 def register(cli: click.Group) -> None:
     @cli.command()
-    @click.option("--json", "as_json", is_flag=True, help="print JSON")
+    @output_options(json_help="print JSON", output=False)
     @click.option("--markdown", "as_markdown", is_flag=True,
                   help="print the Markdown reference of every measure and perturbation (docs/measures.md)")
     def measures(as_json, as_markdown):
@@ -51,7 +51,7 @@ def register(cli: click.Group) -> None:
         print_plain(["measure", "needs", "options", "reference", "plugin", "description"], table)
 
     @cli.command()
-    @click.option("--json", "as_json", is_flag=True, help="print JSON")
+    @output_options(json_help="print JSON", output=False)
     def plugins(as_json):
         """List every loaded plugin with its package and version, and every plugin that failed to
         load with its error."""

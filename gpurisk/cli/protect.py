@@ -6,8 +6,8 @@ import math
 
 import click
 
-from gpurisk.cli._common import (console, echo_json, parse_options, print_plain, progress_bar,
-                                 registry_rows)
+from gpurisk.cli._common import (console, design_options, echo_json, output_options, print_plain,
+                                 progress_bar, registry_rows, run_options)
 
 
 def _num(v) -> str:
@@ -41,7 +41,7 @@ def _json_rows(frame):
 
 def register(cli: click.Group) -> None:
     @cli.command()
-    @click.option("--json", "as_json", is_flag=True, help="print JSON")
+    @output_options(json_help="print JSON", output=False)
     def losses(as_json):
         """List every registered information-loss measure of protect (--loss), built-in or
         third-party (the gpurisk_register_losses hook)."""
@@ -71,16 +71,11 @@ def register(cli: click.Group) -> None:
     @click.option("--loss", default="precision", show_default=True,
                   help="information loss to minimise: precision, nonuniform_entropy, "
                        "discernibility, suppressed, or a plugin's (gpurisk losses lists them)")
-    @click.option("--fraction", type=float, default=None, help="sampling fraction π in (0, 1]")
-    @click.option("--population", default=None, help="file with the population's records")
-    @click.option("--sample-flag", default=None, metavar="COL",
-                  help="boolean column marking the sample in a register (the release holds the "
-                       "flagged records)")
-    @click.option("--weights", default=None, metavar="COL", help="design-weight column")
-    @click.option("--alpha", type=float, default=0.01, show_default=True,
-                  help="one-sided level of upper bounds")
-    @click.option("--option", "opts", multiple=True, metavar="MEASURE.NAME=VALUE",
-                  help="a measure's option (repeatable)")
+    @design_options(metavar="COL",
+                    sample_flag_help="boolean column marking the sample in a register (the "
+                                     "release holds the flagged records)")
+    @run_options(measures=False, timeout=False, option_help="a measure's option (repeatable)",
+                 seed_help="seed of --perturb")
     @click.option("--undefined", type=click.Choice(["fails", "meets"]), default="fails",
                   show_default=True,
                   help="a node where a criterion's measure gives no value (θ̂ with no sample unique "
@@ -96,14 +91,11 @@ def register(cli: click.Group) -> None:
     @click.option("--perturb", "perturb", multiple=True, metavar="NAME:OPT=V,...",
                   help="perturb the release (swap:fraction=0.1,geo=KEY | pram:p=0.9,vars=KEY | a "
                        "plugin's; repeatable, applied in order) and report its pr(cm|um)")
-    @click.option("--seed", type=int, default=0, show_default=True, help="seed of --perturb")
     @click.option("--no-prune", is_flag=True,
                   help="evaluate every node even for monotone criteria (k-anonymity): the front "
                        "then covers every node")
     @click.option("--front-rows", type=int, default=20, show_default=True,
                   help="rows of the front printed (the plan and --json give all)")
-    @click.option("-o", "--output", default=None, metavar="RELEASE",
-                  help="write the protected file (the input's format)")
     @click.option("--plan", "plan_out", default=None, metavar="PLAN.json",
                   help="write the plan that reproduces the release")
     @click.option("--plot", default=None, metavar="FRONT.png",
@@ -123,18 +115,17 @@ def register(cli: click.Group) -> None:
                   show_default=True, help="a missing key value is its own category, or an error")
     @click.option("--allow-high-cardinality", is_flag=True,
                   help="accept a key with the cardinality of an identifier (its hierarchy groups it)")
-    @click.option("--json", "as_json", is_flag=True, help="print JSON")
-    def protect(data, keys, scenarios, scenarios_file, hierarchies, criteria, loss, fraction,
-                population, sample_flag, weights, alpha, opts, undefined, suppress_limit, suppress,
-                perturb, seed,
-                no_prune,
+    @output_options(json_help="print JSON", output_metavar="RELEASE",
+                    output_help="write the protected file (the input's format)")
+    def protect(data, keys, scenarios, scenarios_file, hierarchies, criteria, loss, design, run,
+                undefined, suppress_limit, suppress, perturb, no_prune,
                 front_rows, output, plan_out, plot, report_out, from_plan, checkpoint,
                 checkpoint_every, sep, encoding, missing, allow_high_cardinality, as_json):
         """Search the recodes of DATA's keys for the least information loss meeting every
         --criterion on every scenario; write the release and its plan."""
         from gpurisk.errors import BadInput
         from gpurisk.protect import apply_plan
-        from gpurisk.protect import protect as run
+        from gpurisk.protect import protect as workflow
         if from_plan:
             if not output:
                 raise BadInput("--from-plan needs --output RELEASE")
@@ -146,15 +137,14 @@ def register(cli: click.Group) -> None:
         if scenarios and scenarios_file:
             raise BadInput("give --scenario or --scenarios FILE, not both")
         with progress_bar("nodes") as update:
-            p = run(data, keys, list(hierarchies), list(criteria), loss=loss,
-                    scenarios=scenarios_file or list(scenarios) or None, fraction=fraction,
-                    population=population, sample_flag=sample_flag, weights=weights,
-                    alpha=alpha, options=parse_options(opts) if opts else None, missing=missing,
-                    sep=sep, encoding=encoding, prune=not no_prune, output=output, plan=plan_out,
-                    progress=update, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                    plot=plot, undefined=undefined,
-                    allow_high_cardinality=allow_high_cardinality, suppress_limit=suppress_limit,
-                    suppress=suppress, perturb=list(perturb), seed=seed, report=report_out)
+            p = workflow(data, keys, list(hierarchies), list(criteria), loss=loss,
+                         scenarios=scenarios_file or list(scenarios) or None, **design.kwargs(),
+                         **run.kwargs("alpha", "options", "seed"), missing=missing,
+                         sep=sep, encoding=encoding, prune=not no_prune, output=output, plan=plan_out,
+                         progress=update, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                         plot=plot, undefined=undefined,
+                         allow_high_cardinality=allow_high_cardinality, suppress_limit=suppress_limit,
+                         suppress=suppress, perturb=list(perturb), report=report_out)
         res = p.result
         if as_json:
             echo_json({"node": p.node, "released_meets": p.released_meets,
@@ -193,7 +183,7 @@ def register(cli: click.Group) -> None:
                         for c in ba.columns])
         con.print(t)
         if p.perturbation is not None:
-            t = Table(title=f"after --perturb {' then '.join(perturb)} (seed {seed}): Elliot's "
+            t = Table(title=f"after --perturb {' then '.join(perturb)} (seed {run.seed}): Elliot's "
                       "pr(cm|um), records changed, criteria on the perturbed release",
                       show_header=True, header_style="bold")
             pf = p.perturbation

@@ -5,7 +5,8 @@ import click
 
 from gpurisk.errors import BadInput
 from gpurisk.models.loglinear import MAX_CELLS, MAX_ITER, TOL
-from gpurisk.cli._common import console, echo_json, input_options, split_list
+from gpurisk.cli._common import (console, design_options, echo_json, input_options, output_options,
+                                 split_list)
 
 
 def _fmt(v, digits=4):
@@ -74,9 +75,7 @@ def register(cli: click.Group) -> None:
     @click.option("--keys", required=True, help="comma-separated key variables")
     @click.option("--population-size", type=float, default=None,
                   help="population size N (default: the population's size, or n/π)")
-    @click.option("--population", default=None, help="file with the population's records")
-    @click.option("--sample-flag", default=None, help="boolean column marking the sample in a register")
-    @click.option("--fraction", type=float, default=None, help="sampling fraction π (N = n/π)")
+    @design_options(weights=False, fraction_help="sampling fraction π (N = n/π)")
     @click.option("--methods", default="r1,r1u,r2,b1", show_default=True,
                   help="search methods among r1,r1u,r2,r3,r4,b1")
     @click.option("--y", "y", type=float, default=None, help="r3: non-matches seen before the match")
@@ -95,14 +94,13 @@ def register(cli: click.Group) -> None:
     @click.option("--max-iter", type=int, default=MAX_ITER, show_default=True, help="IPF iteration limit")
     @click.option("--show-records", is_flag=True,
                   help="print the key values of the minimum/median/maximum p̂ records")
-    @click.option("-o", "--output", default=None, metavar="FILE.parquet",
-                  help="write one row per record with p̂ and risks to FILE.parquet")
+    @output_options(output_metavar="FILE.parquet",
+                    output_help="write one row per record with p̂ and risks to FILE.parquet")
     @click.option("--id", "ids", multiple=True, metavar="COL[,COL...]",
                   help="copy these columns of DATA into --output, so the risks can be joined back to "
                        "the file (repeatable or comma-separated)")
-    @click.option("--json", "as_json", is_flag=True, help="print the JSON document")
     @input_options
-    def record_risk(data, keys, population_size, population, sample_flag, fraction, methods, y,
+    def record_risk(data, keys, population_size, design, methods, y,
                     database_size, p_tilde, all_records, threshold, thresholds_legacy, max_cells,
                     tol, max_iter, show_records, output, ids, as_json, sep, encoding, missing,
                     backend, recode, allow_high_cardinality):
@@ -129,8 +127,9 @@ def register(cli: click.Group) -> None:
             check_output_file(output, (".parquet", ".pq"),
                               "record-level output (the rows are written as Parquet)")
             id_frame = _id_columns(data, id_cols, sep, encoding)   # before the work, not after
-        doc = run(data, keys, population_size=population_size, population=population,
-                  sample_flag=sample_flag, fraction=fraction, methods=split_list(methods) or [],
+        doc = run(data, keys, population_size=population_size, population=design.population,
+                  sample_flag=design.sample_flag, fraction=design.fraction,
+                  methods=split_list(methods) or [],
                   y=y, database_size=database_size, p_tilde=p_tilde, all_records=all_records,
                   thresholds=thresholds, output=output, tol=tol,
                   max_iter=max_iter, max_cells=max_cells, missing=missing, backend=backend,

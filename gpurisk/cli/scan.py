@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from gpurisk.cli._common import console, echo_json, input_options, parse_options, split_list
+from gpurisk.cli._common import (console, design_options, echo_json, input_options,
+                                 output_options, run_options)
 
 
 def _fmt(v, digits=4):
@@ -104,18 +105,13 @@ def register(cli: click.Group) -> None:
                   help="a fundamental key (comma-separated) for --plus-each")
     @click.option("--plus-each", is_flag=True,
                   help="evaluate the fundamental key plus each other pool variable in turn")
-    @click.option("--fraction", type=float, default=None, help="sampling fraction π in (0, 1]")
-    @click.option("--population", default=None, help="file with the population's records")
-    @click.option("--sample-flag", default=None, help="boolean column marking the sample in a register")
-    @click.option("--weights", default=None, help="design-weight column")
-    @click.option("--measures", default=None, help="comma-separated measures (default: every file-level measure that reads counts only and runs by default)")
-    @click.option("--option", "opts", multiple=True, metavar="MEASURE.NAME=VALUE",
-                  help="a measure's option, e.g. theta_hat_dis.K=200000 (repeatable)")
-    @click.option("--alpha", type=float, default=0.01, show_default=True, help="one-sided level of upper bounds")
-    @click.option("--seed", type=int, default=0, show_default=True,
-                  help="scan seed; each combination's seed is derived from it and its keys")
-    @click.option("--output", "-o", default=None, metavar="OUT.parquet",
-                  help="Parquet dataset (directory) the rows stream to")
+    @design_options()
+    @run_options(measures_help="comma-separated measures (default: every file-level measure that "
+                               "reads counts only and runs by default)",
+                 option_help="a measure's option, e.g. theta_hat_dis.K=200000 (repeatable)",
+                 seed_help="scan seed; each combination's seed is derived from it and its keys")
+    @output_options(json_help="print the summary as JSON", output_metavar="OUT.parquet",
+                    output_help="Parquet dataset (directory) the rows stream to")
     @click.option("--resume", is_flag=True, help="finish an interrupted scan in --output")
     @click.option("--overwrite", is_flag=True, help="replace an existing scan in --output")
     @click.option("--batch-rows", type=int, default=256, show_default=True,
@@ -125,9 +121,6 @@ def register(cli: click.Group) -> None:
                        "correct unique matches θ̂·n1; else theta_hat, pr_pu or n1)")
     @click.option("--progress/--no-progress", default=None,
                   help="progress bar on stderr (default: when stderr is a terminal)")
-    @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
-    @click.option("--measure-timeout", type=float, default=None, metavar="SECONDS",
-                  help="report a measure that runs longer as not applicable and go on")
     @click.option("--cells-on-workers", is_flag=True,
                   help="Dask: keep the finest table on the workers and reduce each combination's "
                        "summaries there (measures that read summaries or buckets, no --recode): this "
@@ -136,23 +129,20 @@ def register(cli: click.Group) -> None:
                   help="roll-up threads beside the one computing measures (default: the CPUs "
                        "usable, at most 4; 0: one thread); results do not depend on it")
     @input_options
-    def scan(data, keys, max_size, min_size, scenarios, fundamental, plus_each, fraction, population,
-             sample_flag, weights, measures, opts, alpha, seed, recode, output, resume, overwrite,
-             batch_rows, top, rank_by, progress, as_json, allow_high_cardinality, measure_timeout,
-             threads, cells_on_workers, sep, encoding, missing, backend):
+    def scan(data, keys, max_size, min_size, scenarios, fundamental, plus_each, design, run, recode,
+             output, resume, overwrite, batch_rows, top, rank_by, progress, as_json,
+             allow_high_cardinality, threads, cells_on_workers, sep, encoding, missing, backend):
         """Risk of many key combinations of DATA: subsets of a pool, scenarios, or a key plus each."""
-        from gpurisk.scan import scan as run
+        from gpurisk.scan.runner import scan_with as workflow
         if progress is None:
             progress = sys.stderr.isatty()
-        res = run(data, keys=keys, max_size=max_size, min_size=min_size,
-                  scenarios=scenarios, fundamental=fundamental, plus_each=plus_each,
-                  fraction=fraction, population=population, sample_flag=sample_flag,
-                  weights=weights, measures=split_list(measures), options=parse_options(opts),
-                  alpha=alpha, seed=seed, recode=list(recode), missing=missing, backend=backend,
-                  output=output, resume=resume, overwrite=overwrite, batch_rows=batch_rows,
-                  progress=progress, sep=sep, encoding=encoding,
-                  allow_high_cardinality=allow_high_cardinality, measure_timeout=measure_timeout,
-                  threads=threads, cells_on_workers=cells_on_workers)
+        res = workflow(data, design, run, keys=keys, max_size=max_size, min_size=min_size,
+                       scenarios=scenarios, fundamental=fundamental, plus_each=plus_each,
+                       recode=list(recode), missing=missing,
+                       backend=backend, output=output, resume=resume, overwrite=overwrite,
+                       batch_rows=batch_rows, progress=progress, sep=sep, encoding=encoding,
+                       allow_high_cardinality=allow_high_cardinality, threads=threads,
+                       cells_on_workers=cells_on_workers)
         doc = summary_doc(res, top, rank_by)
         if as_json:
             echo_json(doc, default=str)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from gpurisk.cli._common import console, echo_json, input_options
+from gpurisk.cli._common import console, design_options, echo_json, input_options, output_options
 
 
 def _num(v) -> str:
@@ -35,9 +35,13 @@ def print_summary(doc: dict) -> None:
     for k, v in doc["contributions_pct"].items():
         t.add_row(k, str(doc["categories"].get(k, "")), _num(v))
     con.print(t)
-    con.print(f"DIS-SUDA (f = {doc['dis_fraction']:g}, Q = {doc['dis_Q']:g}, P = {doc['dis_P']}): "
-              f"sum of probabilities {_num(doc['dis_sum'])} (expected correct matches), "
-              f"max {_num(doc['dis_max'])}")
+    if doc.get("dis_fraction") is None:
+        con.print(f"DIS-SUDA: {doc.get('dis_reason') or 'not applicable'}", markup=False,
+                  highlight=False)
+    else:
+        con.print(f"DIS-SUDA (f = {doc['dis_fraction']:g} from {doc['dis_fraction_from']}, "
+                  f"Q = {doc['dis_Q']:g}, P = {doc['dis_P']}): sum of probabilities "
+                  f"{_num(doc['dis_sum'])} (expected correct matches), max {_num(doc['dis_max'])}")
     if "output" in doc:
         con.print(f"wrote {doc['output']['rows']} record(s) to {doc['output']['path']}")
     if "report" in doc:
@@ -52,8 +56,12 @@ def register(cli: click.Group) -> None:
     @click.option("--keys", required=True, help="comma-separated key variables")
     @click.option("--max-msu", type=click.IntRange(min=1), default=None,
                   help="largest minimal sample unique searched, in keys (default: all keys)")
-    @click.option("--dis-fraction", type=float, default=0.01, show_default=True,
-                  help="share f of the records an intruder holds, for DIS-SUDA (0 < f < 1)")
+    @design_options(fraction_help="sampling fraction π in (0, 1]: DIS-SUDA's share f of the "
+                                  "records an intruder holds (else n/N from --population or "
+                                  "--sample-flag, or n/Σw from --weights)")
+    @click.option("--dis-fraction", type=float, default=None,
+                  help="share f of the records an intruder holds, for DIS-SUDA (0 < f < 1; "
+                       "default: π; without π DIS-SUDA is not applicable)")
     @click.option("--scoring", type=click.Choice(["elliot", "ihsn"]), default="elliot",
                   show_default=True,
                   help="elliot: (M-k)! per MSU of k keys (sdcMicro suda2's default); "
@@ -61,14 +69,13 @@ def register(cli: click.Group) -> None:
     @click.option("--search-memory", "search_memory", type=float, default=4.0, show_default=True,
                   metavar="GIB",
                   help="working memory the MSU search may use, in GiB")
-    @click.option("-o", "--output", default=None, metavar="FILE.parquet",
-                  help="write one row per record (input order): row, suda, dis_suda, msu_min, "
-                       "msu_count, contrib_<key>")
+    @output_options(json_help="print the summary as JSON", output_metavar="FILE.parquet",
+                    output_help="write one row per record (input order): row, suda, dis_suda, "
+                                "msu_min, msu_count, contrib_<key>")
     @click.option("--report", default=None, metavar="FILE.html",
                   help="write an HTML page: distribution of the scores, each key's contribution")
-    @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
     @input_options
-    def suda_cmd(data, keys, max_msu, dis_fraction, scoring, search_memory, output, report, as_json, sep,
+    def suda_cmd(data, keys, max_msu, design, dis_fraction, scoring, search_memory, output, report, as_json, sep,
                  encoding, missing, backend, recode, allow_high_cardinality):
         """SUDA scores of each record of DATA: its minimal sample uniques (smallest sets of key values
         that no other record shares), weighted by size, and DIS-SUDA match probabilities.
@@ -80,6 +87,7 @@ def register(cli: click.Group) -> None:
         if not search_memory > 0:
             raise BadInput(f"--search-memory {search_memory:g} must be a positive number of GiB")
         res = run(data, keys, max_msu=max_msu, scoring=scoring, dis_fraction=dis_fraction,
+                  **design.kwargs(),
                   output=output, missing=missing, recode=list(recode), backend=backend, sep=sep,
                   encoding=encoding, allow_high_cardinality=allow_high_cardinality,
                   memory_limit=search_memory * 2**30, records=False, report=report)

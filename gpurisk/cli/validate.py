@@ -6,9 +6,8 @@ import math
 
 import click
 
-from gpurisk.errors import BadInput
-from gpurisk.cli._common import (console, echo_json, input_options, parse_options, progress_bar,
-                                 split_list)
+from gpurisk.cli._common import (console, echo_json, input_options, output_options, progress_bar,
+                                 run_options, split_list)
 
 LABELS = {"true": "true value", "estimate": "estimate", "error": "error (est − true)",
           "se": "est. s.e.", "nmse": "NMSE"}
@@ -72,16 +71,6 @@ def _legend(v) -> str:
     return text
 
 
-def _fractions(text: str) -> list[float]:
-    out = []
-    for part in split_list(text) or []:
-        try:
-            out.append(float(part))
-        except ValueError:
-            raise BadInput(f"--fractions: {part!r} is not a number") from None
-    return out
-
-
 def register(cli: click.Group) -> None:
     @cli.command()
     @click.argument("population")
@@ -92,17 +81,14 @@ def register(cli: click.Group) -> None:
                   help="samples per fraction (systematic: all L = 1/π are enumerated instead)")
     @click.option("--design", default="bernoulli", show_default=True,
                   help="bernoulli | srs | systematic[:SORTCOL] | stratified:COL")
-    @click.option("--measures", default=None,
-                  help="comma-separated measures (default: every estimator with a true counterpart)")
-    @click.option("--seed", type=int, default=0, show_default=True, help="seed; fixed seeds reproduce")
-    @click.option("--alpha", type=float, default=0.01, show_default=True,
-                  help="one-sided level of upper bounds")
-    @click.option("--option", "opts", multiple=True, metavar="MEASURE.NAME=VALUE",
-                  help="a measure's option, e.g. tau1_hat.smoothing=poisson (repeatable)")
-    @click.option("-o", "--output", default=None, metavar="FILE",
-                  help="write the summary to FILE: .parquet, .csv or .csv.gz")
+    @run_options(timeout=False,
+                 measures_help="comma-separated measures (default: every estimator with a true "
+                               "counterpart)",
+                 seed_help="seed; fixed seeds reproduce",
+                 option_help="a measure's option, e.g. tau1_hat.smoothing=poisson (repeatable)")
+    @output_options(json_help="print the summary as JSON",
+                    output_help="write the summary to FILE: .parquet, .csv or .csv.gz")
     @click.option("--plot", "plot_path", default=None, help="write a PNG of estimates against truths")
-    @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
     @click.option("--progress/--no-progress", default=None,
                   help="progress bar on stderr (default: when stderr is a terminal)")
     @click.option("--resume", "resume", default=None, metavar="DIR",
@@ -114,25 +100,25 @@ def register(cli: click.Group) -> None:
                        "faster); "
                        "default records, cells on --backend dask/dask-cudf")
     @input_options
-    def validate(population, keys, fractions, replicates, design, measures, seed, alpha, opts, output,
-                 plot_path, as_json, sep, encoding, missing, resume, recode, allow_high_cardinality,
+    def validate(population, keys, fractions, replicates, design, run, output, plot_path, as_json,
+                 sep, encoding, missing, resume, recode, allow_high_cardinality,
                  backend, progress, draw):
         """Draw replicate samples of POPULATION and compare every estimator with its true value
         (Skinner & Elliot 2002, Table 1)."""
         from gpurisk.io import check_output_file
-        from gpurisk.validation import validate as run
+        from gpurisk.validation import validate as workflow
         if output:           # before the replicates are drawn, not after
             check_output_file(output, (".parquet", ".pq", ".csv", ".csv.gz"), "--output")
         if plot_path:
             check_output_file(plot_path, (".png", ".svg", ".pdf"), "--plot")
 
         with progress_bar("replicates", force=progress) as progress:
-            res = run(population, keys, fractions=_fractions(fractions),
-                      replicates=replicates, design=design, measures=split_list(measures),
-                      seed=seed, options=parse_options(opts), alpha=alpha, missing=missing,
-                      sep=sep, encoding=encoding, resume=resume, recode=list(recode),
-                      backend=backend, allow_high_cardinality=allow_high_cardinality,
-                      progress=progress, draw=draw)
+            res = workflow(population, keys, fractions=split_list(fractions) or [],
+                           replicates=replicates, design=design,
+                           **run.kwargs("measures", "seed", "options", "alpha"), missing=missing,
+                           sep=sep, encoding=encoding, resume=resume, recode=list(recode),
+                           backend=backend, allow_high_cardinality=allow_high_cardinality,
+                           progress=progress, draw=draw)
         if output:
             res.write(output)
         if plot_path:

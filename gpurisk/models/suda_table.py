@@ -57,13 +57,14 @@ def scores(table, max_msu=None, scoring: str = "elliot", memory_limit=None,
 def summary(table, max_msu=None, scoring: str = "elliot", dis_fraction=DEFAULT_DIS_FRACTION,
             memory_limit=None) -> dict[str, Any]:
     """The file-level summary: records with a score > 0, maximum and total score, MSUs by size, each
-    key's contribution (percent), the sum and maximum of the DIS-SUDA probabilities."""
-    f = check_dis_fraction(dis_fraction)
+    key's contribution (percent), the sum and maximum of the DIS-SUDA probabilities (None with
+    ``dis_fraction=None``: no π, no DIS-SUDA)."""
+    f = None if dis_fraction is None else check_dis_fraction(dis_fraction)
     ms, sc = scores(table, max_msu, scoring, memory_limit)
     xp = table.xp
     M = len(table.keys)
     P = pairs_records(table)
-    dis = dis_suda(sc.suda, M, P, f)
+    dis = dis_suda(sc.suda, M, P, f) if f is not None else None
     scored = int(scalar(xp.count_nonzero(sc.suda > 0))) if ms.candidates else 0
     return {
         "n": int(table.n), "keys": list(table.keys), "max_msu": ms.max_msu, "scoring": scoring,
@@ -72,21 +73,22 @@ def summary(table, max_msu=None, scoring: str = "elliot", dis_fraction=DEFAULT_D
         "total_score": sc.total, "msus": ms.msus, "msus_by_size": msu_by_size(ms),
         "contributions_pct": dict(zip(table.keys, sc.file_contributions())),
         "dis_fraction": f, "dis_Q": dis_q(M), "dis_P": P,
-        "dis_sum": float(scalar(dis.sum())) if ms.candidates else 0.0,
-        "dis_max": float(scalar(dis.max())) if ms.candidates else 0.0,
+        "dis_sum": None if f is None else float(scalar(dis.sum())) if ms.candidates else 0.0,
+        "dis_max": None if f is None else float(scalar(dis.max())) if ms.candidates else 0.0,
         "warnings": ([f"no full-key cell holds exactly 2 records (P = 0): every record with a score "
                       "gets DIS-SUDA probability 1, whatever its score (the data intrusion "
-                      "simulation has no pairs to calibrate on)"] if P == 0 and scored else []),
+                      "simulation has no pairs to calibrate on)"] if P == 0 and scored
+                     and f is not None else []),
     }
 
 
 def record_columns(table, max_msu=None, scoring: str = "elliot", dis_fraction=DEFAULT_DIS_FRACTION,
                    memory_limit=None) -> dict[str, Any]:
     """Per record, in the records' order (``xp`` arrays): suda, dis_suda, msu_min, msu_count and
-    contrib_<key> for every key."""
-    f = check_dis_fraction(dis_fraction)
+    contrib_<key> for every key (dis_suda NaN with ``dis_fraction=None``)."""
+    f = None if dis_fraction is None else check_dis_fraction(dis_fraction)
     ms, sc = scores(table, max_msu, scoring, memory_limit, record_order=True)
-    dis = dis_suda(sc.suda, len(table.keys), pairs_records(table), f)
+    dis = dis_suda(sc.suda, len(table.keys), pairs_records(table), f) if f is not None else None
     xp = table.xp
     n = int(table.n)
 
@@ -94,7 +96,8 @@ def record_columns(table, max_msu=None, scoring: str = "elliot", dis_fraction=DE
         out = xp.zeros(n, dtype=dtype)
         out[ms.records] = values
         return out
-    cols = {"suda": spread(sc.suda, xp.float64), "dis_suda": spread(dis, xp.float64),
+    cols = {"suda": spread(sc.suda, xp.float64),
+            "dis_suda": spread(dis, xp.float64) if dis is not None else xp.full(n, xp.nan),
             "msu_min": spread(sc.min_size, xp.int64), "msu_count": spread(sc.count, xp.int64)}
     for key, c in zip(table.keys, sc.contributions()):
         cols[f"contrib_{key}"] = spread(c, xp.float64)

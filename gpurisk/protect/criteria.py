@@ -47,6 +47,8 @@ class Criterion:
         return self.op in ("<=", "<")
 
     def holds(self, value) -> bool:
+        if value is FAILED:         # the measure failed (raised, or returned nonsense): never met
+            return False
         if value is None or math.isnan(value):
             return self.undefined_meets
         return OPS[self.op](value, self.bound)
@@ -105,8 +107,25 @@ def parse_criteria(items, undefined: str = "fails") -> list[Criterion]:
     return out
 
 
+class _Failed(float):
+    """NaN (no value, in every table and comparison) that a criterion never meets: the value of a
+    measure that failed (see ``Result.failed``), whatever ``--undefined`` says."""
+
+    def __new__(cls):
+        return super().__new__(cls, "nan")
+
+    def __repr__(self) -> str:
+        return "FAILED"
+
+
+FAILED = _Failed()
+
+
 def field_value(crit: Criterion, res):
-    """The criterion's field of a measure's Result (None when the measure gave a reason)."""
+    """The criterion's field of a measure's Result (None when the measure gave a reason;
+    :data:`FAILED` when it failed)."""
+    if getattr(res, "failed", False):
+        return FAILED
     if crit.field == "value":
         v = res.value
     elif crit.field in ("upper", "se"):

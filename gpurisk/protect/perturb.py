@@ -66,7 +66,7 @@ def report(orig: list, pert: list, cats: list, names: list[str], scen, keep: np.
     keys, the values missing in it, default: every key of the records outside ``keep``)."""
     from gpurisk.dis import pr_cm_um, tpf_counts
     from gpurisk.freq.engine import build_table
-    from gpurisk.measure import checked_result
+    from gpurisk.evaluate import evaluate
     from gpurisk.protect.criteria import field_value
     rows = []
     for j, s in enumerate(scen):
@@ -85,7 +85,7 @@ def report(orig: list, pert: list, cats: list, names: list[str], scen, keep: np.
         row = {"scenario": j + 1, "keys": ",".join(s), "pr(cm|um)": pr,
                "records changed": changed}
         for c in crits:
-            v = field_value(c, checked_result(measures[c.measure].compute(table, ctx)))
+            v = field_value(c, evaluate(measures[c.measure], table, ctx))
             row[c.text] = float("nan") if v is None else v
             row[f"{c.text} met"] = c.holds(v)
         rows.append(row)

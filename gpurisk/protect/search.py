@@ -34,7 +34,8 @@ import pandas as pd
 
 from gpurisk.freq.lattice import regroup
 from gpurisk.freq.table import FreqTable
-from gpurisk.measure import Context, checked_result
+from gpurisk.evaluate import evaluate as evaluate_measure
+from gpurisk.measure import Context
 from gpurisk.protect.criteria import Criterion, field_value
 from gpurisk.protect.hierarchy import KeyLevels
 from gpurisk.protect.loss import Loss, Node
@@ -210,7 +211,7 @@ def search(root: FreqTable, keys: list[KeyLevels], scenarios: Sequence[Sequence[
             if not whole[s]:
                 t = regroup(t, scen[s])
                 stats["scenario_tables"] += 1
-            res = {m: checked_result(measures[m].compute(t, ctx)) for m in need}
+            res = {m: evaluate_measure(measures[m], t, ctx) for m in need}
             stats["evaluations"] += 1
             hit = [field_value(c, res[c.measure]) for c in criteria]
             cache[s][proj] = hit
@@ -219,7 +220,7 @@ def search(root: FreqTable, keys: list[KeyLevels], scenarios: Sequence[Sequence[
     def evaluate(tabs) -> list:
         out = []
         for t in tabs:
-            res = {m: checked_result(measures[m].compute(t, ctx)) for m in need}
+            res = {m: evaluate_measure(measures[m], t, ctx) for m in need}
             stats["evaluations"] += 1
             out.append([field_value(c, res[c.measure]) for c in criteria])
         return out

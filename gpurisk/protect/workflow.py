@@ -130,7 +130,12 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     Raises :class:`NoFeasibleNode` (a BadInput) when no node meets every criterion.
     """
     from gpurisk.inputs import Inputs, key_list
-    from gpurisk.plugins import check_options, measure_registry
+    from gpurisk.plugins import measure_registry
+    from gpurisk.settings import Design, Run
+    design = Design(fraction=fraction, population=population, sample_flag=sample_flag,
+                    weights=weights)
+    run = Run(options=options, alpha=alpha, seed=seed)      # checked once, before any work
+    alpha, seed = run.alpha, run.seed
     loaded = _scenario_file(scenarios)
     if loaded is not None:
         scenarios = loaded
@@ -147,15 +152,11 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     if unknown:
         raise BadInput(f"--hierarchy {unknown[0]}=...: {unknown[0]!r} is not one of --keys "
                        f"({', '.join(keys)})")
-    try:
-        suppress_limit = float(suppress_limit)
-    except (TypeError, ValueError):
-        raise BadInput(f"--suppress-limit {suppress_limit!r} is not a number") from None
     if suppress not in ("values", "records"):
         raise BadInput(f"--suppress {suppress!r}: give values or records")
-    if not 0.0 <= suppress_limit < 1.0:
-        raise BadInput(f"--suppress-limit {suppress_limit!r}: give a share of the "
-                       f"{'key values' if suppress == 'values' else 'records'} in [0, 1)")
+    from gpurisk.settings import suppress_limit as limit_param
+    suppress_limit = limit_param("key values" if suppress == "values" else "records"
+                                 ).check(suppress_limit)
     if suppress_limit and (population is not None or sample_flag is not None):
         raise BadInput(f"--suppress-limit with {'--population' if population is not None else '--sample-flag'}"
                        " is not supported: suppression removes sample records from the sample's "
@@ -182,9 +183,8 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
         from gpurisk.protect.plot import require_matplotlib
         check_output_file(plot, (".png",), "--plot")
         require_matplotlib()
-    opts = check_options(dict(options or {})) if options else {}
-    inp = Inputs(data, keys, population=population, sample_flag=sample_flag, weights=weights,
-                 fraction=fraction, missing=missing,
+    opts = dict(run.options)
+    inp = Inputs(data, keys, **design.kwargs(), missing=missing,
                  backend="pandas", sep=sep, encoding=encoding,
                  allow_high_cardinality=allow_high_cardinality, columns=extra_cols)
     frames = inp.read()
@@ -331,7 +331,7 @@ def _perturb(root, levels, node, specs, seed, frames, extra_cols, missing, mask,
 def _before_after(root, levels, node, scen, crits, measures, ctx, r: int = 0,
                   mode: str = "records") -> pd.DataFrame:
     from gpurisk.freq.lattice import regroup
-    from gpurisk.measure import checked_result
+    from gpurisk.evaluate import evaluate
     from gpurisk.protect.criteria import field_value
     maps = {kl.key: kl.between(0, node[kl.key]) for kl in levels if node[kl.key]}
     after = regroup(root, root.keys, maps) if maps else root
@@ -348,7 +348,7 @@ def _before_after(root, levels, node, scen, crits, measures, ctx, r: int = 0,
     for j, s in enumerate(scen):
         keys = [k for k in root.keys if k in s]
         tabs = {"before": regroup(root, keys), "after": regroup(after, keys)}
-        res = {w: {m: checked_result(measures[m].compute(t, ctx)) for m in measures}
+        res = {w: {m: evaluate(measures[m], t, ctx) for m in measures}
                for w, t in tabs.items()}
         for c in crits:
             b = field_value(c, res["before"][c.measure])

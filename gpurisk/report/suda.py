@@ -60,7 +60,8 @@ def write_suda_report(summary: dict, suda, dis_suda, html_path, title: str | Non
             ("records with a score > 0", s["records_scored"]), ("maximum score", s["max_score"]),
             ("total score", s["total_score"]), ("MSUs", s["msus"]),
             ("MSUs by size", ", ".join(f"{k}: {v}" for k, v in s["msus_by_size"].items())),
-            ("DIS fraction f, Q, P", f"{s['dis_fraction']:g}, {s['dis_Q']:g}, {s['dis_P']}"),
+            ("DIS fraction f, Q, P", f"{s['dis_fraction']:g}, {s['dis_Q']:g}, {s['dis_P']}"
+             if s["dis_fraction"] is not None else s.get("dis_reason", "not applicable")),
             ("sum of DIS-SUDA probabilities (expected correct matches)", s["dis_sum"]),
             ("maximum DIS-SUDA probability", s["dis_max"])]
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}"
@@ -85,6 +86,7 @@ def write_suda_report(summary: dict, suda, dis_suda, html_path, title: str | Non
                      "&gt; 0 (the others score 0).</p>"
                      f"<img alt='scores' src='data:image/png;base64,"
                      f"{_hist(scored, label, 'records with a score > 0')}'>")
+    if scored.size and s["dis_fraction"] is not None:       # no π: no DIS-SUDA figure
         parts.append("<h2>Distribution of the DIS-SUDA probabilities</h2>"
                      f"<img alt='dis-suda' src='data:image/png;base64,"
                      f"{_hist(dis, 'DIS-SUDA probability of a correct match', 'records with a score > 0')}'>")

@@ -100,6 +100,12 @@ def compare(data, keys: Sequence[str], alternatives: Iterable, cumulative: bool 
     are read, checked and counted by :class:`gpurisk.inputs.Inputs`, as every command.
     """
     from gpurisk.inputs import Inputs, key_list
+    from gpurisk.settings import Design, Run
+    design = Design(fraction=fraction, population=population, sample_flag=sample_flag,
+                    weights=weights)
+    run = Run(measures=measures, options=options, alpha=alpha, seed=seed)   # checked once
+    measures = None if run.measures is None else list(run.measures)
+    options, alpha, seed = run.options, run.alpha, run.seed
     keys = key_list(keys)
     alts = [parse_alternative(a, i + 1) for i, a in enumerate(alternatives)]
     if not alts:
@@ -122,8 +128,7 @@ def compare(data, keys: Sequence[str], alternatives: Iterable, cumulative: bool 
                             "theta_hat"])
     opts = _scan_options(names, options)
     rkeys = sorted(rkeys)            # as in scan: one cell order per key set
-    inp = Inputs(data, rkeys, population=population, sample_flag=sample_flag, weights=weights,
-                 fraction=fraction, missing=missing, recode=recode, backend=backend, sep=sep,
+    inp = Inputs(data, rkeys, **design.kwargs(), missing=missing, recode=recode, backend=backend, sep=sep,
                  encoding=encoding, allow_high_cardinality=allow_high_cardinality)
     t0 = time.perf_counter()
     counted = inp.count()

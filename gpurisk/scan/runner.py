@@ -159,16 +159,14 @@ def default_threads() -> int:
 
 
 def _check_threads(threads) -> int:
-    import numbers
-    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 0:
-        raise BadInput(f"threads={threads!r} must be a whole number >= 0")
-    return int(threads)
+    from gpurisk.settings import THREADS
+    return THREADS.check(threads)
 
 
 def combination_row(i: int, combo: Combination, table, ctx: Context, names: Sequence[str],
                     timeout: float | None = None) -> dict:
     """One result row: counts and every measure of one combination's table."""
-    from gpurisk.workflows.assess import run_measures
+    from gpurisk.evaluate import run_measures
     N = table.N          # a SummaryTable (cells kept on the workers) answers N, not F
     row = {"order": i, "combo": combo.combo, "scenario": combo.scenario, "keys": list(combo.keys),
            "size": len(combo.keys), "n": table.n, "N": table.N, "cells": table.sample_cells,
@@ -204,7 +202,6 @@ def _progress(enabled: bool, total: int):
     return prog
 
 
-@locked("output", "the scan output")
 def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = None,
          min_size: int = 1, scenarios=None, fundamental: Sequence[str] | str | None = None,
          plus_each: bool = False, fraction: float | None = None, population=None,
@@ -231,8 +228,37 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     workers and each combination's summaries are reduced there, so this process's memory does not
     grow with the cells; slower than bringing the table here (see docs/scan.md).
     """
-    from gpurisk.workflows.assess import option_columns
+    from gpurisk.settings import Design, Run
+    design = Design(fraction=fraction, population=population, sample_flag=sample_flag,
+                    weights=weights)
+    run = Run(measures=measures, options=options, alpha=alpha, seed=seed,
+              measure_timeout=measure_timeout)          # checked before anything is read
+    return scan_with(data, design, run, keys=keys, max_size=max_size, min_size=min_size,
+                     scenarios=scenarios, fundamental=fundamental, plus_each=plus_each,
+                     recode=recode, missing=missing, backend=backend, output=output, resume=resume,
+                     overwrite=overwrite, batch_rows=batch_rows, flush_seconds=flush_seconds,
+                     progress=progress, sep=sep, encoding=encoding,
+                     allow_high_cardinality=allow_high_cardinality, threads=threads,
+                     cells_on_workers=cells_on_workers)
+
+
+@locked("output", "the scan output")
+def scan_with(data, design, run, *, keys: Sequence[str] | str | None = None,
+              max_size: int | None = None, min_size: int = 1, scenarios=None,
+              fundamental: Sequence[str] | str | None = None, plus_each: bool = False, recode=None,
+              missing: str = "category", backend: str | None = None, output=None,
+              resume: bool = False, overwrite: bool = False, batch_rows: int = 256,
+              flush_seconds: float = 2.0, progress: bool = False, sep: str | None = None,
+              encoding: str = "utf-8", allow_high_cardinality: bool = False,
+              threads: int | None = None, cells_on_workers: bool = False) -> ScanResult:
+    """:func:`scan` on the settings objects: a :class:`gpurisk.settings.Design` (π, population,
+    sample flag, weights) and a :class:`gpurisk.settings.Run` (measures, options, α, seed, time
+    limit), both checked when built; the other arguments as in :func:`scan`."""
+    from gpurisk.evaluate import option_columns
     from gpurisk.inputs import Inputs, key_list
+    population, sample_flag, weights = design.population, design.sample_flag, design.weights
+    measures = None if run.measures is None else list(run.measures)
+    alpha, seed, measure_timeout = run.alpha, run.seed, run.measure_timeout
     t_start = time.perf_counter()
     pool = None if keys is None else key_list(keys)          # None: scenarios only
     fundamental = None if fundamental is None else key_list(fundamental, "fundamental keys")
@@ -240,14 +266,11 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     # keys in name order: every combination's table then has one cell order whatever the pool or
     # scenario order, so seeded Monte Carlo measures give the same value for the same key set
     rkeys = sorted(root_keys(pool, combos))
-    if not 0.0 < float(alpha) < 0.5:
-        raise BadInput(f"alpha={alpha!r} is outside (0, 0.5)")
     threads = default_threads() if threads is None else _check_threads(threads)
     names = _measure_names(measures)
-    opts = _scan_options(names, options)
+    opts = _scan_options(names, run.options)
     col_opts = option_columns(names, opts)
-    inp = Inputs(data, rkeys, population=population, sample_flag=sample_flag, weights=weights,
-                 fraction=fraction, missing=missing, recode=recode, backend=backend, sep=sep,
+    inp = Inputs(data, rkeys, **design.kwargs(), missing=missing, recode=recode, backend=backend, sep=sep,
                  encoding=encoding, allow_high_cardinality=allow_high_cardinality, columns=col_opts)
     if output is not None:
         check_output_path(output, resume, overwrite)    # before the records are read

@@ -64,12 +64,10 @@ def run_measure(cls: type[Measure], table, ctx: Context) -> Result:
 
     Unlike ``run_measures`` an exception other than :class:`BadInput` propagates (a test should see it).
     """
-    why = missing_needs(cls, table, ctx)
-    if why:
-        return Result.not_applicable(why)
+    from gpurisk.evaluate import evaluate
     with warnings.catch_warnings():  # assess() turns a measure's warnings into notes; so does the kit
         warnings.simplefilter("ignore")
-        return cls().compute(table, ctx)
+        return evaluate(cls, table, ctx, isolate=False, check=False)
 
 
 def _default_options(cls: type[Measure], options: Mapping[str, Any] | None) -> dict[str, Any]:

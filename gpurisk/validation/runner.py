@@ -113,15 +113,9 @@ def _measure_names(names: Iterable[str] | None) -> tuple[list[str], dict[str, st
 
 
 def _check_fractions(fractions) -> list[float]:
-    out = []
-    for f in ([fractions] if isinstance(fractions, (int, float)) else list(fractions)):
-        try:
-            v = float(f)
-        except (TypeError, ValueError):
-            raise BadInput(f"sampling fraction {f!r} is not a number") from None
-        if not 0.0 < v < 1.0:
-            raise BadInput(f"sampling fraction {f!r} is outside (0, 1)")
-        out.append(v)
+    from gpurisk.settings import FRACTIONS
+    items = [fractions] if isinstance(fractions, (int, float, str)) else list(fractions)
+    out = [FRACTIONS.check(f) for f in items]
     if not out:
         raise BadInput("no sampling fraction given (--fractions 0.02,0.05,0.1)")
     return out
@@ -158,10 +152,10 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
     fracs = _check_fractions(fractions)
     if dsg.kind != "systematic" and (isinstance(replicates, bool) or int(replicates) < 1):
         raise BadInput(f"replicates={replicates!r} must be a positive integer")
-    if not 0.0 < float(alpha) < 0.5:
-        raise BadInput(f"alpha={alpha!r} is outside (0, 0.5)")
-    from gpurisk.plugins import check_options
-    options = check_options(options)
+    from gpurisk.settings import Run
+    run = Run(measures=measures, options=options, alpha=alpha, seed=seed)   # checked once
+    measures = None if run.measures is None else list(run.measures)
+    options, alpha, seed = run.options, run.alpha, run.seed
     inp = Inputs(population, keys, missing=missing, recode=recode, backend=backend, sep=sep,
                  encoding=encoding, allow_high_cardinality=allow_high_cardinality,
                  columns=[dsg.column] if dsg.column else [], role="population")
@@ -274,7 +268,7 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
 
 
 def _run_one(table, ctx, names, frac, r, caught):
-    from gpurisk.workflows.assess import run_measures
+    from gpurisk.evaluate import run_measures
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         res = run_measures(table, ctx, names)

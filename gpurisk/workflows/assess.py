@@ -5,11 +5,11 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from gpurisk.errors import BadInput
 from gpurisk.inputs import resolve_fraction  # noqa: F401  (re-exported: gpurisk.workflows.assess.resolve_fraction)
 from gpurisk.freq.table import FreqTable
-from gpurisk.measure import Context, Result, checked_result, missing_needs
-from gpurisk.plugins import measure_registry, unknown_measure_hint
+from gpurisk.evaluate import can_run as _can_run, option_columns, run_measures  # noqa: F401 (re-exported)
+from gpurisk.measure import Context, Result
+from gpurisk.plugins import measure_registry
 
 
 @dataclass(repr=False)
@@ -67,114 +67,6 @@ class Assessment:
         return doc
 
 
-def _call_with_timeout(fn, timeout: float):
-    """``fn()`` in a worker thread, waiting at most ``timeout`` seconds: (finished, value, exception).
-
-    A thread cannot be killed: a measure past its limit keeps running in the background (a daemon
-    thread, so it does not hold the process open) while the others go on.
-    """
-    import threading
-    box: dict = {}
-
-    def target():
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # handed to the caller
-            box["exc"] = exc
-
-    th = threading.Thread(target=target, daemon=True, name="gpurisk-measure")
-    th.start()
-    th.join(timeout)
-    if th.is_alive():
-        return False, None, None
-    return True, box.get("value"), box.get("exc")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc)
-    return text.splitlines()[0] if text else ""
-
-
-def run_measures(table: FreqTable, ctx: Context, names: Iterable[str] | None = None,
-                 timeout: float | None = None) -> dict[str, Result]:
-    """Every registered measure (or those named) on one table; one failing measure never stops the rest.
-
-    A measure that raises (any exception, ``SystemExit`` included; ``KeyboardInterrupt`` and
-    :class:`BadInput` still stop the run), returns something other than a well-formed
-    :class:`Result` (see :func:`gpurisk.measure.checked_result`: a finite real value or a reason;
-    se and upper real numbers) or (with ``timeout`` seconds) runs past the time limit is reported on
-    its own row as not applicable, with the reason; the other measures still run. Values come back
-    as plain Python ints and floats.
-    """
-    if timeout is not None and not (float(timeout) > 0):
-        raise BadInput(f"measure time limit {timeout!r} must be a positive number of seconds")
-    reg = measure_registry()
-    if names is None:
-        names = [m for m, r in reg.items() if getattr(r.cls, "default", True)]
-    else:
-        names = list(names)
-        unknown = [m for m in names if m not in reg]
-        if unknown:
-            raise BadInput(f"unknown measure(s) {', '.join(map(repr, unknown))}; "
-                           f"registered: {', '.join(reg)}" + unknown_measure_hint())
-    out: dict[str, Result] = {}
-    for name in names:
-        cls = reg[name].cls
-        why = missing_needs(cls, table, ctx)
-        if why:
-            out[name] = Result.not_applicable(why)
-            continue
-        try:
-            if timeout is None:
-                res = cls().compute(table, ctx)
-            else:
-                finished, res, exc = _call_with_timeout(lambda: cls().compute(table, ctx), float(timeout))
-                if not finished:
-                    out[name] = Result.not_applicable(f"exceeded the time limit of {float(timeout):g} s")
-                    continue
-                if exc is not None:
-                    raise exc
-        except BadInput:
-            raise
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:  # noqa: B036 - isolate a failing measure (sys.exit too) on its row
-            res = Result.not_applicable(f"measure raised {type(exc).__name__}: {_first_line(exc)}")
-        out[name] = checked_result(res)
-    return out
-
-
-def option_columns(measures: Iterable[str] | None = None,
-                   options: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
-    """The sample columns that the chosen measures' column options name (see ``Measure.column_options``)."""
-    reg = measure_registry()
-    names = list(reg) if measures is None else [m for m in measures if m in reg]
-    options = options or {}
-    cols: list[str] = []
-    for name in names:
-        cls = reg[name].cls
-        for opt in cls.column_options:
-            col = options.get(name, {}).get(opt, cls.options.get(opt))
-            if col is not None and str(col) not in cols:
-                cols.append(str(col))
-    return cols
-
-
-def _can_run(cls, inp, options: Mapping[str, Mapping[str, Any]] | None = None) -> bool:
-    """Whether what the measure needs was given (a measure that cannot run needs no cells): its
-    needs, and (with ``options``) the options it declares in ``requires_options``."""
-    if options is not None:
-        mine = options.get(cls.name, {})
-        if any(mine.get(o, cls.options.get(o)) is None for o in getattr(cls, "requires_options", ())):
-            return False
-    needs = set(cls.needs)
-    if "weights" in needs and not inp.weights:
-        return False
-    if "population" in needs and inp.population is None and inp.sample_flag is None:
-        return False
-    return not ({"records", "columns"} & needs and inp.distributed)
-
-
 def assess(frame, keys: Iterable[str], fraction: float | None = None, population=None,
            sample_flag: str | None = None, weights: str | None = None,
            measures: Iterable[str] | None = None, missing: str = "category", alpha: float = 0.01,
@@ -195,17 +87,27 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
     :mod:`gpurisk.freq.guards`). ``measure_timeout`` (seconds) reports a measure that runs longer as not
     applicable and goes on (see :func:`run_measures`).
     """
+    from gpurisk.settings import Design, Run
+    design = Design(fraction=fraction, population=population, sample_flag=sample_flag,
+                    weights=weights)
+    run = Run(measures=measures, options=options, alpha=alpha, seed=seed,
+              measure_timeout=measure_timeout)          # checked before anything is read
+    return assess_with(frame, keys, design, run, missing=missing, backend=backend, sep=sep,
+                       recode=recode, allow_high_cardinality=allow_high_cardinality,
+                       encoding=encoding)
+
+
+def assess_with(frame, keys: Iterable[str], design, run, *, missing: str = "category",
+                backend: str | None = None, sep: str | None = None, recode=None,
+                allow_high_cardinality: bool = False, encoding: str = "utf-8") -> Assessment:
+    """:func:`assess` on the settings objects: a :class:`gpurisk.settings.Design` (π, population,
+    sample flag, weights) and a :class:`gpurisk.settings.Run` (measures, options, α, seed, time
+    limit), both checked when built; the input arguments as in :func:`assess`."""
     from gpurisk.inputs import Inputs
-    from gpurisk.plugins import check_options
-    if isinstance(measures, str):
-        measures = [m.strip() for m in measures.split(",") if m.strip()]
-    measures = None if measures is None else list(measures)
-    options = check_options(options)   # before anything is read
-    if not 0.0 < float(alpha) < 0.5:
-        raise BadInput(f"alpha={alpha!r} is outside (0, 0.5)")
+    measures = None if run.measures is None else list(run.measures)
+    options, alpha, seed, measure_timeout = run.options, run.alpha, run.seed, run.measure_timeout
     extra_cols = option_columns(measures, options)
-    inp = Inputs(frame, keys, population=population, sample_flag=sample_flag, weights=weights,
-                 fraction=fraction, missing=missing, recode=recode, backend=backend, sep=sep,
+    inp = Inputs(frame, keys, **design.kwargs(), missing=missing, recode=recode, backend=backend, sep=sep,
                  encoding=encoding, allow_high_cardinality=allow_high_cardinality,
                  columns=extra_cols)
     frames = inp.read()

@@ -2,6 +2,12 @@
 (SPEC §9), read, checked and counted by :class:`gpurisk.inputs.Inputs` like every command, the MSU
 search run by :mod:`gpurisk.models.suda_table`.
 
+DIS-SUDA needs the share f of the records an intruder holds: ``dis_fraction`` when given, else the
+sampling fraction π as :func:`gpurisk.assess` has it (``fraction``, or n/N from ``population`` or
+``sample_flag``), else n/Σw from design ``weights`` (Σw estimates N). With none of them (or π = 1)
+DIS-SUDA is not applicable: ``dis_sum`` and ``dis_max`` are None and ``dis_reason`` says why; it is
+never computed at an assumed f.
+
 Returns the file-level summary and the per-record frame (``row``, ``suda``, ``dis_suda``, ``msu_min``,
 ``msu_count``, ``contrib_<key>``, in input order); with ``output`` the frame is written to Parquet
 atomically (the path is checked before any work).
@@ -31,10 +37,12 @@ class SudaResult:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def suda(data, keys, max_msu: int | None = None, scoring: str = "elliot", dis_fraction: float = 0.01,
-         output=None, missing: str = "category", recode=None, backend: str | None = None,
-         sep: str | None = None, encoding: str = "utf-8", allow_high_cardinality: bool = False,
-         memory_limit: float | None = None, records: bool = True, report=None) -> SudaResult:
+def suda(data, keys, max_msu: int | None = None, scoring: str = "elliot",
+         dis_fraction: float | None = None, output=None, missing: str = "category", recode=None,
+         backend: str | None = None, sep: str | None = None, encoding: str = "utf-8",
+         allow_high_cardinality: bool = False, memory_limit: float | None = None,
+         records: bool = True, report=None, fraction: float | None = None, population=None,
+         sample_flag: str | None = None, weights: str | None = None) -> SudaResult:
     """SUDA of ``data`` (a path or a frame) over ``keys``; see the module docstring.
 
     ``memory_limit`` (bytes) bounds the search's working memory (default
@@ -48,8 +56,11 @@ def suda(data, keys, max_msu: int | None = None, scoring: str = "elliot", dis_fr
     from gpurisk.models.suda_scores import SCORINGS, check_dis_fraction
     if scoring not in SCORINGS:
         raise BadInput(f"--scoring {scoring!r} is not one of {', '.join(SCORINGS)}")
-    f = check_dis_fraction(dis_fraction)
-    inp = Inputs(data, keys, missing=missing, recode=recode, backend=backend, sep=sep,
+    from gpurisk.settings import Design
+    design = Design(fraction=fraction, population=population, sample_flag=sample_flag,
+                    weights=weights)
+    f = None if dis_fraction is None else check_dis_fraction(dis_fraction)
+    inp = Inputs(data, keys, **design.kwargs(), missing=missing, recode=recode, backend=backend, sep=sep,
                  encoding=encoding, allow_high_cardinality=allow_high_cardinality)
     m = check_max_msu(len(inp.keys), max_msu)
     check_lattice(inp.keys, m)                         # before reading anything
@@ -66,12 +77,18 @@ def suda(data, keys, max_msu: int | None = None, scoring: str = "elliot", dis_fr
     t1 = time.perf_counter()
     per_record = records or output is not None or report is not None
     # the summary needs the cells only (any backend); the per-record columns need each record's cell
-    table = inp.count(frames, weights=False,
-                      records="suda's per-record output" if per_record else None).table
+    counted = inp.count(frames, weights=design.weights is not None,
+                        records="suda's per-record output" if per_record else None)
+    table = counted.table
     st.check_identifier_keys(table)
+    f, source, why = _dis_fraction(f, counted)
     t2 = time.perf_counter()
     st.msus(table, m, memory_limit, record_order=per_record)
     doc = st.summary(table, m, scoring, f, memory_limit)
+    doc["dis_fraction_from"] = source
+    if why:
+        doc["dis_reason"] = why
+    doc["warnings"] = list(counted.notes) + doc["warnings"]
     t3 = time.perf_counter()
     doc["missing"] = NULL_POLICY[inp.missing]
     doc["categories"] = {k: len(c) for k, c in zip(table.keys, table.categories)}
@@ -93,6 +110,27 @@ def suda(data, keys, max_msu: int | None = None, scoring: str = "elliot", dis_fr
             write_suda_report(doc, cols["suda"], cols["dis_suda"], report)
             doc["report"] = str(report)
     return res
+
+
+def _dis_fraction(f, counted) -> tuple[float | None, str | None, str | None]:
+    """(DIS-SUDA's f, where it came from, why there is none): --dis-fraction, else π (given or
+    n/N), else n/Σw from the design weights."""
+    if f is not None:
+        return f, "dis_fraction", None
+    table = counted.table
+    pi, source = counted.fraction, counted.fraction_source
+    if pi is None and table.has_weights:
+        total = float(to_host(table.w).sum())
+        if total > 0:
+            pi, source = table.n / total, "n/sum(w)"
+    if pi is None:
+        return None, None, ("not applicable: needs the share f of the records an intruder holds: "
+                            "give --fraction, --population, --sample-flag, --weights or "
+                            "--dis-fraction")
+    if not 0.0 < pi < 1.0:
+        return None, source, (f"not applicable: π = {pi:g} ({source}) leaves no record outside the "
+                              "release for the intruder's file; give --dis-fraction")
+    return pi, source, None
 
 
 def _write(cols: dict, path) -> None:
