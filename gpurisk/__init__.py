@@ -17,8 +17,8 @@ from gpurisk.options import Option  # noqa: E402
 from gpurisk.freq.table import FreqTable  # noqa: E402
 from gpurisk.freq.engine import build_table  # noqa: E402
 from gpurisk.workflows.assess import Assessment, assess  # noqa: E402
-from gpurisk.evaluate import run_measures  # noqa: E402  (the one measure runner)
-from gpurisk.settings import Design, Run  # noqa: E402  (settings shared by every command)
+from gpurisk.core.evaluate import run_measures  # noqa: E402  (the one measure runner)
+from gpurisk.core.settings import Design, Run  # noqa: E402  (settings shared by every command)
 from gpurisk.backends import config  # noqa: E402
 from gpurisk.io import read_table  # noqa: E402
 from gpurisk.validation import Validation, validate  # noqa: E402

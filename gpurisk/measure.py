@@ -39,7 +39,7 @@ class Result:
     reason: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     #: the measure failed (raised, ran past its time limit, or returned something malformed): set by
-    #: the runner (:mod:`gpurisk.evaluate`), never by a measure; a protect criterion on it fails
+    #: the runner (:mod:`gpurisk.core.evaluate`), never by a measure; a protect criterion on it fails
     failed: bool = field(default=False, compare=False, repr=False)
 
     @classmethod

@@ -90,8 +90,6 @@ def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_at_most_twelve_files_at_the_top_level():
-    # issue 29 added two modules every command shares: settings.py (Design, Run) and evaluate.py
-    # (the one measure runner); the limit was 10 before
+def test_at_most_ten_files_at_the_top_level():
     top = sorted(p.name for p in PKG.glob("*.py"))
-    assert len(top) <= 12, top
+    assert len(top) <= 10, top

@@ -186,7 +186,7 @@ def _packed(names: tuple[str, ...], target: str, build):
 
 
 def _design(**vals):
-    from gpurisk.settings import Design
+    from gpurisk.core.settings import Design
     return Design(**vals)
 
 
@@ -197,7 +197,7 @@ def design_options(*, population: bool = True, sample_flag: bool = True, weights
                    weights_help: str = "design-weight column", metavar: str | None = None):
     """The sampling design: --fraction, --population, --sample-flag, --weights (each may be left
     out, and its help worded for the command). The command receives one
-    :class:`gpurisk.settings.Design` as ``design``, checked before anything is read."""
+    :class:`gpurisk.core.settings.Design` as ``design``, checked before anything is read."""
     names = ("fraction",) + ("population",) * population + ("sample_flag",) * sample_flag + \
         ("weights",) * weights
 
@@ -217,7 +217,7 @@ def design_options(*, population: bool = True, sample_flag: bool = True, weights
 
 
 def _run(measures=None, opts=(), **vals):
-    from gpurisk.settings import Run
+    from gpurisk.core.settings import Run
     return Run(measures=split_list(measures), options=parse_options(opts) if opts else {}, **vals)
 
 
@@ -227,7 +227,7 @@ def run_options(*, measures: bool = True, option: bool = True, alpha: bool = Tru
                 seed_help: str = "seed of random procedures",
                 option_help: str = "a measure's option, e.g. theta_hat_dis.K=1000000 (repeatable)"):
     """What to compute: --measures, --option, --alpha, --seed, --measure-timeout (each but --seed
-    may be left out). The command receives one :class:`gpurisk.settings.Run` as ``run``: the
+    may be left out). The command receives one :class:`gpurisk.core.settings.Run` as ``run``: the
     options checked against the measures' declarations, α, seed and time limit against theirs."""
     names = ("measures",) * measures + ("opts",) * option + ("alpha",) * alpha + ("seed",) + \
         ("measure_timeout",) * timeout

@@ -66,7 +66,7 @@ def report(orig: list, pert: list, cats: list, names: list[str], scen, keep: np.
     keys, the values missing in it, default: every key of the records outside ``keep``)."""
     from gpurisk.dis import pr_cm_um, tpf_counts
     from gpurisk.freq.engine import build_table
-    from gpurisk.evaluate import evaluate
+    from gpurisk.core.evaluate import evaluate
     from gpurisk.protect.criteria import field_value
     rows = []
     for j, s in enumerate(scen):

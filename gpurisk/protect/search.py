@@ -34,7 +34,7 @@ import pandas as pd
 
 from gpurisk.freq.lattice import regroup
 from gpurisk.freq.table import FreqTable
-from gpurisk.evaluate import evaluate as evaluate_measure
+from gpurisk.core.evaluate import evaluate as evaluate_measure
 from gpurisk.measure import Context
 from gpurisk.protect.criteria import Criterion, field_value
 from gpurisk.protect.hierarchy import KeyLevels

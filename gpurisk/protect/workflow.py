@@ -131,7 +131,7 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     """
     from gpurisk.inputs import Inputs, key_list
     from gpurisk.plugins import measure_registry
-    from gpurisk.settings import Design, Run
+    from gpurisk.core.settings import Design, Run
     design = Design(fraction=fraction, population=population, sample_flag=sample_flag,
                     weights=weights)
     run = Run(options=options, alpha=alpha, seed=seed)      # checked once, before any work
@@ -154,7 +154,7 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
                        f"({', '.join(keys)})")
     if suppress not in ("values", "records"):
         raise BadInput(f"--suppress {suppress!r}: give values or records")
-    from gpurisk.settings import suppress_limit as limit_param
+    from gpurisk.core.settings import suppress_limit as limit_param
     suppress_limit = limit_param("key values" if suppress == "values" else "records"
                                  ).check(suppress_limit)
     if suppress_limit and (population is not None or sample_flag is not None):
@@ -331,7 +331,7 @@ def _perturb(root, levels, node, specs, seed, frames, extra_cols, missing, mask,
 def _before_after(root, levels, node, scen, crits, measures, ctx, r: int = 0,
                   mode: str = "records") -> pd.DataFrame:
     from gpurisk.freq.lattice import regroup
-    from gpurisk.evaluate import evaluate
+    from gpurisk.core.evaluate import evaluate
     from gpurisk.protect.criteria import field_value
     maps = {kl.key: kl.between(0, node[kl.key]) for kl in levels if node[kl.key]}
     after = regroup(root, root.keys, maps) if maps else root

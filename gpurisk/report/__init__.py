@@ -4,7 +4,7 @@ office's policy, a protect run's plan and a SUDA summary) and the SUDA page.
 Modules: :mod:`~gpurisk.report.page` (the decision page), :mod:`~gpurisk.report.policy` (policy
 and verdicts), :mod:`~gpurisk.report.drivers` (which keys drive the risk), :mod:`~gpurisk.report.plots`,
 :mod:`~gpurisk.report.text` (meanings, next steps, number format), :mod:`~gpurisk.report.protection`
-(the recommended protection), :mod:`~gpurisk.report.identity` (file identity the scan records),
+(the recommended protection), :mod:`~gpurisk.io.provenance` (file identity the scan records),
 :mod:`~gpurisk.report.style` (CSS, Jinja2 templates), :mod:`~gpurisk.report.suda`.
 """
 from __future__ import annotations

@@ -15,7 +15,7 @@ import pandas as pd
 from gpurisk.errors import BadInput
 from gpurisk.report import plots
 from gpurisk.report.drivers import key_contributions
-from gpurisk.report.identity import command_line, file_identity
+from gpurisk.io.provenance import command_line, file_identity
 from gpurisk.report.policy import Policy, evaluate, load_policy, overall
 from gpurisk.report.style import CSS, environment
 from gpurisk.report.text import fmt, meaning, next_steps, not_plotted
@@ -49,7 +49,8 @@ def _suda(suda) -> dict | None:
 
 
 def _identity(prov: dict, settings: dict, now: str) -> list[tuple[str, str]]:
-    from gpurisk import __version__
+    from gpurisk.io.provenance import gpurisk_version
+    __version__ = gpurisk_version()
     f = prov.get("file")
     later = ""
     if f is None and settings.get("data"):
@@ -152,7 +153,8 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
         raise BadInput(f"--measure {col!r} is not a column of the scan")
     if df[col].notna().sum() == 0:
         raise BadInput(f"--measure {col!r} has no values in this scan (not applicable)")
-    from gpurisk import __version__
+    from gpurisk.io.provenance import gpurisk_version
+    __version__ = gpurisk_version()
     pol = _policy(policy)
     suda_doc = _suda(suda)
     prot = _protection(protection, settings, prov)

@@ -100,7 +100,7 @@ def compare(data, keys: Sequence[str], alternatives: Iterable, cumulative: bool 
     are read, checked and counted by :class:`gpurisk.inputs.Inputs`, as every command.
     """
     from gpurisk.inputs import Inputs, key_list
-    from gpurisk.settings import Design, Run
+    from gpurisk.core.settings import Design, Run
     design = Design(fraction=fraction, population=population, sample_flag=sample_flag,
                     weights=weights)
     run = Run(measures=measures, options=options, alpha=alpha, seed=seed)   # checked once

@@ -21,7 +21,7 @@ def cell_readers(names: Sequence[str], inp, options=None) -> list[str]:
     """The measures among ``names`` that read cells (not summaries, not buckets) and can run on these
     inputs and ``options`` (a measure missing an option it requires reads nothing)."""
     from gpurisk.plugins import measure_registry
-    from gpurisk.evaluate import can_run
+    from gpurisk.core.evaluate import can_run
     reg = measure_registry()
     return [m for m in names if reg[m].cls.reads not in ("summary", "buckets")
             and can_run(reg[m].cls, inp, dict(options or {}))]

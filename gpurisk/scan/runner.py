@@ -159,14 +159,14 @@ def default_threads() -> int:
 
 
 def _check_threads(threads) -> int:
-    from gpurisk.settings import THREADS
+    from gpurisk.core.settings import THREADS
     return THREADS.check(threads)
 
 
 def combination_row(i: int, combo: Combination, table, ctx: Context, names: Sequence[str],
                     timeout: float | None = None) -> dict:
     """One result row: counts and every measure of one combination's table."""
-    from gpurisk.evaluate import run_measures
+    from gpurisk.core.evaluate import run_measures
     N = table.N          # a SummaryTable (cells kept on the workers) answers N, not F
     row = {"order": i, "combo": combo.combo, "scenario": combo.scenario, "keys": list(combo.keys),
            "size": len(combo.keys), "n": table.n, "N": table.N, "cells": table.sample_cells,
@@ -228,7 +228,7 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     workers and each combination's summaries are reduced there, so this process's memory does not
     grow with the cells; slower than bringing the table here (see docs/scan.md).
     """
-    from gpurisk.settings import Design, Run
+    from gpurisk.core.settings import Design, Run
     design = Design(fraction=fraction, population=population, sample_flag=sample_flag,
                     weights=weights)
     run = Run(measures=measures, options=options, alpha=alpha, seed=seed,
@@ -251,10 +251,10 @@ def scan_with(data, design, run, *, keys: Sequence[str] | str | None = None,
               flush_seconds: float = 2.0, progress: bool = False, sep: str | None = None,
               encoding: str = "utf-8", allow_high_cardinality: bool = False,
               threads: int | None = None, cells_on_workers: bool = False) -> ScanResult:
-    """:func:`scan` on the settings objects: a :class:`gpurisk.settings.Design` (π, population,
-    sample flag, weights) and a :class:`gpurisk.settings.Run` (measures, options, α, seed, time
+    """:func:`scan` on the settings objects: a :class:`gpurisk.core.settings.Design` (π, population,
+    sample flag, weights) and a :class:`gpurisk.core.settings.Run` (measures, options, α, seed, time
     limit), both checked when built; the other arguments as in :func:`scan`."""
-    from gpurisk.evaluate import option_columns
+    from gpurisk.core.evaluate import option_columns
     from gpurisk.inputs import Inputs, key_list
     population, sample_flag, weights = design.population, design.sample_flag, design.weights
     measures = None if run.measures is None else list(run.measures)

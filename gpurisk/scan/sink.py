@@ -134,7 +134,7 @@ class ParquetSink:
                 tmp.unlink(missing_ok=True)
         else:
             p.mkdir(parents=True, exist_ok=True)
-            from gpurisk.report.identity import provenance   # file, date, version, command
+            from gpurisk.io.provenance import provenance   # file, date, version, command
             doc = {"format": "gpurisk-scan/1", "settings": self.settings,
                    "columns": self.schema.names, "provenance": provenance(self.settings)}
             _atomic_write(p / MANIFEST, json.dumps(doc, indent=2, sort_keys=True).encode())

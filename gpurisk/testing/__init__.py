@@ -64,7 +64,7 @@ def run_measure(cls: type[Measure], table, ctx: Context) -> Result:
 
     Unlike ``run_measures`` an exception other than :class:`BadInput` propagates (a test should see it).
     """
-    from gpurisk.evaluate import evaluate
+    from gpurisk.core.evaluate import evaluate
     with warnings.catch_warnings():  # assess() turns a measure's warnings into notes; so does the kit
         warnings.simplefilter("ignore")
         return evaluate(cls, table, ctx, isolate=False, check=False)

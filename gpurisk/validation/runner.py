@@ -113,7 +113,7 @@ def _measure_names(names: Iterable[str] | None) -> tuple[list[str], dict[str, st
 
 
 def _check_fractions(fractions) -> list[float]:
-    from gpurisk.settings import FRACTIONS
+    from gpurisk.core.settings import FRACTIONS
     items = [fractions] if isinstance(fractions, (int, float, str)) else list(fractions)
     out = [FRACTIONS.check(f) for f in items]
     if not out:
@@ -152,7 +152,7 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
     fracs = _check_fractions(fractions)
     if dsg.kind != "systematic" and (isinstance(replicates, bool) or int(replicates) < 1):
         raise BadInput(f"replicates={replicates!r} must be a positive integer")
-    from gpurisk.settings import Run
+    from gpurisk.core.settings import Run
     run = Run(measures=measures, options=options, alpha=alpha, seed=seed)   # checked once
     measures = None if run.measures is None else list(run.measures)
     options, alpha, seed = run.options, run.alpha, run.seed
@@ -268,7 +268,7 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
 
 
 def _run_one(table, ctx, names, frac, r, caught):
-    from gpurisk.evaluate import run_measures
+    from gpurisk.core.evaluate import run_measures
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         res = run_measures(table, ctx, names)

@@ -7,7 +7,7 @@ from typing import Any, Iterable, Mapping
 
 from gpurisk.inputs import resolve_fraction  # noqa: F401  (re-exported: gpurisk.workflows.assess.resolve_fraction)
 from gpurisk.freq.table import FreqTable
-from gpurisk.evaluate import can_run as _can_run, option_columns, run_measures  # noqa: F401 (re-exported)
+from gpurisk.core.evaluate import can_run as _can_run, option_columns, run_measures  # noqa: F401 (re-exported)
 from gpurisk.measure import Context, Result
 from gpurisk.plugins import measure_registry
 
@@ -87,7 +87,7 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
     :mod:`gpurisk.freq.guards`). ``measure_timeout`` (seconds) reports a measure that runs longer as not
     applicable and goes on (see :func:`run_measures`).
     """
-    from gpurisk.settings import Design, Run
+    from gpurisk.core.settings import Design, Run
     design = Design(fraction=fraction, population=population, sample_flag=sample_flag,
                     weights=weights)
     run = Run(measures=measures, options=options, alpha=alpha, seed=seed,
@@ -100,8 +100,8 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
 def assess_with(frame, keys: Iterable[str], design, run, *, missing: str = "category",
                 backend: str | None = None, sep: str | None = None, recode=None,
                 allow_high_cardinality: bool = False, encoding: str = "utf-8") -> Assessment:
-    """:func:`assess` on the settings objects: a :class:`gpurisk.settings.Design` (π, population,
-    sample flag, weights) and a :class:`gpurisk.settings.Run` (measures, options, α, seed, time
+    """:func:`assess` on the settings objects: a :class:`gpurisk.core.settings.Design` (π, population,
+    sample flag, weights) and a :class:`gpurisk.core.settings.Run` (measures, options, α, seed, time
     limit), both checked when built; the input arguments as in :func:`assess`."""
     from gpurisk.inputs import Inputs
     measures = None if run.measures is None else list(run.measures)

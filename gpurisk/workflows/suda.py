@@ -56,7 +56,7 @@ def suda(data, keys, max_msu: int | None = None, scoring: str = "elliot",
     from gpurisk.models.suda_scores import SCORINGS, check_dis_fraction
     if scoring not in SCORINGS:
         raise BadInput(f"--scoring {scoring!r} is not one of {', '.join(SCORINGS)}")
-    from gpurisk.settings import Design
+    from gpurisk.core.settings import Design
     design = Design(fraction=fraction, population=population, sample_flag=sample_flag,
                     weights=weights)
     f = None if dis_fraction is None else check_dis_fraction(dis_fraction)

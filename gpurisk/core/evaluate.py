@@ -50,7 +50,7 @@ def check_timeout(timeout) -> float | None:
     """The measure time limit as a float (None: no limit); anything else is BadInput."""
     if timeout is None:
         return None
-    from gpurisk.settings import check
+    from gpurisk.core.settings import check
     return check("measure_timeout", timeout)
 
 

@@ -11,6 +11,20 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 
+def gpurisk_version() -> str:
+    """gpurisk's version, without importing the package's ``__init__`` (which imports the scan,
+    which records provenance: an import circle)."""
+    import sys
+    mod = sys.modules.get("gpurisk")
+    if mod is not None and getattr(mod, "__version__", None):
+        return mod.__version__
+    from importlib import metadata
+    try:
+        return metadata.version("gpurisk")
+    except metadata.PackageNotFoundError:  # pragma: no cover - a bare source tree
+        return ""
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -83,7 +97,7 @@ def command_line() -> str | None:
 
 def provenance(settings: dict) -> dict:
     """What the scan's manifest records beside its settings."""
-    from gpurisk import __version__
+    __version__ = gpurisk_version()
     return {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "gpurisk": __version__, "command": command_line(),
             "file": file_identity(settings.get("data")),
