@@ -19,6 +19,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from gpurisk.freq.guards import sample_categories
 from gpurisk.errors import BadInput
 from gpurisk.xp import namespace, to_host
 from gpurisk.models.loglinear import MAX_CELLS, MAX_ITER, TOL, LoglinearFit, fit_table
@@ -254,7 +255,7 @@ def record_risk(frame, keys, population_size=None, population=None, sample_flag=
                         tol, max_iter, max_cells)
     doc = summarize(model, all_records, thresholds)
     doc["keys"] = keys
-    doc["categories"] = {k: len(c) for k, c in zip(table.keys, table.categories)}
+    doc["categories"] = dict(zip(table.keys, sample_categories(table)))   # distinct values seen
     warnings = []
     if population_size is not None and table.N is not None and abs(float(population_size) - table.N) > 0.5:
         warnings.append(f"given N = {float(population_size):g} differs from the population's size "

@@ -5,6 +5,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from gpurisk.freq.guards import sample_categories
 from gpurisk.inputs import resolve_fraction  # noqa: F401  (re-exported: gpurisk.workflows.assess.resolve_fraction)
 from gpurisk.freq.table import FreqTable
 from gpurisk.core.evaluate import can_run as _can_run, option_columns, run_measures  # noqa: F401 (re-exported)
@@ -56,7 +57,7 @@ class Assessment:
             "freq_of_freq": {str(r): c for r, c in sorted(t.freq_of_freq().items())},
             "measures": {name: r.to_dict() for name, r in self.measures.items()},
             "fraction_source": self.context.fraction_source,
-            "categories": {k: len(c) for k, c in zip(t.keys, t.categories)},
+            "categories": dict(zip(t.keys, sample_categories(t))),   # distinct values in the sample
             "backend": t.backend,
             "warnings": list(self.warnings),
         }

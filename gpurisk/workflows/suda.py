@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpurisk.freq.guards import sample_categories
 from gpurisk.errors import BadInput
 from gpurisk.xp import to_host
 
@@ -91,7 +92,7 @@ def suda(data, keys, max_msu: int | None = None, scoring: str = "elliot",
     doc["warnings"] = list(counted.notes) + doc["warnings"]
     t3 = time.perf_counter()
     doc["missing"] = NULL_POLICY[inp.missing]
-    doc["categories"] = {k: len(c) for k, c in zip(table.keys, table.categories)}
+    doc["categories"] = dict(zip(table.keys, sample_categories(table)))   # distinct values seen
     res = SudaResult(doc, timings={"read_s": t1 - t0, "count_s": t2 - t1, "search_s": t3 - t2})
     if per_record:
         cols = {"row": np.arange(table.n, dtype=np.int64)}
