@@ -72,7 +72,7 @@ def register(cli: click.Group) -> None:
 
         if output:
             from gpurisk.io.formats import check_output
-            check_output(output)  # a bad name fails before the work, not after
+            check_output(output, inputs=(sample, population))  # before the work, not after
         res = run(sample, keys, fraction=fraction, population=population, sample_flag=sample_flag,
                   weights=weights, measures=split_list(measures), missing=missing, alpha=alpha,
                   seed=seed, options=parse_options(opts), backend=backend, recode=list(recode),

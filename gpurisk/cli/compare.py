@@ -51,7 +51,7 @@ def register(cli: click.Group) -> None:
         from gpurisk.scan.compare import compare as run
         if output:
             from gpurisk.io import check_output_file
-            check_output_file(output, (".csv", ".csv.gz", ".parquet", ".pq"), "--output")
+            check_output_file(output, (".csv", ".csv.gz", ".parquet", ".pq"), "--output", (data, population))
         res = run(data, keys, list(alts), cumulative=cumulative, max_size=max_size,
                   min_size=min_size, fraction=fraction, population=population,
                   sample_flag=sample_flag, weights=weights, measures=split_list(measures),

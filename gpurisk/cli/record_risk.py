@@ -127,7 +127,7 @@ def register(cli: click.Group) -> None:
         if id_cols and not distributed:     # on Dask the workers carry them into each part file
             from gpurisk.io import check_output_file
             check_output_file(output, (".parquet", ".pq"),
-                              "record-level output (the rows are written as Parquet)")
+                              "record-level output (the rows are written as Parquet)", (data, population))
             id_frame = _id_columns(data, id_cols, sep, encoding)   # before the work, not after
         doc = run(data, keys, population_size=population_size, population=population,
                   sample_flag=sample_flag, fraction=fraction, methods=split_list(methods) or [],

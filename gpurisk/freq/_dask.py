@@ -168,6 +168,10 @@ class _Run:
         self.sample_cards = tuple(int(len(u_flag["uniq"][k])) for k in self.keys)
         if u_s["n"] == 0:
             raise BadInput("the sample has no records")
+        from gpurisk.freq.guards import all_missing
+        for k in self.keys:      # the same verdict as the pandas backend's check_key_columns
+            if u_s["na"][k] == u_s["n"]:
+                raise all_missing(k, u_s["n"])
         self.plan = make_plan(self.keys, u_s["uniq"], u_p["uniq"] if u_p else None, u_s["na"],
                               u_p["na"] if u_p else None, missing)
         # a literal in the graph: sent to each worker once, and recomputable if a worker dies

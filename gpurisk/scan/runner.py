@@ -204,7 +204,7 @@ def _progress(enabled: bool, total: int):
     return prog
 
 
-@locked("output", "the scan output")
+@locked("output", "the scan output", marker="_scan.json")
 def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = None,
          min_size: int = 1, scenarios=None, fundamental: Sequence[str] | str | None = None,
          plus_each: bool = False, fraction: float | None = None, population=None,
