@@ -586,6 +586,15 @@ DASK_CASES = ["nested parquet list", "nested parquet struct", "sep newline", "se
               "all-missing key", "short row", "duplicated column in file", "unknown column"]
 
 
+def _without_port_warning(p):
+    """distributed's "Port 8787 is already in use" warning (another cluster on this machine: the
+    test machine runs several) is the dashboard's, not this case's: left out of the comparison."""
+    lines = p.stderr.splitlines()
+    if lines and "Port 8787 is already in use" in lines[0]:
+        p.stderr = "\n".join(ln for ln in lines[4:])
+    return p
+
+
 @pytest.mark.slow
 def test_same_verdict_on_dask(files, driven):
     from _driver import run_many
@@ -595,7 +604,7 @@ def test_same_verdict_on_dask(files, driven):
                     timeout=600)
     for case, p in zip(cases, runs):
         pandas_line = _one_error(driven[case[0]], *case[2])
-        dask_line = _one_error(p, *case[2])
+        dask_line = _one_error(_without_port_warning(p), *case[2])
         assert dask_line == pandas_line, (case[0], pandas_line, dask_line)
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 from gpurisk.errors import BadInput
 from gpurisk.io.paths import expand_input, is_parquet
 from gpurisk.io.read import _parquet_names, _parquet_schema, check_parquet_columns
-from gpurisk.io.text import check_encoding, check_sep, csv_header_raw, check_columns_in, head_dtypes
+from gpurisk.io.text import (check_columns_in, check_encoding, check_row_lengths, check_sep,
+                             csv_header_raw, head_dtypes)
 
 #: bytes of CSV per Dask partition (compressed files are one partition each: they cannot be split)
 CSV_BLOCKSIZE = "64MiB"
@@ -47,7 +48,8 @@ def row_groups_per_partition(files, columns=None, target: int = PARQUET_PARTITIO
 def read_lazy(path, sep: str | None = None, columns: list[str] | None = None,
               encoding: str = "utf-8", blocksize=CSV_BLOCKSIZE, gpu: bool = False,
               partition_bytes: int = PARQUET_PARTITION_BYTES):
-    """A Dask DataFrame over CSV (a file or a glob) or Parquet (a file, a directory, or a glob).
+    """A Dask DataFrame over CSV (a file or a glob) or Parquet (a file, a directory, or a glob);
+    Stata, SPSS and SAS files are read whole, as on pandas, and cut into partitions.
 
     Nothing is read but the schema or the header (and Parquet footers): partitions are read by the
     workers, one at a time per worker thread. A large Parquet file is split by its row groups into
@@ -55,13 +57,22 @@ def read_lazy(path, sep: str | None = None, columns: list[str] | None = None,
     into blocks of ``blocksize``. CSV columns of whole numbers in the file's head are read as nullable
     integers (Int64, UInt64 beyond int64: exact, and a block with a missing value types like one
     without), other columns are typed by pandas on each block (integers as floats); a column whose
-    values change type between blocks is an error when counted. ``gpu`` gives cuDF partitions: Parquet is then read by
+    values change type between blocks is an error when counted. Each CSV file's rows are checked to
+    have the header's number of fields, as on pandas (one tokenizing pass, no values converted). ``gpu`` gives cuDF partitions: Parquet is then read by
     dask-cudf on the workers' GPUs, in partitions of 1/32 of a GPU's memory; CSV is parsed by pandas
     (types exactly as on the CPU backends) and moved.
     """
     import dask.dataframe as dd
 
     files = expand_input(path)
+    from gpurisk.io.formats import reader_for
+    if any(p.is_file() and reader_for(p) is not None for p in files):
+        # Stata, SPSS, SAS: read whole by the same readers as on pandas (their checks, their
+        # messages), then cut into partitions
+        from gpurisk.io.read import read_table
+        frame = read_table(path, sep=sep, columns=columns, encoding=encoding)
+        ddf = dd.from_pandas(frame, npartitions=max(1, -(-len(frame) // 1_000_000)), sort=False)
+        return ddf.to_backend("cudf") if gpu else ddf
     if all(is_parquet(p) for p in files):
         target = str(files[0]) if len(files) == 1 else [str(p) for p in files]
         if columns is not None:
@@ -85,6 +96,8 @@ def read_lazy(path, sep: str | None = None, columns: list[str] | None = None,
         encoding = check_encoding(encoding)
         sep, header, dups = csv_header_raw(first, check_sep(sep), encoding)
         check_columns_in(first, columns, header, dups)
+        for f in files:     # a ragged row is refused as on pandas (a tokenizing pass, no values)
+            check_row_lengths(f, sep, encoding, len(csv_header_raw(f, sep, encoding)[1]))
         # whole numbers stay exact: typed from the head as nullable integers (a float64 block would
         # round ids beyond 2**53); a later block with other values is one line when counted
         dtypes = head_dtypes(first, sep, columns, encoding)
@@ -100,6 +113,14 @@ def read_lazy(path, sep: str | None = None, columns: list[str] | None = None,
 def check_flat(path, columns) -> None:
     """Refuse nested Parquet columns (list, struct, map) among ``columns`` of a Parquet input."""
     files = expand_input(path)
+    from gpurisk.io.formats import reader_for
+    if any(p.is_file() and reader_for(p) is not None for p in files):
+        # Stata, SPSS, SAS: read whole by the same readers as on pandas (their checks, their
+        # messages), then cut into partitions
+        from gpurisk.io.read import read_table
+        frame = read_table(path, sep=sep, columns=columns, encoding=encoding)
+        ddf = dd.from_pandas(frame, npartitions=max(1, -(-len(frame) // 1_000_000)), sort=False)
+        return ddf.to_backend("cudf") if gpu else ddf
     if all(is_parquet(p) for p in files):
         names = _parquet_names(files[0])
         check_parquet_columns(path, _parquet_schema(files[0]), [c for c in columns if c in names])
