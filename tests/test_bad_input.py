@@ -618,3 +618,54 @@ def test_compressed_and_age_dot_1_on_dask(files, read_as_written):
     for p, ref in zip(run_many(runs, timeout=600), read_as_written[:5]):
         assert p.returncode == 0, p.stderr
         assert json.loads(p.stdout)["freq_of_freq"] == json.loads(ref.stdout)["freq_of_freq"]
+
+
+def _mount_tmpfs(path, opts) -> bool:
+    """A small tmpfs at ``path`` (root only); False where it cannot be mounted."""
+    import subprocess
+    path.mkdir()
+    if os.geteuid() != 0:
+        return False
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(path)], capture_output=True)
+    return p.returncode == 0
+
+
+@pytest.fixture
+def full_and_read_only(tmp_path):
+    """A full filesystem (64 KiB tmpfs with a 62 000-byte filler) and a read-only one."""
+    import subprocess
+    full, ro = tmp_path / "full", tmp_path / "ro"
+    if not (_mount_tmpfs(full, "size=64k") and _mount_tmpfs(ro, "ro,size=64k")):
+        subprocess.run(["umount", str(full)], capture_output=True)
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    (full / "filler").write_bytes(b"\0" * 62_000)
+    try:
+        yield full, ro
+    finally:
+        for p in (full, ro):
+            subprocess.run(["umount", str(p)], capture_output=True)
+
+
+def test_real_full_and_read_only_filesystems(files, full_and_read_only):
+    """Every writing command on a full and on a read-only filesystem: one line, exit 2, and no
+    file (temporary or final) left on the full one but the filler and empty folders."""
+    from _driver import run_many
+    full, ro = full_and_read_only
+    s, pq_ = str(files["ok.csv"]), str(files["ok.parquet"])
+    cmds = lambda d: [  # noqa: E731
+        ["assess", s, "--keys", "age,sex", "-o", f"{d}/a.json"],
+        ["scan", s, "--keys", "age,sex,reg", "-o", f"{d}/s.parquet"],
+        ["validate", s, "--keys", "age,sex", "--fractions", "0.1", "--replicates", "2",
+         "--resume", f"{d}/v"],
+        ["record-risk", pq_, "--keys", "age,sex", "--population-size", "10000", "-o", f"{d}/r.parquet"],
+        ["suda", pq_, "--keys", "age,sex,reg", "-o", f"{d}/u.parquet"],
+        ["compare", s, "--keys", "age,sex", "--alt", "age=bands:10", "-o", f"{d}/c.csv"],
+        ["protect", s, "--keys", "age,sex", "--hierarchy", "age=bands:10", "--criterion",
+         "theta_hat.upper<=0.9", "--fraction", "0.1", "-o", f"{d}/p.csv"],
+    ]
+    for d, words in ((full, "No space left on device"), (ro, "")):
+        for args, p in zip(cmds(d), run_many(cmds(d))):
+            line = _one_error(p)
+            assert words in line or "not writable" in line or "Read-only" in line, (args, line)
+    left = [str(f.relative_to(full)) for f in full.rglob("*") if f.is_file()]
+    assert left == ["filler"], left

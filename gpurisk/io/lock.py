@@ -73,8 +73,11 @@ def exclusive(target, what: str = "output", marker: str | None = None):
             break
         os.close(fd)
     try:
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:     # the PID is for people reading the lock file; a full disk leaves it empty
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError:
+            pass
         yield
     finally:
         try:
