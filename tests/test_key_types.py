@@ -233,3 +233,22 @@ def test_ints_and_floats_are_numbers():
     df = pd.DataFrame({"k": pd.Series([1, 1.0, 2.5, 2], dtype=object)})
     got = summarize(df, ["k"], backend="pandas")
     assert (got.cells, got.freq_of_freq.get(1, 0)) == (3, 2)
+
+
+@pytest.mark.slow
+def test_dask_later_block_with_other_values_is_one_line(client, tmp_path):
+    """Dask types whole-number columns from the file's head (exact ids); a block further on that
+    holds a fraction is one line, not a wrong count or a traceback."""
+    from gpurisk.io import read_lazy
+    from gpurisk.io.text import HEAD_ROWS
+    p = tmp_path / "late.csv"
+    rows = [f"{2**60 + i % 50}" for i in range(HEAD_ROWS + 5000)] + ["1.5"]
+    p.write_text("id\n" + "\n".join(rows) + "\n")
+    ddf = read_lazy(p, blocksize=64_000)
+    assert ddf.npartitions > 1 and str(ddf["id"].dtype) == "Int64"
+    with pytest.raises(BadInput, match="CSV column type differs between blocks"):
+        summarize(ddf, ["id"], backend="dask")
+    ok = tmp_path / "ok.csv"
+    ok.write_text("id\n" + "\n".join(rows[:-1]) + "\n\n")        # ids only, and a blank line
+    got = summarize(read_lazy(ok, blocksize=64_000), ["id"], backend="dask")
+    assert got.cells == 50 and got.n == HEAD_ROWS + 5000
