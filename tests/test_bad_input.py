@@ -669,3 +669,19 @@ def test_real_full_and_read_only_filesystems(files, full_and_read_only):
             assert words in line or "not writable" in line or "Read-only" in line, (args, line)
     left = [str(f.relative_to(full)) for f in full.rglob("*") if f.is_file()]
     assert left == ["filler"], left
+
+
+def test_output_inside_an_input_dataset_folder_or_glob_refused(files, tmp_path):
+    """An output written into a Parquet dataset folder that is an input would join the dataset; a
+    file of an input glob is an input too."""
+    import shutil
+    from gpurisk.io import check_output_file
+    ds = tmp_path / "ds.parquet"
+    ds.mkdir()
+    shutil.copy(files["ok.parquet"], ds / "part-0.parquet")
+    with pytest.raises(BadInput, match="inside .*an input of this run"):
+        check_output_file(ds / "part-1.parquet", (".parquet",), inputs=[ds])
+    shutil.copy(files["ok.csv"], tmp_path / "a1.csv")
+    with pytest.raises(BadInput, match="an input of this run"):
+        check_output_file(tmp_path / "a1.csv", (".csv",), inputs=[str(tmp_path / "a*.csv")])
+    check_output_file(tmp_path / "b.csv", (".csv",), inputs=[str(tmp_path / "a*.csv"), ds])

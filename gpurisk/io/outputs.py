@@ -24,7 +24,7 @@ import stat
 from pathlib import Path
 
 from gpurisk.errors import BadInput
-from gpurisk.io.paths import input_paths
+from gpurisk.io.paths import input_paths, resolved
 
 #: files that mark a folder as another command's results
 RESULT_MARKERS = {"_scan.json": "a scan's", "_validate.json": "a validate --resume"}
@@ -41,15 +41,14 @@ def _resolved(path) -> Path:
 
 def refuse_input(path, inputs=(), what: str = "output") -> None:
     """BadInput when ``path`` (symlinks followed) is one of ``inputs`` or of this run's inputs."""
-    target = str(_resolved(path))
-    given = set()
-    for i in inputs or ():
-        if i is None or not isinstance(i, (str, Path)) or str(i).startswith("example:"):
-            continue
-        given.add(str(_resolved(i)))
-    if target in given | input_paths():
-        raise BadInput(f"{what} {str(path)!r} is an input of this run; writing it would destroy "
-                       "the input: give another name")
+    target = _resolved(path)
+    for i in resolved(inputs or ()) | input_paths():
+        if str(target) == i:
+            raise BadInput(f"{what} {str(path)!r} is an input of this run; writing it would destroy "
+                           "the input: give another name")
+        if Path(i) in target.parents and Path(i).is_dir():
+            raise BadInput(f"{what} {str(path)!r} is inside {i}, an input of this run (a Parquet "
+                           "dataset folder): give a path outside it")
 
 
 def check_target(path, inputs=(), what: str = "output", folder_ok: bool = False,

@@ -30,26 +30,28 @@ def remember_inputs(owner, paths) -> None:
     _LIVE[key] = (ref, [str(x) for x in paths if isinstance(x, (str, Path))])
 
 
-def input_paths() -> set[str]:
-    """Resolved paths (each file of a glob, symlinks followed) of the inputs of the runs in
-    progress."""
+def resolved(paths) -> set[str]:
+    """Resolved paths (each file of a glob, symlinks followed) of ``paths``; frames and
+    ``example:`` names are left out."""
+    import glob
     out: set[str] = set()
-    for ref, paths in list(_LIVE.values()):
-        if ref() is None:
+    for s in paths:
+        if s is None or not isinstance(s, (str, Path)) or str(s).startswith("example:"):
             continue
-        for s in paths:
-            if s.startswith("example:"):
-                continue
-            files = [s]
-            if any(ch in s for ch in GLOB_CHARS) and not Path(s).exists():
-                import glob
-                files = glob.glob(s, recursive=True)
-            for f in files:
-                try:
-                    out.add(str(Path(f).resolve()))
-                except (OSError, RuntimeError):   # a symlink loop: the read says so
-                    pass
+        s = str(s)
+        files = glob.glob(s, recursive=True) if any(ch in s for ch in GLOB_CHARS) and \
+            not Path(s).exists() else [s]
+        for f in files:
+            try:
+                out.add(str(Path(f).resolve()))
+            except (OSError, RuntimeError):   # a symlink loop: the read says so
+                pass
     return out
+
+
+def input_paths() -> set[str]:
+    """Resolved paths of the inputs of the runs in progress (see :func:`resolved`)."""
+    return resolved(p for ref, paths in list(_LIVE.values()) if ref() is not None for p in paths)
 
 
 def compression_of(p) -> str | None:
