@@ -583,7 +583,10 @@ def test_api_output_equal_to_input_refused(files, tmp_path):
 DASK_CASES = ["nested parquet list", "nested parquet struct", "sep newline", "sep two characters",
               "encoding rot13", "utf-16 on utf-8", "recode breaks nan", "assess -o input",
               "assess -o link to input", "-o a device", "truncated xpt", "0-byte dta",
-              "all-missing key", "short row", "duplicated column in file", "unknown column"]
+              "all-missing key", "short row", "duplicated column in file", "unknown column",
+              "recode map folder", "recode bands origin inf", "-o inside a scan folder",
+              "truncated csv.gz", "csv.gz that is not gzip", "bad encoding", "long row",
+              "nested parquet map", "truncated dta", "sample flag not boolean"]
 
 
 def _without_port_warning(p):
