@@ -252,3 +252,14 @@ def test_dask_later_block_with_other_values_is_one_line(client, tmp_path):
     ok.write_text("id\n" + "\n".join(rows[:-1]) + "\n\n")        # ids only, and a blank line
     got = summarize(read_lazy(ok, blocksize=64_000), ["id"], backend="dask")
     assert got.cells == 50 and got.n == HEAD_ROWS + 5000
+
+
+@pytest.mark.slow
+def test_stata_file_on_dask_counts_as_on_pandas(client, tmp_path):
+    """A .dta path given to the Dask engine is read by the Stata reader (not as CSV), exactly."""
+    p = tmp_path / "s.dta"
+    df = pd.DataFrame({"id": np.arange(40) // 2 + 2**40, "sex": ["m", "f"] * 20})
+    df.to_stata(p, write_index=False)
+    ref = summarize(str(p), ["id", "sex"], backend="pandas")
+    got = summarize(str(p), ["id", "sex"], backend="dask")
+    assert (got.cells, got.freq_of_freq) == (ref.cells, ref.freq_of_freq) == (40, {1: 40})

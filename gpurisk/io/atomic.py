@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpurisk.errors import BadInput
 
 
 @contextmanager

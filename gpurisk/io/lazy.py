@@ -2,8 +2,6 @@
 Parquet footers, and the head of a CSV file to type its integer columns)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from gpurisk.errors import BadInput
 from gpurisk.io.paths import expand_input, is_parquet
 from gpurisk.io.read import _parquet_names, _parquet_schema, check_parquet_columns
@@ -113,14 +111,6 @@ def read_lazy(path, sep: str | None = None, columns: list[str] | None = None,
 def check_flat(path, columns) -> None:
     """Refuse nested Parquet columns (list, struct, map) among ``columns`` of a Parquet input."""
     files = expand_input(path)
-    from gpurisk.io.formats import reader_for
-    if any(p.is_file() and reader_for(p) is not None for p in files):
-        # Stata, SPSS, SAS: read whole by the same readers as on pandas (their checks, their
-        # messages), then cut into partitions
-        from gpurisk.io.read import read_table
-        frame = read_table(path, sep=sep, columns=columns, encoding=encoding)
-        ddf = dd.from_pandas(frame, npartitions=max(1, -(-len(frame) // 1_000_000)), sort=False)
-        return ddf.to_backend("cudf") if gpu else ddf
     if all(is_parquet(p) for p in files):
         names = _parquet_names(files[0])
         check_parquet_columns(path, _parquet_schema(files[0]), [c for c in columns if c in names])
