@@ -116,12 +116,10 @@ class Inputs:
         from gpurisk.freq.recode import parse_recodes
         set_ = object.__setattr__
         set_(self, "keys", tuple(key_list(self.keys)))
-        import codecs
-        try:
-            codecs.lookup(self.encoding)
-        except (LookupError, TypeError):
-            raise BadInput(f"unknown text encoding {self.encoding!r} (--encoding): e.g. utf-8, "
-                           "latin-1, cp1252") from None
+        from gpurisk.io import check_encoding, check_sep, remember_inputs
+        set_(self, "encoding", check_encoding(self.encoding))
+        set_(self, "sep", check_sep(self.sep))
+        remember_inputs(self, [self.data, self.population])   # outputs may not overwrite them
         if self.missing not in MISSING_POLICIES:
             raise BadInput(f"missing={self.missing!r} is not one of {', '.join(MISSING_POLICIES)}")
         if self.population is not None and self.sample_flag is not None:

@@ -187,3 +187,31 @@ def test_cli_output(tmp_path):
     bad = run_cli("assess", path, "--keys", "sex", "--output", tmp_path / "r.txt")
     assert bad.returncode == 2 and "unknown extension" in bad.stderr
     assert bad.stderr.strip().count("\n") == 0 and not (tmp_path / "r.txt").exists()
+
+
+@pytest.mark.parametrize("suffix", [".csv.bz2", ".csv.xz", ".csv.zip", ".CSV.GZ"])
+def test_compressed_csv_any_case_and_truncated(tmp_path, suffix):
+    """Every compression pandas reads, by the name's ending in any case; cut in half: one line."""
+    import bz2
+    import gzip
+    import io
+    import lzma
+    import zipfile
+    text = "age,sex\n" + "".join(f"{20 + i % 7},{'mf'[i % 2]}\n" for i in range(2000))
+    if suffix == ".csv.zip":
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("x.csv", text)
+        data = buf.getvalue()
+    else:
+        data = {".csv.bz2": bz2.compress, ".csv.xz": lzma.compress,
+                ".CSV.GZ": gzip.compress}[suffix](text.encode())
+    p = tmp_path / f"x{suffix}"
+    p.write_bytes(data)
+    df = read_table(p)
+    assert len(df) == 2000 and df["age"].sum() == sum(20 + i % 7 for i in range(2000))
+    cut = tmp_path / f"cut{suffix}"
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(BadInput) as err:
+        read_table(cut)
+    assert "\n" not in str(err.value) and "cut" in str(err.value)

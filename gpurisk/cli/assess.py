@@ -58,7 +58,7 @@ def register(cli: click.Group) -> None:
 
         if output:
             from gpurisk.io.formats import check_output
-            check_output(output)  # a bad name fails before the work, not after
+            check_output(output, inputs=(sample, design.population))  # before the work, not after
         res = workflow(sample, keys, design, run, missing=missing, backend=backend,
                        recode=list(recode),
                        allow_high_cardinality=allow_high_cardinality, sep=sep, encoding=encoding)

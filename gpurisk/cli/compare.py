@@ -42,7 +42,8 @@ def register(cli: click.Group) -> None:
         from gpurisk.scan.compare import compare as workflow
         if output:
             from gpurisk.io import check_output_file
-            check_output_file(output, (".csv", ".csv.gz", ".parquet", ".pq"), "--output")
+            check_output_file(output, (".csv", ".csv.gz", ".parquet", ".pq"), "--output",
+                              (data, design.population))
         res = workflow(data, keys, list(alts), cumulative=cumulative, max_size=max_size,
                        min_size=min_size, **design.kwargs(),
                        **run.kwargs("measures", "options", "alpha", "seed"), missing=missing,

@@ -108,7 +108,7 @@ def register(cli: click.Group) -> None:
         from gpurisk.io import check_output_file
         from gpurisk.validation import validate as workflow
         if output:           # before the replicates are drawn, not after
-            check_output_file(output, (".parquet", ".pq", ".csv", ".csv.gz"), "--output")
+            check_output_file(output, (".parquet", ".pq", ".csv", ".csv.gz"), "--output", (population,))
         if plot_path:
             check_output_file(plot_path, (".png", ".svg", ".pdf"), "--plot")
 

@@ -16,7 +16,8 @@ def to_cudf(data, columns, sep=None, where="the sample", **check):  # pragma: no
     """A cuDF frame of ``columns`` from a path, a pandas frame or a cuDF frame.
 
     CSV is parsed by pandas (so types and missing values are read exactly as on the pandas
-    backend) and then moved to the device; Parquet is read by cuDF.
+    backend: integers beyond 2**53 as nullable Int64/UInt64, which cuDF holds exactly as int64/uint64
+    with nulls) and then moved to the device; Parquet is read by cuDF (nested columns refused).
     """
     import cudf
 
@@ -27,6 +28,8 @@ def to_cudf(data, columns, sep=None, where="the sample", **check):  # pragma: no
         files = expand_input(data)
         if all(is_parquet(p) for p in files):
             check_columns(_parquet_names(files[0]), **check, where=where)
+            from gpurisk.io.lazy import check_flat
+            check_flat(data, cols)          # lists, structs, maps: one line, as on the CPU
             target = str(files[0]) if len(files) == 1 else [str(p) for p in files]
             return cudf.read_parquet(target, columns=cols)
         frame = read_table(data, sep=sep, columns=cols)

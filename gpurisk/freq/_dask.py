@@ -47,7 +47,9 @@ def to_dask(data, columns, gpu: bool, nworkers: int, sep=None, where="the sample
     from gpurisk.backends import data_kind
     if isinstance(data, (str, Path)):
         from gpurisk.io import read_lazy
+        from gpurisk.io.lazy import check_flat
         ddf = read_lazy(data, sep=sep, columns=None, gpu=gpu)
+        check_flat(data, list(dict.fromkeys(columns)))
         in_memory = False
     else:
         kind = data_kind(data)
@@ -56,6 +58,9 @@ def to_dask(data, columns, gpu: bool, nworkers: int, sep=None, where="the sample
         elif kind == "pandas" and hasattr(data, "columns"):
             nparts = max(nworkers, math.ceil(len(data) / ROWS_PER_PARTITION), 1)
             check_columns(data.columns, **check, where=where)
+            from gpurisk.freq.encode import check_value_types
+            for k in check.get("keys", ()):    # Dask turns objects into text: True, 1, 1.0 -> 3
+                check_value_types(k, data[k])
             ddf = dd.from_pandas(data[list(dict.fromkeys(columns))], npartitions=nparts, sort=False)
             in_memory = True
         elif kind == "cudf":  # pragma: no cover - needs a GPU
@@ -99,6 +104,13 @@ def _compute(client, obj):
     """client.compute(...).result(), with Dask's CSV type errors turned into one line."""
     try:
         return client.compute(obj, sync=True)
+    except (TypeError, OverflowError) as exc:
+        msg = str(exc)
+        if "safely cast" in msg or "too large to convert" in msg or "out of bounds" in msg:
+            raise BadInput("CSV column type differs between blocks of the input: a column of whole "
+                           "numbers in the file's head holds other values later (or numbers beyond "
+                           "64 bits); convert the input to Parquet, or give --backend pandas") from None
+        raise
     except ValueError as exc:
         msg = str(exc)
         if "Mismatched dtypes" in msg or "dtype" in msg and "read_csv" in msg:
@@ -156,6 +168,10 @@ class _Run:
         self.sample_cards = tuple(int(len(u_flag["uniq"][k])) for k in self.keys)
         if u_s["n"] == 0:
             raise BadInput("the sample has no records")
+        from gpurisk.freq.guards import all_missing
+        for k in self.keys:      # the same verdict as the pandas backend's check_key_columns
+            if u_s["na"][k] == u_s["n"]:
+                raise all_missing(k, u_s["n"])
         self.plan = make_plan(self.keys, u_s["uniq"], u_p["uniq"] if u_p else None, u_s["na"],
                               u_p["na"] if u_p else None, missing)
         # a literal in the graph: sent to each worker once, and recomputable if a worker dies

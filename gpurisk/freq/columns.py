@@ -25,15 +25,14 @@ def sample_flag_mask(frame: pd.DataFrame, col: str) -> np.ndarray:
         bad = ~s.isin([0, 1])
         if not bad.any():
             return s.to_numpy() == 1
-        ex = pd.unique(s[bad])[:3].tolist()
     else:
         low = s.astype(str).str.strip().str.lower()
-        ok = low.isin(["true", "false", "1", "0"])
-        if ok.all():
+        bad = ~low.isin(["true", "false", "1", "0"])
+        if not bad.any():
             return low.isin(["true", "1"]).to_numpy()
-        ex = pd.unique(s[~ok])[:3].tolist()
-    raise BadInput(f"sample flag column {col!r} is not boolean: it holds values such as {ex} "
-                   "(expected True/False or 1/0)")
+    # counts only: a value held by one record could identify it
+    raise BadInput(f"sample flag column {col!r} is not boolean: {int(bad.sum())} record(s) hold "
+                   f"{int(s[bad].nunique())} other value(s) (expected True/False or 1/0)")
 
 
 def weight_array(frame: pd.DataFrame, col: str) -> np.ndarray:

@@ -51,6 +51,8 @@ def _series_parts(s: pd.Series):
     if pd.api.types.is_bool_dtype(dt) and not pd.api.types.is_extension_array_dtype(dt):
         return s.to_numpy().astype(np.int64), None, "int"
     if pd.api.types.is_integer_dtype(dt):
+        if pd.api.types.is_unsigned_integer_dtype(dt) and _beyond_int64(s):
+            return s, None, "obj"       # uint64 >= 2**63: hashed as they are (exact, no overflow)
         if pd.api.types.is_extension_array_dtype(dt):
             na = s.isna().to_numpy()
             vals = s.to_numpy(dtype=np.int64, na_value=0)
@@ -65,6 +67,32 @@ def _series_parts(s: pd.Series):
             return np.where(na, 0, vals).astype(np.int64), (na if na.any() else None), "int"
         return s, None, "obj"
     return s, None, "obj"
+
+
+def _beyond_int64(s: pd.Series) -> bool:
+    """An unsigned column holding a value int64 cannot hold."""
+    if len(s) == 0:
+        return False
+    m = s.max()
+    return m is not pd.NA and not pd.isna(m) and int(m) > np.iinfo(np.int64).max
+
+
+#: pandas' names (``infer_dtype``) of object columns holding values of several Python types that
+#: compare or hash equal across types (True == 1 == 1.0), or cannot be ordered ("1" and 1)
+MIXED_KINDS = ("mixed", "mixed-integer")
+
+
+def check_value_types(name, s) -> None:
+    """Refuse an object column whose values are of several kinds (bool with numbers, text with
+    numbers, bytes with text): ``True``, ``1`` and ``1.0`` would silently be one category. Ints
+    with floats are numbers and compare by value; text, dates, numbers alone pass. One C pass."""
+    if not isinstance(s, pd.Series) or s.dtype != object:
+        return
+    kind = pd.api.types.infer_dtype(s, skipna=True)
+    if kind in MIXED_KINDS:
+        types = sorted({t.__name__ for t in pd.unique(s.dropna().map(type))})
+        raise BadInput(f"key column {name!r} mixes value types ({', '.join(types)}); "
+                       "convert it to one type")
 
 
 def _check_missing(name: str, na: np.ndarray | None, missing: str, where: str) -> None:
@@ -127,6 +155,7 @@ def _encode_hash(name, series_list, missing):
     """Hash factorisation for text, categorical and wide-range columns."""
     uniq_parts = []
     for s in series_list:
+        check_value_types(name, s)
         u = pd.unique(s.to_numpy(dtype=object) if isinstance(s.dtype, pd.CategoricalDtype) else s)
         uniq_parts.append(pd.Index(u))
     allu = uniq_parts[0]

@@ -38,8 +38,13 @@ def check_key_columns(frame, keys) -> None:
         return
     for k in keys:
         if k in frame.columns and not isinstance(frame[k], pd.DataFrame) and frame[k].isna().all():
-            raise BadInput(f"key column {k!r} is missing in all {len(frame)} records: it distinguishes "
-                           "no one; check the column name and file, or drop it from the keys")
+            raise all_missing(k, len(frame))
+
+
+def all_missing(key, n: int) -> BadInput:
+    """The error of a key missing in all ``n`` records (pandas frames here, Dask's first pass)."""
+    return BadInput(f"key column {key!r} is missing in all {n} records: it distinguishes "
+                    "no one; check the column name and file, or drop it from the keys")
 
 
 def sample_categories(table, only=None) -> list[int | None]:

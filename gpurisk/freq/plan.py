@@ -24,7 +24,8 @@ from gpurisk.errors import BadInput
 from gpurisk.xp import frame_namespace, is_cudf
 from gpurisk.freq import cellid
 from gpurisk.freq.cellid import id_dtype, mixed_radix_ids, radix_space
-from gpurisk.freq.encode import MISSING_POLICIES, _series_parts, check_keys, encode_keys
+from gpurisk.freq.encode import (MISSING_POLICIES, _series_parts, check_keys, check_value_types,
+                                 encode_keys)
 
 #: int keys whose value range is at most this are encoded through a lookup table, else by search
 LUT_RANGE_LIMIT = 1 << 24
@@ -268,6 +269,8 @@ def unpack_words(plan: Plan, words: list, xp=np) -> list:
 
 def partition_uniques(frame, keys) -> dict:
     """{'n': rows, 'uniq': {key: distinct values}, 'na': {key: missing count}} of one partition."""
+    for k in keys:      # True, 1, 1.0 would be one distinct value: refused before they merge
+        check_value_types(k, frame[k])
     return {"n": int(len(frame)),
             "uniq": {k: _distinct(frame[k]) for k in keys},
             "na": {k: int(frame[k].isna().sum()) for k in keys}}
@@ -279,7 +282,7 @@ def _distinct(s):
     if not is_cudf(s) and isinstance(s.dtype, np.dtype) and s.dtype.kind in "iu" and len(s) > 1024:
         v = s.to_numpy()
         lo, hi = int(v.min()), int(v.max())
-        if hi - lo < min(LUT_RANGE_LIMIT, 4 * len(v)):
+        if hi - lo < min(LUT_RANGE_LIMIT, 4 * len(v)) and hi <= np.iinfo(np.int64).max:
             present = np.flatnonzero(np.bincount(np.subtract(v, lo, dtype=np.int64),
                                                  minlength=hi - lo + 1)) + lo
             return pd.Series(present.astype(v.dtype), name=s.name)

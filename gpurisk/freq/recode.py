@@ -85,6 +85,8 @@ def _bands(key: str, args: str):
     origin = _number(parts[1], f"--recode {key}=bands: origin") if len(parts) == 2 else 0.0
     if not width > 0 or not math.isfinite(width):
         raise BadInput(f"--recode {key}=bands: width must be a positive number, got {parts[0]!r}")
+    if not math.isfinite(origin):
+        raise BadInput(f"--recode {key}=bands: origin must be a finite number, got {parts[1]!r}")
     integral = width.is_integer() and origin.is_integer()
 
     def label(v):
@@ -101,6 +103,8 @@ def _breaks(key: str, args: str):
         cuts = [float(b) for b in args.split(",") if b.strip()]
     except ValueError:
         raise BadInput(f"--recode {key}=breaks:{args}: breaks must be numbers separated by commas") from None
+    if not all(math.isfinite(b) for b in cuts):
+        raise BadInput(f"--recode {key}=breaks:{args}: breaks must be finite numbers (not nan or inf)")
     if not cuts or any(b >= a for a, b in zip(cuts[1:], cuts)):
         raise BadInput(f"--recode {key}=breaks:{args}: give increasing numbers, e.g. breaks:18,30,65")
 
@@ -117,11 +121,19 @@ def _breaks(key: str, args: str):
 
 def _read_csv_rows(path: Path, sep: str | None = None) -> list[list[str]]:
     from gpurisk.io import detect_separator
-    if not path.exists():
-        raise BadInput(f"file {str(path)!r} does not exist")
+    from gpurisk.io.text import read_errors
+    _check_file(path)
     sep = sep or detect_separator(path)
-    with open(path, newline="", encoding="utf-8") as fh:
+    with read_errors(path), open(path, newline="", encoding="utf-8") as fh:
         return [[c.strip() for c in row] for row in csv.reader(fh, delimiter=sep) if any(c.strip() for c in row)]
+
+
+def _check_file(path: Path, what: str | None = None) -> None:
+    """A recode's file exists and is a file (a folder, a device: one line)."""
+    if not path.exists():
+        raise BadInput(f"{what or 'file'} {str(path)!r} does not exist")
+    if not path.is_file():
+        raise BadInput(f"{what or 'file'} {str(path)!r} is not a file (a folder?)")
 
 
 def _lookup(key: str, spec: str, table: dict[str, str]):
@@ -142,10 +154,13 @@ def _map(key: str, args: str):
     path = Path(args)
     if not path.exists():
         raise BadInput(f"--recode {key}=map:{args}: file does not exist")
+    _check_file(path, f"--recode {key}=map:")
     if path.suffix.lower() == ".toml":
         import tomllib
         try:
             doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            raise BadInput(f"--recode {key}=map:{args}: not utf-8 text") from None
         except tomllib.TOMLDecodeError as exc:
             raise BadInput(f"--recode {key}=map:{args}: not valid TOML ({exc})") from None
         table = doc.get(key, doc) if isinstance(doc.get(key), dict) else doc

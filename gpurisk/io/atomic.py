@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpurisk.errors import BadInput
 
 
 @contextmanager
@@ -19,7 +18,10 @@ def atomic_path(path, suffix: str = ""):
     to the temporary name (writers that choose a format by extension need it, e.g. ``.png``).
     """
     import os
+
+    from gpurisk.io.outputs import check_target, disk_error
     p = Path(path)
+    check_target(p, what="output", folder_ok=True, others=False)   # not an input, not a device
     tmp = temp_path(p, suffix)
     try:
         yield tmp
@@ -27,15 +29,24 @@ def atomic_path(path, suffix: str = ""):
             with open(tmp, "rb") as fh:
                 os.fsync(fh.fileno())
         os.replace(tmp, p)
+    except OSError as exc:        # a full disk, a folder turned read-only: one line
+        err = disk_error(p, exc)
+        if err is None:
+            raise
+        raise err from None
     finally:
         if tmp.exists():
             tmp.unlink()
 
 
 def temp_path(path, suffix: str = "") -> Path:
-    """The hidden temporary name beside ``path`` that :func:`atomic_path` writes to."""
+    """The hidden temporary name beside ``path`` that :func:`atomic_path` writes to; a killed run's
+    temporary files of the same output (their process dead) are removed first."""
     import os
+
+    from gpurisk.io.outputs import clean_stale
     p = Path(path)
+    clean_stale(p)
     return p.with_name(f".{p.name}.{os.getpid()}.tmp{suffix}")
 
 
@@ -64,41 +75,8 @@ def write_frame_atomic(frame: pd.DataFrame, path, **kwargs) -> Path:
     return p
 
 
-def check_output_file(path, suffixes=None, what: str = "output") -> Path:
-    """An output file that can be written, checked before any work: its folder exists, it is not a
-    folder, and (with ``suffixes``) its name ends in one of them. BadInput in one line otherwise."""
-    p = Path(path)
-    if suffixes and not p.name.lower().endswith(tuple(suffixes)):
-        raise BadInput(f"{what} {p.name!r}: name it with one of {', '.join(suffixes)}")
-    if not p.parent.is_dir():
-        raise BadInput(f"{what} folder {str(p.parent)!r} does not exist")
-    if p.is_dir():
-        raise BadInput(f"{what} {str(p)!r} is a folder")
-    import os
-    if not os.access(p.parent, os.W_OK):
-        raise BadInput(f"{what} folder {str(p.parent)!r} is not writable")
-    return p
-
-
-#: the files of a Parquet dataset gpurisk writes partition by partition
-DATASET_PART = "part.*.parquet"
-
-
-def check_output_dataset(path, suffixes=None, what: str = "output") -> Path:
-    """A Parquet dataset folder to be written partition-wise (a distributed run's per-record rows),
-    checked before any work: as :func:`check_output_file`, except that an existing folder is allowed
-    when it holds nothing but ``part.*.parquet`` files (an earlier run's dataset, replaced)."""
-    p = Path(path)
-    if p.is_dir():
-        other = [c.name for c in p.iterdir() if not c.match(DATASET_PART)]
-        if other:
-            raise BadInput(f"{what} {str(p)!r} is a folder holding other files than part.*.parquet "
-                           f"(e.g. {other[0]!r}); give a new name")
-        check_output_file(p.parent / (p.name + ".check"), None, what)
-        if suffixes and not p.name.lower().endswith(tuple(suffixes)):
-            raise BadInput(f"{what} {p.name!r}: name it with one of {', '.join(suffixes)}")
-        return p
-    return check_output_file(p, suffixes, what)
+from gpurisk.io.outputs import (DATASET_PART, check_output_dataset,  # noqa: E402,F401
+                                 check_output_file)
 
 
 @contextmanager
@@ -108,7 +86,11 @@ def atomic_dataset(path):
     exception the temporary folder is removed."""
     import os
     import shutil
+
+    from gpurisk.io.outputs import check_target, clean_stale
     p = Path(path)
+    check_target(p, what="output", folder_ok=True, others=False)
+    clean_stale(p)
     tmp = p.with_name(f".{p.name}.{os.getpid()}.tmpdir")
     if tmp.exists():
         shutil.rmtree(tmp)

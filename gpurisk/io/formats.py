@@ -22,6 +22,8 @@ from gpurisk.errors import BadInput
 STATA = (".dta",)
 SPSS = (".sav", ".zsav")
 SAS = (".sas7bdat", ".xpt")
+#: a SAS transport (XPORT) file is a sequence of records of this many bytes
+XPORT_RECORD = 80
 RESULT_SUFFIXES = (".json", ".csv", ".csv.gz", ".parquet", ".pq")
 
 
@@ -126,6 +128,11 @@ def read_sas(p: Path, columns=None, encoding: str = "utf-8", chunksize: int = 20
     what pandas cannot read (XPORT version 8, some compressed files) through pyreadstat when installed."""
     fmt = "xport" if p.suffix.lower() == ".xpt" else "sas7bdat"
     enc = "infer" if fmt == "sas7bdat" else encoding
+    size = p.stat().st_size
+    if fmt == "xport" and size % XPORT_RECORD:
+        # a transport file is 80-byte records to its end; a cut one would be read short, exit 0
+        raise BadInput(f"{p}: not a readable SAS xport file (truncated: {size} bytes, not a whole "
+                       f"number of {XPORT_RECORD}-byte records); copy it again")
     parts = []
     try:
         with pd.read_sas(p, format=fmt, encoding=enc, chunksize=chunksize) as rdr:
@@ -184,11 +191,12 @@ def _suffix(p: Path) -> str:
                    f"{', '.join(RESULT_SUFFIXES)}")
 
 
-def check_output(path) -> tuple[Path, str]:
-    """(path, kind) of a results file that can be written; BadInput for a bad extension or folder."""
-    from gpurisk.io.atomic import check_output_file
+def check_output(path, inputs=()) -> tuple[Path, str]:
+    """(path, kind) of a results file that can be written; BadInput for a bad extension or folder,
+    an input of the run (``inputs``), a device (see :mod:`gpurisk.io.outputs`)."""
+    from gpurisk.io.outputs import check_output_file
     kind = _suffix(Path(path))
-    return check_output_file(path, None, "output"), kind
+    return check_output_file(path, None, "output", inputs), kind
 
 
 def write_atomic(result, path) -> Path:

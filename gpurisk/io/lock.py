@@ -7,6 +7,10 @@ run stops at once with one line. The lock is ``fcntl.flock`` on a hidden file be
 (``.NAME.lock``): the operating system releases it when the process ends, however it ends (a
 ``kill -9`` leaves no stale lock), and the file is removed when the run finishes. Where ``fcntl``
 is missing (Windows) outputs are not locked.
+
+The lock is taken on the output's resolved path (symlinks followed), so a second run that names the
+same output through a link (``link.parquet -> s.parquet``) meets the first run's lock. A folder that
+cannot be written (read-only) is one line here, before the work.
 """
 from __future__ import annotations
 
@@ -18,15 +22,27 @@ from gpurisk.errors import BadInput
 
 
 def lock_path(target) -> Path:
-    """The lock file of an output: ``.NAME.lock`` in the same folder."""
+    """The lock file of an output: ``.NAME.lock`` in the folder of its resolved path."""
     p = Path(target)
+    try:
+        p = p.resolve()
+    except (OSError, RuntimeError):   # a symlink loop: the command's own check says so
+        pass
     return p.with_name(f".{p.name}.lock")
 
 
 @contextmanager
-def exclusive(target, what: str = "output"):
+def exclusive(target, what: str = "output", marker: str | None = None):
     """Hold the lock of ``target`` while the block runs; BadInput (one line) when another process
-    holds it."""
+    holds it. ``marker``: the file that marks ``target`` as this command's folder; a folder that
+    holds another command's marker is refused (``validate --resume`` into a scan's folder)."""
+    if marker is not None:
+        from gpurisk.io.outputs import RESULT_MARKERS
+        p = Path(target)
+        other = [m for m in RESULT_MARKERS if m != marker and (p / m).exists()]
+        if other:
+            raise BadInput(f"{what} {str(target)!r} is {RESULT_MARKERS[other[0]]} result folder "
+                           f"(it holds {other[0]}); give another folder")
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows
@@ -36,8 +52,12 @@ def exclusive(target, what: str = "output"):
     while True:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:   # no such folder, not writable: the command's own check says so
-            yield
+        except OSError as exc:
+            from gpurisk.io.outputs import disk_error
+            err = disk_error(path.parent, exc) if path.parent.is_dir() else None
+            if err is not None:      # a read-only folder: one line before the work
+                raise BadInput(f"cannot write {what} {str(target)!r}: {exc.strerror or exc}") from None
+            yield                    # no such folder: the command's own check says so
             return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -53,8 +73,11 @@ def exclusive(target, what: str = "output"):
             break
         os.close(fd)
     try:
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:     # the PID is for people reading the lock file; a full disk leaves it empty
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError:
+            pass
         yield
     finally:
         try:
@@ -64,9 +87,9 @@ def exclusive(target, what: str = "output"):
         os.close(fd)
 
 
-def locked(param: str, what: str):
+def locked(param: str, what: str, marker: str | None = None):
     """Decorator: while the function runs, hold the lock of the output its argument ``param`` names
-    (nothing is locked when that argument is None)."""
+    (nothing is locked when that argument is None); ``marker`` as in :func:`exclusive`."""
     import functools
     import inspect
 
@@ -78,7 +101,7 @@ def locked(param: str, what: str):
             target = sig.bind_partial(*args, **kwargs).arguments.get(param)
             if target is None:
                 return fn(*args, **kwargs)
-            with exclusive(target, what):
+            with exclusive(target, what, marker):
                 return fn(*args, **kwargs)
         return wrapper
     return deco

@@ -45,12 +45,20 @@ class RecordRiskWriter:
         import pyarrow.parquet as pq
         if self.path.parent and not self.path.parent.exists():
             raise BadInput(f"output directory {str(self.path.parent)!r} does not exist")
+        from gpurisk.io import temp_path
+        from gpurisk.io.outputs import check_target
+        check_target(self.path, what="record-level output", folder_ok=True, others=False)
+        self._tmp = temp_path(self.path)
         try:
-            from gpurisk.io import temp_path
-            self._tmp = temp_path(self.path)
             self._writer = pq.ParquetWriter(str(self._tmp), self.schema)
         except OSError as exc:
-            raise BadInput(f"cannot write {str(self.path)!r}: {exc}") from None
+            Path(self._tmp).unlink(missing_ok=True)
+            raise self._disk(exc) from None
+
+    def _disk(self, exc: OSError) -> BadInput:
+        """One line for a full disk, a read-only folder or another error of writing."""
+        from gpurisk.io.outputs import disk_error
+        return disk_error(self.path, exc) or BadInput(f"cannot write {str(self.path)!r}: {exc}")
 
     def write(self, rows, cols: dict) -> None:
         """Append records: ``rows`` (positions) and ``cols`` {f, F?, p_hat, method: risk} arrays."""
@@ -61,7 +69,10 @@ class RecordRiskWriter:
         for name in self.schema.names[1:]:
             a = to_host(cols[name])
             arrays.append(pa.array(np.asarray(a, dtype=np.int64 if name in ("f", "F") else np.float64)))
-        self._writer.write_batch(pa.record_batch(arrays, schema=self.schema))
+        try:
+            self._writer.write_batch(pa.record_batch(arrays, schema=self.schema))
+        except OSError as exc:      # the caller's with-block aborts: the temporary file goes
+            raise self._disk(exc) from None
         self.rows += len(arrays[0])
 
     def close(self) -> None:
@@ -69,8 +80,13 @@ class RecordRiskWriter:
             self.open()  # an empty file with the schema, so readers see the columns
         if not self._closed:
             import os
-            self._writer.close()
-            os.replace(self._tmp, self.path)
+            try:
+                self._writer.close()
+                os.replace(self._tmp, self.path)
+            except OSError as exc:
+                self._closed = True
+                Path(self._tmp).unlink(missing_ok=True)
+                raise self._disk(exc) from None
             self._closed = True
 
     def abort(self) -> None:
@@ -78,6 +94,8 @@ class RecordRiskWriter:
         if self._writer is not None and not self._closed:
             try:
                 self._writer.close()
+            except OSError:          # a full disk: the file is removed below anyway
+                pass
             finally:
                 self._closed = True
                 Path(self._tmp).unlink(missing_ok=True)

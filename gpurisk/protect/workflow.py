@@ -171,7 +171,7 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
         extra_cols = extra_columns(perturb, keys)
     fmt = input_format(data, sep, encoding)
     if output is not None:
-        check_release_output(output, fmt)
+        check_release_output(output, fmt, inputs=(data, population))
     from gpurisk.io import check_output_file
     if plan is not None:
         check_output_file(plan, (".json",), "--plan")
@@ -460,7 +460,7 @@ def apply_plan(plan, output=None, data=None) -> pd.DataFrame:
     fmt = input_format(data, doc["format"].get("sep"), doc["encoding"]) \
         if doc["format"]["format"] != "frame" else {"format": "frame"}
     if output is not None:
-        check_release_output(output, fmt)
+        check_release_output(output, fmt, inputs=(data,))
     hier = parse_hierarchy_items(doc["hierarchies"])
     pspec = doc.get("perturb") or {}
     extra_cols = []

@@ -242,7 +242,7 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
                      cells_on_workers=cells_on_workers)
 
 
-@locked("output", "the scan output")
+@locked("output", "the scan output", marker="_scan.json")
 def scan_with(data, design, run, *, keys: Sequence[str] | str | None = None,
               max_size: int | None = None, min_size: int = 1, scenarios=None,
               fundamental: Sequence[str] | str | None = None, plus_each: bool = False, recode=None,

@@ -121,7 +121,7 @@ def _check_fractions(fractions) -> list[float]:
     return out
 
 
-@locked("resume", "the resume folder")
+@locked("resume", "the resume folder", marker="_validate.json")
 def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 100,
              design: str = "bernoulli", measures: Iterable[str] | None = None, seed: int = 0,
              options: Mapping[str, Mapping[str, Any]] | None = None, alpha: float = 0.01,
