@@ -258,7 +258,8 @@ def test_cli_summary_and_parquet(tmp_path):
     src = tmp_path / "guide.csv"
     GUIDE.to_csv(src, index=False)
     out = tmp_path / "s.parquet"
-    proc = run_cli("suda", src, "--keys", ",".join(GUIDE_KEYS), "-o", out, "--json", check=True)
+    proc = run_cli("suda", src, "--keys", ",".join(GUIDE_KEYS), "-o", out, "--json", check=True,
+                   subprocess=True)
     doc = json.loads(proc.stdout)
     assert doc["records_scored"] == 4 and doc["msus_by_size"] == {"1": 4, "2": 5, "3": 0, "4": 0}
     rows = pd.read_parquet(out)
