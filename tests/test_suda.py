@@ -352,12 +352,13 @@ def test_no_pairs_gives_dis_one_with_a_warning():
     assert not st.summary(build_table(GUIDE, GUIDE_KEYS))["warnings"]
 
 
-def test_cli_summary_on_dask_equals_pandas(tmp_path):
+def test_cli_summary_on_dask_equals_pandas(tmp_path, dask_scheduler):
     src = tmp_path / "guide.csv"
     GUIDE.to_csv(src, index=False)
     args = ["suda", src, "--keys", ",".join(GUIDE_KEYS), "--json", "--scoring", "ihsn"]
     want = json.loads(run_cli(*args, check=True).stdout)
-    got = json.loads(run_cli(*args, "--backend", "dask", "--workers", "1", check=True).stdout)
+    got = json.loads(run_cli(*args, "--backend", "dask", "--workers", "1", check=True,
+                             env={"GPURISK_SCHEDULER": dask_scheduler}).stdout)   # the session's cluster
     assert got == want and got["records_scored"] == 4
 
 
