@@ -1,6 +1,6 @@
 """The Dask backend gives the pandas backend's counts and measures, on every real data set.
 
-One module-scoped ``distributed.LocalCluster`` (two worker processes, one thread each, loopback,
+The session's Dask cluster (conftest.shared_cluster: two worker processes, one thread each, loopback,
 memory limit per worker ``WORKER_MEMORY``) serves every test; build_table on ``dask`` uses it as the
 active client. Inputs are cut into several partitions, so the records of a cell straddle them.
 """
