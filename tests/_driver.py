@@ -1,14 +1,17 @@
-"""Many ``gpurisk`` command lines in ONE real subprocess (one interpreter start instead of many).
+"""Many ``gpurisk`` command lines in a row, each as :func:`conftest.run_cli` runs one.
 
-Each argument list goes through :func:`gpurisk.cli.main`, what ``python -m gpurisk`` runs, with its
-own captured stdout/stderr and exit code; an exception escaping ``main`` is returned as rc -1 with its
-traceback. Used where a test runs dozens of command lines and must stay fast.
+By default each argument list goes through :func:`gpurisk.cli.main` in this process, isolated as a
+new process would be (:func:`conftest.cli_isolated`), with its own captured stdout/stderr and exit
+code; local Dask clusters a command starts are kept for the later lines and closed after the last, as
+in one process. ``subprocess=True`` runs them all in ONE real subprocess instead (one interpreter
+start), where a test must prove something across processes (a lock held by another process); there
+an exception escaping ``main`` is returned as rc -1 with its traceback.
 """
 from __future__ import annotations
 
 import json
 import os
-import subprocess
+import subprocess as _subprocess
 import sys
 
 DRIVER = r"""
@@ -35,13 +38,25 @@ class Proc:
         self.returncode, self.stderr, self.stdout = d["rc"], d["stderr"], d["stdout"]
 
 
-def run_many(arg_lists, timeout: float = 300, cwd=None, pythonpath=()) -> list[Proc]:
-    """Run each argument list through ``gpurisk.cli.main`` in one subprocess (in ``cwd``, with the
-    directories ``pythonpath`` after the repository root on ``PYTHONPATH``)."""
-    from conftest import ROOT
+def run_many(arg_lists, timeout: float = 300, cwd=None, pythonpath=(), subprocess: bool = False):
+    """Run each argument list through ``gpurisk.cli.main`` (in ``cwd``, with the directories
+    ``pythonpath`` on the path: plugins installed there are loaded); in this process unless
+    ``subprocess``. Returns objects with ``returncode``, ``stdout`` and ``stderr``."""
+    from conftest import ROOT, _run_in_process, cli_isolated
+    arg_lists = [[str(a) for a in args] for args in arg_lists]
+    if not subprocess:
+        env = {"PYTHONPATH": os.pathsep.join(map(str, pythonpath))} if pythonpath else None
+        runs = []
+        try:
+            for args in arg_lists:
+                with cli_isolated(env=env, cwd=cwd, keep_clusters=True):
+                    runs.append(_run_in_process(args))
+        finally:
+            from gpurisk import backends
+            backends._close_local()
+        return runs
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(map(str, (ROOT, *pythonpath))), COLUMNS="200")
-    proc = subprocess.run([sys.executable, "-c", DRIVER],
-                          input=json.dumps([[str(a) for a in args] for args in arg_lists]),
-                          capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
+    proc = _subprocess.run([sys.executable, "-c", DRIVER], input=json.dumps(arg_lists),
+                           capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
     assert proc.returncode == 0, proc.stderr
     return [Proc(d) for d in json.loads(proc.stdout)]

@@ -1,6 +1,6 @@
 """The Dask backend gives the pandas backend's counts and measures, on every real data set.
 
-One module-scoped ``distributed.LocalCluster`` (two worker processes, one thread each, loopback,
+The session's Dask cluster (conftest.shared_cluster: two worker processes, one thread each, loopback,
 memory limit per worker ``WORKER_MEMORY``) serves every test; build_table on ``dask`` uses it as the
 active client. Inputs are cut into several partitions, so the records of a cell straddle them.
 """
@@ -389,7 +389,8 @@ def test_cli_csv_glob_on_a_local_cluster(tmp_path):
     args = ["assess", str(tmp_path / "fars_*.csv"), "--keys", "iage,isex,istatenum,irace",
             "--fraction", "0.1", "--json"]
     a = json.loads(run_cli(*args, check=True).stdout)
-    b = json.loads(run_cli(*args, "--backend", "dask", "--workers", "2", check=True).stdout)
+    b = json.loads(run_cli(*args, "--backend", "dask", "--workers", "2", check=True,
+                           subprocess=True).stdout)     # a process with no Dask client of its own
     assert a.pop("backend") == "pandas" and b.pop("backend") == "dask"
     assert_same_docs(a, b)
     assert a["n"] == len(frame)

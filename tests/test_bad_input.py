@@ -257,7 +257,7 @@ def _args(files, args):
 
 @pytest.fixture(scope="module")
 def driven(files):
-    """Every case through gpurisk.cli.main in one real subprocess (see tests/_driver.py)."""
+    """Every case through gpurisk.cli.main, in this process (see tests/_driver.py)."""
     from _driver import run_many
     return dict(zip([c[0] for c in CASES], run_many([_args(files, c[1]) for c in CASES])))
 
@@ -271,7 +271,7 @@ def test_cli_bad_input_one_line_exit_2(driven, case):
                                   "truncated csv.gz", "truncated sav"])
 def test_cli_bad_input_in_its_own_process(files, name):
     case = next(c for c in CASES if c[0] == name)
-    _one_error(run_cli(*_args(files, case[1])), *case[2])
+    _one_error(run_cli(*_args(files, case[1]), subprocess=True), *case[2])   # the process's exit code
 
 
 def test_catalogue_count():
@@ -293,7 +293,7 @@ OK_RUNS = {
 
 @pytest.fixture(scope="module")
 def ok(files):
-    """The cases that must work, through gpurisk.cli.main in one real subprocess."""
+    """The cases that must work, through gpurisk.cli.main, in this process."""
     from _driver import run_many
     runs = run_many([_args(files, a) for a in OK_RUNS.values()])
     for name, p in zip(OK_RUNS, runs):

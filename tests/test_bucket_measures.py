@@ -1,7 +1,7 @@
 """Measures that read buckets (``Measure.reads = "buckets"``): on Dask their maps run on the workers,
 bucket by bucket, and only small dicts reach the client; the results equal the pandas backend's.
 
-One module-scoped ``distributed.LocalCluster`` (two worker processes, one thread each) as in
+The session's Dask cluster (conftest.shared_cluster: two worker processes, one thread each) as in
 test_backend_dask.py. ``CELLS_PER_BUCKET`` is lowered so that the small real registers are cut into
 many buckets of cells; ``build_table_dask`` (the one way a distributed cell table comes to the
 client) is replaced by a function that fails, so a run that gathered the cells would fail.

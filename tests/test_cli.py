@@ -1,4 +1,5 @@
-"""The command line through real subprocesses: the README's command, JSON contract, bad input."""
+"""The command line (through gpurisk.cli.main in-process, a real process where that matters): the
+README's command, JSON contract, bad input."""
 from __future__ import annotations
 
 import json
@@ -24,7 +25,7 @@ def test_readme_example_command_runs():
     # "pip install . && gpurisk assess ..." — run the gpurisk part as a user would
     cmd = first.split("&&", 1)[1].split()
     assert cmd[0] == "gpurisk"
-    out = run_cli(*cmd[1:], check=True)
+    out = run_cli(*cmd[1:], check=True, subprocess=True)     # a real process, as a user runs it
     assert "theta_hat" in out.stdout and "n = 48842" in out.stdout
 
 

@@ -40,7 +40,8 @@ def test_compare_columns_equal_separate_scans():
 def test_cli_compare_json():
     path = data_path("arx/adult.csv")
     p = run_cli("compare", path, "--keys", ",".join(KEYS), "--fraction", "0.1", "--alt", "age=bands:5",
-                "--alt", "age=bands:10", "--measures", "sample_uniques,theta_hat", "--json", check=True)
+                "--alt", "age=bands:10", "--measures", "sample_uniques,theta_hat", "--json", check=True,
+                subprocess=True)
     doc = json.loads(p.stdout)
     assert doc["uniques"] == "n1" and doc["alternatives"] == ["age=bands:5", "age=bands:10"]
     rows = {tuple(r["keys"]): r for r in doc["rows"]}

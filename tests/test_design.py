@@ -136,7 +136,7 @@ def test_design_cli():
     path = data_path("sdcmicro/testdata.csv")
     proc = run_cli("design", str(path), "--keys", "roof,walls,water,electcon,hhcivil",
                    "--fraction", "0.01", "--cluster", "ori_hid", "--strata", "urbrur",
-                   "--fractions", "1=0.01,2=0.02", "--json", check=True)
+                   "--fractions", "1=0.01,2=0.02", "--json", check=True, subprocess=True)
     doc = json.loads(proc.stdout)
     assert doc["cluster"]["share"] > 0.5 and doc["warnings"]
     assert set(doc["stratified"]["strata"]) == {"1", "2"}

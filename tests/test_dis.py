@@ -207,7 +207,7 @@ def test_dis_cli_bad_input(extra, msg):
 
 
 def test_perturbations_cli_lists_builtins():
-    doc = json.loads(run_cli("perturbations", "--json", check=True).stdout)
+    doc = json.loads(run_cli("perturbations", "--json", check=True, subprocess=True).stdout)
     names = {d["name"] for d in doc}
     assert {"swap", "pram"} <= names
 

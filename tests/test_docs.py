@@ -121,7 +121,7 @@ def docs_workdir(tmp: Path, text: str) -> Path:
 
 @pytest.fixture(scope="module")
 def doc_runs(tmp_path_factory):
-    """Each document's commands, in order, in one subprocess per document (a scan, then its report)."""
+    """Each document's commands, in order, in this process (a scan, then its report)."""
     from _driver import run_many
     out = {}
     for doc in DOCS:

@@ -209,7 +209,7 @@ def test_one_writer_per_output(tmp_path):
               "--max-iter", "3", "--state", state, "--json"]]
     for args, target in zip(lines, (scan_out, ck, state)):
         with exclusive(target, "test"):               # another run holds the output
-            (p,) = run_many([args])
+            (p,) = run_many([args], subprocess=True)      # in another process
             assert p.returncode == 2 and "another gpurisk run is writing" in p.stderr, p.stderr
             assert len(p.stderr.strip().splitlines()) == 1
         (p,) = run_many([args])                        # released: the run goes through

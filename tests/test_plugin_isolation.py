@@ -98,7 +98,7 @@ def test_cli_third_party_plugin_isolated(tmp_path):
     t0 = time.perf_counter()
     p = run_cli("assess", tmp_path / "d.csv", "--keys", "k", "--fraction", "0.1", "--json",
                 "--measures", "toy_slow,toy_boom,toy_inf,theta_hat", "--measure-timeout", "0.5",
-                env=env, check=True)
+                env=env, check=True, subprocess=True)      # a real process: it must exit
     assert time.perf_counter() - t0 < 20          # the 30 s sleep did not hold the process open
     m = json.loads(p.stdout)["measures"]
     assert m["toy_slow"]["reason"] == "exceeded the time limit of 0.5 s"

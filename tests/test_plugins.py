@@ -137,8 +137,8 @@ def test_measure_returning_wrong_type_or_bare_nan_is_reported(fresh_registry):
 
 def test_cli_lists_third_party_plugin(tmp_path):
     make_plugin(tmp_path)
-    out = run_cli("measures", "--json", env={"PYTHONPATH": f"{tmp_path}"}, check=True)
+    out = run_cli("measures", "--json", env={"PYTHONPATH": f"{tmp_path}"}, check=True, subprocess=True)
     # PYTHONPATH from env replaces the repo root; run_cli prepends the root again
     assert '"toy_cells"' in out.stdout and '"gpurisk-toy"' in out.stdout
-    out = run_cli("plugins", env={"PYTHONPATH": f"{tmp_path}"}, check=True)
+    out = run_cli("plugins", env={"PYTHONPATH": f"{tmp_path}"}, check=True, subprocess=True)
     assert "gpurisk-toy 0.3" in out.stdout

@@ -33,7 +33,7 @@ def test_losses_lists_builtins_and_a_third_party_loss(tmp_path):
     site = install(tmp_path / "site", "gpurisk-toy-loss", "toyloss", "gpurisk_toy_loss_19",
                    LOSS_SRC, "0.7")
     env = {"PYTHONPATH": os.pathsep.join([str(ROOT), str(site)])}
-    rows = json.loads(run_cli("losses", "--json", check=True, env=env).stdout)
+    rows = json.loads(run_cli("losses", "--json", check=True, env=env, subprocess=True).stdout)
     by = {r["name"]: r for r in rows}
     # the built-ins, as their classes describe themselves
     from gpurisk.protect import losses as builtin

@@ -35,7 +35,7 @@ def test_cli_writes_one_row_per_sample_unique(adult_sample, tmp_path):
     out = tmp_path / "risks.parquet"
     N = 400_000
     proc = run_cli("record-risk", src, "--keys", ",".join(ADULT_KEYS), "--population-size", N,
-                   "--output", out, "--json", check=True)
+                   "--output", out, "--json", check=True, subprocess=True)
     doc = json.loads(proc.stdout)
     risks = pd.read_parquet(out)
     # sample uniques found independently with pandas

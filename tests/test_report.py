@@ -192,7 +192,7 @@ def test_report_renders_in_headless_chromium(scan_dir, tmp_path):
 
 def test_report_cli_and_errors(scan_dir, tmp_path):
     out, _, _ = scan_dir
-    p = run_cli("report", out, "-o", tmp_path / "r.html", "--measure", "nope")
+    p = run_cli("report", out, "-o", tmp_path / "r.html", "--measure", "nope", subprocess=True)
     assert p.returncode == 2 and "'nope'" in p.stderr
     with pytest.raises(gpurisk.BadInput, match="threshold"):
         write_report(out, tmp_path / "r.html", threshold=2)

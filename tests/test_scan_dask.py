@@ -1,7 +1,7 @@
 """gpurisk scan on Dask without gathering the cells: when every measure reads summaries, each
 combination's summaries are reduced on the workers, and the rows equal the pandas scan's.
 
-One module-scoped ``distributed.LocalCluster`` (two worker processes, one thread each) serves every
+The session's Dask cluster (conftest.shared_cluster: two worker processes, one thread each) serves every
 test. Buckets are made small (``CELLS_PER_BUCKET``, read by the client when it builds the graphs) so
 that the finest table is cut into several range buckets and the larger subsets into several of their
 own: a subset cell then comes from several finest buckets, and the merges across them are tested.

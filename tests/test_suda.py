@@ -258,7 +258,8 @@ def test_cli_summary_and_parquet(tmp_path):
     src = tmp_path / "guide.csv"
     GUIDE.to_csv(src, index=False)
     out = tmp_path / "s.parquet"
-    proc = run_cli("suda", src, "--keys", ",".join(GUIDE_KEYS), "-o", out, "--json", check=True)
+    proc = run_cli("suda", src, "--keys", ",".join(GUIDE_KEYS), "-o", out, "--json", check=True,
+                   subprocess=True)
     doc = json.loads(proc.stdout)
     assert doc["records_scored"] == 4 and doc["msus_by_size"] == {"1": 4, "2": 5, "3": 0, "4": 0}
     rows = pd.read_parquet(out)
@@ -357,12 +358,13 @@ def test_no_pairs_gives_dis_one_with_a_warning():
     assert not st.summary(build_table(GUIDE, GUIDE_KEYS))["warnings"]
 
 
-def test_cli_summary_on_dask_equals_pandas(tmp_path):
+def test_cli_summary_on_dask_equals_pandas(tmp_path, dask_scheduler):
     src = tmp_path / "guide.csv"
     GUIDE.to_csv(src, index=False)
     args = ["suda", src, "--keys", ",".join(GUIDE_KEYS), "--json", "--scoring", "ihsn"]
     want = json.loads(run_cli(*args, check=True).stdout)
-    got = json.loads(run_cli(*args, "--backend", "dask", "--workers", "1", check=True).stdout)
+    got = json.loads(run_cli(*args, "--backend", "dask", "--workers", "1", check=True,
+                             env={"GPURISK_SCHEDULER": dask_scheduler}).stdout)   # the session's cluster
     assert got == want and got["records_scored"] == 4
 
 

@@ -317,10 +317,9 @@ def test_cli_progress_bar_on_a_terminal_only(tmp_path):
     args = [sys.executable, "-m", "gpurisk", "validate", str(p), "--keys", "a,b", "--fractions",
             "0.1", "--replicates", "40", "--json"]
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    piped = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
+    piped = run_cli(*args[3:])                          # in-process: stderr is not a terminal
     assert piped.returncode == 0 and piped.stderr == "", piped.stderr
-    forced = subprocess.run(args + ["--progress"], capture_output=True, text=True, env=env,
-                            timeout=120)                # asked for: the final state, once
+    forced = run_cli(*args[3:], "--progress")           # asked for: the final state, once
     assert forced.returncode == 0 and forced.stderr.count("40/40") == 1, forced.stderr
     master, slave = pty.openpty()
     off = subprocess.Popen(args + ["--no-progress"], stdout=subprocess.PIPE, stderr=slave, env=env)
