@@ -43,7 +43,7 @@ def page(tmp_path_factory):
             "--criterion", "k_anonymity>=3", "--suppress-limit", "0.01", "--fraction", "0.01",
             "--plan", d / "plan.json", "--report", d / "protect.html", check=True)
     suda = run_cli("suda", "example:adult", "--keys", "sex,age,race,marital-status,education",
-                   "--max-msu", "3", "--json", check=True).stdout
+                   "--max-msu", "3", "--fraction", "0.01", "--json", check=True).stdout
     (d / "suda.json").write_text(suda)
     (d / "policy.toml").write_text(POLICY)
     run_cli("report", d / "scan.parquet", "-o", d / "page.html", "--policy", d / "policy.toml",

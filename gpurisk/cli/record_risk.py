@@ -125,7 +125,7 @@ def register(cli: click.Group) -> None:
         if id_cols and not distributed:     # on Dask the workers carry them into each part file
             from gpurisk.io import check_output_file
             check_output_file(output, (".parquet", ".pq"),
-                              "record-level output (the rows are written as Parquet)", (data, population))
+                              "record-level output (the rows are written as Parquet)", (data, design.population))
             id_frame = _id_columns(data, id_cols, sep, encoding)   # before the work, not after
         doc = run(data, keys, population_size=population_size, population=design.population,
                   sample_flag=design.sample_flag, fraction=design.fraction,

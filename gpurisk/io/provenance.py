@@ -14,15 +14,8 @@ from pathlib import Path
 def gpurisk_version() -> str:
     """gpurisk's version, without importing the package's ``__init__`` (which imports the scan,
     which records provenance: an import circle)."""
-    import sys
-    mod = sys.modules.get("gpurisk")
-    if mod is not None and getattr(mod, "__version__", None):
-        return mod.__version__
-    from importlib import metadata
-    try:
-        return metadata.version("gpurisk")
-    except metadata.PackageNotFoundError:  # pragma: no cover - a bare source tree
-        return ""
+    from gpurisk.plugins import _own_version
+    return _own_version()
 
 
 def _sha256(path: Path) -> str:
