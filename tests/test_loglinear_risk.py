@@ -34,7 +34,8 @@ def tiny_sample():
 def test_two_way_model_of_two_keys_is_saturated_by_hand():
     # with two keys the two-way model is the table itself: μ̂ = f = 1 at each sample unique, so
     # (1 − π) λ̂ = 0.8 · 1 / 0.2 = 4 for each of the n1 = 3 sample uniques
-    m = run(tiny_sample(), ["a", "b"], fraction=0.2, model="two_way", dispersion="none")
+    m = run(tiny_sample(), ["a", "b"], fraction=0.2, model="two_way", dispersion="none",
+            se_factor=1.0, model_error=0.0)
     t1, e = math.exp(-4.0), (1.0 - math.exp(-4.0)) / 4.0
     assert m["tau1_ll"].value == pytest.approx(3 * t1, rel=1e-9)
     assert m["tau1_ll"].se == pytest.approx(math.sqrt(3 * t1 * (1 - t1)), rel=1e-9)
@@ -45,6 +46,17 @@ def test_two_way_model_of_two_keys_is_saturated_by_hand():
     var = float(np.sum(pmf / (k + 1.0) ** 2) - np.sum(pmf / (k + 1.0)) ** 2)
     assert m["matches_ll"].se == pytest.approx(math.sqrt(3 * var), rel=1e-9)
     assert m["matches_ll"].extra["converged"] is True
+
+
+def test_se_adds_the_model_error_in_quadrature():
+    base = run(tiny_sample(), ["a", "b"], fraction=0.2, model="two_way", dispersion="none",
+               se_factor=1.0, model_error=0.0)["matches_ll"]
+    m = run(tiny_sample(), ["a", "b"], fraction=0.2, model="two_way", dispersion="none")["matches_ll"]
+    assert m.value == pytest.approx(base.value)
+    assert m.extra["se_poisson"] == pytest.approx(base.se)
+    assert m.se == pytest.approx(math.sqrt((2.0 * base.se) ** 2 + (0.12 * base.value) ** 2))
+    assert m.extra["interval_lower"] == pytest.approx(max(m.value - 2.5758293035489004 * m.se, 0))
+    assert m.upper == pytest.approx(min(m.value + 2.3263478740408408 * m.se, 3))
 
 
 def test_independence_model_by_hand():
