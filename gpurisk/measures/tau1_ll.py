@@ -7,7 +7,7 @@ I(F_j = 1) given f_j = 1 when F_j − f_j ~ Poisson((1 − π) λ_j), summed ove
 μ̂ is the ML fit of a log-linear model of the sample counts (option ``model``: main effects only by
 default, μ̂ = n Π_v f_v(x_v)/n in closed form; ``two_way``: all two-way interactions, the paper's
 usual choice, fitted by IPF on the support cells so key spaces far beyond a dense table work, which
-was 40-100 % low on real populations: it overfits sparse samples), with a gamma cell effect around
+was 23-100 % low on real populations: it overfits sparse samples), with a gamma cell effect around
 it whose variance is estimated by moments (option ``dispersion``; see
 :mod:`gpurisk.measures._ll_poisson`). s.e.: the Poisson terms' variance Σ e^{−m}(1 − e^{−m}), m = (1 − π) λ̂ (its root
 doubled), with a 12 % relative model error added in quadrature (calibrated on real populations:
