@@ -15,7 +15,7 @@ matches_hat had a Spearman correlation of 0.92-0.97 with the truth τ1 (the numb
 that are population uniques) and its top 10 caught 98-100 % of the τ1 attainable by any 10; θ̂ alone
 0.38-0.68 and 48-87 %, with a combination without sample pairs on top in 41-74 % of the samples.
 
-It reads theta_hat's options (``theta_hat.bound``, ``theta_hat.min_pairs``). Where θ̂ is not
+It reads theta_hat's options (``theta_hat.bound``, ``theta_hat.few_pairs``, ``theta_hat.min_pairs``). Where θ̂ is not
 estimable (no sample pair: eq. 7 would give θ̂ = 1, so θ̂·n1 = n1 however few the uniques), the count
 is estimated with half a sample pair, n2 = ½ (a continuity correction), and flagged
 (``estimable: false``, a note); its upper bound is then n1, the most there can be. This keeps a
@@ -28,8 +28,7 @@ import math
 
 from gpurisk.hookspecs import hookimpl
 from gpurisk.measure import Context, Measure, Result
-from gpurisk.measures._util import z_upper
-from gpurisk.measures.theta_hat import ThetaHat, not_estimable, theta_hat, upper_bound
+from gpurisk.measures.theta_hat import ThetaHat, bound_of, not_estimable, theta_hat
 
 
 class MatchesHat(Measure):
@@ -60,8 +59,9 @@ class MatchesHat(Measure):
                         f"n1 = {n1}"})
         th, v = theta_hat(n1, n2, n3, pi)
         se = math.sqrt(v)
+        few = int(ctx.option("theta_hat", "few_pairs", opts["few_pairs"]))
         extra["note"] = "a lower estimate of the expected correct matches E (it estimates n1²/ΣF)"
-        up = upper_bound(th, se, z_upper(ctx.alpha), bound)
+        up = bound_of(th, se, n1, n2, pi, ctx.alpha, bound, few)
         extra |= {"theta_hat": th}
         if why:                                           # 0 < n2 < min_pairs
             extra |= {"estimable": False, "note": f"θ̂ from {n2} sample pair(s), fewer than "
