@@ -21,6 +21,9 @@ the other axes, a rescaling one broadcast multiply. Sample tables are usually sp
 support then is a small fraction of K; IPF runs on the support cells alone (margins by ``bincount``,
 rescaling by a gather), which costs O(|support|) instead of O(K) per step. The Python loop runs over
 iterations and pairs only; the observed margins come from the sample cells, so f is never dense.
+When K exceeds MAX_CELLS (and the caller's ``max_cells`` allows it) the support itself is found
+without a K-cell mask, by :func:`support_by_join` (key by key, O(|support| · c_v)), so key spaces far
+beyond a dense table fit (issue 27: 30⁸ ≈ 6.6·10¹¹ cells in the tests).
 
 Convergence: from sparse data the MLE often lies on the boundary (some empty cells in the support
 have μ̂ = 0 without a zero margin forcing it); IPF then converges sublinearly (the discrepancy falls
