@@ -82,7 +82,14 @@ POPULATIONS = {
 #: run unless --only names others (testdata, 4 580 records, gives samples of 46 at π = 1 %: the
 #: rare-pair case of issue 21)
 DEFAULT = ("fars", "adult", "cup", "mach2019", "testdata")
-ESTIMATORS = ["theta_hat", "tau1_hat", "theta", "tau1"]
+ESTIMATORS = ["theta_hat", "tau1_hat", "theta", "tau1", "matches", "matches_ll", "tau1_ll"]
+#: the log-linear estimators' variants run beside the default (suffix: options of loglinear_risk;
+#: the two-way IPF stopped after 300 cycles: from sparse samples it converges sublinearly, 100 s a fit)
+LL_VARIANTS = {"two_way": {"model": "two_way", "dispersion": "none", "max_iter": 300},
+               "indep_poisson": {"model": "independence", "dispersion": "none"}}
+#: options of the base run: Benedetti-Franconi's F̂_k from the sampling fraction (not the population)
+BASE_OPTIONS = {"indiv_risk": {"Fk": "fraction"}}
+Z99 = 2.5758293035489004     # two-sided 99 %
 
 
 def find_data() -> Path | None:
@@ -102,12 +109,32 @@ def measures() -> list[str]:
     return ESTIMATORS + extra
 
 
-def replicates(frame, keys, fractions, R, seed) -> pd.DataFrame:
-    """One row per (fraction, replicate): every measure's value, s.e., upper bound, reliable."""
+#: the variants run (--variants; the two-way fits of the large key sets take minutes each)
+RUN_VARIANTS = ["indep_poisson"]
+
+
+def replicates(frame, keys, fractions, R, seed, variants=True) -> pd.DataFrame:
+    """One row per (fraction, replicate): every measure's value, s.e., upper bound, reliable; the
+    log-linear variants' columns carry the suffix ``@variant`` (the same samples: same seed)."""
+    df = _replicates(frame, keys, fractions, R, seed, measures(), BASE_OPTIONS)
+    if variants:
+        for tag, opts in LL_VARIANTS.items():
+            if tag not in RUN_VARIANTS:
+                continue
+            d = _replicates(frame, keys, fractions, R, seed, ["matches_ll", "tau1_ll"],
+                            {"loglinear_risk": opts})
+            cols = [c for c in d.columns if c.startswith(("matches_ll", "tau1_ll"))]
+            d = d[["fraction", "replicate"] + cols].rename(
+                columns={c: c.replace("_ll", f"_ll@{tag}", 1) for c in cols})
+            df = df.merge(d, on=["fraction", "replicate"])
+    return df
+
+
+def _replicates(frame, keys, fractions, R, seed, names, options) -> pd.DataFrame:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         v = gpurisk.validate(frame, keys, fractions=fractions, replicates=R, design="bernoulli",
-                             measures=measures(), seed=seed, alpha=ALPHA,
+                             measures=names, seed=seed, alpha=ALPHA, options=options,
                              allow_high_cardinality=True)
     reps = v.replicates
     base = reps.drop_duplicates(["fraction", "replicate"])[
@@ -196,15 +223,84 @@ def tau_cell(df: pd.DataFrame) -> dict:
     return out
 
 
+# --- 4. E and τ1: every estimator --------------------------------------------------------------------
+def e_estimators(df: pd.DataFrame) -> dict:
+    """name -> (estimates, s.e. or None) of E = Σ_{f=1} 1/F for every estimator in ``df``."""
+    out = {}
+    for c in df.columns:
+        if c.startswith("matches_ll") and not c.endswith(("_se", "_upper", "_shown", "_reliable")):
+            out[c] = (df[c].to_numpy(float), df[f"{c}_se"].to_numpy(float))
+    if "matches_hat" in df:
+        out["matches_hat (θ̂·n1)"] = (df["matches_hat"].to_numpy(float),
+                                     df["matches_hat_se"].to_numpy(float))
+    if "indiv_risk" in df:   # Benedetti-Franconi: expected re-identifications over every record
+        out["indiv_risk·n (B-F)"] = (df["indiv_risk"].to_numpy(float) * df["n"].to_numpy(float), None)
+    return out
+
+
+def t_estimators(df: pd.DataFrame) -> dict:
+    out = {}
+    for c in df.columns:
+        if c.startswith("tau1_ll") and not c.endswith(("_se", "_upper", "_shown", "_reliable")):
+            out[c] = (df[c].to_numpy(float), df[f"{c}_se"].to_numpy(float))
+    out["tau1_hat"] = (df["tau1_hat"].to_numpy(float), df["tau1_hat_se"].to_numpy(float))
+    return out
+
+
+def estimator_stats(est, se, truth) -> dict:
+    """Relative bias, relative sd, s.e./sd and the two-sided 99 % interval's coverage."""
+    ok = np.isfinite(est) & np.isfinite(truth)
+    if ok.sum() < 3:
+        return {"rel_bias": math.nan, "rel_sd": math.nan, "se_over_sd": math.nan, "cover99": math.nan,
+                "given": float(ok.mean())}
+    e, t = est[ok], truth[ok]
+    err = e - t
+    mt = float(np.mean(t))
+    sd = float(np.std(err, ddof=1))
+    out = {"rel_bias": float(np.mean(err) / mt) if mt > 0 else math.nan,
+           "rel_sd": sd / mt if mt > 0 else math.nan, "given": float(ok.mean()),
+           "max_rel_err": float(np.max(np.abs(err) / np.maximum(t, 1e-300))) if mt > 0 else math.nan}
+    if se is not None:
+        s = se[ok]
+        good = np.isfinite(s)
+        out["se_over_sd"] = float(np.mean(s[good]) / sd) if sd > 0 and good.any() else math.nan
+        out["cover99"] = float(np.mean(np.abs(err[good]) <= Z99 * s[good] + 1e-9)) if good.any() else math.nan
+    else:
+        out["se_over_sd"] = out["cover99"] = math.nan
+    return out
+
+
+def et_cell(df: pd.DataFrame) -> dict:
+    E = df["matches"].to_numpy(float)
+    tau = df["tau1"].to_numpy(float)
+    out = {"median_n2": float(np.median(df["n2"])), "E_mean": float(np.mean(E)),
+           "tau1_mean": float(np.mean(tau)), "n1_mean": float(np.mean(df["n1"])), "E": {}, "tau1": {}}
+    for name, (est, se) in e_estimators(df).items():
+        out["E"][name] = estimator_stats(est, se, E)
+    for name, (est, se) in t_estimators(df).items():
+        out["tau1"][name] = estimator_stats(est, se, tau)
+    rel = df.get("tau1_hat_reliable")
+    if rel is not None:
+        relm = rel.fillna(False).astype(bool).to_numpy()
+        est = df["tau1_hat"].to_numpy(float)
+        out["tau1_hat_reliable"] = float(relm.mean())
+        if relm.any():
+            out["tau1_hat_reliable_max_rel_err"] = float(np.max(np.abs(est[relm] - tau[relm])
+                                                                / np.maximum(tau[relm], 1)))
+            out["tau1_hat_reliable_rel_bias"] = float(np.mean(est[relm] - tau[relm])
+                                                      / max(np.mean(tau[relm]), 1e-300))
+    return out
+
+
 # --- 3. ranking -------------------------------------------------------------------------------------
-def ranking(frame, pool, R, seed, sizes=(1, 2, 3)) -> dict:
+def ranking(frame, pool, R, seed, sizes=(1, 2, 3), fraction=None) -> dict:
     from scipy.stats import spearmanr
 
     from gpurisk.scan.runner import rank_column, top_combinations
     combos = [list(c) for s in sizes for c in itertools.combinations(pool, s)]
     per = []
     for i, keys in enumerate(combos):
-        d = replicates(frame, keys, [RANK_FRACTION], R, seed)
+        d = replicates(frame, keys, [fraction or RANK_FRACTION], R, seed, variants=False)
         d["order"], d["size"], d["keys"] = i, len(keys), [keys] * len(d)
         per.append(d)
     allrows = pd.concat(per, ignore_index=True)
@@ -214,6 +310,7 @@ def ranking(frame, pool, R, seed, sizes=(1, 2, 3)) -> dict:
     for r, g in allrows.groupby("replicate"):
         g = g.reset_index(drop=True)
         tau = g["tau1"].to_numpy(float)
+        E = g["matches"].to_numpy(float)
         if not (tau > 0).any():
             continue
         # the columns a scan row carries for these measures, then the scan's own ranking
@@ -230,18 +327,23 @@ def ranking(frame, pool, R, seed, sizes=(1, 2, 3)) -> dict:
                   "theta_hat": th,
                   "theta_hat*n1": th * g["n1"].to_numpy(float),     # none where θ̂ is not estimable
                   "theta_hat upper": g["theta_hat_upper"].to_numpy(float),
-                  "tau1_hat": g["tau1_hat"].to_numpy(float)}
-        best = np.sort(tau)[::-1][:10].sum()
-        for name, sc in scores.items():
-            fin = np.isfinite(sc)
-            low = (sc[fin].min() - 1.0) if fin.any() else 0.0
-            s = np.where(fin, sc, low)                  # no value: last, as a scan ranks it
-            rho = spearmanr(s, tau).statistic
-            top = np.argsort(-s, kind="stable")[:10]
-            res.setdefault(name, []).append((rho, tau[top].sum() / best))
+                  "tau1_hat": g["tau1_hat"].to_numpy(float),
+                  "matches_ll": g["matches_ll"].to_numpy(float),
+                  "tau1_ll": g["tau1_ll"].to_numpy(float),
+                  "n1": g["n1"].to_numpy(float)}
+        for truth_name, truth in (("tau1", tau), ("E", E)):
+            best = np.sort(truth)[::-1][:10].sum()
+            for name, sc in scores.items():
+                fin = np.isfinite(sc)
+                low = (sc[fin].min() - 1.0) if fin.any() else 0.0
+                s = np.where(fin, sc, low)                  # no value: last, as a scan ranks it
+                rho = spearmanr(s, truth).statistic
+                top = np.argsort(-s, kind="stable")[:10]
+                key = name if truth_name == "tau1" else f"{name} vs E"
+                res.setdefault(key, []).append((rho, truth[top].sum() / best))
         first = int(np.argmax(pos))
         top_n2_zero.append(int(g["n2"].iloc[first] == 0))
-    out = {"default_rank_by": default_name, "combinations": len(combos),
+    out = {"default_rank_by": default_name, "combinations": len(combos), "fraction": fraction or RANK_FRACTION,
            "samples": len(top_n2_zero), "top_has_n2_zero": float(np.mean(top_n2_zero)) if top_n2_zero else math.nan}
     for name, vals in res.items():
         a = np.array(vals, float)
@@ -252,6 +354,41 @@ def ranking(frame, pool, R, seed, sizes=(1, 2, 3)) -> dict:
 
 
 # --- printing ---------------------------------------------------------------------------------------
+def print_et(rows):
+    for what, truth in (("E", "E = Σ_{f=1} 1/F (expected correct matches)"),
+                        ("tau1", "τ1 = #{f = 1, F = 1}")):
+        print(f"\n4{'a' if what == 'E' else 'b'}. Estimators of {truth}: relative bias, relative sd, "
+              "s.e./sd, coverage of ± 2.576 s.e. (two-sided 99 %)")
+        print(f"{'population':<9} {'keys':<4} {'π':>5} {'med n2':>6} {'truth':>8} {'estimator':<28} "
+              f"{'rel bias %':>10} {'rel sd %':>8} {'ŝe/sd':>6} {'cover %':>7} {'given %':>7}")
+        for r in rows:
+            for name, x in r[what].items():
+                print(f"{r['population']:<9} {r['keyset']:<4} {r['fraction']:>5g} "
+                      f"{f(r['median_n2']):>6} {f(r[what + '_mean' if what == 'E' else 'tau1_mean']):>8} "
+                      f"{name:<28.28} {pct(x['rel_bias']):>10} {pct(x['rel_sd']):>8} "
+                      f"{f(x['se_over_sd'], 2):>6} {pct(x.get('cover99', math.nan)):>7} "
+                      f"{pct(x['given']):>7}")
+        names = sorted({k for r in rows for k in r[what]})
+        print(f"   summary over the cells with median n2 ≥ 10 (the issue's target: |rel bias| ≤ 10 %, "
+              f"coverage ≥ 98 %):")
+        for name in names:
+            g = [r[what][name] for r in rows if r["median_n2"] >= 10 and name in r[what]]
+            if not g:
+                continue
+            rb = np.array([x["rel_bias"] for x in g], float)
+            cv = np.array([x.get("cover99", math.nan) for x in g], float)
+            print(f"     {name:<28} {len(g):>3} cells: |rel bias| ≤ 10 % in {int(np.sum(np.abs(rb) <= 0.1))}, "
+                  f"median |rel bias| {pct(float(np.nanmedian(np.abs(rb))))} %, worst "
+                  f"{pct(float(rb[np.nanargmax(np.abs(rb))]) if np.isfinite(rb).any() else math.nan)} %; "
+                  f"coverage ≥ 98 % in {int(np.sum(cv >= 0.98))}, median "
+                  f"{pct(float(np.nanmedian(cv)) if np.isfinite(cv).any() else math.nan)} %")
+    rel = [r for r in rows if r.get("tau1_hat_reliable", 0) > 0]
+    print(f"   tau1_hat marked reliable in {len(rel)} cells; largest per-sample relative error there: "
+          f"{pct(max([r['tau1_hat_reliable_max_rel_err'] for r in rel], default=math.nan))} %; "
+          f"largest |rel bias| among the reliable samples of a cell: "
+          f"{pct(max([abs(r['tau1_hat_reliable_rel_bias']) for r in rel], default=math.nan))} %")
+
+
 def f(v, d=3):
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "—"
@@ -329,17 +466,20 @@ def print_tau(rows):
 
 
 def print_rank(results):
-    print(f"\n3. Ranking the combinations of 1–3 keys of a pool of six, π = {RANK_FRACTION:g}, "
-          "against the truth τ1")
-    print(f"{'population':<9} {'ranking':<16} {'Spearman mean':>13} {'range':>13} "
+    fr = next(iter(results.values()))["fraction"] if results else RANK_FRACTION
+    print(f"\n3. Ranking the combinations of 1–3 keys of a pool of six, π = {fr:g}, "
+          "against the truth τ1 and the truth E")
+    print(f"{'population':<9} {'ranking':<22} {'Spearman mean':>13} {'range':>13} "
           f"{'top-10 share %':>14} {'min %':>6}")
+    names = ("default", "theta_hat", "theta_hat*n1", "theta_hat upper", "tau1_hat", "matches_ll",
+             "tau1_ll", "n1")
     for pop, r in results.items():
-        for name in ("default", "theta_hat", "theta_hat*n1", "theta_hat upper", "tau1_hat"):
+        for name in names + tuple(f"{x} vs E" for x in names):
             if name not in r:
                 continue
             x = r[name]
-            label = f"default ({r['default_rank_by']})" if name == "default" else name
-            print(f"{pop:<9} {label:<16.22} {f(x['spearman_mean'], 2):>13} "
+            label = (f"default ({r['default_rank_by']})" + name[7:]) if name.startswith("default") else name
+            print(f"{pop:<9} {label:<22.28} {f(x['spearman_mean'], 2):>13} "
                   f"{f(x['spearman_min'], 2) + '..' + f(x['spearman_max'], 2):>13} "
                   f"{pct(x['top10_mean']):>14} {pct(x['top10_min']):>6}")
         print(f"{pop:<9} {r['combinations']} combinations, {r['samples']} samples; the default's top "
@@ -360,8 +500,22 @@ def main(argv=None):
                          "set's keys are also its ranking pool (repeatable)")
     ap.add_argument("--fractions", default=",".join(map(str, FRACTIONS)))
     ap.add_argument("--seed", type=int, default=21)
+    ap.add_argument("--rank-fraction", type=float, default=0.01,
+                    help="π of the ranking study (the issue's target is at 1 %%)")
+    ap.add_argument("--no-theta", action="store_true", help="skip sections 1-2 (θ̂, τ̂1 alone)")
+    ap.add_argument("--variants", default=",".join(RUN_VARIANTS),
+                    help=f"log-linear variants run beside the default, of {', '.join(LL_VARIANTS)} "
+                         "('' for none)")
+    ap.add_argument("--keysets", default=None,
+                    help="which key sets of each population, e.g. S,M (default: all)")
+    ap.add_argument("--replicates-csv", default=None,
+                    help="also write every replicate's numbers (for recalibrating) to this CSV")
     ap.add_argument("--json", default=str(OUT / "validate_trust.json"), help="write every number here")
     a = ap.parse_args(argv)
+    RUN_VARIANTS[:] = [v for v in a.variants.split(",") if v]
+    for v in RUN_VARIANTS:
+        if v not in LL_VARIANTS:
+            raise SystemExit(f"unknown variant {v!r}: one of {', '.join(LL_VARIANTS)}")
     fractions = [float(x) for x in a.fractions.split(",")]
     pops = {}
     data = find_data()
@@ -381,32 +535,43 @@ def main(argv=None):
             raise SystemExit(f"--population {spec!r}: name its key sets, FILE:K1,K2;K1,K2,K3")
         pops[Path(path).stem] = (Path(path), None, sets, sets[-1])
     t0 = time.perf_counter()
-    theta_rows, tau_rows, rank = [], [], {}
+    theta_rows, tau_rows, et_rows, rank, allreps = [], [], [], {}, []
     for name, (path, sep, sets, pool) in pops.items():
         frame = load(path, sep)
         for si, keys in enumerate(sets):
+            label = "SML"[si] if len(sets) == 3 else str(si + 1)
+            if a.keysets and label not in a.keysets.split(","):
+                continue
             df = replicates(frame, keys, fractions, a.replicates, a.seed)
             for frac, g in df.groupby("fraction"):
                 tag = {"population": name, "keyset": "SML"[si] if len(sets) == 3 else str(si + 1),
                        "keys": keys, "fraction": float(frac)}
                 theta_rows.append(tag | theta_cell(g))
                 tau_rows.append(tag | tau_cell(g))
+                et_rows.append(tag | et_cell(g))
+            if a.replicates_csv:
+                allreps.append(df.assign(population=name, keyset=si))
         if a.rank_replicates > 0:
-            rank[name] = ranking(frame, pool, a.rank_replicates, a.seed)
+            rank[name] = ranking(frame, pool, a.rank_replicates, a.seed, fraction=a.rank_fraction)
         print(f"[{name}: done at {time.perf_counter() - t0:.0f} s]", flush=True)
     print(f"\nissue 21 validation: {', '.join(pops)}; {a.replicates} Bernoulli samples per "
           f"(key set, π); seed {a.seed}")
     for name, (path, sep, sets, pool) in pops.items():
         print(f"  {name}: " + "; ".join(f"{'SML'[i] if len(sets) == 3 else i + 1} = {','.join(k)}"
                                        for i, k in enumerate(sets)))
-    print_theta(theta_rows)
-    print_tau(tau_rows)
+    if not a.no_theta:
+        print_theta(theta_rows)
+        print_tau(tau_rows)
+    print_et(et_rows)
+    if a.replicates_csv and allreps:
+        pd.concat(allreps, ignore_index=True).to_csv(a.replicates_csv, index=False)
     if rank:
         print_rank(rank)
     print(f"\n({time.perf_counter() - t0:.0f} s)")
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
         Path(a.json).write_text(json.dumps({"theta": theta_rows, "tau1": tau_rows, "ranking": rank,
+                                            "estimators": et_rows,
                                             "replicates": a.replicates,
                                             "rank_replicates": a.rank_replicates, "seed": a.seed},
                                            indent=1, default=str))

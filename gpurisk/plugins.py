@@ -30,6 +30,9 @@ ENV_BLOCK = "GPURISK_BLOCK_PLUGINS"
 BUILTIN_PLUGINS = (
     "gpurisk.measures.theta_hat",
     "gpurisk.measures.matches_hat",
+    "gpurisk.measures.matches",
+    "gpurisk.measures.matches_ll",
+    "gpurisk.measures.tau1_ll",
     "gpurisk.measures.theta",
     "gpurisk.measures.pr_pu",
     "gpurisk.measures.pr_pu_su",

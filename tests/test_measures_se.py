@@ -30,7 +30,17 @@ def test_theta_hat_and_variance_by_hand():
     # the default bound is on the log scale: θ̂·exp(z v̂^½/θ̂) (0.59 against Wald's 0.23: with two
     # sample pairs the log bound is wide where the Wald bound is short)
     se = math.sqrt(10 / 2197)
-    assert m.upper == pytest.approx(1 / 13 * math.exp(2.3263478740408408 * se * 13), rel=1e-12)
+    log_bound = 1 / 13 * math.exp(2.3263478740408408 * se * 13)
+    # with n2 = 2 < 20 pairs it is raised to the exact-Poisson bound (issue 27): n1 at its 99 %
+    # upper limit ½χ²(0.99; 8) = 10.0451, n2 at its lower one ½χ²(0.01; 4) = 0.14855
+    from scipy.stats import chi2
+    n1u, n2l = chi2.ppf(0.99, 8) / 2, chi2.ppf(0.01, 4) / 2
+    assert n1u == pytest.approx(10.0451, abs=1e-4) and n2l == pytest.approx(0.14855, abs=1e-5)
+    poisson = 0.1 * n1u / (0.1 * n1u + 2 * 0.9 * n2l)
+    assert m.upper == pytest.approx(max(log_bound, poisson), rel=1e-12) and poisson > log_bound
+    off = gpurisk.assess(frame_from_counts([1, 1, 1, 2, 2, 3]), ["k"], fraction=0.1,
+                         options={"theta_hat": {"few_pairs": 0}}).measures["theta_hat"]
+    assert off.upper == pytest.approx(log_bound, rel=1e-12)
     assert m.extra["bound"] == "log"
     r = gpurisk.assess(frame_from_counts([1, 1, 1, 2, 2, 3]), ["k"], fraction=0.1, alpha=0.05,
                        options={"theta_hat": {"bound": "wald"}})

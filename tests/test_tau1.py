@@ -46,6 +46,11 @@ def test_unbiased_series_by_hand():
     # λ = 0.5 (π = 2/3): 5 − 0.5·2·3 + 0.25·3·1 = 2.75
     r = tau1_hat_of(frame_with_fof(SMALL), 2 / 3)
     assert r.extra["method"] == "unbiased"
+    # unreliable: withheld by default (no value, the reason, the raw value in the extras) ...
+    assert r.value is None and r.reason.startswith("withheld as unreliable: the s.e. is 0.877")
+    assert r.extra["raw_value"] == pytest.approx(2.75, abs=1e-12) and r.extra["withheld"] is True
+    # ... and shown when asked
+    r = tau1_hat_of(frame_with_fof(SMALL), 2 / 3, show_unreliable=True)
     assert r.value == pytest.approx(2.75, abs=1e-12)
     # s.e.: Σ c_i² Z_{i+1} − τ̂1 = 1·5 + 1·3 + 0.5625·1 − 2.75 = 5.8125
     assert r.se == pytest.approx(math.sqrt(5.8125), abs=1e-12)
@@ -86,11 +91,22 @@ def test_census_gives_n1_exactly():
 
 
 def test_i0_term_in_the_smoothed_series():
-    """With only uniques (Z_r = 0 for r ≥ 2) every smoother returns Z_1 whatever λ."""
+    """With only uniques (Z_r = 0 for r ≥ 2) every smoother returns Z_1 whatever λ, with s.e. 0:
+    a degenerate sample, so "not estimable" (issue 27: τ1 was about n1/2 in such samples), never a
+    number; the raw value is kept."""
     frame = frame_with_fof({1: 9})
-    for opts in ({}, {"smoothing": "poisson"}):
+    for opts in ({}, {"smoothing": "poisson"}, {"show_unreliable": True}):
         r = tau1_hat_of(frame, 0.01, **opts)
-        assert r.extra["method"] in ("binomial", "poisson") and r.value == 9.0
+        assert r.extra["method"] in ("binomial", "poisson") and r.extra["raw_value"] == 9.0
+        assert r.value is None and r.reason.startswith("not estimable: the estimate is n1 = 9")
+
+
+def test_estimate_at_zero_is_not_estimable():
+    # λ = 3, L ~ Binomial(1, 1/2): 5 − 3·2·(1/2)·Z_2 = 5 − 3·Z_2 with Z_1 = 3... choose Z so it is 0:
+    # Z_1 = 3, Z_2 = 1: τ̂1 = 3 − 3·2·(1/2)·1 = 0
+    r = tau1_hat_of(frame_with_fof({1: 3, 2: 1}), 0.25, k=1, q=0.5)
+    assert r.extra["raw_value"] == pytest.approx(0.0, abs=1e-12)
+    assert r.value is None and r.reason.startswith("not estimable: the estimate is 0")
 
 
 def test_lambda_from_population_size():
@@ -174,7 +190,7 @@ def test_unbiased_series_monte_carlo(lam):
     for row in range(3):
         t = gpurisk.FreqTable(("k",), [list(range(C))], np.arange(C), f[row], None)
         r = gpurisk.run_measures(t, gpurisk.Context(fraction=1 / (1 + lam)), ["tau1_hat"])["tau1_hat"]
-        assert r.value == pytest.approx(est[row], abs=1e-9)
+        assert r.extra.get("raw_value", r.value) == pytest.approx(est[row], abs=1e-9)
 
 
 def test_fof_vector():

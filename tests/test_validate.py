@@ -192,10 +192,12 @@ def test_tau1_reliable_where_validation_found_it_sound():
         v = gpurisk.validate(pop, ["AGE", "GENDER", "INCOME", "STATE", "NGIFTALL"], fractions=[0.1],
                              replicates=4, measures=["tau1_hat"], seed=5)
     r = v.replicates[v.replicates["measure"] == "tau1_hat"]
-    assert r["reliable"].all()
+    r = r[r["reliable"].astype(bool)]
+    assert len(r) >= 2                       # (issue 27: reliable needs s.e. ≤ 5 % of the estimate)
     rel_bias = (r["value"] - r["truth"]).mean() / r["truth"].mean()
     assert abs(rel_bias) < 0.25 and (((r["value"] - r["truth"]) / r["n"]) ** 2).mean() < 0.1
-    assert ((r["se"] / r["value"]) <= 0.1).all()
+    assert ((r["se"] / r["value"]) <= 0.05).all()
+    assert (abs(r["value"] - r["truth"]) <= 0.25 * r["truth"]).all()
 
 
 def test_theta_hat_on_real_population_table1_shape():

@@ -1,18 +1,21 @@
-"""matches_hat: the estimated number of correct unique matches, θ̂·n1 — what scan ranks by.
+"""matches_hat: θ̂·n1, a LOWER estimate of the expected number of correct matches E — what scan ranks by.
 
     matches_hat = θ̂ · n1        s.e. = n1 · v̂^½        upper = n1 · (θ̂'s upper bound)
 
-θ̂ (Skinner & Elliot 2002, eq. 7) is the share of unique matches that are correct; times the number
-of sample uniques n1 it estimates how many records an intruder would correctly re-identify by a
-unique match. A probability alone ranks key combinations badly: a combination with one sample unique
-and no sample pair has θ̂ = 1 and tops a ranking by θ̂ while nobody in it can be found. On four real
-populations (bench/validate_trust.py, every combination of 1-3 keys of six, π = 5 %, 100 samples),
-ranking by matches_hat had a Spearman correlation of 0.92-0.97 with the truth τ1 (the number of
-sample uniques that are population uniques) and its top 10 caught 98-100 % of the τ1 attainable by
-any 10; θ̂ alone 0.38-0.68 and 48-87 %, with a combination without sample pairs on top in 41-74 %
-of the samples.
+θ̂ (Skinner & Elliot 2002, eq. 7) estimates θ = n1 / Σ_{f_j=1} F_j, the share of correct matches
+when the intruder's unique matches are pooled; so θ̂·n1 estimates n1²/Σ_{f_j=1} F_j, the number of
+sample uniques over their mean population count. That is NOT the expected number of correct matches
+E = Σ_{f_j=1} 1/F_j (each sample unique matched to a random population record of its cell; the
+measure ``matches``, estimated by ``matches_ll``): by Jensen's inequality (the harmonic mean is at
+most the arithmetic mean) n1²/ΣF ≤ E, and on real populations it was 20-78 % below E
+(docs/validation.md). Read it as a lower estimate of E, and its ``upper`` as the upper bound of
+n1²/ΣF, not of E. As a ranking of key combinations it works: on four real populations
+(bench/validate_trust.py, every combination of 1-3 keys of six, π = 5 %, 100 samples), ranking by
+matches_hat had a Spearman correlation of 0.92-0.97 with the truth τ1 (the number of sample uniques
+that are population uniques) and its top 10 caught 98-100 % of the τ1 attainable by any 10; θ̂ alone
+0.38-0.68 and 48-87 %, with a combination without sample pairs on top in 41-74 % of the samples.
 
-It reads theta_hat's options (``theta_hat.bound``, ``theta_hat.min_pairs``). Where θ̂ is not
+It reads theta_hat's options (``theta_hat.bound``, ``theta_hat.few_pairs``, ``theta_hat.min_pairs``). Where θ̂ is not
 estimable (no sample pair: eq. 7 would give θ̂ = 1, so θ̂·n1 = n1 however few the uniques), the count
 is estimated with half a sample pair, n2 = ½ (a continuity correction), and flagged
 (``estimable: false``, a note); its upper bound is then n1, the most there can be. This keeps a
@@ -25,14 +28,13 @@ import math
 
 from gpurisk.hookspecs import hookimpl
 from gpurisk.measure import Context, Measure, Result
-from gpurisk.measures._util import z_upper
-from gpurisk.measures.theta_hat import ThetaHat, not_estimable, theta_hat, upper_bound
+from gpurisk.measures.theta_hat import ThetaHat, bound_of, not_estimable, theta_hat
 
 
 class MatchesHat(Measure):
     name = "matches_hat"
-    description = ("Estimated number of correct unique matches, theta_hat * n1 (scan ranks key "
-                   "combinations by it)")
+    description = ("theta_hat * n1 = n1^2 / sum F over sample uniques: a LOWER estimate of the "
+                   "expected correct matches E (scan ranks key combinations by it)")
     needs = frozenset({"fraction"})
     reference = "Skinner & Elliot (2002), eq. (7), times the number of sample uniques n1"
     reads = "summary"
@@ -57,7 +59,9 @@ class MatchesHat(Measure):
                         f"n1 = {n1}"})
         th, v = theta_hat(n1, n2, n3, pi)
         se = math.sqrt(v)
-        up = upper_bound(th, se, z_upper(ctx.alpha), bound)
+        few = int(ctx.option("theta_hat", "few_pairs", opts["few_pairs"]))
+        extra["note"] = "a lower estimate of the expected correct matches E (it estimates n1²/ΣF)"
+        up = bound_of(th, se, n1, n2, pi, ctx.alpha, bound, few)
         extra |= {"theta_hat": th}
         if why:                                           # 0 < n2 < min_pairs
             extra |= {"estimable": False, "note": f"θ̂ from {n2} sample pair(s), fewer than "

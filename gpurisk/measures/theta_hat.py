@@ -9,7 +9,10 @@ default: z = 2.326) is, by option ``bound``,
     log  (default):  θ̂ · exp(z v̂^½ / θ̂)     the normal approximation on the log scale (delta method)
     wald:            θ̂ + z v̂^½              the normal approximation on θ̂'s own scale (before issue 21)
 
-both clipped to 1, so a bound of a probability never leaves [0, 1]. v̂ is proportional to θ̂², so
+both clipped to 1, so a bound of a probability never leaves [0, 1]. Where pairs are few
+(n2 < ``few_pairs``, default 20) the log bound is raised to the exact-Poisson bound
+:func:`poisson_bound` when that is larger (issue 27: below a median n2 of 10 the log bound covered
+94.6 % at 99 %, 86 % in the worst cell; with this 99.7 %, 98 % in the worst; docs/validation.md). v̂ is proportional to θ̂², so
 the Wald bound is shortest exactly where θ̂ is low and sample pairs are few. On 15 key sets of five
 real populations at π = 1, 5, 10 % (bench/validate_trust.py, 200 samples each) the 99 % log bound
 covered θ in 98.4 % of the samples where median n2 ≥ 20 (Wald: 97.5 %) and 95.7 % where it is
@@ -56,6 +59,34 @@ def upper_bound(th: float, se: float, z: float, bound: str = "log") -> float:
     return min(max(up, 0.0), 1.0)               # ... but a probability's bound is at most 1
 
 
+#: below this many sample pairs the log bound is raised to the exact-Poisson bound (option few_pairs)
+FEW_PAIRS = 20
+
+
+def poisson_bound(n1: int, n2: int, pi: float, alpha: float) -> float:
+    """The exact-Poisson upper bound of θ where pairs are few (issue 27):
+
+        θ_P = π n1_U / (π n1_U + 2(1−π) n2_L),   n1_U = ½ χ²_{1−α}(2 n1 + 2),  n2_L = ½ χ²_α(2 n2)
+
+    (Garwood's one-sided limits: n1 at its upper, n2 at its lower, each at level 1 − α), at most 1.
+    eq. 7's θ̂ rises with n1 and falls with n2, so this is θ̂ at the two counts' extreme plausible
+    values; it does not lean on a normal approximation that few pairs do not support."""
+    from scipy.stats import chi2
+    n1_u = 0.5 * float(chi2.ppf(1.0 - alpha, 2 * n1 + 2))
+    n2_l = 0.5 * float(chi2.ppf(alpha, 2 * n2)) if n2 > 0 else 0.0
+    den = pi * n1_u + 2.0 * (1.0 - pi) * n2_l
+    return min(pi * n1_u / den, 1.0) if den > 0 else 1.0
+
+
+def bound_of(th, se, n1, n2, pi, alpha, bound="log", few_pairs=FEW_PAIRS) -> float:
+    """The upper bound theta_hat reports: :func:`upper_bound`, and with ``bound="log"`` and fewer
+    than ``few_pairs`` sample pairs the larger of it and :func:`poisson_bound`."""
+    up = upper_bound(th, se, z_upper(alpha), bound)
+    if bound == "log" and n2 < few_pairs and pi < 1.0 and n1 > 0:
+        up = max(up, poisson_bound(n1, n2, pi, alpha))
+    return up
+
+
 def not_estimable(n1: int, n2: int, n3: int, min_pairs: int = 1) -> str | None:
     """Why θ̂ (π < 1) is not estimable from these counts, or None when it is."""
     if n2 >= min_pairs or n1 == 0:
@@ -77,6 +108,9 @@ class ThetaHat(Measure):
         "bound": Option(str, "log", choices=BOUNDS,
                         help="upper bound: log = theta_hat*exp(z*se/theta_hat) (default), "
                              "wald = theta_hat + z*se; both at most 1"),
+        "few_pairs": Option(int, FEW_PAIRS, min=0,
+                            help="below this many sample pairs the log bound is raised to the "
+                                 "exact-Poisson bound (0: never)"),
         "min_pairs": Option(int, 1, min=1,
                             help="fewest sample pairs n2 for theta_hat to be estimated (with fewer "
                                  "it is reported as not estimable)"),
@@ -98,7 +132,8 @@ class ThetaHat(Measure):
         if why:
             return Result(value=None, reason=why, extra=extra | {"estimable": False})
         se = math.sqrt(v)
-        return Result(value=th, se=se, upper=upper_bound(th, se, z_upper(ctx.alpha), bound),
+        few = int(ctx.option(self.name, "few_pairs", self.options["few_pairs"]))
+        return Result(value=th, se=se, upper=bound_of(th, se, n1, n2, pi, ctx.alpha, bound, few),
                       extra=extra)
 
 

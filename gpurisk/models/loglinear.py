@@ -21,6 +21,9 @@ the other axes, a rescaling one broadcast multiply. Sample tables are usually sp
 support then is a small fraction of K; IPF runs on the support cells alone (margins by ``bincount``,
 rescaling by a gather), which costs O(|support|) instead of O(K) per step. The Python loop runs over
 iterations and pairs only; the observed margins come from the sample cells, so f is never dense.
+When K exceeds MAX_CELLS (and the caller's ``max_cells`` allows it) the support itself is found
+without a K-cell mask, by :func:`support_by_join` (key by key, O(|support| · c_v)), so key spaces far
+beyond a dense table fit (issue 27: 30⁸ ≈ 6.6·10¹¹ cells in the tests).
 
 Convergence: from sparse data the MLE often lies on the boundary (some empty cells in the support
 have μ̂ = 0 without a zero margin forcing it); IPF then converges sublinearly (the discrepancy falls
@@ -187,6 +190,43 @@ def support_of(xp, obs, cards, margins):
     return xp.flatnonzero(mask.reshape(-1))
 
 
+#: the most support cells :func:`support_by_join` forms (each costs about 8 bytes per margin)
+MAX_SUPPORT = 50_000_000
+
+
+def support_by_join(xp, obs, cards, margins, limit: int = MAX_SUPPORT):
+    """As :func:`support_of` without a K-cell array: the cells whose every observed two-way margin
+    is positive, built key by key. The cells over keys 0..v−1 whose margins among those keys are
+    positive are extended by each category of key v and kept where every margin (a, v), a < v, is
+    positive; so the work is O(|support| · c_v) per key, whatever K is. Needs every margin to be a
+    pair or a single key; BadInput when more than ``limit`` cells would be formed."""
+    d = len(cards)
+    if math.prod(cards) >= 2**63:
+        raise BadInput(f"the log-linear table has K = {math.prod(cards):.3g} cells, beyond 64-bit "
+                       "cell ids; use fewer or coarser key variables")
+    pos = {tuple(a): (m > 0) for a, m in zip(margins, obs)}
+    first = pos.get((0,))
+    part = [xp.flatnonzero(first) if first is not None else xp.arange(cards[0])]
+    for v in range(1, d):
+        rows = int(part[0].shape[0])
+        if rows * cards[v] > limit:
+            raise BadInput(f"the log-linear fit's support would exceed {limit:,} cells at key {v + 1} "
+                           f"of {d}; use fewer or coarser key variables")
+        idx = xp.repeat(xp.arange(rows), cards[v])
+        new = xp.tile(xp.arange(cards[v]), rows)
+        keep = xp.ones(new.shape[0], dtype=bool)
+        if (v,) in pos:
+            keep &= pos[(v,)][new]
+        for a in range(v):
+            if (a, v) in pos:
+                keep &= pos[(a, v)][part[a][idx], new]
+        idx, new = idx[keep], new[keep]
+        part = [c[idx] for c in part] + [new]
+    if not part[0].shape[0]:
+        return xp.zeros(0, dtype=xp.int64)
+    return xp.sort(mixed_radix_ids(part, cards, xp, dtype=xp.int64))
+
+
 def fit_two_way(codes, f, cards, xp=np, tol: float = TOL, max_iter: int = MAX_ITER,
                 max_cells: float = MAX_CELLS, margins=None, sparse: bool | None = None,
                 trace: list | None = None) -> LoglinearFit:
@@ -201,6 +241,7 @@ def fit_two_way(codes, f, cards, xp=np, tol: float = TOL, max_iter: int = MAX_IT
     """
     cards = tuple(int(c) for c in cards)
     check_cells(cards, max_cells)
+    K = math.prod(cards)
     if not tol > 0:
         raise BadInput(f"IPF tolerance must be > 0, got {tol!r}")
     if int(max_iter) < 1:
@@ -209,8 +250,11 @@ def fit_two_way(codes, f, cards, xp=np, tol: float = TOL, max_iter: int = MAX_IT
     margins = two_way_margins(d) if margins is None else [tuple(m) for m in margins]
     obs = observed_margins(xp, codes, f, cards, margins)
     n = float(scalar(f.sum()))
-    K = math.prod(cards)
-    support = support_of(xp, obs, cards, margins)
+    if K > MAX_CELLS and all(len(a) <= 2 for a in margins):   # beyond a dense table: no K-cell mask
+        support = support_by_join(xp, obs, cards, margins)
+        sparse = True
+    else:
+        support = support_of(xp, obs, cards, margins)
     if sparse is None:
         sparse = (support.size * SPARSE_FRACTION <= K
                   and support.size * len(margins) * 4 <= SPARSE_INDEX_BYTES)
@@ -307,15 +351,17 @@ def sample_levels(table):
     return maps, tuple(cards)
 
 
-def fit_table(table, tol: float = TOL, max_iter: int = MAX_ITER, max_cells: float = MAX_CELLS) -> LoglinearFit:
+def fit_table(table, tol: float = TOL, max_iter: int = MAX_ITER, max_cells: float = MAX_CELLS,
+              margins=None) -> LoglinearFit:
     """:func:`fit_two_way` on a :class:`~gpurisk.freq.table.FreqTable`'s sample counts, over the
     categories the sample has (:func:`sample_levels`). ``fit.level_maps`` maps the table's codes to
-    the fit's; :meth:`LoglinearFit.p_hat_codes` gives p̂ from the table's codes."""
+    the fit's; :meth:`LoglinearFit.p_hat_codes` gives p̂ from the table's codes. ``margins``: as
+    in :func:`fit_two_way` (default every pair; ``[(0,), (1,), ...]`` the independence model)."""
     maps, cards = sample_levels(table)
     check_cells(cards, max_cells, table.keys)
     sampled = table.f > 0
     codes = [m[c[sampled]] for m, c in zip(maps, table.cell_codes())]
     fit = fit_two_way(codes, table.f[sampled], cards, xp=table.xp, tol=tol, max_iter=max_iter,
-                      max_cells=max_cells)
+                      max_cells=max_cells, margins=margins)
     fit.level_maps = maps
     return fit

@@ -1,0 +1,49 @@
+"""bench/validate_trust.py's estimator study (issue 27): one command, every estimator of E and τ1,
+on a population the user names; the printed/JSON numbers are those of the replicates it drew."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import ROOT, data_path
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("vt")
+    td = data_path("sdcmicro/testdata.csv")
+    out, csv = tmp / "vt.json", tmp / "reps.csv"
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "validate_trust.py"),
+                        "--population", f"{td}:urbrur,water,sex,age", "--replicates", "6",
+                        "--rank-replicates", "0", "--fractions", "0.1", "--no-theta",
+                        "--json", str(out), "--replicates-csv", str(csv)],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    return p.stdout, json.loads(out.read_text()), pd.read_csv(csv)
+
+
+def test_prints_every_estimator_of_E_and_tau1(study):
+    text, doc, _ = study
+    assert "4a. Estimators of E" in text and "4b. Estimators of τ1" in text
+    for name in ("matches_ll", "matches_ll@indep_poisson", "matches_hat (θ̂·n1)", "tau1_ll",
+                 "tau1_hat"):
+        assert name in text
+    cell = doc["estimators"][0]
+    assert set(cell["E"]) >= {"matches_ll", "matches_hat (θ̂·n1)"}
+    assert set(cell["tau1"]) >= {"tau1_ll", "tau1_hat"}
+
+
+def test_numbers_are_those_of_the_replicates(study):
+    _, doc, reps = study
+    cell = doc["estimators"][0]
+    err = reps["matches_ll"] - reps["matches"]
+    assert cell["E"]["matches_ll"]["rel_bias"] == pytest.approx(err.mean() / reps["matches"].mean())
+    cover = np.mean(np.abs(err) <= 2.5758293035489004 * reps["matches_ll_se"] + 1e-9)
+    assert cell["E"]["matches_ll"]["cover99"] == pytest.approx(cover)
+    # the truth E = Σ_{f=1} 1/F lies in (0, n1]
+    assert ((reps["matches"] > 0) & (reps["matches"] <= reps["n1"] + 1e-9)).all()
