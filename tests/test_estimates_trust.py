@@ -28,7 +28,12 @@ def test_readme_assess_example_is_what_assess_prints():
         name, *fields = ln.split(None, 4)
         assert name in rows, name
         assert rows[name].split(None, 4)[:4] == [name, *fields][:4], (ln, rows[name])
-    for ln in lines[lines.index("not applicable here") + 1:]:
+    assert lines[2] in out and lines[2].startswith("headline expected correct matches E")
+    assert all(ln in out for ln in lines[3:5])                     # τ1 beside it; the scenario
+    answers = lines.index("what each figure answers")
+    for ln in lines[answers + 1:]:
+        assert ln in out, ln                                       # the scenario of each figure
+    for ln in lines[lines.index("not applicable here") + 1:answers]:
         name, why = ln.strip().split(": ", 1)
         if name.endswith("..."):
             assert why in out

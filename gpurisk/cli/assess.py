@@ -19,6 +19,7 @@ def print_assessment(doc: dict) -> None:
             + f"\nkeys: {', '.join(doc['keys'])}   cells: {doc['cells']}   "
             f"n1 = {fof.get('1', 0)}, n2 = {fof.get('2', 0)}, n3 = {fof.get('3', 0)}")
     con.print(head)
+    print_headline(con, doc.get("headline"))
     t = Table(show_header=True, header_style="bold")
     for col in ("measure", "value", "se", "upper", "note"):
         t.add_column(col, overflow="fold")
@@ -33,8 +34,39 @@ def print_assessment(doc: dict) -> None:
         con.print("[bold]not applicable here[/bold]")
         for reason, names in idle.items():
             con.print(f"  {', '.join(names)}: {reason}")
+    shown = [n for n, m in doc["measures"].items() if m.get("value") is not None
+             and n in doc.get("scenarios", {})]
+    if shown:
+        con.print("[bold]what each figure answers[/bold]")
+        for n in shown:
+            con.print(f"  {n}: {doc['scenarios'][n]}")
     for w in doc.get("warnings", []):
         con.print(f"[yellow]warning:[/yellow] {w}")
+
+
+def _interval(e: dict, level: float) -> str:
+    lo, hi = (e.get("interval") or [None, None])
+    if lo is None or hi is None:
+        return ""
+    return f", {100 * level:.3g} % interval {lo:.3g} to {hi:.3g}"
+
+
+def print_headline(con, h: dict | None) -> None:
+    """The one figure an office acts on, its interval and the scenario it answers, first."""
+    if not h:
+        return
+    level = h.get("level", 0.99)
+    if h.get("value") is None:
+        con.print(f"[bold]headline[/bold] expected correct matches E ({h['measure']}): not given "
+                  f"here: {h.get('reason')}")
+        return
+    con.print(f"[bold]headline[/bold] expected correct matches E ≈ {h['value']:.3g}"
+              f"{_interval(h, level)} ({h['measure']})")
+    for b in h.get("beside", []):
+        if b.get("value") is not None:
+            con.print(f"  beside it: {b['scenario'].split(':')[0]} ≈ {b['value']:.3g}"
+                      f"{_interval(b, level)} ({b['measure']})")
+    con.print(f"  scenario: {h['scenario'].split(': ', 1)[-1]}")
 
 
 def register(cli: click.Group) -> None:

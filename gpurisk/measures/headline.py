@@ -46,6 +46,10 @@ SCENARIOS = {
     "indiv_risk": "Benedetti-Franconi: expected re-identifications over every record (not only "
                   "sample uniques) if each is matched to a random population record of its cell, "
                   "F_k estimated from the weights",
+    "theta_hat_dis": "θ: as theta_hat, from a Monte Carlo draw of populations given the sample "
+                     "(a check of θ̂'s formula)",
+    "k_anonymity": "k: the smallest cell of the release; an intruder who knows a person is in the "
+                   "release (prosecutor) re-identifies them with probability at most 1/k",
     "dis_suda": "DIS: expected correct matches of a data intrusion simulation (remove a record, "
                 "copy it back with probability π, match)",
 }

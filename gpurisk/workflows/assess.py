@@ -5,6 +5,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from gpurisk.measures.headline import BESIDE, HEADLINE, scenario
 from gpurisk.freq.guards import sample_categories
 from gpurisk.inputs import resolve_fraction  # noqa: F401  (re-exported: gpurisk.workflows.assess.resolve_fraction)
 from gpurisk.freq.table import FreqTable
@@ -60,12 +61,31 @@ class Assessment:
             "categories": dict(zip(t.keys, sample_categories(t))),   # distinct values in the sample
             "backend": t.backend,
             "warnings": list(self.warnings),
+            "headline": headline_of(self.measures, self.context.alpha),
+            "scenarios": {name: scenario(name) for name in self.measures if scenario(name)},
         }
         if t.N is not None:
             doc["population_cells"] = t.population_cells
             doc["pop_freq_of_freq"] = {str(r): c for r, c in sorted(t.pop_freq_of_freq().items())
                                        if r <= 10}
         return doc
+
+
+def headline_of(measures: Mapping[str, Result], alpha: float = 0.01) -> dict | None:
+    """The headline figure of an assessment: the expected number of correct matches E (estimated by
+    ``HEADLINE``) with its interval and the intruder scenario it answers, and the figures shown
+    beside it; None when the headline measure was not run."""
+    if HEADLINE not in measures:
+        return None
+
+    def entry(name):
+        r = measures[name]
+        return {"measure": name, "value": r.value, "se": r.se,
+                "interval": ([r.extra.get("interval_lower"), r.extra.get("interval_upper")]
+                             if r.value is not None else None),
+                "reason": r.reason, "scenario": scenario(name)}
+    return {**entry(HEADLINE), "level": 1.0 - float(alpha),
+            "beside": [entry(m) for m in BESIDE if m in measures]}
 
 
 def assess(frame, keys: Iterable[str], fraction: float | None = None, population=None,
@@ -113,8 +133,21 @@ def assess_with(frame, keys: Iterable[str], design, run, *, missing: str = "cate
                  columns=extra_cols)
     frames = inp.read()
     reg = measure_registry()
-    chosen = [m for m in (measures if measures is not None else
-                          [m for m, r in reg.items() if getattr(r.cls, "default", True)]) if m in reg]
+    kept_out: dict[str, Result] = {}
+    if measures is None:
+        # the default set, with the headline figures first (issue 27: one figure an office acts on)
+        measures = [m for m in (HEADLINE, *BESIDE) if m in reg] + [
+            m for m, r in reg.items() if getattr(r.cls, "default", True) and m not in (HEADLINE, *BESIDE)]
+        if inp.distributed and not inp.recode:
+            # a distributed run named no measure: the cells stay on the workers, so a headline
+            # figure that reads cells is not run here; it says how to run it
+            for m in (HEADLINE, *BESIDE):
+                if m in measures and reg[m].cls.reads not in ("summary", "buckets"):
+                    kept_out[m] = Result.not_applicable(
+                        f"reads every cell: on the {inp.backend} backend it runs when named "
+                        f"(--measures {m}), which brings the table of cells to this process")
+            measures = [m for m in measures if m not in kept_out]
+    chosen = [m for m in measures if m in reg]
     runnable = [m for m in chosen if _can_run(reg[m].cls, inp, options)]
     cell_readers = [m for m in runnable if reg[m].cls.reads not in ("summary", "buckets")]
     if inp.distributed and not cell_readers and not inp.recode:
@@ -138,6 +171,6 @@ def assess_with(frame, keys: Iterable[str], design, run, *, missing: str = "cate
     notes = list(counted.notes)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        results = run_measures(counted.table, ctx, measures, timeout=measure_timeout)
+        results = {**kept_out, **run_measures(counted.table, ctx, measures, timeout=measure_timeout)}
     notes += [str(w.message) for w in caught]
     return Assessment(counted.table, ctx, results, notes)
