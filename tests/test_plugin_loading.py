@@ -59,9 +59,15 @@ def dist(tmp_path, dist_name, ep, module, src, version="0.2"):
 @pytest.fixture
 def two_plugins(tmp_path, monkeypatch):
     """A good plugin and one whose import fails, installed as entry points on sys.path."""
+    yield from _installed(tmp_path, monkeypatch, [("good", GOOD_SRC, "0.2"), ("broken", BROKEN_SRC, "1.4")])
+
+
+def _installed(tmp_path, monkeypatch, specs):
+    """Install toy plugins ``gpurisk-toy-NAME`` (entry point ``toyNAME``) on sys.path; yields the
+    folder with a fresh registry, and resets it after."""
     tag = abs(hash(str(tmp_path)))
-    dist(tmp_path, "gpurisk-toy-good", "toygood", f"gpurisk_toy_good_{tag}", GOOD_SRC)
-    dist(tmp_path, "gpurisk-toy-broken", "toybroken", f"gpurisk_toy_broken_{tag}", BROKEN_SRC, "1.4")
+    for name, src, version in specs:
+        dist(tmp_path, f"gpurisk-toy-{name}", f"toy{name}", f"gpurisk_toy_{name}_{tag}", src, version)
     monkeypatch.syspath_prepend(str(tmp_path))
     plugins.reset()
     yield tmp_path
@@ -234,14 +240,8 @@ def gpurisk_register_measures():
 @pytest.fixture
 def faulty_hooks(tmp_path, monkeypatch):
     """A good plugin, one whose registration hook raises, one that registers a nameless class."""
-    tag = abs(hash(str(tmp_path)))
-    dist(tmp_path, "gpurisk-toy-good", "toygood", f"gpurisk_toy_good_{tag}", GOOD_SRC)
-    dist(tmp_path, "gpurisk-toy-raising", "toyraising", f"gpurisk_toy_raising_{tag}", RAISING_SRC, "0.9")
-    dist(tmp_path, "gpurisk-toy-nameless", "toynameless", f"gpurisk_toy_nameless_{tag}", NAMELESS_SRC, "0.1")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    plugins.reset()
-    yield tmp_path
-    plugins.reset()
+    yield from _installed(tmp_path, monkeypatch, [("good", GOOD_SRC, "0.2"), ("raising", RAISING_SRC, "0.9"),
+                                                  ("nameless", NAMELESS_SRC, "0.1")])
 
 
 def test_a_hook_that_fails_at_load_time_is_reported_failed_and_the_rest_work(faulty_hooks, capsys):
