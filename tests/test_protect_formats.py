@@ -96,3 +96,17 @@ def test_protect_of_a_sas_file_writes_parquet(tmp_path, survey):
     bad = run_cli("protect", xpt, "--keys", ",".join(KEYS), "--criterion", "k_anonymity>=1",
                   "-o", tmp_path / "release.xpt")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_protect_takes_a_backend_and_refuses_a_distributed_one(tmp_path, survey):
+    src = tmp_path / "survey.csv"
+    survey.to_csv(src, index=False)
+    args = ["protect", src, "--keys", ",".join(KEYS), "--criterion", "k_anonymity>=1"]
+    ok = run_cli(*args, "--backend", "pandas", "-o", tmp_path / "a.csv")
+    auto = run_cli(*args, "--backend", "auto", "-o", tmp_path / "b.csv")
+    assert ok.returncode == auto.returncode == 0, ok.stderr + auto.stderr
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+    for bad, why in (("dask", "needs each record's cell"), ("spark", "is not one of auto, pandas, cudf")):
+        p = run_cli(*args, "--backend", bad, "-o", tmp_path / "c.csv")
+        assert p.returncode == 2 and why in p.stderr and len(p.stderr.strip().splitlines()) == 1
+        assert not (tmp_path / "c.csv").exists()

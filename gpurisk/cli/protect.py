@@ -115,12 +115,15 @@ def register(cli: click.Group) -> None:
                   show_default=True, help="a missing key value is its own category, or an error")
     @click.option("--allow-high-cardinality", is_flag=True,
                   help="accept a key with the cardinality of an identifier (its hierarchy groups it)")
+    @click.option("--backend", default=None, metavar="NAME",
+                  help="auto|pandas|cudf: where the records are counted (the release needs each "
+                       "record's cell, so not a distributed backend; default pandas)")
     @output_options(json_help="print JSON", output_metavar="RELEASE",
                     output_help="write the protected file (the input's format)")
     def protect(data, keys, scenarios, scenarios_file, hierarchies, criteria, loss, design, run,
                 undefined, suppress_limit, suppress, perturb, no_prune,
                 front_rows, output, plan_out, plot, report_out, from_plan, checkpoint,
-                checkpoint_every, sep, encoding, missing, allow_high_cardinality, as_json):
+                checkpoint_every, sep, encoding, missing, allow_high_cardinality, backend, as_json):
         """Search the recodes of DATA's keys for the least information loss meeting every
         --criterion on every scenario; write the release and its plan."""
         from gpurisk.errors import BadInput
@@ -144,7 +147,8 @@ def register(cli: click.Group) -> None:
                          progress=update, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                          plot=plot, undefined=undefined,
                          allow_high_cardinality=allow_high_cardinality, suppress_limit=suppress_limit,
-                         suppress=suppress, perturb=list(perturb), report=report_out)
+                         suppress=suppress, perturb=list(perturb), report=report_out,
+                         backend=backend)
         res = p.result
         if as_json:
             echo_json({"node": p.node, "released_meets": p.released_meets,

@@ -97,6 +97,19 @@ def _scenarios(keys: list[str], scenarios) -> list[tuple[str, ...]]:
     return out
 
 
+def _record_backend(backend: str | None) -> str:
+    """The backend protect counts on: it writes each record's group, so it needs each record's
+    cell, which a distributed count does not bring back (pandas, cudf, or auto/None: pandas)."""
+    if backend in (None, "", "auto", "pandas"):
+        return "pandas"
+    if backend == "cudf":
+        return backend
+    if backend in ("dask", "dask-cudf"):
+        raise BadInput(f"protect on the {backend} backend: the release needs each record's cell, "
+                       "which a distributed count keeps on its workers; use --backend pandas or cudf")
+    raise BadInput(f"backend {backend!r} is not one of auto, pandas, cudf (protect)")
+
+
 def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenarios=None,
             fraction: float | None = None, population=None, alpha: float = 0.01, seed: int = 0,
             options: Mapping | None = None, missing: str = "category", sep: str | None = None,
@@ -105,7 +118,7 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
             checkpoint_every: float = 10.0, plot=None, undefined: str = "fails",
             allow_high_cardinality: bool = False, suppress_limit: float = 0.0,
             perturb=None, report=None, suppress: str = "values", sample_flag: str | None = None,
-            weights: str | None = None) -> Protection:
+            weights: str | None = None, backend: str | None = None) -> Protection:
     """Search the recodes of ``keys`` through ``hierarchies`` ({key: spec or [specs]}, or
     ``["KEY=SPEC", ...]``) for the least ``loss`` meeting every criterion (``["theta_hat.upper<=0.1"]``)
     on every scenario (key sets, or a TOML file of named scenarios as ``scan`` reads, whose keys
@@ -185,7 +198,7 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
         require_matplotlib()
     opts = dict(run.options)
     inp = Inputs(data, keys, **design.kwargs(), missing=missing,
-                 backend="pandas", sep=sep, encoding=encoding,
+                 backend=_record_backend(backend), sep=sep, encoding=encoding,
                  allow_high_cardinality=allow_high_cardinality, columns=extra_cols)
     frames = inp.read()
     counted = inp.count(frames, records="protect")
