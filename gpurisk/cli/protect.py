@@ -196,7 +196,7 @@ def register(cli: click.Group) -> None:
             for _, r in pf.iterrows():
                 t.add_row(*[str(r[c]) if c == "keys" else _num(r[c]) for c in pf.columns])
             con.print(t)
-        con.print("released node: " + ", ".join(f"{k}={v}" for k, v in p.node.items()),
+        con.print("released node: " + released_levels(p.node, p.plan.get("hierarchies") or {}),
                   markup=False, highlight=False)
         if not p.released_meets:
             ba = p.before_after
@@ -219,3 +219,14 @@ def register(cli: click.Group) -> None:
         for f in (plan_out, plot, report_out):
             if f:
                 con.print(f"wrote {f}", markup=False, highlight=False)
+
+
+def released_levels(node: dict, hierarchies: dict) -> str:
+    """Each key's released level by its name ("age=bands:10 (level 1)"), "KEY=original" at 0."""
+    from gpurisk.report.protection import level_names
+    parts = []
+    for k, lvl in node.items():
+        names = level_names(k, list(hierarchies.get(k, [])))
+        name = names[lvl] if 0 <= lvl < len(names) else f"level {lvl}"
+        parts.append(f"{k}={name}" + (f" (level {lvl})" if lvl else ""))
+    return ", ".join(parts)
