@@ -78,10 +78,18 @@ def registry_rows(registry) -> list[dict]:
 
 
 def fmt_value(v, digits=6) -> str:
-    """A measure's number for a table: 6 significant digits, "—" for none."""
-    if v is None:
+    """A number for a table, the one formatter of the commands: "—" for none or NaN, yes/no for a
+    boolean, a whole number (a count, 18050.0) in full without an exponent, else ``digits``
+    significant digits."""
+    import math
+    if v is None or (isinstance(v, float) and math.isnan(v)):
         return "—"
-    if isinstance(v, float):
+    if isinstance(v, bool) or getattr(getattr(v, "dtype", None), "kind", "") == "b":
+        return "yes" if v else "no"
+    if isinstance(v, float) or getattr(getattr(v, "dtype", None), "kind", "") == "f":
+        v = float(v)
+        if v.is_integer() and abs(v) < 1e15:
+            return str(int(v))
         return f"{v:.{digits}g}"
     return str(v)
 

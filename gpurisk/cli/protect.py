@@ -2,22 +2,15 @@
 the protected release."""
 from __future__ import annotations
 
-import math
 
 import click
 
-from gpurisk.cli._common import (console, design_options, echo_json, output_options, print_plain,
+from gpurisk.cli._common import (console, design_options, echo_json, fmt_value, output_options, print_plain,
                                  progress_bar, registry_rows, run_options)
 
 
 def _num(v) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "—"
-    if isinstance(v, (bool,)) or hasattr(v, "dtype") and v.dtype == bool:
-        return "yes" if v else "no"
-    if isinstance(v, float) or hasattr(v, "dtype") and v.dtype.kind == "f":
-        return f"{float(v):.4g}"
-    return str(v)
+    return fmt_value(v, digits=4)
 
 
 def _table(title, frame, res):

@@ -3,15 +3,11 @@ from __future__ import annotations
 
 import click
 
-from gpurisk.cli._common import console, design_options, echo_json, input_options, output_options
+from gpurisk.cli._common import console, design_options, echo_json, fmt_value, input_options, output_options
 
 
 def _num(v) -> str:
-    if v is None or v != v:
-        return "—"
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return str(v)
+    return fmt_value(v)
 
 
 def print_summary(doc: dict) -> None:
