@@ -20,20 +20,27 @@ def register(cli: click.Group) -> None:
     @click.option("--cluster", default=None, help="cluster (household) column")
     @click.option("--cluster-threshold", type=float, default=0.1, show_default=True,
                   help="warn when this share of sample pairs lies within one cluster")
-    @output_options(output=False)
+    @output_options(output_metavar="FILE.json",
+                    output_help="also write the JSON document to FILE.json (checked before the work)")
     @input_options
     def design(sample, keys, design, strata, fractions, cluster, cluster_threshold,
-               as_json, sep, encoding, missing, recode, allow_high_cardinality, backend):
+               as_json, output, sep, encoding, missing, recode, allow_high_cardinality, backend):
         """θ̂ for complex designs of SAMPLE (Skinner & Elliot 2002, §5)."""
         from gpurisk.workflows.design import design_report, parse_fractions
         from gpurisk.measure import _clean
 
+        if output:
+            from gpurisk.io import check_output_file
+            check_output_file(output, (".json",), "--output", (sample,))
         doc = _clean(design_report(sample, keys, fraction=design.fraction, weights=design.weights,
                                    stratum=strata,
                                    fractions=parse_fractions(fractions) if fractions else None,
                                    cluster=cluster, threshold=cluster_threshold, missing=missing,
                                    recode=list(recode), backend=backend, sep=sep, encoding=encoding,
                                    allow_high_cardinality=allow_high_cardinality))
+        if output:
+            from gpurisk.io import write_results
+            write_results(doc, output)
         if as_json:
             echo_json(doc)
             return

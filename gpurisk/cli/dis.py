@@ -32,10 +32,12 @@ def register(cli: click.Group) -> None:
     @click.option("--orientation", type=click.Choice(["intruder", "release"]), default="intruder",
                   show_default=True, help="match the intruder's true keys against the released file, "
                   "or released records against the original file (the paper's text)")
-    @output_options(output=False)
+    @output_options(output_metavar="FILE.json",
+                    output_help="also write the JSON document to FILE.json (checked before the work)")
     @input_options
     def dis(data, keys, design, perturb, max_iter, stable, decimals, batch, run, state,
-            orientation, as_json, sep, encoding, missing, recode, allow_high_cardinality, backend):
+            orientation, as_json, output, sep, encoding, missing, recode, allow_high_cardinality,
+            backend):
         """pr(cm|um) of DATA after a perturbation, by data intrusion simulation (Elliot 2001).
 
         Repeats perturb -> measure until the running mean is stable or --max-iter files were drawn;
@@ -47,12 +49,18 @@ def register(cli: click.Group) -> None:
         if not perturb:
             raise BadInput("give at least one --perturb NAME:OPTION=VALUE,... "
                            "(gpurisk perturbations lists them)")
+        if output:
+            from gpurisk.io import check_output_file
+            check_output_file(output, (".json",), "--output", (data,))
         res = workflow(data, keys, design.fraction, list(perturb), max_iter=max_iter,
                        stable=stable, decimals=decimals, batch=batch, seed=run.seed, missing=missing,
                        state=state, sep=sep, encoding=encoding, orientation=orientation,
                        recode=list(recode), backend=backend,
                        allow_high_cardinality=allow_high_cardinality)
         doc = res.to_dict()
+        if output:
+            from gpurisk.io import write_results
+            write_results(doc, output)
         if as_json:
             echo_json(doc)
             return
