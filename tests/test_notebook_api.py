@@ -1,0 +1,128 @@
+"""Issue 28, the Python API in a notebook: short reprs, ``_repr_html_``, ``to_frame()`` with real
+columns, record_risk's result object and its warnings, messages phrased for where they appear."""
+from __future__ import annotations
+
+from html.parser import HTMLParser
+
+import pandas as pd
+import pytest
+
+import gpurisk
+from gpurisk.protect.workflow import protect
+
+from conftest import data_path
+
+ADULT_KEYS = "age,sex,race,education"
+
+
+class _Page(HTMLParser):
+    """Checks that every opened tag is closed in order; collects the text and the cells."""
+
+    VOID = {"br", "hr", "img", "meta"}
+
+    def __init__(self, html: str):
+        super().__init__()
+        self.stack, self.text, self.cells, self.tags = [], [], [], []
+        self.feed(html)
+        self.close()
+        assert not self.stack, f"unclosed tags {self.stack}"
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        if tag not in self.VOID:
+            self.stack.append(tag)
+        if tag in ("td", "th"):
+            self.cells.append("")
+
+    def handle_endtag(self, tag):
+        assert self.stack and self.stack[-1] == tag, f"</{tag}> closes {self.stack[-1:]}"
+        self.stack.pop()
+
+    def handle_data(self, data):
+        self.text.append(data)
+        if self.stack and self.stack[-1] in ("td", "th"):
+            self.cells[-1] += data
+
+    @property
+    def all_text(self) -> str:
+        return "".join(self.text)
+
+
+@pytest.fixture(scope="module")
+def adult_scan():
+    return gpurisk.scan("example:adult", keys=ADULT_KEYS, fraction=0.1, max_size=3)
+
+
+@pytest.fixture(scope="module")
+def adult_assessment():
+    return gpurisk.assess("example:adult", ADULT_KEYS, fraction=0.1)
+
+
+def test_scan_repr_is_short_and_names_the_riskiest(adult_scan):
+    s = adult_scan
+    text = repr(s)
+    assert len(s.results) == 14 and "\n" not in text and len(text) < 250
+    # the riskiest combination and its figure, recomputed here from the frame with pandas
+    by = "matches_hat"
+    best = s.results.sort_values(by, ascending=False).iloc[0]
+    assert text.startswith("<ScanResult 14 combination(s) of 4 key(s), n=48842")
+    assert f"riskiest: {best['combo']} ({by}=" in text
+    assert f"{best[by]:.4g}" in text
+
+
+def test_scan_html_names_the_top_combinations(adult_scan):
+    page = _Page(adult_scan._repr_html_())
+    assert page.tags.count("tr") == 11            # header + the 10 riskiest
+    top = adult_scan.results.sort_values("matches_hat", ascending=False).head(10)
+    cells = page.cells
+    for combo in top["combo"]:
+        assert combo in cells
+    assert "matches_hat" in cells and "n1" in cells
+
+
+def test_assessment_html_is_escaped_and_shows_every_measure(adult_assessment):
+    a = adult_assessment
+    page = _Page(a._repr_html_())
+    for name, r in a.measures.items():
+        assert name in page.cells
+    th = a.measures["theta_hat"].value
+    assert f"{th:.4g}" in page.cells
+    # counts print as integers, never 1.32e+03
+    assert str(int(a.measures["sample_uniques"].value)) in page.cells
+    body = page.cells[5:]
+    figures = [c for i, c in enumerate(body) if i % 5 in (1, 2, 3)]   # value, s.e., upper
+    assert len(figures) == 3 * len(a.measures) and not any("e+" in c for c in figures)
+    assert "e+0" not in repr(a)
+    # a key name from the user's file is escaped, not markup
+    df = pd.DataFrame({"<b>x</b>": [1, 1, 2, 3], "y": [1, 2, 2, 2]})
+    html = gpurisk.assess(df, ["<b>x</b>", "y"], fraction=0.5)._repr_html_()
+    assert "<b>x</b>" not in html.replace("<b>Assessment", "") and "&lt;b&gt;x&lt;/b&gt;" in html
+    assert "&lt;b&gt;x&lt;/b&gt;" in html and _Page(html).tags.count("b") == 1
+
+
+def test_protection_repr_is_short_and_html_shows_before_after():
+    p = protect("example:adult", ["age", "sex", "race"],
+                ["age=bands:5", "age=bands:10", "age=bands:20"], ["theta_hat<=0.08"], fraction=0.1)
+    text = repr(p)
+    assert len(p.released) == 48842
+    assert "\n" not in text and len(text) < 400 and "DataFrame" not in text
+    assert "records released 48842" in text
+    assert "node " + ", ".join(f"{k}={v}" for k, v in p.node.items()) in text
+    page = _Page(p._repr_html_())
+    row = p.before_after.iloc[0]
+    assert any(c.startswith(f"scenario {row['scenario']}: {row['criterion']}") for c in page.cells)
+    assert f"{row['before']:.4g} → {row['after']:.4g}" in page.all_text
+    assert "48842" in page.cells
+
+
+def test_validation_repr_and_html():
+    v = gpurisk.validate(data_path("sdcmicro/testdata.csv"), "urbrur,water,sex,age",
+                         fractions=[0.1], replicates=3)
+    text = repr(v)
+    assert "\n" not in text and len(text) < 300 and "DataFrame" not in text
+    assert text.startswith("<Validation 5 estimator(s) on 1 fraction(s), 3 replicate(s) of N=4580")
+    worst = v.summary.dropna(subset=["nmse"]).sort_values("nmse").iloc[-1]
+    assert f"largest NMSE {worst['nmse']:.4g} ({worst['measure']}" in text
+    page = _Page(v._repr_html_())
+    for m in v.summary["measure"]:
+        assert m in page.cells
