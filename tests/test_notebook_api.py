@@ -126,3 +126,26 @@ def test_validation_repr_and_html():
     page = _Page(v._repr_html_())
     for m in v.summary["measure"]:
         assert m in page.cells
+
+
+def test_to_frame_has_a_column_per_extra_field(adult_assessment, tmp_path):
+    a = adult_assessment
+    f = a.to_frame()
+    assert "extra" not in f.columns and list(f["measure"]) == list(a.measures)
+    k = f.set_index("measure").loc["k_anonymity"]
+    # the reference: cells of the four keys counted with pandas on the records
+    df = gpurisk.read_table("example:adult")
+    sizes = df.groupby(ADULT_KEYS.split(","), dropna=False).size()
+    assert k["extra.k"] == 3
+    assert k["extra.records_violating"] == int(sizes[sizes < 3].sum())
+    assert k["extra.cells_violating"] == int((sizes < 3).sum())
+    assert k["extra.k_achieved"] == int(sizes.min())
+    assert str(f["extra.records_violating"].dtype) == "Int64"        # a count stays an integer
+    # a field a measure lacks is empty, not 0
+    assert f.set_index("measure")["extra.records_violating"].isna().sum() == len(f) - 1
+    # the files --output writes keep one JSON column, the same whatever measures ran
+    gpurisk.write_results(a.to_dict(), tmp_path / "r.csv")
+    back = pd.read_csv(tmp_path / "r.csv")
+    assert list(back.columns) == list(a.to_frame(extra="json").columns) and "extra" in back
+    with pytest.raises(gpurisk.BadInput):
+        a.to_frame(extra="wide")

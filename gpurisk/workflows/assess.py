@@ -17,7 +17,8 @@ from gpurisk.plugins import measure_registry
 @dataclass(repr=False)
 class Assessment:
     """What :func:`assess` returns. ``to_dict()`` is the JSON document of ``gpurisk assess --json``;
-    ``to_frame()`` one row per measure (what ``--output FILE.csv`` writes)."""
+    ``to_frame()`` one row per measure (what ``--output FILE.csv`` writes, with the measures' other
+    fields as columns rather than one JSON column)."""
 
     table: FreqTable
     context: Context
@@ -32,10 +33,13 @@ class Assessment:
     def N(self) -> int | None:
         return self.table.N
 
-    def to_frame(self):
-        """One row per measure: keys, n, N, π, measure, value, se, upper, reason, extra (JSON)."""
+    def to_frame(self, extra: str = "columns"):
+        """One row per measure: keys, n, N, π, measure, value, se, upper, reason, and one column per
+        other field of the measures (``extra.k``, ``extra.records_violating``, ...). ``extra="json"``
+        gives the layout of the files ``--output`` writes (one JSON column ``extra``), see
+        :func:`gpurisk.io.formats.result_rows`."""
         from gpurisk.io.formats import result_rows
-        return result_rows(self.to_dict())
+        return result_rows(self.to_dict(), extra=extra)
 
     def __repr__(self) -> str:
         from gpurisk.display import fmt
