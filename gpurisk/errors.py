@@ -18,3 +18,9 @@ class PluginError(GpuriskError):
 
 class UnsupportedBackend(GpuriskError):
     """A backend was asked for that cannot run here (no GPU, missing library)."""
+
+
+class GpuriskWarning(UserWarning):
+    """A result that holds but deserves a look (an iterative fit stopped before converging, a given
+    size that differs from the data's). The Python API emits it through :mod:`warnings`; the command
+    line prints it once as ``warning: ...``; the result objects keep it in ``.warnings``."""

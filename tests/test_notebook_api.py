@@ -149,3 +149,67 @@ def test_to_frame_has_a_column_per_extra_field(adult_assessment, tmp_path):
     assert list(back.columns) == list(a.to_frame(extra="json").columns) and "extra" in back
     with pytest.raises(gpurisk.BadInput):
         a.to_frame(extra="wide")
+
+
+# --- record_risk's result object ------------------------------------------------------------------
+RR_KEYS = ["age", "sex", "race", "marital-status"]
+
+
+@pytest.fixture(scope="module")
+def adult_records():
+    return gpurisk.read_table("example:adult").sample(n=3000, random_state=11).reset_index(drop=True)
+
+
+def test_record_risk_result_object(adult_records):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gpurisk.GpuriskWarning)     # a converged fit warns nothing
+        rr = gpurisk.record_risk(adult_records, RR_KEYS, fraction=0.1, methods=["r1", "r1u"])
+    assert isinstance(rr, gpurisk.RecordRisk) and not isinstance(rr, dict)
+    sizes = adult_records.groupby(RR_KEYS).size()
+    assert rr.n == 3000 and rr.N == pytest.approx(30000)
+    assert rr.sample_uniques == int((sizes == 1).sum()) == rr["sample_uniques"]
+    assert rr.methods["r1"]["records"] == rr.sample_uniques
+    assert rr.expected("r1u") == rr["methods"]["r1u"]["sum"]
+    assert [r["which"] for r in rr.table3] == ["minimum", "median", "maximum"]
+    assert rr.warnings == [] and rr.ipf["converged"]
+    doc = rr.to_dict()
+    assert type(doc) is dict and doc["keys"] == RR_KEYS and dict(rr) == doc
+    text = repr(rr)
+    assert "\n" not in text and len(text) < 300 and text.startswith("<RecordRisk n=3000, N=30000")
+    assert f"{rr.sample_uniques} sample uniques" in text
+    page = _Page(rr._repr_html_())
+    assert {"r1", "r1u"} <= set(page.cells)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        rr.nope
+
+
+def test_record_risk_warnings_go_through_warnings(adult_records):
+    with pytest.warns(gpurisk.GpuriskWarning, match=r"IPF stopped after 1 iterations") as got:
+        rr = gpurisk.record_risk(adult_records, RR_KEYS, fraction=0.1, max_iter=1, tol=1e-9)
+    assert not rr.ipf["converged"] and len(rr.warnings) == 1
+    assert [str(w.message) for w in got if w.category is gpurisk.GpuriskWarning] == rr.warnings
+    assert issubclass(gpurisk.GpuriskWarning, UserWarning)
+    assert "NOT converged" in repr(rr) and "1 warning(s)" in repr(rr)
+    pop = gpurisk.read_table("example:adult")
+    reg = pop.assign(s=pop.index.isin(adult_records.index))
+    with pytest.warns(gpurisk.GpuriskWarning, match="given N = 50000 differs from the population's size 48842"):
+        gpurisk.record_risk(reg, RR_KEYS, sample_flag="s", population_size=50000)
+
+
+def test_record_risk_cli_prints_each_warning_once(adult_records, tmp_path):
+    import json
+    from conftest import run_cli
+    src = tmp_path / "s.csv"
+    adult_records.to_csv(src, index=False)
+    args = ["record-risk", str(src), "--keys", ",".join(RR_KEYS), "--fraction", "0.1",
+            "--max-iter", "1", "--tol", "1e-9"]
+    out = run_cli(*args)
+    assert out.returncode == 0, out.stderr
+    both = out.stdout + out.stderr
+    assert both.count("IPF stopped after 1 iterations") == 1
+    assert "--max-iter" in both and "GpuriskWarning" not in both
+    js = run_cli(*args, "--json")
+    doc = json.loads(js.stdout)
+    assert len(doc["warnings"]) == 1 and "GpuriskWarning" not in js.stderr
+    assert set(doc) >= {"n", "N", "methods", "table3", "ipf", "keys", "categories", "warnings"}
