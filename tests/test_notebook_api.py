@@ -213,3 +213,43 @@ def test_record_risk_cli_prints_each_warning_once(adult_records, tmp_path):
     doc = json.loads(js.stdout)
     assert len(doc["warnings"]) == 1 and "GpuriskWarning" not in js.stderr
     assert set(doc) >= {"n", "N", "methods", "table3", "ipf", "keys", "categories", "warnings"}
+
+
+# --- messages phrased for where they appear -------------------------------------------------------
+def _missing_file(tmp_path):
+    df = pd.DataFrame({"a": [1.0, None, 2.0, 2.0], "b": ["x", "y", "y", "x"]})
+    src = tmp_path / "m.csv"
+    df.to_csv(src, index=False)
+    return df, src
+
+
+def test_missing_message_names_the_parameter_in_python_and_the_flag_on_the_cli(tmp_path):
+    from conftest import run_cli
+    df, src = _missing_file(tmp_path)
+    with pytest.raises(gpurisk.BadInput) as e:
+        gpurisk.assess(df, "a,b", fraction=0.5, missing="error")
+    assert "use missing='category'" in str(e.value) and "--missing" not in str(e.value)
+    out = run_cli("assess", str(src), "--keys", "a,b", "--fraction", "0.5", "--missing", "error")
+    assert out.returncode == 2
+    line, = out.stderr.strip().splitlines()
+    assert line.startswith("gpurisk: error: key column 'a' has 1 missing value(s)")
+    assert "use --missing category" in line and "missing='category'" not in line
+
+
+def test_record_risk_messages_name_parameters_in_python_and_flags_on_the_cli(tmp_path):
+    from conftest import run_cli
+    df = pd.DataFrame({"a": [1, 2, 2, 3, 3, 3], "b": list("xyxyxy")})
+    src = tmp_path / "r.csv"
+    df.to_csv(src, index=False)
+    with pytest.raises(gpurisk.BadInput) as e:
+        gpurisk.record_risk(df, "a,b")
+    assert "population_size=" in str(e.value) and "--" not in str(e.value)
+    with pytest.raises(gpurisk.BadInput) as e:
+        gpurisk.record_risk(df, "a,b", fraction=0.5, methods=["r3"])
+    assert "(y=)" in str(e.value) and "--y" not in str(e.value)
+    out = run_cli("record-risk", str(src), "--keys", "a,b")
+    assert out.returncode == 2 and "give --population-size" in out.stderr
+    assert "population_size=" not in out.stderr
+    out = run_cli("record-risk", str(src), "--keys", "a,b", "--fraction", "0.5", "--methods", "r3")
+    assert out.returncode == 2 and "(--y)" in out.stderr and "y=" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1

@@ -55,7 +55,9 @@ def resolve_population_size(table, population_size=None, fraction=None) -> tuple
     elif fraction is not None:
         N, source = n / float(fraction), "n/pi"
     else:
-        raise BadInput("record-level risk needs the population size N: give --population-size, "
+        raise BadInput("record-level risk needs the population size N: give population_size=, a "
+                       "population (population= / sample_flag=) or the sampling fraction fraction=",
+                       cli="record-level risk needs the population size N: give --population-size, "
                        "a population (--population / --sample-flag) or the sampling fraction --fraction")
     if not math.isfinite(N):
         raise BadInput(f"population size N = {N:g} is not a finite number")
@@ -122,7 +124,9 @@ def build_model(table, methods: Iterable[str] = sm.DEFAULT_METHODS, population_s
                 max_iter: int = MAX_ITER, max_cells: float = MAX_CELLS) -> RiskModel:
     methods = tuple(methods)
     if not methods:
-        raise BadInput("no search method given (--methods r1,r1u,r2,r3,r4,b1)")
+        raise BadInput("no search method given (methods=['r1', 'r1u', ...]; methods: "
+                       f"{', '.join(sm.METHODS)})",
+                       cli=f"no search method given (--methods {','.join(sm.METHODS)})")
     for m in methods:
         if m not in sm.METHODS:
             raise BadInput(f"unknown search method {m!r}; methods: {', '.join(sm.METHODS)}")
