@@ -9,7 +9,8 @@ Public API::
 """
 __version__ = "0.1.0"
 
-from gpurisk.errors import BadInput, GpuriskError, PluginError, UnsupportedBackend  # noqa: E402
+from gpurisk.errors import (BadInput, GpuriskError, GpuriskWarning, PluginError,  # noqa: E402
+                            UnsupportedBackend)
 from gpurisk import xp  # noqa: E402  (array namespaces: gpurisk.xp.to_host, gpurisk.xp.scalar)
 from gpurisk.hookspecs import hookimpl  # noqa: E402
 from gpurisk.measure import Context, Measure, Result  # noqa: E402
@@ -32,9 +33,9 @@ __all__ += ["write_results", "cell_value_counts", "CellValueCounts"]
 from gpurisk.scan import ScanResult, read_scan, scan  # noqa: E402
 __all__ += ["scan", "ScanResult", "read_scan"]
 from gpurisk.inputs import Inputs  # noqa: E402
-from gpurisk.models.record_risk import record_risk  # noqa: E402
+from gpurisk.models.record_risk import RecordRisk, record_risk  # noqa: E402
 from gpurisk.workflows import design  # noqa: E402  (gpurisk.design.stratified works after `import gpurisk`)
 from gpurisk import dis  # noqa: E402  (gpurisk.dis.dis, gpurisk.dis.run_dis)
-__all__ += ["Inputs", "record_risk", "design", "dis", "xp"]
+__all__ += ["Inputs", "record_risk", "RecordRisk", "design", "dis", "xp", "GpuriskWarning"]
 from gpurisk.workflows.suda import SudaResult, suda  # noqa: E402  (SUDA / DIS-SUDA per record)
 __all__ += ["suda", "SudaResult", "Design", "Run"]

@@ -218,3 +218,58 @@ def test_plugin_guide_package_installs_and_runs(tmp_path):
     for args, p in zip(cmds, runs):
         if args[0] in ("measures", "assess"):
             assert name in p.stdout, (args, p.stdout[-2000:])
+
+
+# --- the plugin guide's Python snippets, run as written ---------------------------------------------
+PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
+#: what marks an excerpt (part of a file, not run): "..." standing for the rest
+EXCERPT = re.compile(r"\.\.\.")
+
+
+def runnable_snippets(text: str) -> list[str]:
+    """The Python blocks of a document meant to run as written: not a package's file (``# file:``,
+    built and installed by test_plugin_guide_package_installs_and_runs) and no excerpt (``...``
+    standing for what the excerpt leaves out)."""
+    return [b for b in PYTHON_BLOCK.findall(text)
+            if not FILE_HEADER.match(b) and not EXCERPT.search(b)]
+
+
+def snippet_test_files(snippets: list[str], where: Path) -> list[Path]:
+    """Each snippet as a test module in ``where``: a snippet with ``test_`` functions as it is; one
+    that defines measures as a module plus a test running ``gpurisk.testing.check_measure`` on each."""
+    out = []
+    for i, code in enumerate(snippets):
+        if re.search(r"^def test_", code, re.M):
+            out.append(where / f"test_guide_snippet_{i}.py")
+            out[-1].write_text(code)
+            continue
+        (where / f"guide_snippet_{i}.py").write_text(code)
+        out.append(where / f"test_guide_snippet_{i}_measures.py")
+        out[-1].write_text(
+            "import inspect\n\nimport gpurisk\nfrom gpurisk.testing import check_measure\n\n"
+            f"import guide_snippet_{i} as snippet\n\n\n"
+            "def test_snippet_measures_pass_the_kit():\n"
+            "    found = [c for c in vars(snippet).values() if inspect.isclass(c)\n"
+            "             and issubclass(c, gpurisk.Measure) and c.__module__ == snippet.__name__]\n"
+            "    assert found, 'the snippet defines no measure'\n"
+            "    for cls in found:\n"
+            "        check_measure(cls)\n")
+    return out
+
+
+def test_plugin_guide_snippets_run(tmp_path):
+    """Issue 28: the guide's conformance snippet failed as written (no ``import pytest, json``)."""
+    import subprocess
+    import sys
+    pytest.importorskip("gpurisk_classic")          # the conformance snippet imports the plugin
+    text = (ROOT / "docs" / "plugins.md").read_text()
+    snippets = runnable_snippets(text)
+    assert any("check_measure(cls)" in s for s in snippets), "the conformance snippet is not run"
+    assert any("reads = \"buckets\"" in s for s in snippets), "the bucket measure is not run"
+    files = snippet_test_files(snippets, tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "--rootdir", str(tmp_path), *map(str, files)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"the guide's snippets failed:\n{proc.stdout[-4000:]}{proc.stderr[-2000:]}"
+    ran = re.search(r"(\d+) passed", proc.stdout)
+    assert ran and int(ran.group(1)) >= 3, proc.stdout[-2000:]

@@ -127,15 +127,22 @@ def register(cli: click.Group) -> None:
             check_output_file(output, (".parquet", ".pq"),
                               "record-level output (the rows are written as Parquet)", (data, design.population))
             id_frame = _id_columns(data, id_cols, sep, encoding)   # before the work, not after
-        doc = run(data, keys, population_size=population_size, population=design.population,
-                  sample_flag=design.sample_flag, fraction=design.fraction,
-                  methods=split_list(methods) or [],
-                  y=y, database_size=database_size, p_tilde=p_tilde, all_records=all_records,
-                  thresholds=thresholds, output=output, tol=tol,
-                  max_iter=max_iter, max_cells=max_cells, missing=missing, backend=backend,
-                  show_records=show_records, recode=list(recode), sep=sep, encoding=encoding,
-                  allow_high_cardinality=allow_high_cardinality,
-                  ids=id_cols if distributed else ())
+        import warnings
+        from gpurisk.errors import GpuriskWarning
+        with warnings.catch_warnings(record=True) as caught:   # printed once below, from the doc
+            warnings.simplefilter("always", GpuriskWarning)
+            doc = run(data, keys, population_size=population_size, population=design.population,
+                      sample_flag=design.sample_flag, fraction=design.fraction,
+                      methods=split_list(methods) or [],
+                      y=y, database_size=database_size, p_tilde=p_tilde, all_records=all_records,
+                      thresholds=thresholds, output=output, tol=tol,
+                      max_iter=max_iter, max_cells=max_cells, missing=missing, backend=backend,
+                      show_records=show_records, recode=list(recode), sep=sep, encoding=encoding,
+                      allow_high_cardinality=allow_high_cardinality,
+                      ids=id_cols if distributed else ()).to_dict()
+        for w in caught:        # any other warning of the run, as a line of its own
+            if str(w.message) not in doc["warnings"]:
+                doc["warnings"].append(str(w.message))
         if id_cols and not distributed:
             from gpurisk.io.record_writer import add_id_columns
             add_id_columns(output, id_frame)

@@ -98,8 +98,9 @@ def check_value_types(name, s) -> None:
 def _check_missing(name: str, na: np.ndarray | None, missing: str, where: str) -> None:
     if missing == "error" and na is not None and na.any():
         rows = np.flatnonzero(na)[:5].tolist()
-        raise BadInput(f"key column {name!r} has {int(na.sum())} missing value(s) in {where} "
-                       f"(first rows {rows}); use missing='category' to treat them as a category")
+        what = f"key column {name!r} has {int(na.sum())} missing value(s) in {where} (first rows {rows})"
+        raise BadInput(f"{what}; use missing='category' to treat them as a category",
+                       cli=f"{what}; use --missing category to treat them as a category")
 
 
 def _encode_int(name, parts, missing):

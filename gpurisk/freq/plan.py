@@ -126,8 +126,9 @@ def make_plan(keys, uniq_sample: dict, uniq_pop: dict | None = None, na_sample: 
         for nas, where in ((na_sample, "the sample"), (na_pop, "the population")):
             for k in keys:
                 if nas and nas.get(k, 0):
-                    raise BadInput(f"key column {k!r} has {int(nas[k])} missing value(s) in {where}; "
-                                   "use missing='category' to treat them as a category")
+                    what = f"key column {k!r} has {int(nas[k])} missing value(s) in {where}"
+                    raise BadInput(f"{what}; use missing='category' to treat them as a category",
+                                   cli=f"{what}; use --missing category to treat them as a category")
     plans = []
     for k in keys:
         parts = [pd.Series(uniq_sample[k]).reset_index(drop=True)]

@@ -165,21 +165,53 @@ def _read_sas_pyreadstat(p: Path, fmt: str, columns, first_error: Exception) -> 
 
 
 # --- results --------------------------------------------------------------------------------------
-def result_rows(doc: dict[str, Any]) -> pd.DataFrame:
-    """One row per measure of an assessment document."""
-    rows = []
+def result_rows(doc: dict[str, Any], extra: str = "json") -> pd.DataFrame:
+    """One row per measure of an assessment document: keys, n, N, π, measure, value, se, upper,
+    reason, then the measures' other fields.
+
+    ``extra="json"`` (what ``--output FILE.csv|.parquet`` writes) puts them in one column ``extra``
+    holding a JSON object, so a file has the same columns whatever measures ran and files of
+    different runs stack. ``extra="columns"`` (``Assessment.to_frame()``) gives one column per field
+    instead, named ``extra.<field>`` (a nested field ``extra.<field>.<sub>``), empty where a measure
+    has no such field; whole-number fields are nullable integers (``Int64``).
+    """
+    if extra not in ("json", "columns"):
+        raise BadInput(f"extra={extra!r}: use 'json' or 'columns'")
+    rows, fields = [], {}
     for name, m in doc["measures"].items():
-        extra = {k: v for k, v in m.items() if k not in ("value", "se", "upper", "reason")}
-        rows.append({"keys": ",".join(doc["keys"]), "n": doc["n"], "N": doc["N"],
-                     "fraction": doc["fraction"], "measure": name, "value": m.get("value"),
-                     "se": m.get("se"), "upper": m.get("upper"), "reason": m.get("reason"),
-                     "extra": json.dumps(extra, sort_keys=True, default=str)})
-    df = pd.DataFrame(rows, columns=["keys", "n", "N", "fraction", "measure", "value", "se", "upper",
-                                     "reason", "extra"])
+        more = {k: v for k, v in m.items() if k not in ("value", "se", "upper", "reason")}
+        row = {"keys": ",".join(doc["keys"]), "n": doc["n"], "N": doc["N"],
+               "fraction": doc["fraction"], "measure": name, "value": m.get("value"),
+               "se": m.get("se"), "upper": m.get("upper"), "reason": m.get("reason")}
+        if extra == "json":
+            row["extra"] = json.dumps(more, sort_keys=True, default=str)
+        else:
+            flat = _flatten(more, "extra.")
+            for k, v in flat.items():      # a field is whole numbers when every value given is
+                whole = isinstance(v, int) and not isinstance(v, bool)
+                fields[k] = fields.get(k, True) and (whole or v is None)
+            row.update(flat)
+        rows.append(row)
+    base = ["keys", "n", "N", "fraction", "measure", "value", "se", "upper", "reason"]
+    df = pd.DataFrame(rows, columns=base + (["extra"] if extra == "json" else list(fields)))
     for c in ("value", "se", "upper", "fraction"):
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
     df["N"] = df["N"].astype("Int64")
+    for c, whole in fields.items():
+        if whole and df[c].notna().any():
+            df[c] = df[c].astype("Int64")
     return df
+
+
+def _flatten(d: dict, prefix: str) -> dict:
+    """A nested document's fields as ``prefix + "a.b"``; lists stay values."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
 
 
 def _suffix(p: Path) -> str:

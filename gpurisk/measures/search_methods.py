@@ -86,12 +86,14 @@ def check_params(method: str, N: float, n: int, y=None, database_size=None) -> N
         raise BadInput(f"unknown search method {method!r}; methods: {', '.join(METHODS)}")
     if method == "r3":
         if y is None:
-            raise BadInput("method r3 needs y, the number of non-matches before the match (--y)")
+            raise BadInput("method r3 needs y, the number of non-matches before the match (y=)",
+                           cli="method r3 needs y, the number of non-matches before the match (--y)")
         if not 0 <= float(y) <= float(N) - 1:
             raise BadInput(f"method r3: y = {y} is outside [0, N − 1] with N = {N:g}")
     if method == "r4":
         if database_size is None:
-            raise BadInput("method r4 needs the size of the database searched (--database-size)")
+            raise BadInput("method r4 needs the size of the database searched (database_size=)",
+                           cli="method r4 needs the size of the database searched (--database-size)")
         if not 1 <= float(database_size) <= float(N):
             raise BadInput(f"method r4: database size {database_size} is outside [1, N] with N = {N:g}")
 

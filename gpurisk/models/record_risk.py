@@ -14,13 +14,15 @@ Skinner's Table 3). :func:`record_risk` runs it all on a frame.
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import numpy as np
 
 from gpurisk.freq.guards import sample_categories
-from gpurisk.errors import BadInput
+from gpurisk.errors import BadInput, GpuriskWarning
 from gpurisk.xp import namespace, to_host
 from gpurisk.models.loglinear import MAX_CELLS, MAX_ITER, TOL, LoglinearFit, fit_table
 from gpurisk.measures import search_methods as sm
@@ -53,7 +55,9 @@ def resolve_population_size(table, population_size=None, fraction=None) -> tuple
     elif fraction is not None:
         N, source = n / float(fraction), "n/pi"
     else:
-        raise BadInput("record-level risk needs the population size N: give --population-size, "
+        raise BadInput("record-level risk needs the population size N: give population_size=, a "
+                       "population (population= / sample_flag=) or the sampling fraction fraction=",
+                       cli="record-level risk needs the population size N: give --population-size, "
                        "a population (--population / --sample-flag) or the sampling fraction --fraction")
     if not math.isfinite(N):
         raise BadInput(f"population size N = {N:g} is not a finite number")
@@ -120,7 +124,9 @@ def build_model(table, methods: Iterable[str] = sm.DEFAULT_METHODS, population_s
                 max_iter: int = MAX_ITER, max_cells: float = MAX_CELLS) -> RiskModel:
     methods = tuple(methods)
     if not methods:
-        raise BadInput("no search method given (--methods r1,r1u,r2,r3,r4,b1)")
+        raise BadInput("no search method given (methods=['r1', 'r1u', ...]; methods: "
+                       f"{', '.join(sm.METHODS)})",
+                       cli=f"no search method given (--methods {','.join(sm.METHODS)})")
     for m in methods:
         if m not in sm.METHODS:
             raise BadInput(f"unknown search method {m!r}; methods: {', '.join(sm.METHODS)}")
@@ -217,6 +223,70 @@ def write_records(model: RiskModel, path, row_numbers=None, all_records: bool = 
         return w.rows
 
 
+class RecordRisk(Mapping):
+    """What :func:`record_risk` returns: the file-level summary as attributes (``n``, ``N``,
+    ``methods``: per search method the sum (expected correct identifications), mean, max, records and
+    counts above each threshold; ``table3``: Skinner's Table 3 rows; ``ipf``; ``warnings``), and as a
+    read-only mapping of the ``--json`` document (``rr["methods"]["r1"]["sum"]``); ``to_dict()`` gives
+    that document."""
+
+    __slots__ = ("_doc",)
+
+    def __init__(self, doc: dict):
+        self._doc = doc
+
+    def __getitem__(self, key):
+        return self._doc[key]
+
+    def __iter__(self):
+        return iter(self._doc)
+
+    def __len__(self) -> int:
+        return len(self._doc)
+
+    def to_dict(self) -> dict:
+        """The summary document (what ``gpurisk record-risk --json`` prints)."""
+        return self._doc
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        doc = object.__getattribute__(self, "_doc")
+        if name in doc:
+            return doc[name]
+        raise AttributeError(f"'RecordRisk' has no attribute {name!r}; fields: {', '.join(doc)}")
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._doc))
+
+    def expected(self, method: str) -> float:
+        """Expected number of correct identifications under ``method`` (the sum of its risks)."""
+        return self._doc["methods"][method]["sum"]
+
+    def __repr__(self) -> str:
+        from gpurisk.display import fmt
+        d = self._doc
+        ipf = d["ipf"]
+        sums = ", ".join(f"{m}={fmt(s['sum'])}" for m, s in d["methods"].items())
+        return (f"<RecordRisk n={d['n']}, N={fmt(d['N'])}, keys={d['keys']}: "
+                f"{d['sample_uniques']} sample uniques; expected correct ids over {d['records']} "
+                f"{sums}; IPF {'converged' if ipf['converged'] else 'NOT converged'} after "
+                f"{ipf['iterations']} iterations"
+                + (f"; {len(d['warnings'])} warning(s)>" if d.get("warnings") else ">"))
+
+    def _repr_html_(self) -> str:
+        from gpurisk.display import html_table
+        d = self._doc
+        th = [f"{t:g}" for t in d["thresholds"]]
+        rows = [(m, s["sum"], s["mean"], s["max"], s["records"], *[s["above"][t] for t in th])
+                for m, s in d["methods"].items()]
+        return html_table(f"Record-level risk of {', '.join(d['keys'])} (n={d['n']}, "
+                          f"N={d['N']:.0f}, risk over {d['records']})", rows,
+                          ["method", "expected correct ids (sum)", "mean", "max", "records",
+                           *[f"> {t}" for t in th]],
+                          [f"warning: {w}" for w in d.get("warnings", [])])
+
+
 def record_risk(frame, keys, population_size=None, population=None, sample_flag=None,
                 fraction=None, methods: Iterable[str] = sm.DEFAULT_METHODS, y=None,
                 database_size=None, p_tilde=None, all_records: bool = False,
@@ -224,9 +294,11 @@ def record_risk(frame, keys, population_size=None, population=None, sample_flag=
                 max_iter: int = MAX_ITER, max_cells: float = MAX_CELLS, missing: str = "category",
                 backend: str | None = None, show_records: bool = False, recode=None,
                 allow_high_cardinality: bool = False, sep: str | None = None,
-                encoding: str = "utf-8", ids: Iterable[str] = ()) -> dict:
-    """Record-level risk of ``frame`` (a frame or a path) for ``keys``: the summary document; rows
-    to ``output``. Read, checked and counted by :class:`gpurisk.inputs.Inputs`, as every command.
+                encoding: str = "utf-8", ids: Iterable[str] = ()) -> RecordRisk:
+    """Record-level risk of ``frame`` (a frame or a path) for ``keys``: a :class:`RecordRisk` (the
+    summary; ``to_dict()`` is the document of ``--json``); rows to ``output``. A fit stopped before
+    converging, or a given N that differs from the population's, is a :class:`~gpurisk.GpuriskWarning`
+    (also in ``.warnings``). Read, checked and counted by :class:`gpurisk.inputs.Inputs`, as every command.
 
     Row numbers in the output are 0-based positions in ``frame`` (the register, with ``sample_flag``).
     ``ids`` names columns of ``frame`` put in front of the rows of ``output`` (``--id``), so the
@@ -256,17 +328,20 @@ def record_risk(frame, keys, population_size=None, population=None, sample_flag=
     doc = summarize(model, all_records, thresholds)
     doc["keys"] = keys
     doc["categories"] = dict(zip(table.keys, sample_categories(table)))   # distinct values seen
-    warnings = []
+    notes = []
     if population_size is not None and table.N is not None and abs(float(population_size) - table.N) > 0.5:
-        warnings.append(f"given N = {float(population_size):g} differs from the population's size "
-                        f"{table.N}; the given value is used")
+        notes.append(f"given N = {float(population_size):g} differs from the population's size "
+                     f"{table.N}; the given value is used")
     if not model.fit.converged:
-        warnings.append(f"IPF stopped after {model.fit.iterations} iterations with margin discrepancy "
-                        f"{model.fit.discrepancy:.3g} > tol = {model.fit.tol:g}; raise max_iter")
-    doc["warnings"] = warnings
+        notes.append(f"IPF stopped after {model.fit.iterations} iterations with margin discrepancy "
+                     f"{model.fit.discrepancy:.3g} > tol = {model.fit.tol:g}; raise the iteration "
+                     "limit (max_iter, on the command line --max-iter)")
+    doc["warnings"] = notes
+    for note in notes:
+        warnings.warn(note, GpuriskWarning, stacklevel=2)
     if inp.distributed:
         _distributed_rows(doc, model, inp, frames, output, all_records, show_records, ids)
-        return doc
+        return RecordRisk(doc)
     pos, cells = selected_records(table, False)
     rownums = inp.record_rows(frames)
     _attach_rows(doc["table3"], pos, cells, table, show_records, rownums)
@@ -278,7 +353,7 @@ def record_risk(frame, keys, population_size=None, population=None, sample_flag=
             ids = list(ids)
             add_id_columns(output, frames.sample[ids])
             doc["output"]["id_columns"] = ids
-    return doc
+    return RecordRisk(doc)
 
 
 def write_risk_part(acc: dict, rows, path, carried, methods, population: bool,

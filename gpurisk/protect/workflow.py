@@ -64,6 +64,41 @@ class Protection:
     def front(self) -> pd.DataFrame:
         return self.result.frame(self.result.front)
 
+    def _figures(self) -> list[tuple[str, object]]:
+        """(label, value) of the few figures a repr shows: node, loss, records, criteria met."""
+        r = self.result
+        opt = r.optimum
+        out = [("node", ", ".join(f"{k}={lv}" for k, lv in self.node.items())),
+               (f"loss ({r.loss_name}, scaled)", float(r.scaled_loss[opt[0]]) if opt else None),
+               ("records released", len(self.released)),
+               ("nodes evaluated", len(r.loss)), ("nodes on the front", len(r.front))]
+        if r.suppressed is not None and opt:
+            out.append((f"suppressed {r.suppress_mode}", int(r.suppressed[opt[0]])))
+        if self.before_after is not None:
+            out.append(("meets every criterion", self.released_meets))
+        return out
+
+    def __repr__(self) -> str:
+        from gpurisk.display import fmt
+        r = self.result
+        crit = "; ".join(c.text for c in r.criteria)
+        return (f"<Protection of {len(r.keys)} key(s) for {crit}: "
+                + ", ".join(f"{label} {fmt(v)}" for label, v in self._figures()) + ">")
+
+    def _repr_html_(self) -> str:
+        from gpurisk.display import html_table
+        r = self.result
+        from gpurisk.display import fmt
+        rows = list(self._figures())
+        if self.before_after is not None:        # before -> after per scenario and criterion
+            for _, row in self.before_after.head(20).iterrows():
+                met = row.get("met perturbed", row.get("met"))
+                rows.append((f"scenario {row['scenario']}: {row['criterion']}",
+                             f"{fmt(row['before'])} → {fmt(row['after'])}"
+                             f" ({'met' if met else 'not met'})"))
+        return html_table(f"Protection of {', '.join(r.keys)} for "
+                          f"{'; '.join(c.text for c in r.criteria)}", rows, ["", "value"])
+
 
 def _loss(name: str):
     from gpurisk.plugins import loss_registry

@@ -74,6 +74,32 @@ class ScanResult:
         """The ``k`` riskiest combinations (key names and numbers only)."""
         return top_combinations(self.results, k, by)
 
+    def _headline(self) -> str:
+        r, s = self.results, self.settings
+        keys = s.get("keys") or sorted({k for ks in r.get("keys", []) for k in ks})
+        head = f"{len(r)} combination(s) of {len(keys)} key(s), n={s.get('n', '?')}"
+        return head + (f", N={s['N']}" if s.get("N") is not None else "")
+
+    def __repr__(self) -> str:
+        from gpurisk.display import fmt
+        text = f"<ScanResult {self._headline()}"
+        if len(self.results):
+            by = self.rank_by
+            best = self.top(1).iloc[0]
+            text += f"; riskiest: {best['combo']} ({by}={fmt(best[by])})"
+        if self.warnings:
+            text += f"; {len(self.warnings)} warning(s)"
+        return text + (f"; {self.path}>" if self.path is not None else ">")
+
+    def _repr_html_(self) -> str:
+        from gpurisk.display import html_table
+        by = self.rank_by if len(self.results) else "n1"
+        top = self.top(10) if len(self.results) else self.results
+        rows = [(t["combo"], t["size"], t["cells"], t["n1"], t[by]) for _, t in top.iterrows()]
+        return html_table(f"Scan: {self._headline()}; the {len(rows)} riskiest, ranked by {by}",
+                          rows, ["combination", "size", "cells", "n1", by],
+                          [f"warning: {w}" for w in self.warnings[:5]])
+
 
 def rank_column(results: pd.DataFrame) -> str:
     for col in RANK_PREFERENCE:

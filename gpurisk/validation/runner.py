@@ -48,7 +48,7 @@ REPLICATE_COLUMNS = ["fraction", "replicate", "n", "n1", "n2", "n3", "measure", 
                      "se", "upper", "reliable", "reason"]
 
 
-@dataclass
+@dataclass(repr=False)
 class Validation:
     """What :func:`validate` returns.
 
@@ -60,6 +60,31 @@ class Validation:
     replicates: pd.DataFrame
     info: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
+
+    def _headline(self) -> str:
+        i = self.info
+        reps = sorted(set((i.get("replicates") or {}).values()))
+        return (f"{len(i.get('pairs', {}))} estimator(s) on {len(i.get('fractions', []))} "
+                f"fraction(s), {'/'.join(map(str, reps)) or '?'} replicate(s) of N={i.get('N')} "
+                f"({i.get('design')})")
+
+    def __repr__(self) -> str:
+        from gpurisk.display import fmt
+        s = self.summary.dropna(subset=["nmse"]) if "nmse" in self.summary else self.summary.iloc[:0]
+        worst = s.loc[s["nmse"].idxmax()] if len(s) else None
+        text = f"<Validation {self._headline()}"
+        if worst is not None:
+            text += (f"; largest NMSE {fmt(worst['nmse'])} ({worst['measure']} at "
+                     f"π={fmt(worst['fraction'])})")
+        return text + (f"; {len(self.warnings)} warning(s)>" if self.warnings else ">")
+
+    def _repr_html_(self) -> str:
+        from gpurisk.display import html_table
+        cols = [c for c in ("fraction", "measure", "truth_measure", "true_mean", "estimate_mean",
+                            "rmse", "nmse") if c in self.summary]
+        rows = [tuple(r) for r in self.summary[cols].head(30).itertuples(index=False)]
+        return html_table(f"Validation: {self._headline()}", rows, cols,
+                          [f"warning: {w}" for w in self.warnings[:5]])
 
     def write(self, path) -> Path:
         """The summary as Parquet (.parquet/.pq) or CSV (anything else)."""

@@ -17,7 +17,8 @@ from gpurisk.plugins import measure_registry
 @dataclass(repr=False)
 class Assessment:
     """What :func:`assess` returns. ``to_dict()`` is the JSON document of ``gpurisk assess --json``;
-    ``to_frame()`` one row per measure (what ``--output FILE.csv`` writes)."""
+    ``to_frame()`` one row per measure (what ``--output FILE.csv`` writes, with the measures' other
+    fields as columns rather than one JSON column)."""
 
     table: FreqTable
     context: Context
@@ -32,20 +33,35 @@ class Assessment:
     def N(self) -> int | None:
         return self.table.N
 
-    def to_frame(self):
-        """One row per measure: keys, n, N, π, measure, value, se, upper, reason, extra (JSON)."""
+    def to_frame(self, extra: str = "columns"):
+        """One row per measure: keys, n, N, π, measure, value, se, upper, reason, and one column per
+        other field of the measures (``extra.k``, ``extra.records_violating``, ...). ``extra="json"``
+        gives the layout of the files ``--output`` writes (one JSON column ``extra``), see
+        :func:`gpurisk.io.formats.result_rows`."""
         from gpurisk.io.formats import result_rows
-        return result_rows(self.to_dict())
+        return result_rows(self.to_dict(), extra=extra)
 
     def __repr__(self) -> str:
+        from gpurisk.display import fmt
         t = self.table
-        shown = [f"{name}={r.value:.4g}" for name, r in self.measures.items()
+        shown = [f"{name}={fmt(r.value)}" for name, r in self.measures.items()
                  if isinstance(r.value, (int, float))][:6]
         idle = sum(1 for r in self.measures.values() if r.value is None)
         head = f"n={t.n}" + (f", N={t.N}" if t.N is not None else "")
         return (f"<Assessment {head}, keys={list(t.keys)}: {', '.join(shown)}"
                 + (", ..." if len(shown) < len(self.measures) - idle else "")
                 + (f"; {idle} not applicable>" if idle else ">"))
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: one row per measure (value, s.e., upper bound, or why not run)."""
+        from gpurisk.display import html_table
+        t = self.table
+        rows = [(name, r.value, r.se, r.upper, r.reason or "") for name, r in self.measures.items()]
+        head = f"n={t.n}" + (f", N={t.N}" if t.N is not None else "")
+        return html_table(f"Assessment of {', '.join(map(str, t.keys))} ({head}, "
+                          f"{t.sample_cells} cells)", rows,
+                          ["measure", "value", "s.e.", "upper", "not applicable because"],
+                          [f"warning: {w}" for w in self.warnings[:5]])
 
     def to_dict(self) -> dict[str, Any]:
         t = self.table
