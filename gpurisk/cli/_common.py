@@ -78,20 +78,9 @@ def registry_rows(registry) -> list[dict]:
 
 
 def fmt_value(v, digits=6) -> str:
-    """A number for a table, the one formatter of the commands: "—" for none or NaN, yes/no for a
-    boolean, a whole number (a count, 18050.0) in full without an exponent, else ``digits``
-    significant digits."""
-    import math
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "—"
-    if isinstance(v, bool) or getattr(getattr(v, "dtype", None), "kind", "") == "b":
-        return "yes" if v else "no"
-    if isinstance(v, float) or getattr(getattr(v, "dtype", None), "kind", "") == "f":
-        v = float(v)
-        if v.is_integer() and abs(v) < 1e15:
-            return str(int(v))
-        return f"{v:.{digits}g}"
-    return str(v)
+    """A number for a table: :func:`gpurisk.core.display.fmt` with 6 significant digits."""
+    from gpurisk.core.display import fmt
+    return fmt(v, digits)
 
 
 def split_list(value: str | None) -> list[str] | None:

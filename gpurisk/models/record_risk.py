@@ -264,7 +264,7 @@ class RecordRisk(Mapping):
         return self._doc["methods"][method]["sum"]
 
     def __repr__(self) -> str:
-        from gpurisk.display import fmt
+        from gpurisk.core.display import fmt
         d = self._doc
         ipf = d["ipf"]
         sums = ", ".join(f"{m}={fmt(s['sum'])}" for m, s in d["methods"].items())
@@ -275,7 +275,7 @@ class RecordRisk(Mapping):
                 + (f"; {len(d['warnings'])} warning(s)>" if d.get("warnings") else ">"))
 
     def _repr_html_(self) -> str:
-        from gpurisk.display import html_table
+        from gpurisk.core.display import html_table
         d = self._doc
         th = [f"{t:g}" for t in d["thresholds"]]
         rows = [(m, s["sum"], s["mean"], s["max"], s["records"], *[s["above"][t] for t in th])

@@ -79,16 +79,16 @@ class Protection:
         return out
 
     def __repr__(self) -> str:
-        from gpurisk.display import fmt
+        from gpurisk.core.display import fmt
         r = self.result
         crit = "; ".join(c.text for c in r.criteria)
         return (f"<Protection of {len(r.keys)} key(s) for {crit}: "
                 + ", ".join(f"{label} {fmt(v)}" for label, v in self._figures()) + ">")
 
     def _repr_html_(self) -> str:
-        from gpurisk.display import html_table
+        from gpurisk.core.display import html_table
         r = self.result
-        from gpurisk.display import fmt
+        from gpurisk.core.display import fmt
         rows = list(self._figures())
         if self.before_after is not None:        # before -> after per scenario and criterion
             for _, row in self.before_after.head(20).iterrows():

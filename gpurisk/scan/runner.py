@@ -81,7 +81,7 @@ class ScanResult:
         return head + (f", N={s['N']}" if s.get("N") is not None else "")
 
     def __repr__(self) -> str:
-        from gpurisk.display import fmt
+        from gpurisk.core.display import fmt
         text = f"<ScanResult {self._headline()}"
         if len(self.results):
             by = self.rank_by
@@ -92,7 +92,7 @@ class ScanResult:
         return text + (f"; {self.path}>" if self.path is not None else ">")
 
     def _repr_html_(self) -> str:
-        from gpurisk.display import html_table
+        from gpurisk.core.display import html_table
         by = self.rank_by if len(self.results) else "n1"
         top = self.top(10) if len(self.results) else self.results
         rows = [(t["combo"], t["size"], t["cells"], t["n1"], t[by]) for _, t in top.iterrows()]

@@ -69,7 +69,7 @@ class Validation:
                 f"({i.get('design')})")
 
     def __repr__(self) -> str:
-        from gpurisk.display import fmt
+        from gpurisk.core.display import fmt
         s = self.summary.dropna(subset=["nmse"]) if "nmse" in self.summary else self.summary.iloc[:0]
         worst = s.loc[s["nmse"].idxmax()] if len(s) else None
         text = f"<Validation {self._headline()}"
@@ -79,7 +79,7 @@ class Validation:
         return text + (f"; {len(self.warnings)} warning(s)>" if self.warnings else ">")
 
     def _repr_html_(self) -> str:
-        from gpurisk.display import html_table
+        from gpurisk.core.display import html_table
         cols = [c for c in ("fraction", "measure", "truth_measure", "true_mean", "estimate_mean",
                             "rmse", "nmse") if c in self.summary]
         rows = [tuple(r) for r in self.summary[cols].head(30).itertuples(index=False)]

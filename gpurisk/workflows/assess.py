@@ -42,7 +42,7 @@ class Assessment:
         return result_rows(self.to_dict(), extra=extra)
 
     def __repr__(self) -> str:
-        from gpurisk.display import fmt
+        from gpurisk.core.display import fmt
         t = self.table
         shown = [f"{name}={fmt(r.value)}" for name, r in self.measures.items()
                  if isinstance(r.value, (int, float))][:6]
@@ -54,7 +54,7 @@ class Assessment:
 
     def _repr_html_(self) -> str:
         """A notebook's view: one row per measure (value, s.e., upper bound, or why not run)."""
-        from gpurisk.display import html_table
+        from gpurisk.core.display import html_table
         t = self.table
         rows = [(name, r.value, r.se, r.upper, r.reason or "") for name, r in self.measures.items()]
         head = f"n={t.n}" + (f", N={t.N}" if t.N is not None else "")

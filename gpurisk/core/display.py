@@ -12,8 +12,10 @@ from html import escape
 from typing import Any, Iterable, Sequence
 
 
-def fmt(v: Any) -> str:
-    """A figure for display: '—' when missing, whole numbers as integers, others to 4 digits."""
+def fmt(v: Any, digits: int = 4) -> str:
+    """A figure for display, the one number formatter of the commands and result views: '—' when
+    missing or not finite, yes/no for a boolean, whole numbers as integers (18050, never
+    1.805e+04), others to ``digits`` significant digits."""
     if v is None:
         return "—"
     if hasattr(v, "item") and getattr(v, "ndim", 0) == 0:
@@ -27,7 +29,7 @@ def fmt(v: Any) -> str:
             return "—"
         if v.is_integer() and abs(v) < 1e15:
             return str(int(v))
-        return f"{v:.4g}" if abs(v) >= 1e-4 else f"{v:.3e}"
+        return f"{v:.{digits}g}"
     return str(v)
 
 
