@@ -21,7 +21,9 @@ A plugin's tests call it on each of its measure classes::
   :class:`~gpurisk.UnsupportedBackend` here is skipped and listed in the report. One of them,
   ``strict``, runs everywhere: the device engine with arrays of :mod:`gpurisk.testing.strict`, which
   refuse every implicit host conversion (``np.asarray``, ``float()``, iteration, numpy functions)
-  and offer only what CuPy has, so a measure learns on a CPU that it would break on a GPU.
+  and offer only what CuPy has, so a measure learns on a CPU that it would break on a GPU. The Dask
+  backends count on a threads-only local cluster (unless a scheduler or client is there), so a plain
+  script may call the kit at top level.
 
 Every check raises ``AssertionError`` naming the measure and each problem found. Measures are run
 exactly as :func:`gpurisk.run_measures` runs them (needs checked first), but from the class, so a

@@ -12,7 +12,7 @@ import pandas as pd
 from gpurisk.errors import BadInput, UnsupportedBackend
 from gpurisk.freq.engine import build_table
 from gpurisk.measure import NEEDS, Context, Measure, Result, missing_needs
-from gpurisk.testing.kit import (BACKENDS, LEVELS, NAME_RE, READS, _close, _columns, _default_options,
+from gpurisk.testing.kit import (BACKENDS, LEVELS, in_process_cluster, NAME_RE, READS, _close, _columns, _default_options,
                                  _raise, result_problems, run_measure, synthetic_register,
                                  table_from_counts)
 
@@ -162,7 +162,9 @@ def check_backends_agree(cls: type[Measure], frame: pd.DataFrame | None = None,
                 from gpurisk.testing.strict import strict_table
                 table = strict_table(frame, keys, sample_flag=sample_flag, weights=weights)
             else:
-                table = build_table(frame, keys, sample_flag=sample_flag, weights=weights, backend=b)
+                with in_process_cluster(b):
+                    table = build_table(frame, keys, sample_flag=sample_flag, weights=weights,
+                                        backend=b)
         except UnsupportedBackend as exc:
             report.skipped[b] = str(exc)
             continue

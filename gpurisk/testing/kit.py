@@ -3,9 +3,12 @@ of one returned value, and a real-process CLI runner. The checks are in :mod:`gp
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
 import re
 import warnings
+from contextlib import contextmanager
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -53,6 +56,36 @@ def _columns(cls, frame: pd.DataFrame, opts: Mapping[str, Any], mask=None) -> di
             s = frame[str(col)]
             out[str(col)] = (s[mask] if mask is not None else s).to_numpy()
     return out
+
+
+@contextmanager
+def in_process_cluster(backend: str):
+    """While a Dask backend counts for the kit, a threads-only local cluster (``processes=False``)
+    unless a scheduler is named (``GPURISK_SCHEDULER``, ``config.scheduler``) or a client is running.
+
+    A process-based cluster spawns workers that re-import the caller's main module: a plain script
+    calling :func:`check_measure` at top level (no ``if __name__ == "__main__":``) would run again in
+    each of them, and their nannies fail to start. The same counting code runs on threads."""
+    from gpurisk import backends
+    if backend not in ("dask", "dask-cudf") or os.environ.get(backends.ENV_SCHEDULER) \
+            or backends.config.scheduler:
+        yield
+        return
+    try:
+        from distributed import Client, LocalCluster, default_client
+    except ImportError:           # the backend reports itself unsupported
+        yield
+        return
+    try:
+        running = default_client().status == "running"
+    except ValueError:
+        running = False
+    if running:
+        yield
+        return
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None,
+                      silence_logs=logging.CRITICAL) as cluster, Client(cluster):
+        yield
 
 
 # --- synthetic data ------------------------------------------------------------------------------
