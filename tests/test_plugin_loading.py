@@ -208,6 +208,23 @@ def test_failing_or_replacing_hook_is_isolated(runtime, capsys):
     assert cli.get_command(click.Context(cli), "assess").callback.__name__ == "assess"
 
 
+
+def test_builtin_commands_come_through_the_command_hook(runtime, monkeypatch):
+    from gpurisk.cli import cli
+    hooks = plugins.get_plugin_manager().hook.gpurisk_register_commands.get_hookimpls()
+    assert "gpurisk.cli.builtin" in [i.plugin_name for i in hooks]
+    listed = cli.list_commands(click.Context(cli))
+    assert listed == sorted(listed)
+    assert {"assess", "scan", "protect", "dis", "record-risk", "suda", "plugins"} <= set(listed)
+    # block the built-in plugin: its commands go with it, as a third-party plugin's would
+    monkeypatch.setenv("GPURISK_BLOCK_PLUGINS", "gpurisk.cli.builtin")
+    plugins.reset()
+    assert cli.list_commands(click.Context(cli)) == []
+    assert CliRunner().invoke(cli, ["assess", "--help"]).exit_code != 0
+    monkeypatch.delenv("GPURISK_BLOCK_PLUGINS")
+    plugins.reset()
+    assert cli.list_commands(click.Context(cli)) == listed
+
 RAISING_SRC = '''
 import gpurisk
 

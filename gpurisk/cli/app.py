@@ -3,7 +3,6 @@ line ``gpurisk: error: ...`` and exit code 2."""
 from __future__ import annotations
 
 import atexit
-import importlib
 import os
 import sys
 import threading
@@ -14,20 +13,14 @@ from gpurisk import __version__
 from gpurisk.errors import GpuriskError
 from gpurisk.cli._plugins import PipeClosed, PluginGroup
 
-#: modules that each add commands to :data:`main`
-COMMAND_MODULES = ("assess", "measures", "validate", "dis", "design", "scan", "compare", "report", "record_risk",
-                   "suda", "protect")
 
-
+# every command, the built-in ones too, comes from the gpurisk_register_commands hook
+# (gpurisk.cli.builtin adds the built-in ones; see gpurisk.cli._plugins.PluginGroup)
 @click.group(cls=PluginGroup,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="gpurisk")
 def cli():
     """Disclosure risk of a microdata release: which key variables make re-identification likely."""
-
-
-for _mod in COMMAND_MODULES:
-    importlib.import_module(f"gpurisk.cli.{_mod}").register(cli)
 
 
 def main(argv=None) -> None:
