@@ -40,12 +40,16 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from gpurisk.freq.planner import CUBE_FACTOR, CUBE_LIMIT, Plan, Planner, _bits, _mask  # noqa: F401
+from gpurisk.freq.planner import CUBE_FACTOR, CUBE_LIMIT, Plan, Planner, _bits  # noqa: F401
 from gpurisk.freq.rollup import (DECODE_CHUNK, DENSE_FACTOR, DENSE_LIMIT, DENSE_MIN,  # noqa: F401
                                  RADIX_CHUNK, CodeMap, _cube_from_cells, _table_from_cube,
                                  cell_codes, pack_limit_ok, pack_weights, regroup, rollup, sum_axes)
-from gpurisk.freq.schedule import _Done, _Later, _submit  # noqa: F401
+from gpurisk.freq.schedule import _Later, _submit
 from gpurisk.freq.table import FreqTable
+
+__all__ = ["Lattice", "Plan", "Planner", "CodeMap", "cell_codes", "regroup", "rollup", "sum_axes",
+           "pack_weights", "pack_limit_ok", "CUBE_LIMIT", "CUBE_FACTOR", "DENSE_LIMIT", "DENSE_FACTOR",
+           "DENSE_MIN", "RADIX_CHUNK", "DECODE_CHUNK"]
 
 
 class Lattice(Planner):

@@ -32,7 +32,7 @@ measure need not be registered to be checked.
 from gpurisk.testing.checks import (BackendReport, check_backends_agree, check_bad_input,
                                     check_buckets, check_measure, check_metadata,
                                     check_reads_summary)
-from gpurisk.testing.kit import (BACKENDS, EXTRA_COLUMN, result_problems, run_cli, run_measure,
+from gpurisk.testing.kit import (BACKENDS, EXTRA_COLUMN, result_problems, run_cli, run_measure,  # noqa: F401
                                  synthetic_register, table_from_counts)
 
 __all__ = ["check_metadata", "check_bad_input", "check_backends_agree", "check_measure",
