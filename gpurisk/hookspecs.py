@@ -46,7 +46,8 @@ def gpurisk_register_commands(cli):
     """Add commands to the ``gpurisk`` command line; ``cli`` is its :class:`click.Group`.
 
     Called once, when the command line first lists or looks up its commands (``gpurisk --help``,
-    ``gpurisk NAME``)::
+    ``gpurisk NAME``). The built-in commands come through this hook too, from the built-in plugin
+    :mod:`gpurisk.cli.builtin`, whose hook runs first::
 
         @gpurisk.hookimpl
         def gpurisk_register_commands(cli):

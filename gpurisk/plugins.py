@@ -28,6 +28,7 @@ ENV_BLOCK = "GPURISK_BLOCK_PLUGINS"
 
 #: built-in plugin modules, registered in this order
 BUILTIN_PLUGINS = (
+    "gpurisk.cli.builtin",           # the built-in commands (gpurisk_register_commands)
     "gpurisk.measures.theta_hat",
     "gpurisk.measures.matches_hat",
     "gpurisk.measures.matches",

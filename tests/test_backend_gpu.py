@@ -178,9 +178,9 @@ def test_scan_on_cudf_equals_pandas(cube_limit, monkeypatch):
     sparse tables only) gives the pandas scan's rows."""
     pytest.importorskip("cudf")
     import gpurisk
-    from gpurisk.freq import lattice
+    from gpurisk.freq import planner
     if cube_limit is not None:
-        monkeypatch.setattr(lattice, "CUBE_LIMIT", cube_limit)
+        monkeypatch.setattr(planner, "CUBE_LIMIT", cube_limit)
     keys = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass",
             "occupation"]
     frame = pd.read_csv(data_path("arx/adult.csv"), sep=";")

@@ -93,3 +93,54 @@ def test_the_cycle_finder_finds_a_cycle():
 def test_at_most_ten_files_at_the_top_level():
     top = sorted(p.name for p in PKG.glob("*.py"))
     assert len(top) <= 10, top
+
+
+#: the most lines of code an ``__init__.py`` may hold (issue 29): it hands names on, code lives in
+#: modules named for their concern
+INIT_CODE_LINES = 40
+
+
+def code_lines(source: str) -> int:
+    """Lines holding code: not blank, not a comment, not part of a module/class/function docstring."""
+    tree = ast.parse(source)
+    doc: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and node.body and isinstance(node.body[0], ast.Expr) \
+                and isinstance(node.body[0].value, ast.Constant) and isinstance(node.body[0].value.value, str):
+            doc.update(range(node.body[0].lineno, node.body[0].end_lineno + 1))
+    return sum(1 for i, line in enumerate(source.splitlines(), 1)
+               if line.strip() and not line.strip().startswith("#") and i not in doc)
+
+
+def test_code_lines_counts_code_only():
+    src = '"""A docstring\n\nover lines."""\n# a comment\n\nimport os\n\n\ndef f():\n    """Doc."""\n' \
+          '    return os.sep  # trailing\n'
+    assert code_lines(src) == 3      # import, def, return
+
+
+def test_no_init_holds_more_than_forty_lines_of_code():
+    fat = {str(p.relative_to(ROOT)): n for p in PKG.rglob("__init__.py")
+           if (n := code_lines(p.read_text())) > INIT_CODE_LINES}
+    assert not fat, f"__init__.py files over {INIT_CODE_LINES} lines of code (move it to a module): {fat}"
+
+
+def test_moved_code_keeps_its_import_paths():
+    import subprocess
+    import sys
+    import gpurisk.cli
+    import gpurisk.dis
+    import gpurisk.testing
+    from gpurisk.cli.app import main
+    from gpurisk.dis.workflow import dis
+    from gpurisk.testing.checks import check_measure
+    assert gpurisk.cli.main is main and gpurisk.dis.dis is dis
+    assert gpurisk.testing.check_measure is check_measure
+    for pkg in (gpurisk.testing, gpurisk.dis, gpurisk.cli):
+        missing = [name for name in pkg.__all__ if not hasattr(pkg, name)]
+        assert not missing, (pkg.__name__, missing)
+    # the console script's entry point names gpurisk.cli:main
+    assert 'gpurisk = "gpurisk.cli:main"' in (ROOT / "pyproject.toml").read_text()
+    out = subprocess.run([sys.executable, "-m", "gpurisk", "--version"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 0 and "gpurisk" in out.stdout, out.stderr

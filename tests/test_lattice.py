@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import gpurisk
 from gpurisk.freq import cellid
+from gpurisk.freq import planner as plan_mod, rollup as rollup_mod
 from gpurisk.freq.lattice import CodeMap, Lattice, cell_codes, regroup, rollup
 
 from conftest import data_path
@@ -210,8 +211,7 @@ def test_rollup_rejects_unknown_keys():
 
 def test_lattice_without_packed_counts_equals_recount(monkeypatch):
     """Populations too large to pack f and F in one float64 are summed with two accumulators."""
-    from gpurisk.freq import lattice
-    monkeypatch.setattr(lattice, "pack_limit_ok", lambda n, N: None)
+    monkeypatch.setattr(rollup_mod, "pack_limit_ok", lambda n, N: None)
     df, keys = _register(5_000, seed=9)
     df["w"] = np.random.default_rng(1).uniform(1, 9, len(df))
     sample = df[df["s"]]
@@ -252,17 +252,16 @@ def test_lattice_generic_array_namespace_path():
 def test_lattice_equals_recount_on_every_path(case, paths, threads):
     """Every target of a Lattice equals a recount, whether summed from cubes, from sparse tables or
     from both (a cube built from a sparse intermediate), in the calling thread or in a pool."""
-    from gpurisk.freq import lattice
     df, keys, _, design = case
     finest = _build(df, keys, design)
-    limit = {"cubes": lattice.CUBE_LIMIT, "sparse": 0, "mixed": 6}[paths]
-    old = lattice.CUBE_LIMIT, Lattice.PLAN_MIN_CELLS, Lattice.OVERHEAD
-    lattice.CUBE_LIMIT, Lattice.PLAN_MIN_CELLS, Lattice.OVERHEAD = limit, 1, 0.0
+    limit = {"cubes": plan_mod.CUBE_LIMIT, "sparse": 0, "mixed": 6}[paths]
+    old = plan_mod.CUBE_LIMIT, Lattice.PLAN_MIN_CELLS, Lattice.OVERHEAD
+    plan_mod.CUBE_LIMIT, Lattice.PLAN_MIN_CELLS, Lattice.OVERHEAD = limit, 1, 0.0
     try:
         targets = [c for r in range(1, len(keys) + 1) for c in itertools.combinations(keys, r)]
         got = dict(Lattice(finest).tables(targets, threads=threads))
     finally:
-        lattice.CUBE_LIMIT, Lattice.PLAN_MIN_CELLS, Lattice.OVERHEAD = old
+        plan_mod.CUBE_LIMIT, Lattice.PLAN_MIN_CELLS, Lattice.OVERHEAD = old
     assert sorted(got) == list(range(len(targets)))
     for i, t in enumerate(targets):
         if design == "population":
@@ -283,9 +282,8 @@ def _register_targets(n=30_000, seed=3):
 def test_plan_mixes_cubes_and_sparse_tables(monkeypatch):
     """With a cube limit below some subsets' spaces the plan keeps those sparse, and the result
     still equals a recount; a cube's parent is a cube or a sparse table, never the reverse."""
-    from gpurisk.freq import lattice
     df, keys, finest, targets = _register_targets()
-    monkeypatch.setattr(lattice, "CUBE_LIMIT", 2_000)
+    monkeypatch.setattr(plan_mod, "CUBE_LIMIT", 2_000)
     monkeypatch.setattr(Lattice, "PLAN_MIN_CELLS", 1)
     lat = Lattice(finest)
     plan = lat.plan(targets)
@@ -374,15 +372,14 @@ def test_sum_axes_equals_numpy_sum(case):
 def test_plan_keeps_at_most_a_group_of_the_roots_children_open():
     """The root's children are built ROOT_GROUP at a time, each group's subtrees before the next
     group: at any point of the order at most ROOT_GROUP of them still have tables to build below."""
-    from gpurisk.freq import lattice
     df, keys, finest, targets = _register_targets(5_000)
-    old = lattice.CUBE_LIMIT
-    lattice.CUBE_LIMIT = 400                   # many small cubes: many children of the root
+    old = plan_mod.CUBE_LIMIT
+    plan_mod.CUBE_LIMIT = 400                   # many small cubes: many children of the root
     try:
         lat = Lattice(finest)
         plan = lat.plan(targets)
     finally:
-        lattice.CUBE_LIMIT = old
+        plan_mod.CUBE_LIMIT = old
     top = [m for m in plan.order if plan.parent[m] == lat.full]
     assert len(top) > Lattice.ROOT_GROUP
 

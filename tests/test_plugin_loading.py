@@ -214,6 +214,23 @@ def test_failing_or_replacing_hook_is_isolated(runtime, capsys):
     assert cli.get_command(click.Context(cli), "assess").callback.__name__ == "assess"
 
 
+
+def test_builtin_commands_come_through_the_command_hook(runtime, monkeypatch):
+    from gpurisk.cli import cli
+    hooks = plugins.get_plugin_manager().hook.gpurisk_register_commands.get_hookimpls()
+    assert "gpurisk.cli.builtin" in [i.plugin_name for i in hooks]
+    listed = cli.list_commands(click.Context(cli))
+    assert listed == sorted(listed)
+    assert {"assess", "scan", "protect", "dis", "record-risk", "suda", "plugins"} <= set(listed)
+    # block the built-in plugin: its commands go with it, as a third-party plugin's would
+    monkeypatch.setenv("GPURISK_BLOCK_PLUGINS", "gpurisk.cli.builtin")
+    plugins.reset()
+    assert cli.list_commands(click.Context(cli)) == []
+    assert CliRunner().invoke(cli, ["assess", "--help"]).exit_code != 0
+    monkeypatch.delenv("GPURISK_BLOCK_PLUGINS")
+    plugins.reset()
+    assert cli.list_commands(click.Context(cli)) == listed
+
 RAISING_SRC = '''
 import gpurisk
 
@@ -272,3 +289,38 @@ def test_cli_runs_beside_a_plugin_whose_hook_fails(faulty_hooks):
     assert "toyraising" in p.stderr and "toynameless" in p.stderr
     out = run_cli("plugins", env=env, check=True).stdout
     assert "toyraising\tgpurisk-toy-raising 0.9\tFAILED: " in out
+
+
+# --- a thread a measure leaves running does not keep the process alive (issue 29) ---------------
+THREAD_SRC = '''
+import threading, time
+import gpurisk
+
+class Lingers(gpurisk.Measure):
+    name = "toy_lingers"
+    description = "sample cells, leaving a non-daemon thread asleep for a minute"
+    reference = "test plugin"
+
+    def compute(self, table, ctx):
+        threading.Thread(target=time.sleep, args=(60,), name="toy-lingers", daemon=False).start()
+        return gpurisk.Result(value=table.sample_cells)
+
+@gpurisk.hookimpl
+def gpurisk_register_measures():
+    return [Lingers]
+'''
+
+
+def test_a_measures_non_daemon_thread_does_not_keep_the_cli_alive(tmp_path):
+    import time
+    tag = abs(hash(str(tmp_path)))
+    dist(tmp_path, "gpurisk-toy-lingers", "toylingers", f"gpurisk_toy_lingers_{tag}", THREAD_SRC)
+    pd.DataFrame({"k": [1, 2, 2, 3]}).to_csv(tmp_path / "d.csv", index=False)
+    env = {"PYTHONPATH": str(tmp_path)}
+    start = time.monotonic()
+    p = run_cli("assess", tmp_path / "d.csv", "--keys", "k", "--fraction", "0.5", "--json",
+                "--measures", "toy_lingers", env=env, subprocess=True, timeout=50)
+    took = time.monotonic() - start
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["measures"]["toy_lingers"]["value"] == 3   # the output came out whole
+    assert took < 30, f"the command waited for the measure's thread ({took:.0f} s)"

@@ -126,6 +126,7 @@ def test_shared_flags_are_declared_once():
 def test_every_command_keeps_its_flags():
     from click.testing import CliRunner
     from gpurisk.cli import cli
+    cli.load_plugin_commands()           # every command comes from the gpurisk_register_commands hook
     want = {"assess": SHARED, "scan": SHARED,
             "compare": [f for f in SHARED if f != "--measure-timeout"],
             "protect": ["--fraction", "--population", "--sample-flag", "--weights", "--alpha",

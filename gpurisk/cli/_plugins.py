@@ -1,4 +1,6 @@
-"""Commands added by plugins (the ``gpurisk_register_commands`` hook), loaded when first needed."""
+"""The commands of the ``gpurisk`` group, all added through the ``gpurisk_register_commands`` hook
+(the built-in ones by the built-in plugin :mod:`gpurisk.cli.builtin`, first), loaded when first
+needed."""
 from __future__ import annotations
 
 import sys
@@ -11,8 +13,9 @@ class PipeClosed(Exception):
 
 
 class PluginGroup(click.Group):
-    """A click group that asks the plugins for more commands when it lists its commands or is
-    asked for one it does not have; built-in commands never wait for the plugins."""
+    """A click group whose commands come from the plugins' ``gpurisk_register_commands`` hooks,
+    called when it first lists its commands or is asked for one (again when the set of plugins
+    changes). The built-in plugins' hooks run first, so no plugin replaces a built-in command."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -31,13 +34,13 @@ class PluginGroup(click.Group):
         return super().list_commands(ctx)
 
     def get_command(self, ctx, name):
-        if name not in self.commands or name in self._plugin_commands:
-            self.load_plugin_commands()
+        self.load_plugin_commands()
         return super().get_command(ctx, name)
 
     def load_plugin_commands(self) -> None:
-        """Call every plugin's ``gpurisk_register_commands(cli)`` once per set of plugins."""
-        from gpurisk.plugins import get_plugin_manager
+        """Call every plugin's ``gpurisk_register_commands(cli)`` once per set of plugins, the
+        built-in plugins' first."""
+        from gpurisk.plugins import BUILTIN_PLUGINS, get_plugin_manager
         pm = get_plugin_manager()
         state = (pm, frozenset((name, id(p)) for name, p in pm.list_name_plugin()))
         if self._plugin_state is not None and state[0] is self._plugin_state[0] \
@@ -47,7 +50,8 @@ class PluginGroup(click.Group):
             self.commands.pop(name, None)
         self._plugin_commands = []
         self._plugin_state = state
-        for impl in pm.hook.gpurisk_register_commands.get_hookimpls():
+        impls = pm.hook.gpurisk_register_commands.get_hookimpls()
+        for impl in sorted(impls, key=lambda i: i.plugin_name not in BUILTIN_PLUGINS):
             self._call(impl)
 
     def _call(self, impl) -> None:

@@ -1,0 +1,121 @@
+"""The ``gpurisk`` group and its entry point :func:`main`: every error that is the input's fault is one
+line ``gpurisk: error: ...`` and exit code 2."""
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+
+import click
+
+from gpurisk import __version__
+from gpurisk.errors import GpuriskError
+from gpurisk.cli._plugins import PipeClosed, PluginGroup
+
+
+# every command, the built-in ones too, comes from the gpurisk_register_commands hook
+# (gpurisk.cli.builtin adds the built-in ones; see gpurisk.cli._plugins.PluginGroup)
+@click.group(cls=PluginGroup,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="gpurisk")
+def cli():
+    """Disclosure risk of a microdata release: which key variables make re-identification likely."""
+
+
+def main(argv=None) -> None:
+    """Entry point: run the group, turning gpurisk errors into one line and exit code 2.
+
+    Called with no ``argv`` it is the process's entry point (the ``gpurisk`` script, ``python -m
+    gpurisk``): once the command's output is flushed the process ends with its exit code, even when
+    a measure left a non-daemon thread running (see :func:`_leave`). With ``argv`` (a caller's own
+    process) it only raises ``SystemExit``, as click does."""
+    if argv is not None:
+        return _run(argv)
+    try:
+        _run(None)
+    except SystemExit as exc:
+        _leave(exc.code)
+        raise
+    _leave(None)
+
+
+def _leave(code) -> None:
+    """End the process now with ``code`` if a non-daemon thread other than the main one is alive
+    (a plugin's measure that started one and never joined it): the interpreter would wait for it
+    before exiting. Standard output and error are flushed and the ``atexit`` handlers run first
+    (local Dask clusters close there); the threads are not waited for."""
+    left = [t for t in threading.enumerate()
+            if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if not left:
+        return
+    if code is not None and not isinstance(code, int):     # sys.exit("text") prints the text
+        sys.stderr.write(f"{code}\n")
+        code = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):   # the reader went away
+            pass
+    os._exit(code or 0)
+
+
+def _run(argv) -> None:
+    try:
+        cli.main(args=argv, prog_name="gpurisk", standalone_mode=False)
+        sys.stdout.flush()            # a closed pipe shows here, not at interpreter exit
+    except (BrokenPipeError, PipeClosed):
+        _reader_went_away()
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("gpurisk: aborted", err=True)
+        sys.exit(130)
+    except click.UsageError as exc:       # a bad option value, a missing argument: one line
+        where = exc.ctx.command_path if exc.ctx is not None else "gpurisk"
+        click.echo(f"gpurisk: error: {exc.format_message()} (see '{where} --help')", err=True)
+        sys.exit(2)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2 if exc.exit_code in (1, 2) else exc.exit_code)
+    except GpuriskError as exc:        # a setting names its flag here (--alpha 7), not alpha=7
+        text = exc.cli_message() if hasattr(exc, "cli_message") else str(exc)
+        click.echo(f"gpurisk: error: {text}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        click.echo("gpurisk: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # a bug: one line unless GPURISK_DEBUG asks for the traceback
+        if os.environ.get("GPURISK_DEBUG"):
+            raise
+        if type(exc).__name__ == "KilledWorker":  # distributed gave up on a task that killed workers
+            try:
+                what = str(exc).splitlines()[0]
+            except Exception:  # its str() needs scheduler state
+                what = "KilledWorker"
+            from gpurisk.backends import worker_memory_note
+            limit = worker_memory_note()
+            click.echo(f"gpurisk: error: Dask workers died running one task ({what}); out of memory? "
+                       f"{limit + ': ' if limit else ''}rerun with more memory per worker "
+                       "(--memory-limit) or fewer workers (--workers) "
+                       "(scan: add --resume to keep finished rows)",
+                       err=True)
+            sys.exit(1)
+        click.echo(f"gpurisk: internal error: {type(exc).__name__}: {exc} "
+                   "(set GPURISK_DEBUG=1 for the traceback)", err=True)
+        sys.exit(1)
+
+
+def _reader_went_away() -> None:
+    """``gpurisk assess ... | head -1``: the reader closed the pipe. That is what the user asked for,
+    so exit 0 quietly (as ``cat``/``ls`` do under SIGPIPE's default, without the 141), pointing
+    standard output at /dev/null so Python's final flush cannot raise again."""
+    try:
+        fd = sys.stdout.fileno()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+    except (AttributeError, OSError, ValueError):   # stdout is not a real file (tests, embedding)
+        pass
+    sys.exit(0)

@@ -1,0 +1,39 @@
+"""The serial stand-ins for ``Future`` used by :meth:`gpurisk.freq.lattice.Lattice.tables` when it
+runs without a thread pool, and :func:`_submit`, which picks a pool or runs at once."""
+
+
+class _Done:
+    """A finished computation with the ``Future`` interface (the serial path of :meth:`Lattice.tables`)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value):
+        self._value = value
+
+    def result(self):
+        return self._value
+
+    def done(self) -> bool:
+        return True
+
+
+class _Later:
+    """A value computed on first ``result()`` (thread-safe), from futures that may still be running."""
+
+    def __init__(self, fn):
+        import threading
+        self._fn, self._lock, self._value = fn, threading.Lock(), None
+
+    def result(self):
+        with self._lock:
+            if self._fn is not None:
+                self._value, self._fn = self._fn(), None
+        return self._value
+
+    def done(self) -> bool:
+        return self._fn is None
+
+
+def _submit(pool, fn, *args):
+    return pool.submit(fn, *args) if pool is not None else _Done(fn(*args))
+
