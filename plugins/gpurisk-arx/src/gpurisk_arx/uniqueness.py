@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
-from scipy import special, stats
+from scipy import special   # scipy.stats (slow to import) only where Zayatz needs it
 
 TOL = 1e-6
 MAX_ITER = 1000
@@ -138,6 +138,7 @@ def zayatz(sm: Sample) -> Fit:
     N, n = int(round(sm.N)), sm.n
     s, Js = sm.s, sm.Js
     # log h(s) = log P(X = 1), X ~ Hypergeometric(N, s, n)
+    from scipy import stats
     logh = stats.hypergeom.logpmf(1, N, s, n)
     with np.errstate(over="ignore"):
         den = np.exp(special.logsumexp(logh, b=Js / sm.J))
