@@ -209,3 +209,62 @@ def test_interrupted_scan_keeps_finished_rows_and_resumes(tmp_path, adult, monke
     res = gpurisk.scan(adult, output=out, resume=True, **opts)
     assert res.skipped == 16
     pd.testing.assert_frame_equal(res.results, full)
+
+
+def _halve(out):
+    """What a scan killed halfway leaves: its manifest and its first part files."""
+    parts = _parts(out)
+    for f in parts[len(parts) // 2:]:
+        os.remove(os.path.join(out, f))
+    return len(read_scan(out)) if _parts(out) else 0
+
+
+def test_resume_refuses_an_input_file_that_changed(tmp_path, monkeypatch):
+    """Issue 30: after the input changed (same path, same n), --resume kept rows computed on the
+    old data. Now it refuses in one line before reading, and resumes when the file is unchanged."""
+    rng = np.random.default_rng(5)
+    df = pd.DataFrame({"a": rng.integers(0, 30, 400), "b": rng.integers(0, 4, 400),
+                       "c": rng.integers(0, 5, 400)})
+    data, out = tmp_path / "d.csv", tmp_path / "s.parquet"
+    df.to_csv(data, index=False)
+    args = ["scan", data, "--keys", "a,b,c", "--max-size", "3", "--fraction", "0.1",
+            "--batch-rows", "1", "--no-progress", "-o", out]
+    run_cli(*args, check=True)
+    full = read_scan(out)
+    assert 0 < _halve(out) < len(full)
+    # the same file: the resume finishes with the rows of one uninterrupted run
+    run_cli(*args, "--resume", check=True)
+    pd.testing.assert_frame_equal(read_scan(out).drop(columns="warnings"),
+                                  full.drop(columns="warnings"))
+    _halve(out)
+    changed = df.copy()
+    changed.loc[0, "a"], changed.loc[1, "a"] = changed.loc[1, "a"] + 100, changed.loc[0, "a"] + 100
+    changed.to_csv(data, index=False)                  # same path, same n, other records
+    kept = _parts(out)
+    read = []
+    monkeypatch.setattr("gpurisk.inputs.Inputs.read", lambda self: read.append(1))
+    p = run_cli(*args, "--resume")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    assert "the data file 'd.csv' changed since the scan" in p.stderr and "--overwrite" in p.stderr
+    assert not read and _parts(out) == kept              # refused before reading or writing
+    monkeypatch.undo()
+    # --overwrite starts again on the new data: the rows of a fresh scan of it
+    run_cli(*args, "--overwrite", check=True)
+    fresh = gpurisk.scan(changed, keys=["a", "b", "c"], max_size=3, fraction=0.1).results
+    assert read_scan(out)["n1"].tolist() == fresh["n1"].tolist() != full["n1"].tolist()
+
+
+def test_resume_refuses_a_population_file_that_changed(tmp_path):
+    rng = np.random.default_rng(6)
+    pop = pd.DataFrame({"a": rng.integers(0, 20, 3000), "b": rng.integers(0, 3, 3000)})
+    pop.iloc[:300].to_csv(tmp_path / "s.csv", index=False)
+    pop.to_csv(tmp_path / "p.csv", index=False)
+    out = tmp_path / "s.parquet"
+    args = ["scan", tmp_path / "s.csv", "--keys", "a,b", "--max-size", "2", "--population",
+            tmp_path / "p.csv", "--batch-rows", "1", "--no-progress", "-o", out]
+    run_cli(*args, check=True)
+    _halve(out)
+    pop.iloc[::-1].to_csv(tmp_path / "p.csv", index=False)   # the same records, reordered
+    p = run_cli(*args, "--resume")
+    assert p.returncode == 2 and "the population file 'p.csv' changed" in p.stderr
+    assert "same size, other content" in p.stderr

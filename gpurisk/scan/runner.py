@@ -25,7 +25,8 @@ from gpurisk.freq.lattice import Lattice
 from gpurisk.measure import Context
 from gpurisk.scan.distributed import SummaryScan, summary_path
 from gpurisk.scan.plan import Combination, build_plan, combo_seed, root_keys
-from gpurisk.scan.sink import ParquetSink, check_output_path, read_scan, row_schema
+from gpurisk.scan.sink import (ParquetSink, check_output_path, check_resume_inputs, read_scan,
+                               row_schema)
 
 #: per-scan defaults of measure options, applied unless the user sets them. theta_hat_dis, the Monte
 #: Carlo check of θ̂, costs K random draws per combination (a few ms at its single-assessment default
@@ -272,14 +273,17 @@ def scan_with(data, design, run, *, keys: Sequence[str] | str | None = None,
     col_opts = option_columns(names, opts)
     inp = Inputs(data, rkeys, **design.kwargs(), missing=missing, recode=recode, backend=backend, sep=sep,
                  encoding=encoding, allow_high_cardinality=allow_high_cardinality, columns=col_opts)
-    if output is not None:
-        check_output_path(output, resume, overwrite)    # before the records are read
-    elif resume:
-        raise BadInput("--resume needs --output (the scan directory to finish)")
     recodes = list(inp.recode)
     data_name = inp.name
     pop_name = (str(population) if isinstance(population, (str, Path))
                 else None if population is None else f"<{type(population).__name__}>")
+    if output is not None:                                  # before the records are read
+        check_output_path(output, resume, overwrite)
+        if resume:
+            check_resume_inputs(output, data_name,
+                                pop_name if isinstance(population, (str, Path)) else None)
+    elif resume:
+        raise BadInput("--resume needs --output (the scan directory to finish)")
     frames = inp.read()
     t0 = time.perf_counter()
     if summary_path(names, inp, cells_on_workers, opts):   # the cells stay on the workers
