@@ -268,3 +268,40 @@ def test_resume_refuses_a_population_file_that_changed(tmp_path):
     p = run_cli(*args, "--resume")
     assert p.returncode == 2 and "the population file 'p.csv' changed" in p.stderr
     assert "same size, other content" in p.stderr
+
+
+@pytest.mark.parametrize("opt, msg", [
+    (["--rank-by", "foo"], "cannot rank by 'foo': not a numeric column of this scan"),
+    (["--rank-by", "combo"], "cannot rank by 'combo'"),           # text: was an internal error
+    (["--rank-by", "theta_hat_reason"], "cannot rank by 'theta_hat_reason'"),
+    (["--top", "-1"], "--top -1 must be >= 1"),                     # was: all rows but the last
+    (["--batch-rows", "0"], "--batch-rows 0 must be >= 1"),         # was: silently 1
+])
+def test_scan_options_are_checked_before_the_work(tmp_path, opt, msg):
+    """Issue 28: `scan --rank-by foo -o out` ran the whole scan, wrote it, then exited 2, and the
+    rerun was refused ("already holds a scan"). Every option is checked before anything is written."""
+    data, out = tmp_path / "d.csv", tmp_path / "s.parquet"
+    pd.DataFrame({"a": np.arange(60) % 7, "b": np.arange(60) % 3}).to_csv(data, index=False)
+    args = ["scan", data, "--keys", "a,b", "--max-size", "2", "--fraction", "0.1", "--no-progress",
+            "-o", out]
+    p = run_cli(*args, *opt)
+    assert p.returncode == 2 and msg in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert not out.exists()                   # nothing written: the corrected rerun is not refused
+    p = run_cli(*args, "--rank-by", "n1", "--top", "2", "--json", check=True)
+    doc = json.loads(p.stdout)
+    assert doc["rank_by"] == "n1" and len(doc["top"]) == 2
+
+
+def test_rank_by_is_checked_before_reading_in_python(monkeypatch):
+    read = []
+    monkeypatch.setattr("gpurisk.inputs.Inputs.read", lambda self: read.append(1))
+    df = pd.DataFrame({"a": np.arange(60) % 7, "b": np.arange(60) % 3})
+    with pytest.raises(gpurisk.BadInput, match="cannot rank by 'keys'"):
+        gpurisk.scan(df, keys=["a", "b"], max_size=2, fraction=0.1, rank_by="keys")
+    assert not read
+    monkeypatch.undo()
+    res = gpurisk.scan(df, keys=["a", "b"], max_size=2, fraction=0.1, rank_by="n1")
+    with pytest.raises(gpurisk.BadInput, match="cannot rank by 'combo'"):
+        res.top(3, by="combo")                   # text: was an internal ValueError
+    top = res.top(2, by="cells")
+    assert top["cells"].tolist() == sorted(res.results["cells"], reverse=True)[:2]
