@@ -264,3 +264,30 @@ def test_run_contained_orders_stops_and_times_out():
     out = contain.run_contained([lambda: 1, lambda: 1 / 0, lambda: 3], 5,
                                 stop=lambda e: isinstance(e, ZeroDivisionError))
     assert len(out) == 2                      # stopped at the exception: the third never ran
+
+
+def test_measures_in_several_threads_stay_quiet_and_the_streams_come_back(capfd):
+    import threading
+
+    def loud(i):
+        def fn():
+            for _ in range(50):
+                print("noise", i)
+                time.sleep(0.001)
+            return i
+        return fn
+
+    results = {}
+
+    def caller(i):
+        results[i] = [o[1] for o in contain.run_contained([loud(i), loud(i + 10)], 30)]
+
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert results == {i: [i, i + 10] for i in range(4)}
+    out, err = capfd.readouterr()
+    assert "noise" not in out and "noise" not in err
+    assert not isinstance(sys.stdout, contain._Router) and not isinstance(sys.stderr, contain._Router)

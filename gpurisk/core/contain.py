@@ -59,8 +59,13 @@ class _Router:
         return getattr(self._stream, name)
 
 
+#: run_contained calls in progress (in any thread): the routers stay while one runs
+_ACTIVE = [0]
+
+
 def _route_output() -> None:
     with _ROUTER_LOCK:
+        _ACTIVE[0] += 1
         for name in ("stdout", "stderr"):
             stream = getattr(sys, name)
             if stream is not None and not isinstance(stream, _Router):
@@ -70,7 +75,8 @@ def _route_output() -> None:
 def _unroute_output() -> None:
     """Take the routers away again, unless a measure (one past its time limit) still runs."""
     with _ROUTER_LOCK:
-        if _QUIET:
+        _ACTIVE[0] -= 1
+        if _QUIET or _ACTIVE[0] > 0:
             return
         for name in ("stdout", "stderr"):
             stream = getattr(sys, name)
