@@ -305,3 +305,19 @@ def test_rank_by_is_checked_before_reading_in_python(monkeypatch):
         res.top(3, by="combo")                   # text: was an internal ValueError
     top = res.top(2, by="cells")
     assert top["cells"].tolist() == sorted(res.results["cells"], reverse=True)[:2]
+
+
+def test_resume_refuses_a_frame_whose_records_changed(tmp_path):
+    """A frame has no file to fingerprint: the scan's manifest keeps a fingerprint of its counts."""
+    rng = np.random.default_rng(9)
+    df = pd.DataFrame({"a": rng.integers(0, 30, 400), "b": rng.integers(0, 4, 400)})
+    out = tmp_path / "f.parquet"
+    opts = dict(keys=["a", "b"], max_size=2, fraction=0.1, batch_rows=1)
+    full = gpurisk.scan(df, output=out, **opts).results
+    _halve(out)
+    res = gpurisk.scan(df, output=out, resume=True, **opts)        # the same frame: resumes
+    assert res.skipped > 0 and read_scan(out)["n1"].tolist() == full["n1"].tolist()
+    _halve(out)
+    changed = df.assign(a=np.roll(df["a"].to_numpy(), 1))            # same n, other records
+    with pytest.raises(gpurisk.BadInput, match="the data given as a frame differ"):
+        gpurisk.scan(changed, output=out, resume=True, **opts)

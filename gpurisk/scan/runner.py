@@ -188,6 +188,15 @@ def _check_threads(threads) -> int:
     return THREADS.check(threads)
 
 
+def _counts_sha(table) -> str:
+    """A fingerprint of the finest table's counts (cell ids, f, F): what --resume compares for data
+    given as a frame."""
+    from gpurisk.io.checkpoint import fingerprint
+    from gpurisk.xp import to_host
+    arrays = [table.cell_id, table.f] + ([table.F] if table.F is not None else [])
+    return fingerprint({"keys": list(table.keys)}, [to_host(a) for a in arrays])[:16]
+
+
 def _check_batch_rows(batch_rows) -> int:
     from gpurisk.core.settings import Param
     from gpurisk.options import Option
@@ -349,6 +358,8 @@ def scan_with(data, design, run, *, keys: Sequence[str] | str | None = None,
         "plan_sha": hashlib.sha256(json.dumps([[c.combo, list(c.keys), c.scenario] for c in combos])
                                    .encode()).hexdigest()[:16],
     }
+    if summ is None and data_name.startswith("<"):
+        settings["counts_sha"] = _counts_sha(root)    # a frame has no file for --resume to check
     settings = json.loads(json.dumps(settings, default=str))
     sink = None
     done: set[str] = set()

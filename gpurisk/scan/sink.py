@@ -191,6 +191,10 @@ class ParquetSink:
         diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
         if diff:
             k = diff[0]
+            if k == "counts_sha" and old.get(k) is not None:
+                raise BadInput(f"--resume: the data given as a frame differ from those the scan in "
+                               f"{str(self.path)!r} began on (their counts differ); finishing it "
+                               "would mix rows of the old and the new data; use --overwrite")
             raise BadInput(f"--resume: {str(self.path)!r} was written by a different scan "
                            f"({k}: {old.get(k)!r} there, {new.get(k)!r} now); "
                            "use --overwrite or another --output")
