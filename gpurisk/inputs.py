@@ -77,13 +77,23 @@ def resolve_fraction(table: FreqTable, fraction) -> tuple[float | None, str | No
         return fraction, "given", notes
     if table.N:
         return table.n / table.N, "n/N", notes
-    w = getattr(table, "w", None)
-    if w is not None and table.n:
-        from gpurisk.xp import scalar
-        total = float(scalar(w.sum()))
-        if math.isfinite(total) and total > NORMALISED_MEAN_WEIGHT * table.n:
-            return table.n / total, "n/Σw", notes
+    total = _weight_total(table)
+    if total is not None and table.n and math.isfinite(total) \
+            and total > NORMALISED_MEAN_WEIGHT * table.n:
+        return table.n / total, "n/Σw", notes
     return None, None, notes
+
+
+def _weight_total(table) -> float | None:
+    """Σw of the sample's design weights (None without weights): from a FreqTable's cells, or the
+    total a SummaryTable (cells kept on the Dask workers) brought back."""
+    summary = getattr(table, "summary", None)
+    if summary is not None and hasattr(summary, "weight_total"):
+        return None if summary.weight_total is None else float(summary.weight_total)
+    if isinstance(table, FreqTable) and table.w is not None:
+        from gpurisk.xp import scalar
+        return float(scalar(table.w.sum()))
+    return None
 
 
 def census_table(table: FreqTable, fraction: float | None) -> FreqTable:
@@ -294,14 +304,14 @@ class Inputs:
             return job(table, pi, source) if maps == "later" else None
 
         maps = None
-        if bucket_measures and (self.fraction is not None or not with_pop):
+        if bucket_measures and (self.fraction is not None or not (with_pop or self.weights)):
             # pi is known before the count (given, or none): each bucket's summary and maps in one pass
             declared = SimpleNamespace(N=0 if with_pop else None, has_weights=bool(self.weights),
                                        record_locator=None, backend=self.backend)
             maps = job(declared, self.fraction, "given" if self.fraction is not None else None) \
                 or ((), None)
         elif bucket_measures:
-            maps = "later"       # pi = n/N: the maps wait for the summaries
+            maps = "later"       # pi = n/N or n/Σw: the maps wait for the summaries
         t0 = time.perf_counter()
         got = summary_dask(frames.sample, keys, population=frames.population,
                            sample_flag=self.sample_flag, weights=self.weights,

@@ -97,3 +97,17 @@ def test_a_census_takes_F_from_the_file(testdata):
     r = gpurisk.scan(testdata, keys=KEYS, max_size=1, fraction=1, measures=["pop_uniques"]).results
     per_key = [int((testdata[k].value_counts() == 1).sum()) for k in sorted(KEYS)]
     assert r["N1"].tolist() == r["n1"].tolist() and sorted(r["n1"]) == sorted(per_key)
+
+
+def test_pi_from_weights_on_dask_as_on_pandas(testdata):
+    pytest.importorskip("dask.dataframe")
+    path = data_path("sdcmicro/testdata.csv")
+    args = ["assess", path, "--keys", ",".join(KEYS), "--weights", "sampling_weight",
+            "--measures", "theta_hat", "--json"]
+    pandas_doc = json.loads(run_cli(*args, check=True).stdout)
+    dask_run = run_cli(*args, "--backend", "dask", check=True)
+    dask_doc = json.loads(dask_run.stdout[dask_run.stdout.index("{"):])
+    assert dask_doc["fraction_source"] == pandas_doc["fraction_source"] == "n/Σw"
+    assert dask_doc["fraction"] == pytest.approx(pandas_doc["fraction"], rel=1e-12)
+    assert dask_doc["measures"]["theta_hat"]["value"] == \
+        pytest.approx(pandas_doc["measures"]["theta_hat"]["value"], rel=1e-12)
