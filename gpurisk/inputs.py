@@ -19,7 +19,8 @@ from gpurisk.errors import BadInput
 from gpurisk.freq.engine import build_table
 from gpurisk.freq.table import FreqTable
 
-__all__ = ["Inputs", "Frames", "Counted", "key_list", "resolve_fraction", "check_fraction"]
+__all__ = ["Inputs", "Frames", "Counted", "key_list", "resolve_fraction", "census_table",
+           "check_fraction"]
 
 MISSING_POLICIES = ("category", "error")
 
@@ -54,8 +55,18 @@ def check_fraction(fraction, what: str = "sampling fraction pi") -> float | None
     return f
 
 
+#: design weights whose mean is at most this are taken as normalised (summing to about n, as
+#: survey weights scaled to mean 1 do), not as 1/π: they give no π
+NORMALISED_MEAN_WEIGHT = 1.01
+
+
 def resolve_fraction(table: FreqTable, fraction) -> tuple[float | None, str | None, list[str]]:
-    """π: given (checked to lie in (0, 1]) or n/N from the population; warnings if inconsistent."""
+    """π and where it came from: given (checked to lie in (0, 1]), n/N from the population, or
+    n/Σw from design weights that sum to the population they stand for (w = 1/π_i, as ESS's and
+    sdcMicro's testdata's; sdcMicro takes F from the weights too); warnings if inconsistent.
+
+    Weights with a mean of at most :data:`NORMALISED_MEAN_WEIGHT` are normalised weights (they sum
+    to about n) and give no π."""
     notes: list[str] = []
     fraction = check_fraction(fraction)
     if fraction is not None:
@@ -66,7 +77,33 @@ def resolve_fraction(table: FreqTable, fraction) -> tuple[float | None, str | No
         return fraction, "given", notes
     if table.N:
         return table.n / table.N, "n/N", notes
+    total = _weight_total(table)
+    if total is not None and table.n and math.isfinite(total) \
+            and total > NORMALISED_MEAN_WEIGHT * table.n:
+        return table.n / total, "n/Σw", notes
     return None, None, notes
+
+
+def _weight_total(table) -> float | None:
+    """Σw of the sample's design weights (None without weights): from a FreqTable's cells, or the
+    total a SummaryTable (cells kept on the Dask workers) brought back."""
+    summary = getattr(table, "summary", None)
+    if summary is not None and hasattr(summary, "weight_total"):
+        return None if summary.weight_total is None else float(summary.weight_total)
+    if isinstance(table, FreqTable) and table.w is not None:
+        from gpurisk.xp import scalar
+        return float(scalar(table.w.sum()))
+    return None
+
+
+def census_table(table: FreqTable, fraction: float | None) -> FreqTable:
+    """At π = 1 (a census: every record of the population is in the file) without population
+    counts, the table with F = f, so that the population measures run on the file itself instead
+    of asking for a population."""
+    if fraction != 1 or getattr(table, "F", True) is not None or not isinstance(table, FreqTable):
+        return table
+    from dataclasses import replace
+    return replace(table, F=table.f)
 
 
 @dataclass(frozen=True)
@@ -214,6 +251,7 @@ class Inputs:
             check_cardinality(table, self.allow_high_cardinality,
                               keys=keys if len(counted) > len(keys) else None)
         pi, source, notes = resolve_fraction(table, self.fraction)
+        table = census_table(table, pi)
         return Counted(table, pi, source, notes, {"build_s": t1 - t0, "recode_s": t2 - t1})
 
     def summarize(self, frames: Frames | None = None, keys=None, *, guard: bool = True,
@@ -266,14 +304,14 @@ class Inputs:
             return job(table, pi, source) if maps == "later" else None
 
         maps = None
-        if bucket_measures and (self.fraction is not None or not with_pop):
+        if bucket_measures and (self.fraction is not None or not (with_pop or self.weights)):
             # pi is known before the count (given, or none): each bucket's summary and maps in one pass
             declared = SimpleNamespace(N=0 if with_pop else None, has_weights=bool(self.weights),
                                        record_locator=None, backend=self.backend)
             maps = job(declared, self.fraction, "given" if self.fraction is not None else None) \
                 or ((), None)
         elif bucket_measures:
-            maps = "later"       # pi = n/N: the maps wait for the summaries
+            maps = "later"       # pi = n/N or n/Σw: the maps wait for the summaries
         t0 = time.perf_counter()
         got = summary_dask(frames.sample, keys, population=frames.population,
                            sample_flag=self.sample_flag, weights=self.weights,

@@ -209,3 +209,115 @@ def test_interrupted_scan_keeps_finished_rows_and_resumes(tmp_path, adult, monke
     res = gpurisk.scan(adult, output=out, resume=True, **opts)
     assert res.skipped == 16
     pd.testing.assert_frame_equal(res.results, full)
+
+
+def _halve(out):
+    """What a scan killed halfway leaves: its manifest and its first part files."""
+    parts = _parts(out)
+    for f in parts[len(parts) // 2:]:
+        os.remove(os.path.join(out, f))
+    return len(read_scan(out)) if _parts(out) else 0
+
+
+def test_resume_refuses_an_input_file_that_changed(tmp_path, monkeypatch):
+    """Issue 30: after the input changed (same path, same n), --resume kept rows computed on the
+    old data. Now it refuses in one line before reading, and resumes when the file is unchanged."""
+    rng = np.random.default_rng(5)
+    df = pd.DataFrame({"a": rng.integers(0, 30, 400), "b": rng.integers(0, 4, 400),
+                       "c": rng.integers(0, 5, 400)})
+    data, out = tmp_path / "d.csv", tmp_path / "s.parquet"
+    df.to_csv(data, index=False)
+    args = ["scan", data, "--keys", "a,b,c", "--max-size", "3", "--fraction", "0.1",
+            "--batch-rows", "1", "--no-progress", "-o", out]
+    run_cli(*args, check=True)
+    full = read_scan(out)
+    assert 0 < _halve(out) < len(full)
+    # the same file: the resume finishes with the rows of one uninterrupted run
+    run_cli(*args, "--resume", check=True)
+    pd.testing.assert_frame_equal(read_scan(out).drop(columns="warnings"),
+                                  full.drop(columns="warnings"))
+    _halve(out)
+    changed = df.copy()
+    changed.loc[0, "a"], changed.loc[1, "a"] = changed.loc[1, "a"] + 100, changed.loc[0, "a"] + 100
+    changed.to_csv(data, index=False)                  # same path, same n, other records
+    kept = _parts(out)
+    read = []
+    monkeypatch.setattr("gpurisk.inputs.Inputs.read", lambda self: read.append(1))
+    p = run_cli(*args, "--resume")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    assert "the data file 'd.csv' changed since the scan" in p.stderr and "--overwrite" in p.stderr
+    assert not read and _parts(out) == kept              # refused before reading or writing
+    monkeypatch.undo()
+    # --overwrite starts again on the new data: the rows of a fresh scan of it
+    run_cli(*args, "--overwrite", check=True)
+    fresh = gpurisk.scan(changed, keys=["a", "b", "c"], max_size=3, fraction=0.1).results
+    assert read_scan(out)["n1"].tolist() == fresh["n1"].tolist() != full["n1"].tolist()
+
+
+def test_resume_refuses_a_population_file_that_changed(tmp_path):
+    rng = np.random.default_rng(6)
+    pop = pd.DataFrame({"a": rng.integers(0, 20, 3000), "b": rng.integers(0, 3, 3000)})
+    pop.iloc[:300].to_csv(tmp_path / "s.csv", index=False)
+    pop.to_csv(tmp_path / "p.csv", index=False)
+    out = tmp_path / "s.parquet"
+    args = ["scan", tmp_path / "s.csv", "--keys", "a,b", "--max-size", "2", "--population",
+            tmp_path / "p.csv", "--batch-rows", "1", "--no-progress", "-o", out]
+    run_cli(*args, check=True)
+    _halve(out)
+    pop.iloc[::-1].to_csv(tmp_path / "p.csv", index=False)   # the same records, reordered
+    p = run_cli(*args, "--resume")
+    assert p.returncode == 2 and "the population file 'p.csv' changed" in p.stderr
+    assert "same size, other content" in p.stderr
+
+
+@pytest.mark.parametrize("opt, msg", [
+    (["--rank-by", "foo"], "cannot rank by 'foo': not a numeric column of this scan"),
+    (["--rank-by", "combo"], "cannot rank by 'combo'"),           # text: was an internal error
+    (["--rank-by", "theta_hat_reason"], "cannot rank by 'theta_hat_reason'"),
+    (["--top", "-1"], "--top -1 must be >= 1"),                     # was: all rows but the last
+    (["--batch-rows", "0"], "--batch-rows 0 must be >= 1"),         # was: silently 1
+])
+def test_scan_options_are_checked_before_the_work(tmp_path, opt, msg):
+    """Issue 28: `scan --rank-by foo -o out` ran the whole scan, wrote it, then exited 2, and the
+    rerun was refused ("already holds a scan"). Every option is checked before anything is written."""
+    data, out = tmp_path / "d.csv", tmp_path / "s.parquet"
+    pd.DataFrame({"a": np.arange(60) % 7, "b": np.arange(60) % 3}).to_csv(data, index=False)
+    args = ["scan", data, "--keys", "a,b", "--max-size", "2", "--fraction", "0.1", "--no-progress",
+            "-o", out]
+    p = run_cli(*args, *opt)
+    assert p.returncode == 2 and msg in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert not out.exists()                   # nothing written: the corrected rerun is not refused
+    p = run_cli(*args, "--rank-by", "n1", "--top", "2", "--json", check=True)
+    doc = json.loads(p.stdout)
+    assert doc["rank_by"] == "n1" and len(doc["top"]) == 2
+
+
+def test_rank_by_is_checked_before_reading_in_python(monkeypatch):
+    read = []
+    monkeypatch.setattr("gpurisk.inputs.Inputs.read", lambda self: read.append(1))
+    df = pd.DataFrame({"a": np.arange(60) % 7, "b": np.arange(60) % 3})
+    with pytest.raises(gpurisk.BadInput, match="cannot rank by 'keys'"):
+        gpurisk.scan(df, keys=["a", "b"], max_size=2, fraction=0.1, rank_by="keys")
+    assert not read
+    monkeypatch.undo()
+    res = gpurisk.scan(df, keys=["a", "b"], max_size=2, fraction=0.1, rank_by="n1")
+    with pytest.raises(gpurisk.BadInput, match="cannot rank by 'combo'"):
+        res.top(3, by="combo")                   # text: was an internal ValueError
+    top = res.top(2, by="cells")
+    assert top["cells"].tolist() == sorted(res.results["cells"], reverse=True)[:2]
+
+
+def test_resume_refuses_a_frame_whose_records_changed(tmp_path):
+    """A frame has no file to fingerprint: the scan's manifest keeps a fingerprint of its counts."""
+    rng = np.random.default_rng(9)
+    df = pd.DataFrame({"a": rng.integers(0, 30, 400), "b": rng.integers(0, 4, 400)})
+    out = tmp_path / "f.parquet"
+    opts = dict(keys=["a", "b"], max_size=2, fraction=0.1, batch_rows=1)
+    full = gpurisk.scan(df, output=out, **opts).results
+    _halve(out)
+    res = gpurisk.scan(df, output=out, resume=True, **opts)        # the same frame: resumes
+    assert res.skipped > 0 and read_scan(out)["n1"].tolist() == full["n1"].tolist()
+    _halve(out)
+    changed = df.assign(a=np.roll(df["a"].to_numpy(), 1))            # same n, other records
+    with pytest.raises(gpurisk.BadInput, match="the data given as a frame differ"):
+        gpurisk.scan(changed, output=out, resume=True, **opts)

@@ -232,7 +232,9 @@ def run_options(*, measures: bool = True, option: bool = True, alpha: bool = Tru
     def deco(f):
         f = _packed(names, "run", _run)(f)
         if timeout:
-            f = click.option("--measure-timeout", type=float, default=None, metavar="SECONDS",
+            from gpurisk.core.settings import DEFAULT_MEASURE_TIMEOUT
+            f = click.option("--measure-timeout", type=float, default=DEFAULT_MEASURE_TIMEOUT,
+                             show_default=True, metavar="SECONDS",
                              help="report a measure that runs longer as not applicable and go on "
                                   "(the measure's thread cannot be stopped; it finishes in the "
                                   "background)")(f)

@@ -18,6 +18,7 @@ def _fmt(v):
 
 
 def register(cli: click.Group) -> None:
+    from gpurisk.scan.compare import default_measures_text
     @cli.command()
     @click.argument("data")
     @click.option("--keys", required=True, help="key variables (comma-separated)")
@@ -29,8 +30,10 @@ def register(cli: click.Group) -> None:
     @click.option("--min-size", type=int, default=1, show_default=True,
                   help="smallest subset of the keys")
     @design_options()
-    @run_options(timeout=False, measures_help="comma-separated measures (default: pop_uniques, "
-                                              "sample_uniques, pr_pu, theta_hat)")
+    @run_options(timeout=False, measures_help="comma-separated measures (default: "
+                                              f"{default_measures_text()}; a measure that applies "
+                                              "to no row, such as pr_pu without a population, is "
+                                              "left out and the output says why)")
     @click.option("--all", "show_all", is_flag=True,
                   help="show every combination, not only those containing a recoded key")
     @output_options(json_help="print JSON",
@@ -75,11 +78,14 @@ def register(cli: click.Group) -> None:
                     d["not_applicable"] = {c: w for c, w in why.items() if w}
                 rows.append(d)
             echo_json({"uniques": res.uniques, "alternatives": labels[1:], "settings": res.settings,
-                       "rank_by": res.rank_by, "ranked_by": ranked_by, "rows": rows}, default=str)
+                       "rank_by": res.rank_by, "ranked_by": ranked_by,
+                       "left_out": res.left_out, "rows": rows}, default=str)
             return
         from rich.table import Table
         con = console()
         con.print(ranked_by, markup=False, highlight=False)
+        if res.left_out:
+            con.print(left_out_line(res.left_out), markup=False, highlight=False)
         what = "population uniques N1" if res.uniques == "N1" else "sample uniques n1"
         for col in res.columns:
             t = Table(title=f"{what if col == res.uniques else col}: original → "
@@ -107,6 +113,15 @@ def register(cli: click.Group) -> None:
 
 
 _SUP = "⁰¹²³⁴⁵⁶⁷⁸⁹"
+
+
+def left_out_line(left_out: dict) -> str:
+    """One line naming the measures left out, grouped by why."""
+    by_why: dict[str, list[str]] = {}
+    for name, why in left_out.items():
+        by_why.setdefault(why, []).append(name)
+    return "left out, not applicable here: " + "; ".join(
+        f"{', '.join(names)} ({why})" for why, names in by_why.items())
 
 
 def _json(v):

@@ -18,6 +18,12 @@ def _fmt(v, digits=4):
     return str(v)
 
 
+def _check_top(top) -> int:
+    from gpurisk.core.settings import Param
+    from gpurisk.options import Option
+    return Param("top", "--top", Option(int, 10, min=1)).check(top)
+
+
 def summary_doc(res, k: int, by: str | None) -> dict:
     """The closing summary as JSON-able data: key NAMES and numbers only, never key values."""
     from gpurisk.scan.runner import rank_meaning
@@ -134,7 +140,8 @@ def register(cli: click.Group) -> None:
              allow_high_cardinality, threads, cells_on_workers, sep, encoding, missing, backend):
         """Risk of many key combinations of DATA: subsets of a pool, scenarios, or a key plus each."""
         from gpurisk.scan.runner import scan_with as workflow
-        if progress is None:
+        _check_top(top)                     # before the work (--rank-by: in the workflow, which
+        if progress is None:                # knows the measures)
             progress = sys.stderr.isatty()
         res = workflow(data, design, run, keys=keys, max_size=max_size, min_size=min_size,
                        scenarios=scenarios, fundamental=fundamental, plus_each=plus_each,
@@ -142,7 +149,7 @@ def register(cli: click.Group) -> None:
                        backend=backend, output=output, resume=resume, overwrite=overwrite,
                        batch_rows=batch_rows, progress=progress, sep=sep, encoding=encoding,
                        allow_high_cardinality=allow_high_cardinality, threads=threads,
-                       cells_on_workers=cells_on_workers)
+                       cells_on_workers=cells_on_workers, rank_by=rank_by)
         doc = summary_doc(res, top, rank_by)
         if as_json:
             echo_json(doc, default=str)

@@ -2,43 +2,50 @@
 validate, protect's search, its before/after table and its perturbed release).
 
 :func:`evaluate` runs one measure on one table: what it needs is checked first
-(:func:`gpurisk.measure.missing_needs`), the measure runs isolated (any exception, ``SystemExit``
-included, becomes a not-applicable result naming the exception; ``KeyboardInterrupt`` and
-:class:`~gpurisk.BadInput` still stop the run), optionally under a time limit, and what it returns is
-checked (:func:`gpurisk.measure.checked_result`). A result that failed this way has
-``Result.failed`` set. :func:`run_measures` does this for several measures by name.
+(:func:`gpurisk.measure.missing_needs`), the measure runs contained, and what it returns is checked
+(:func:`gpurisk.measure.checked_result`). Contained means:
+
+- any exception, ``SystemExit`` included, becomes a not-applicable result naming the exception
+  (``KeyboardInterrupt`` and :class:`~gpurisk.BadInput` still stop the run);
+- it runs in a worker thread (:mod:`gpurisk.core.contain`) under a time limit (default
+  :data:`gpurisk.core.settings.DEFAULT_MEASURE_TIMEOUT`, 600 s): past it, the measure's row says
+  ``exceeded the time limit of ... s`` and the run goes on (a thread cannot be killed: the measure
+  finishes in the background, in a daemon thread that does not hold the process open);
+- what the measure's thread writes to ``sys.stdout`` and ``sys.stderr`` is dropped, so a ``print()``
+  cannot corrupt ``--json`` output (output written by C code straight to the file descriptors, or by
+  threads the measure starts, is not caught);
+- the working directory is restored after the measure, so an ``os.chdir`` cannot move a relative
+  ``-o``;
+- a value, se or upper bound that is an integer beyond the float range (``10**400``) is a
+  not-applicable result.
+
+A result that failed this way has ``Result.failed`` set. :func:`run_measures` does this for several
+measures by name.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Iterable, Mapping
 
+from gpurisk.core.contain import run_contained
 from gpurisk.errors import BadInput
 from gpurisk.measure import Context, Measure, Result, checked_result, missing_needs
 
 __all__ = ["evaluate", "run_measures", "measure_classes", "can_run", "option_columns"]
 
 
-def call_with_timeout(fn, timeout: float):
-    """``fn()`` in a worker thread, waiting at most ``timeout`` seconds: (finished, value, exception).
+_FLOAT_MAX = sys.float_info.max
 
-    A thread cannot be killed: a measure past its limit keeps running in the background (a daemon
-    thread, so it does not hold the process open) while the others go on.
-    """
-    import threading
-    box: dict = {}
 
-    def target():
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # handed to the caller
-            box["exc"] = exc
-
-    th = threading.Thread(target=target, daemon=True, name="gpurisk-measure")
-    th.start()
-    th.join(timeout)
-    if th.is_alive():
-        return False, None, None
-    return True, box.get("value"), box.get("exc")
+def _beyond_float(res: Result) -> Result:
+    """A not-applicable result for a value, se or upper bound that is an integer a float cannot hold
+    (every command stores and prints them as floats), else ``res``."""
+    for attr in ("value", "se", "upper"):
+        v = getattr(res, attr)
+        if type(v) is int and not -_FLOAT_MAX <= v <= _FLOAT_MAX:
+            as_ = "" if attr == "value" else f" as {attr}"
+            return Result.failure(f"measure returned an integer beyond the float range{as_}")
+    return res
 
 
 def _first_line(exc: BaseException) -> str:
@@ -46,45 +53,56 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else ""
 
 
-def check_timeout(timeout) -> float | None:
-    """The measure time limit as a float (None: no limit); anything else is BadInput."""
+def check_timeout(timeout) -> float:
+    """The measure time limit as a float; None is the default limit
+    (:data:`gpurisk.core.settings.DEFAULT_MEASURE_TIMEOUT`); anything else is BadInput."""
+    from gpurisk.core.settings import DEFAULT_MEASURE_TIMEOUT, check
     if timeout is None:
-        return None
-    from gpurisk.core.settings import check
+        return DEFAULT_MEASURE_TIMEOUT
     return check("measure_timeout", timeout)
 
 
 def evaluate(measure: Measure | type[Measure], table, ctx: Context,
              timeout: float | None = None, *, isolate: bool = True, check: bool = True) -> Result:
-    """One measure (a class, or an instance to reuse) on one table, isolated and checked (see the
-    module docstring). ``timeout`` (seconds, already checked) reports a measure that runs longer as
-    not applicable. The conformance kit (:mod:`gpurisk.testing`) passes ``isolate=False,
-    check=False``: an exception propagates and the result comes back as the measure returned it,
-    for the kit to examine."""
+    """One measure (a class, or an instance to reuse) on one table, contained and checked (see the
+    module docstring). ``timeout`` (seconds, already checked; None: the default limit) reports a
+    measure that runs longer as not applicable. The conformance kit (:mod:`gpurisk.testing`) passes
+    ``isolate=False, check=False``: the measure runs in the calling thread, an exception
+    propagates and the result comes back as the measure returned it, for the kit to examine."""
     cls = measure if isinstance(measure, type) else type(measure)
     why = missing_needs(cls, table, ctx)
     if why:
         return Result.not_applicable(why)
-    inst = measure() if isinstance(measure, type) else measure
     if not isolate:
+        inst = measure() if isinstance(measure, type) else measure
         res = inst.compute(table, ctx)
         return checked_result(res) if check else res
-    try:
-        if timeout is None:
-            res = inst.compute(table, ctx)
-        else:
-            finished, res, exc = call_with_timeout(lambda: inst.compute(table, ctx), float(timeout))
-            if not finished:
-                return Result.failure(f"exceeded the time limit of {float(timeout):g} s")
-            if exc is not None:
-                raise exc
-    except BadInput:
-        raise
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:  # noqa: B036 - isolate a failing measure (sys.exit too) on its row
+    timeout = check_timeout(timeout)
+    outcome, = run_contained([_call(measure, table, ctx)], timeout, stop=_stops_the_run)
+    return _result(outcome, timeout, check)
+
+
+def _call(measure, table, ctx):
+    """The measure's computation as a call for the worker (a class is instantiated there too)."""
+    if isinstance(measure, type):
+        return lambda: measure().compute(table, ctx)
+    return lambda: measure.compute(table, ctx)
+
+
+def _stops_the_run(exc: BaseException) -> bool:
+    return isinstance(exc, (BadInput, KeyboardInterrupt))
+
+
+def _result(outcome, timeout: float, check: bool = True) -> Result:
+    """A measure's Result from its (finished, value, exception) in :func:`run_contained`."""
+    finished, res, exc = outcome
+    if not finished:
+        return Result.failure(f"exceeded the time limit of {float(timeout):g} s")
+    if exc is not None:
+        if _stops_the_run(exc):
+            raise exc
         return Result.failure(f"measure raised {type(exc).__name__}: {_first_line(exc)}")
-    return checked_result(res) if check else res
+    return _beyond_float(checked_result(res)) if check else res
 
 
 def measure_classes(names: Iterable[str] | None = None) -> dict[str, type[Measure]]:
@@ -109,12 +127,25 @@ def run_measures(table, ctx: Context, names: Iterable[str] | None = None,
     A measure that raises (any exception, ``SystemExit`` included; ``KeyboardInterrupt`` and
     :class:`BadInput` still stop the run), returns something other than a well-formed
     :class:`Result` (see :func:`gpurisk.measure.checked_result`: a finite real value or a reason;
-    se and upper real numbers) or (with ``timeout`` seconds) runs past the time limit is reported on
-    its own row as not applicable, with the reason; the other measures still run. Values come back
-    as plain Python ints and floats.
+    se and upper real numbers, none an integer beyond the float range) or runs past the time limit
+    (``timeout`` seconds; None: the default, see :func:`check_timeout`) is reported on its own row
+    as not applicable, with the reason; the other measures still run. What a measure prints is
+    dropped and the working directory restored after each. Values come back as plain Python ints
+    and floats.
     """
     timeout = check_timeout(timeout)
-    return {name: evaluate(cls, table, ctx, timeout) for name, cls in measure_classes(names).items()}
+    classes = measure_classes(names)
+    out: dict[str, Result] = {}
+    for name, cls in classes.items():
+        why = missing_needs(cls, table, ctx)
+        if why:
+            out[name] = Result.not_applicable(why)
+    todo = [name for name in classes if name not in out]
+    ran = run_contained([_call(classes[n], table, ctx) for n in todo], timeout,
+                        stop=_stops_the_run)     # one hand-over to the worker for all of them
+    for name, outcome in zip(todo, ran):
+        out[name] = _result(outcome, timeout)
+    return {name: out[name] for name in classes}
 
 
 def can_run(cls, inp, options: Mapping[str, Mapping[str, Any]] | None = None) -> bool:

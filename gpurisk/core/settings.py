@@ -94,6 +94,12 @@ class Param:
         return f"must be {rng}" + (" and finite" if self.spec.type is float else "") + self._what()
 
 
+#: seconds a measure may run before its row says "exceeded the time limit" and the run goes on
+#: (``--measure-timeout``, ``measure_timeout=``; None stands for this default): long enough for the
+#: slowest built-in measure on a large file, short enough that a measure that hangs cannot hang
+#: the run
+DEFAULT_MEASURE_TIMEOUT = 600.0
+
 #: settings of one command, declared here beside the shared ones (one format, the flag on the CLI)
 THREADS = Param("threads", "--threads", Option(int, None, min=0, help="roll-up threads"))
 FRACTIONS = Param("fractions", "--fractions",
@@ -166,16 +172,19 @@ class Design:
 class Run:
     """What to compute: the ``measures`` (None: the command's default), their ``options`` (checked
     against the measures' declarations, see :func:`gpurisk.plugins.check_options`), ``alpha`` in
-    (0, 0.5), ``seed`` a whole number >= 0, ``measure_timeout`` positive seconds or None."""
+    (0, 0.5), ``seed`` a whole number >= 0, ``measure_timeout`` positive seconds (None: the default,
+    :data:`DEFAULT_MEASURE_TIMEOUT`)."""
 
     measures: tuple[str, ...] | None = None
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     alpha: float = 0.01
     seed: int = 0
-    measure_timeout: float | None = None
+    measure_timeout: float | None = DEFAULT_MEASURE_TIMEOUT
 
     def __post_init__(self):
         set_ = object.__setattr__
+        if self.measure_timeout is None:
+            set_(self, "measure_timeout", DEFAULT_MEASURE_TIMEOUT)
         set_(self, "measures", measure_names(self.measures))
         if self.options:         # checked against the measures' declarations (loads the plugins)
             from gpurisk.plugins import check_options

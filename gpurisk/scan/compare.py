@@ -20,6 +20,17 @@ from gpurisk.scan.plan import build_plan, combo_seed, root_keys
 from gpurisk.scan.runner import RANK_PREFERENCE, _measure_names, _scan_options, combination_row
 
 
+#: what compare computes unless --measures says otherwise: the unique counts (shown as one column,
+#: population uniques N1 with a population, else sample uniques n1), then these
+DEFAULT_MEASURES = ("pop_uniques", "sample_uniques", "pr_pu", "matches_hat", "theta_hat")
+
+
+def default_measures_text() -> str:
+    """The default measures as ``compare --help`` lists them."""
+    return ("N1 (pop_uniques) with a population, else n1 (sample_uniques); "
+            + ", ".join(m for m in DEFAULT_MEASURES if not m.endswith("_uniques")))
+
+
 @dataclass
 class Alternative:
     name: str
@@ -38,6 +49,8 @@ class Comparison:
     #: why a value is missing: same rows as ``table``, columns ``"{col} [{label}]"``, None where
     #: the value is defined (the CLI prints these as footnotes to its "—" cells)
     reasons: pd.DataFrame | None = None
+    #: measures left out because they apply to no row under any coding: name -> why
+    left_out: dict = field(default_factory=dict)
 
     @property
     def rank_by(self) -> str | None:
@@ -94,7 +107,9 @@ def compare(data, keys: Sequence[str], alternatives: Iterable, cumulative: bool 
 
     With ``cumulative`` each alternative adds its recodes to the previous ones (Table 3 -> 4 -> 5).
     ``measures`` defaults to the unique counts plus pr_pu, matches_hat (the estimated number of
-    correct unique matches, θ̂·n1) and theta_hat; :meth:`Comparison.ranked` orders the rows by
+    correct unique matches, θ̂·n1) and theta_hat (:data:`DEFAULT_MEASURES`). A measure that applies
+    to no row under any coding (pr_pu without a population, θ̂ without π) is left out of the table
+    and named in :attr:`Comparison.left_out` with the reason. :meth:`Comparison.ranked` orders the rows by
     matches_hat under the original coding, as scan ranks. ``recode`` (as in
     :func:`gpurisk.assess`) is the original coding: the alternatives regroup it further. The data
     are read, checked and counted by :class:`gpurisk.inputs.Inputs`, as every command.
@@ -123,9 +138,7 @@ def compare(data, keys: Sequence[str], alternatives: Iterable, cumulative: bool 
         for r in a.recodes:
             if r.key not in rkeys:
                 raise BadInput(f"--alt {r}: {r.key!r} is not one of --keys ({', '.join(rkeys)})")
-    names = _measure_names(measures if measures is not None else
-                           ["pop_uniques", "sample_uniques", "pr_pu", "matches_hat",
-                            "theta_hat"])
+    names = _measure_names(measures if measures is not None else list(DEFAULT_MEASURES))
     opts = _scan_options(names, options)
     rkeys = sorted(rkeys)            # as in scan: one cell order per key set
     inp = Inputs(data, rkeys, **design.kwargs(), missing=missing, recode=recode, backend=backend, sep=sep,
@@ -154,7 +167,24 @@ def compare(data, keys: Sequence[str], alternatives: Iterable, cumulative: bool 
             why[f"{col} [{label}]"] = (fr[f"{col}_reason"].to_numpy() if f"{col}_reason" in fr
                                        else None)
         out[f"cells [{label}]"] = fr["cells"].to_numpy()
+    left_out = _not_applicable(out, why, columns[1:], list(frames))
+    dropped = [f"{c} [{lab}]" for c in left_out for lab in frames]
+    out, why = out.drop(columns=dropped), why.drop(columns=dropped)
+    columns = [c for c in columns if c not in left_out]
     settings = {"n": root.n, "N": root.N, "fraction": pi, "keys": rkeys,
                 "alternatives": [a.name for a in alts], "cumulative": cumulative,
                 "seconds": time.perf_counter() - t0}
-    return Comparison(out, alts, columns, uniques, settings, why)
+    return Comparison(out, alts, columns, uniques, settings, why, left_out)
+
+
+def _not_applicable(out: pd.DataFrame, why: pd.DataFrame, columns: Sequence[str],
+                    labels: Sequence[str]) -> dict[str, str]:
+    """column -> the reason, for each column with no value in any row under any coding."""
+    left: dict[str, str] = {}
+    for col in columns:
+        cols = [f"{col} [{lab}]" for lab in labels]
+        if out[cols].notna().to_numpy().any():
+            continue
+        reasons = why[cols].stack() if why[cols].notna().to_numpy().any() else pd.Series([], dtype=object)
+        left[col] = str(reasons.mode().iloc[0]) if len(reasons) else "no value in any row"
+    return left

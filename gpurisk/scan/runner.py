@@ -25,7 +25,8 @@ from gpurisk.freq.lattice import Lattice
 from gpurisk.measure import Context
 from gpurisk.scan.distributed import SummaryScan, summary_path
 from gpurisk.scan.plan import Combination, build_plan, combo_seed, root_keys
-from gpurisk.scan.sink import ParquetSink, check_output_path, read_scan, row_schema
+from gpurisk.scan.sink import (ParquetSink, check_output_path, check_resume_inputs, read_scan,
+                               row_schema)
 
 #: per-scan defaults of measure options, applied unless the user sets them. theta_hat_dis, the Monte
 #: Carlo check of θ̂, costs K random draws per combination (a few ms at its single-assessment default
@@ -108,11 +109,35 @@ def rank_column(results: pd.DataFrame) -> str:
     return "n1"
 
 
+_COUNT_COLUMNS = ("size", "n", "N", "cells", "pop_cells", "n1", "n2", "n3", "N1")
+
+
+def rankable_columns(measures: Sequence[str]) -> list[str]:
+    """The columns a scan of ``measures`` can be ranked by: its numeric columns."""
+    import pyarrow as pa
+    return [f.name for f in row_schema(list(measures))
+            if (pa.types.is_integer(f.type) or pa.types.is_floating(f.type))
+            and f.name not in ("order", "seed")]
+
+
+def check_rank_by(by: str | None, measures: Sequence[str]) -> None:
+    """BadInput unless ``by`` (None: the default ranking) is a numeric column of a scan of
+    ``measures``; checked before the scan starts."""
+    if by is None:
+        return
+    cols = rankable_columns(measures)
+    if by not in cols:
+        counts = [c for c in cols if c in _COUNT_COLUMNS]
+        raise BadInput(f"cannot rank by {by!r}: not a numeric column of this scan (rank by a count: "
+                       f"{', '.join(counts)}; a measure: {', '.join(measures) or 'none'}; or a "
+                       "measure's _se or _upper column)")
+
+
 def top_combinations(results: pd.DataFrame, k: int = 10, by: str | None = None) -> pd.DataFrame:
     by = by or rank_column(results)
-    if by not in results.columns:
-        raise BadInput(f"cannot rank by {by!r}: not a column of the scan "
-                       f"(columns: {', '.join(c for c in results.columns if not c.endswith('_reason'))})")
+    if by not in results.columns or not pd.api.types.is_numeric_dtype(results[by]):
+        raise BadInput(f"cannot rank by {by!r}: not a numeric column of the scan "
+                       f"(columns: {', '.join(c for c in results.columns if c not in ('keys', 'combo', 'scenario', 'warnings') and not c.endswith('_reason'))})")
     ranked = results.assign(_r=results[by].astype(float).fillna(-math.inf))
     ranked = ranked.sort_values(["_r", "size", "order"], ascending=[False, True, True], kind="stable")
     return ranked.drop(columns="_r").head(k).reset_index(drop=True)
@@ -189,6 +214,21 @@ def _check_threads(threads) -> int:
     return THREADS.check(threads)
 
 
+def _counts_sha(table) -> str:
+    """A fingerprint of the finest table's counts (cell ids, f, F): what --resume compares for data
+    given as a frame."""
+    from gpurisk.io.checkpoint import fingerprint
+    from gpurisk.xp import to_host
+    arrays = [table.cell_id, table.f] + ([table.F] if table.F is not None else [])
+    return fingerprint({"keys": list(table.keys)}, [to_host(a) for a in arrays])[:16]
+
+
+def _check_batch_rows(batch_rows) -> int:
+    from gpurisk.core.settings import Param
+    from gpurisk.options import Option
+    return Param("batch_rows", "--batch-rows", Option(int, 256, min=1)).check(batch_rows)
+
+
 def combination_row(i: int, combo: Combination, table, ctx: Context, names: Sequence[str],
                     timeout: float | None = None) -> dict:
     """One result row: counts and every measure of one combination's table."""
@@ -238,7 +278,7 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
          batch_rows: int = 256, flush_seconds: float = 2.0, progress: bool = False,
          sep: str | None = None, encoding: str = "utf-8", allow_high_cardinality: bool = False,
          measure_timeout: float | None = None, threads: int | None = None,
-         cells_on_workers: bool = False) -> ScanResult:
+         cells_on_workers: bool = False, rank_by: str | None = None) -> ScanResult:
     """Risk of many key-variable combinations from one pass over the records.
 
     ``keys`` is the pool; every subset with ``min_size <= size <= max_size`` is evaluated, and/or the
@@ -252,7 +292,9 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     everything in the calling thread). The results do not depend on it. ``cells_on_workers``
     (Dask backends, measures that all read summaries, no recode): the finest table stays on the
     workers and each combination's summaries are reduced there, so this process's memory does not
-    grow with the cells; slower than bringing the table here (see docs/scan.md).
+    grow with the cells; slower than bringing the table here (see docs/scan.md). ``rank_by``: the
+    column :meth:`ScanResult.top` will rank by, checked (with every other argument) before
+    anything is read or written.
     """
     from gpurisk.core.settings import Design, Run
     design = Design(fraction=fraction, population=population, sample_flag=sample_flag,
@@ -265,7 +307,7 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
                      overwrite=overwrite, batch_rows=batch_rows, flush_seconds=flush_seconds,
                      progress=progress, sep=sep, encoding=encoding,
                      allow_high_cardinality=allow_high_cardinality, threads=threads,
-                     cells_on_workers=cells_on_workers)
+                     cells_on_workers=cells_on_workers, rank_by=rank_by)
 
 
 @locked("output", "the scan output", marker="_scan.json")
@@ -276,7 +318,8 @@ def scan_with(data, design, run, *, keys: Sequence[str] | str | None = None,
               resume: bool = False, overwrite: bool = False, batch_rows: int = 256,
               flush_seconds: float = 2.0, progress: bool = False, sep: str | None = None,
               encoding: str = "utf-8", allow_high_cardinality: bool = False,
-              threads: int | None = None, cells_on_workers: bool = False) -> ScanResult:
+              threads: int | None = None, cells_on_workers: bool = False,
+              rank_by: str | None = None) -> ScanResult:
     """:func:`scan` on the settings objects: a :class:`gpurisk.core.settings.Design` (π, population,
     sample flag, weights) and a :class:`gpurisk.core.settings.Run` (measures, options, α, seed, time
     limit), both checked when built; the other arguments as in :func:`scan`."""
@@ -294,18 +337,23 @@ def scan_with(data, design, run, *, keys: Sequence[str] | str | None = None,
     rkeys = sorted(root_keys(pool, combos))
     threads = default_threads() if threads is None else _check_threads(threads)
     names = _measure_names(measures)
+    check_rank_by(rank_by, names)                       # before anything is read or written
+    batch_rows = _check_batch_rows(batch_rows)
     opts = _scan_options(names, run.options)
     col_opts = option_columns(names, opts)
     inp = Inputs(data, rkeys, **design.kwargs(), missing=missing, recode=recode, backend=backend, sep=sep,
                  encoding=encoding, allow_high_cardinality=allow_high_cardinality, columns=col_opts)
-    if output is not None:
-        check_output_path(output, resume, overwrite)    # before the records are read
-    elif resume:
-        raise BadInput("--resume needs --output (the scan directory to finish)")
     recodes = list(inp.recode)
     data_name = inp.name
     pop_name = (str(population) if isinstance(population, (str, Path))
                 else None if population is None else f"<{type(population).__name__}>")
+    if output is not None:                                  # before the records are read
+        check_output_path(output, resume, overwrite)
+        if resume:
+            check_resume_inputs(output, data_name,
+                                pop_name if isinstance(population, (str, Path)) else None)
+    elif resume:
+        raise BadInput("--resume needs --output (the scan directory to finish)")
     frames = inp.read()
     t0 = time.perf_counter()
     if summary_path(names, inp, cells_on_workers, opts):   # the cells stay on the workers
@@ -336,6 +384,8 @@ def scan_with(data, design, run, *, keys: Sequence[str] | str | None = None,
         "plan_sha": hashlib.sha256(json.dumps([[c.combo, list(c.keys), c.scenario] for c in combos])
                                    .encode()).hexdigest()[:16],
     }
+    if summ is None and data_name.startswith("<"):
+        settings["counts_sha"] = _counts_sha(root)    # a frame has no file for --resume to check
     settings = json.loads(json.dumps(settings, default=str))
     sink = None
     done: set[str] = set()

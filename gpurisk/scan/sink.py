@@ -93,6 +93,39 @@ def check_output_path(path, resume: bool = False, overwrite: bool = False) -> No
                            "or --overwrite to start again")
 
 
+def _identity(name) -> dict | None:
+    from gpurisk.io.provenance import file_identity
+    return None if name is None else file_identity(str(name))
+
+
+def check_resume_inputs(path, data: str | None, population: str | None = None) -> None:
+    """``--resume``: the input files (``data``, ``population``: paths as the settings name them)
+    must be those the scan in ``path`` began on: same size and SHA-256 as its manifest records
+    (``provenance.file`` for the data, ``inputs.population``). Finishing the scan on changed data
+    would mix rows of the old and the new file. A frame (no file) is not checked here; the settings
+    (n, N, ...) still are when the sink opens. Checked before the records are read."""
+    man = Path(path) / MANIFEST
+    if not man.is_file():
+        return
+    doc = _load_manifest(man)
+    prov = doc.get("provenance") if isinstance(doc.get("provenance"), dict) else {}
+    inputs = doc.get("inputs") if isinstance(doc.get("inputs"), dict) else {}
+    recorded = {"data": inputs.get("data") or prov.get("file"), "population": inputs.get("population")}
+    for role, name in (("data", data), ("population", population)):
+        old = recorded[role]
+        if not isinstance(old, dict) or name is None:
+            continue
+        new = _identity(name)
+        if new is None:
+            continue                    # not a file now: the settings check says what differs
+        if (new["sha256"], new["bytes"]) != (old.get("sha256"), old.get("bytes")):
+            sizes = (f"{old.get('bytes')} bytes then, {new['bytes']} now"
+                     if old.get("bytes") != new["bytes"] else "same size, other content")
+            raise BadInput(f"--resume: the {role} file {new['name']!r} changed since the scan in "
+                           f"{str(path)!r} began ({sizes}: its sha256 differs); finishing it would "
+                           "mix rows of the old and the new data; use --overwrite to start again")
+
+
 class ParquetSink:
     """Rows in, part files out; ``finished()`` lists the combos already on disk."""
 
@@ -135,8 +168,12 @@ class ParquetSink:
         else:
             p.mkdir(parents=True, exist_ok=True)
             from gpurisk.io.provenance import provenance   # file, date, version, command
+            prov = provenance(self.settings)
             doc = {"format": "gpurisk-scan/1", "settings": self.settings,
-                   "columns": self.schema.names, "provenance": provenance(self.settings)}
+                   "columns": self.schema.names, "provenance": prov,
+                   # what --resume checks (check_resume_inputs): the data as provenance has it
+                   "inputs": {"data": prov.get("file"),
+                              "population": _identity(self.settings.get("population"))}}
             _atomic_write(p / MANIFEST, json.dumps(doc, indent=2, sort_keys=True).encode())
         self._next = 1 + max((int(m.group(1)) for f in p.iterdir()
                               if (m := PART_RE.match(f.name))), default=-1)
@@ -154,6 +191,10 @@ class ParquetSink:
         diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
         if diff:
             k = diff[0]
+            if k == "counts_sha" and old.get(k) is not None:
+                raise BadInput(f"--resume: the data given as a frame differ from those the scan in "
+                               f"{str(self.path)!r} began on (their counts differ); finishing it "
+                               "would mix rows of the old and the new data; use --overwrite")
             raise BadInput(f"--resume: {str(self.path)!r} was written by a different scan "
                            f"({k}: {old.get(k)!r} there, {new.get(k)!r} now); "
                            "use --overwrite or another --output")
