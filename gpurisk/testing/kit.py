@@ -83,7 +83,7 @@ def in_process_cluster(backend: str):
     if running:
         yield
         return
-    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None,
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0",
                       silence_logs=logging.CRITICAL) as cluster, Client(cluster):
         yield
 
