@@ -63,12 +63,15 @@ def test_measure_note_reads_fields_by_name():
 
 def test_compare_says_why_a_cell_has_no_value(runs):
     out = runs["compare"]
-    assert "—¹ → —¹ → —¹" in out
-    assert "—¹ not applicable: needs population counts F_j" in out
-    assert "not applicable: no sample cell has f_j = 1 or 2" in out
+    # a measure with no value anywhere (pr_pu without a population) is left out, with its reason;
+    # a cell without a value in a measure that has some says why in a footnote
+    assert "left out, not applicable here: pr_pu (needs population counts F_j" in out
+    assert "—¹ → —¹ → —¹" not in out and "pr_pu: original" not in out
+    assert "→ —¹" in out and "—¹ not applicable: no sample cell has f_j = 1 or 2" in out
     doc = json.loads(runs["compare json"])
+    assert "needs population counts" in doc["left_out"]["pr_pu"]
     why = [r["not_applicable"] for r in doc["rows"] if "not_applicable" in r]
-    assert why and all("needs population counts" in w["pr_pu"]["original"] for w in why)
+    assert why and all("no unique match can happen" in w["theta_hat"]["age=bands:10"] for w in why)
 
 
 def test_validate_and_dis_define_their_symbols(runs):

@@ -115,7 +115,7 @@ class _Worker:
     def _loop(self):
         ident = threading.get_ident()
         while True:
-            job = self.jobs.get()
+            job = self.jobs.get(block=True)
             if job is None:
                 return
             fns, out, stop, done = job
