@@ -197,7 +197,8 @@ class Inputs:
             return source
         if self.distributed:   # partition-wise: a Parquet directory or a CSV glob, read by the workers
             return read_lazy(source, sep=self.sep, columns=columns, encoding=self.encoding,
-                             gpu=self.backend == "dask-cudf")   # Parquet decoded on the GPUs
+                             gpu=self.backend == "dask-cudf",   # Parquet decoded on the GPUs
+                             text_columns=[self.sample_flag] if self.sample_flag else ())
         return read_table(source, sep=self.sep, columns=columns, encoding=self.encoding)
 
     def read(self) -> Frames:

@@ -45,7 +45,7 @@ def row_groups_per_partition(files, columns=None, target: int = PARQUET_PARTITIO
 
 def read_lazy(path, sep: str | None = None, columns: list[str] | None = None,
               encoding: str = "utf-8", blocksize=CSV_BLOCKSIZE, gpu: bool = False,
-              partition_bytes: int = PARQUET_PARTITION_BYTES):
+              partition_bytes: int = PARQUET_PARTITION_BYTES, text_columns=()):
     """A Dask DataFrame over CSV (a file or a glob) or Parquet (a file, a directory, or a glob);
     Stata, SPSS and SAS files are read whole, as on pandas, and cut into partitions.
 
@@ -99,6 +99,9 @@ def read_lazy(path, sep: str | None = None, columns: list[str] | None = None,
         # whole numbers stay exact: typed from the head as nullable integers (a float64 block would
         # round ids beyond 2**53); a later block with other values is one line when counted
         dtypes = head_dtypes(first, sep, columns, encoding)
+        # columns checked value by value (the sample flag) are read as text: Dask types a column
+        # from the file's head, and a later "maybe" cast to the head's bool would read as True
+        dtypes.update({c: "object" for c in text_columns if columns is None or c in columns})
         compressed = any(p.suffix.lower() in (".gz", ".bz2", ".xz", ".zip", ".zst") for p in files)
         ddf = dd.read_csv([str(p) for p in files], sep=sep, usecols=columns, encoding=encoding,
                           blocksize=None if compressed else blocksize, assume_missing=True,
