@@ -1,5 +1,5 @@
 """Issue 21, "estimates an office can trust": the README's assess example is what assess prints;
-scan, compare and report rank by the estimated number of correct unique matches and say so."""
+scan, compare and report rank by θ̂·n1 and say what it is (a lower estimate of E)."""
 from __future__ import annotations
 
 import json
@@ -46,7 +46,8 @@ def test_scan_ranks_by_estimated_correct_matches(tmp_path):
     p = run_cli("scan", data_path("arx/adult.csv"), "--keys", "sex,age,race,marital-status,education",
                 "--max-size", "3", "--fraction", "0.01", "--top", "5", "-o", tmp_path / "s.parquet",
                 check=True)
-    assert "ranked by the estimated number of correct unique matches θ̂·n1" in p.stdout
+    assert "ranked by θ̂·n1 (matches_hat), which orders combinations by their correct unique matches" in p.stdout
+    assert "a lower estimate of the expected correct matches E" in p.stdout
     assert "theta_hat" in p.stdout and "matches_hat" in p.stdout        # θ̂ beside the ranking
     doc = json.loads(run_cli("scan", data_path("arx/adult.csv"), "--keys",
                              "sex,age,race,marital-status,education", "--max-size", "3",

@@ -18,8 +18,9 @@ MEANINGS = {
     "n1": "sample uniques: records that are the only one in the release with their key values",
     "n2": "cells of the release that hold exactly two records",
     "N1": "population uniques: people who are the only one in the population with their key values",
-    "matches_hat": "the estimated number of records an intruder would correctly re-identify by a "
-                   "unique match, θ̂·n1 (the default ranking: it found the combinations with the "
+    "matches_hat": "θ̂·n1, which orders combinations by the records an intruder would correctly "
+                   "re-identify by a unique match; as a count it is a lower estimate of the expected "
+                   "correct matches E (it estimates n1²/ΣF) (the default ranking: it found the combinations with the "
                    "most population uniques among sample uniques on real populations, where θ̂ alone "
                    "put combinations with a single sample unique on top); where the sample has no "
                    "pair it is estimated with half a pair and flagged",

@@ -40,7 +40,8 @@ SCAN_DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {"theta_hat_dis": {"K": 10_000
 RANK_PREFERENCE = ("matches_hat", "theta_hat", "pr_pu", "n1")
 #: what each rank column is, for the output's "ranked by ..." line
 RANK_MEANING = {
-    "matches_hat": "the estimated number of correct unique matches θ̂·n1 (matches_hat)",
+    "matches_hat": "θ̂·n1 (matches_hat), which orders combinations by their correct unique matches; "
+                   "as a count it is a lower estimate of the expected correct matches E",
     "theta_hat": "θ̂, the estimated probability that a unique match is correct",
     "pr_pu": "Pr(PU), the share of population uniques",
     "n1": "n1, the number of sample uniques",
