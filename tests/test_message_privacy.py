@@ -4,6 +4,8 @@ record has is run through a catalogue of bad or awkward invocations on pandas an
 each prints (exit 0 or 2), none of the planted values may appear in it."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -61,7 +63,7 @@ def cases(d):
     }
 
 
-NAMES = list(cases(__import__("pathlib").Path(".")))
+NAMES = list(cases(Path(".")))
 
 #: the error each bad case must reach (so that the grep reads the message that could leak)
 REACHES = {"flag not boolean": "is not boolean", "weights not numbers": "is not numeric",

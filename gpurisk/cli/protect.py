@@ -216,10 +216,9 @@ def register(cli: click.Group) -> None:
 
 def released_levels(node: dict, hierarchies: dict) -> str:
     """Each key's released level by its name ("age=bands:10 (level 1)"), "KEY=original" at 0."""
-    from gpurisk.report.protection import level_names
+    from gpurisk.protect.hierarchy import level_name, level_names
     parts = []
     for k, lvl in node.items():
-        names = level_names(k, list(hierarchies.get(k, [])))
-        name = names[lvl] if 0 <= lvl < len(names) else f"level {lvl}"
+        name = level_name(level_names(k, list(hierarchies.get(k, []))), lvl)
         parts.append(f"{k}={name}" + (f" (level {lvl})" if lvl else ""))
     return ", ".join(parts)

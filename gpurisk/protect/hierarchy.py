@@ -206,3 +206,29 @@ def absolute_spec(spec: str) -> tuple[str, list[str]]:
         return spec, []
     f = str(Path(spec).resolve())
     return f, [f]
+
+
+def level_names(key: str, specs: list[str]) -> list[str]:
+    """The names of a key's levels 0..h: "original", then each spec (an ARX file gives one level
+    per column: "FILE, column L")."""
+    names = ["original"]
+    for s in specs:
+        try:
+            h = parse_hierarchy_items({key: s})[key]
+        except (BadInput, OSError):
+            names.append(s)
+            continue
+        if h.height == 1:
+            kind, _, arg = s.partition(":")
+            names.append(s if kind in ("bands", "breaks") else f"{kind}:{Path(arg).name}"
+                         if arg else Path(s).name)
+        else:
+            base = Path(s.split(":", 1)[1] if s.startswith("hierarchy:") else s).name
+            names += [f"{base}, column {j}" for j in range(1, h.height + 1)]
+    return names
+
+
+def level_name(names: list[str], level: int) -> str:
+    """The name of ``level`` among a key's :func:`level_names` ("level L" past the last)."""
+    level = int(level)
+    return names[level] if 0 <= level < len(names) else f"level {level}"

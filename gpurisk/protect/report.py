@@ -31,13 +31,12 @@ def _table(frame: pd.DataFrame) -> str:
 
 def _named_levels(frame: pd.DataFrame, plan: dict) -> pd.DataFrame:
     """The keys' level columns by the levels' names (``bands:5``, ``FILE, column 2``)."""
-    from gpurisk.report.protection import level_names
+    from gpurisk.protect.hierarchy import level_name, level_names
     out = frame.copy()
     for k in plan.get("keys", []):
         if k in out.columns:
             names = level_names(k, list((plan.get("hierarchies") or {}).get(k, [])))
-            out[k] = [names[int(v)] if 0 <= int(v) < len(names) else f"level {int(v)}"
-                      for v in out[k]]
+            out[k] = [level_name(names, v) for v in out[k]]
     return out
 
 

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from gpurisk.errors import BadInput
+from gpurisk.protect.hierarchy import level_name, level_names  # noqa: F401  (re-exported)
 
 
 def load_plan(plan) -> dict:
@@ -28,27 +29,6 @@ def load_plan(plan) -> dict:
     return doc
 
 
-def level_names(key: str, specs: list[str]) -> list[str]:
-    """The names of a key's levels 0..h: "original", then each spec (an ARX file gives one level
-    per column: "FILE, column L")."""
-    from gpurisk.protect.hierarchy import parse_hierarchy_items
-    names = ["original"]
-    for s in specs:
-        try:
-            h = parse_hierarchy_items({key: s})[key]
-        except (BadInput, OSError):
-            names.append(s)
-            continue
-        if h.height == 1:
-            kind, _, arg = s.partition(":")
-            names.append(s if kind in ("bands", "breaks") else f"{kind}:{Path(arg).name}"
-                         if arg else Path(s).name)
-        else:
-            base = Path(s.split(":", 1)[1] if s.startswith("hierarchy:") else s).name
-            names += [f"{base}, column {j}" for j in range(1, h.height + 1)]
-    return names
-
-
 def summary(plan, n: int | None = None) -> dict:
     """What the page shows of a protect run."""
     doc = load_plan(plan)
@@ -58,7 +38,7 @@ def summary(plan, n: int | None = None) -> dict:
         lvl = int(doc["node"].get(k, 0))
         names = level_names(k, list(hier.get(k, [])))
         keys.append({"key": k, "level": lvl, "height": len(names) - 1,
-                     "name": names[lvl] if lvl < len(names) else f"level {lvl}",
+                     "name": level_name(names, lvl),
                      "changed": lvl > 0})
     sup = doc.get("suppress") or {}
     records = int(sup.get("records") or 0)

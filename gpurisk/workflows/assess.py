@@ -155,10 +155,10 @@ def assess_with(frame, keys: Iterable[str], design, run, *, missing: str = "cate
         measures = [m for m in (HEADLINE, *BESIDE) if m in reg] + [
             m for m, r in reg.items() if getattr(r.cls, "default", True) and m not in (HEADLINE, *BESIDE)]
         if inp.distributed and not inp.recode:
-            # a distributed run named no measure: the cells stay on the workers, so a headline
-            # figure that reads cells is not run here; it says how to run it
-            for m in (HEADLINE, *BESIDE):
-                if m in measures and reg[m].cls.reads not in ("summary", "buckets"):
+            # a distributed run named no measure: the cells stay on the workers, so a default
+            # measure that would read them (the log-linear headline) is not run; it says how to
+            for m in measures:
+                if reg[m].cls.reads not in ("summary", "buckets") and _can_run(reg[m].cls, inp, options):
                     kept_out[m] = Result.not_applicable(
                         f"reads every cell: on the {inp.backend} backend it runs when named "
                         f"(--measures {m}), which brings the table of cells to this process")
