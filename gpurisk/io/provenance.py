@@ -18,7 +18,8 @@ def gpurisk_version() -> str:
     return _own_version()
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path) -> str:
+    """The sha256 of a file's bytes, read in 1 MiB blocks (protect's plan, the scan's manifest)."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -39,7 +40,7 @@ def file_identity(data: str) -> dict | None:
                                                      and not q.name.startswith((".", "_"))]))
         if not files:
             return None
-        hashes = [_sha256(f) for f in files]
+        hashes = [sha256_file(f) for f in files]
         size = sum(f.stat().st_size for f in files)
     except (BadInput, OSError):
         return None

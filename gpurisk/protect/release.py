@@ -16,7 +16,6 @@ is cut to leave room for the suffix).
 """
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -26,6 +25,7 @@ import pandas as pd
 from gpurisk.errors import BadInput
 from gpurisk.freq.table import FreqTable
 from gpurisk.io.atomic import atomic_path, check_output_file
+from gpurisk.io.provenance import sha256_file  # noqa: F401  (re-exported for protect.workflow)
 from gpurisk.protect.hierarchy import KeyLevels
 from gpurisk.xp import to_host
 
@@ -35,14 +35,6 @@ STATA_SUFFIXES = (".dta",)
 SPSS_SUFFIXES = (".sav", ".zsav")
 SAS_SUFFIXES = (".sas7bdat", ".xpt")
 FLAG_SUFFIX = "_suppressed"
-
-
-def sha256_file(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def input_format(data, sep: str | None, encoding: str) -> dict:
