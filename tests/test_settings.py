@@ -274,7 +274,7 @@ def test_suda_cli_design_group(small):
 # --- workflows on the settings objects ------------------------------------------------------------
 
 def test_assess_and_scan_take_the_settings_objects():
-    from gpurisk.scan.runner import scan_with
+    from gpurisk.workflows.scan import scan_with
     from gpurisk.workflows.assess import assess_with
     rng = np.random.default_rng(2)
     df = pd.DataFrame({"a": rng.integers(0, 30, 800), "b": rng.integers(0, 4, 800)})

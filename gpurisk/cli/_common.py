@@ -134,36 +134,56 @@ def _set_memory_limit(ctx, param, value):
     return value
 
 
-def input_options(f):
-    """The options every command that reads records has, from this one place: --sep, --encoding,
-    --missing, --recode, --allow-high-cardinality, --backend, --scheduler, --workers,
-    --memory-limit (see
-    :class:`gpurisk.inputs.Inputs`, which reads, checks and counts with them)."""
-    f = click.option("--workers", type=click.IntRange(min=1), default=None, expose_value=False,
-                     callback=_set_config("workers"), metavar="N",
-                     help="worker processes of the local Dask cluster (default: $GPURISK_WORKERS, "
-                          "else the cores, at most 8; dask-cudf: one per GPU)")(f)
-    f = click.option("--memory-limit", default=None, expose_value=False, metavar="SIZE",
-                     callback=_set_memory_limit,
-                     help="memory of each worker of the local Dask cluster, e.g. 1.5GiB (default: "
-                          "$GPURISK_MEMORY_LIMIT, else Dask's share of this machine's memory)")(f)
-    f = click.option("--scheduler", default=None, expose_value=False, metavar="ADDRESS",
-                     callback=_set_config("scheduler"),
-                     help="address of an existing Dask scheduler, e.g. tcp://10.0.0.5:8786 "
-                          "(default: $GPURISK_SCHEDULER, else a local cluster for the run)")(f)
-    f = click.option("--backend", default=None, metavar="NAME",
-                     help="auto|pandas|dask|cudf|dask-cudf (default: $GPURISK_BACKEND or pandas)")(f)
-    f = click.option("--allow-high-cardinality", is_flag=True,
-                     help="accept a key with more than 1000 distinct values and more than n/2 "
-                          "(refused by default: a continuous variable or an identifier used as a key)")(f)
-    f = click.option("--recode", multiple=True, metavar="KEY=SPEC",
-                     help="regroup a key: bands:W[:ORIGIN], breaks:B1,B2, map:FILE, "
-                          "hierarchy:FILE:LEVEL (repeatable)")(f)
-    f = click.option("--missing", type=click.Choice(["category", "error"]), default="category",
-                     show_default=True, help="a missing key value is its own category, or an error")(f)
-    f = click.option("--encoding", default="utf-8", show_default=True, help="text encoding of CSV input")(f)
-    f = click.option("--sep", default=None, help="CSV separator (default: detected)")(f)
-    return f
+def _reading(recode=(), **vals):
+    from gpurisk.core.settings import Reading
+    return Reading(recode=list(recode), **vals)
+
+
+def input_options(f=None, *, recode: bool = True, cluster: bool = True,
+                  backend_help: str = "auto|pandas|dask|cudf|dask-cudf (default: $GPURISK_BACKEND "
+                                      "or pandas)",
+                  high_cardinality_help: str = "accept a key with more than 1000 distinct values "
+                                               "and more than n/2 (refused by default: a continuous "
+                                               "variable or an identifier used as a key)"):
+    """How the records are read, the options every command that reads records has, from this one
+    place: --sep, --encoding, --missing, --recode, --allow-high-cardinality, --backend, and the
+    local cluster's --scheduler, --workers, --memory-limit (``cluster=False`` leaves those three
+    out, ``recode=False`` --recode). The command receives one
+    :class:`gpurisk.core.settings.Reading` as ``reading`` (what :class:`gpurisk.inputs.Inputs` reads,
+    checks and counts with). ``@input_options`` or ``@input_options(recode=False, ...)``."""
+    names = ("sep", "encoding", "missing", "allow_high_cardinality", "backend") + ("recode",) * recode
+
+    def deco(f):
+        f = _packed(names, "reading", _reading)(f)
+        if cluster:
+            f = click.option("--workers", type=click.IntRange(min=1), default=None,
+                             expose_value=False, callback=_set_config("workers"), metavar="N",
+                             help="worker processes of the local Dask cluster (default: "
+                                  "$GPURISK_WORKERS, else the cores, at most 8; dask-cudf: one per "
+                                  "GPU)")(f)
+            f = click.option("--memory-limit", default=None, expose_value=False, metavar="SIZE",
+                             callback=_set_memory_limit,
+                             help="memory of each worker of the local Dask cluster, e.g. 1.5GiB "
+                                  "(default: $GPURISK_MEMORY_LIMIT, else Dask's share of this "
+                                  "machine's memory)")(f)
+            f = click.option("--scheduler", default=None, expose_value=False, metavar="ADDRESS",
+                             callback=_set_config("scheduler"),
+                             help="address of an existing Dask scheduler, e.g. tcp://10.0.0.5:8786 "
+                                  "(default: $GPURISK_SCHEDULER, else a local cluster for the "
+                                  "run)")(f)
+        f = click.option("--backend", default=None, metavar="NAME", help=backend_help)(f)
+        f = click.option("--allow-high-cardinality", is_flag=True, help=high_cardinality_help)(f)
+        if recode:
+            f = click.option("--recode", multiple=True, metavar="KEY=SPEC",
+                             help="regroup a key: bands:W[:ORIGIN], breaks:B1,B2, map:FILE, "
+                                  "hierarchy:FILE:LEVEL (repeatable)")(f)
+        f = click.option("--missing", type=click.Choice(["category", "error"]), default="category",
+                         show_default=True,
+                         help="a missing key value is its own category, or an error")(f)
+        f = click.option("--encoding", default="utf-8", show_default=True,
+                         help="text encoding of CSV input")(f)
+        return click.option("--sep", default=None, help="CSV separator (default: detected)")(f)
+    return deco(f) if f is not None else deco
 
 
 # --- option groups shared by the commands, declared once -------------------------------------------

@@ -77,8 +77,7 @@ def register(cli: click.Group) -> None:
     @run_options()
     @output_options(output_help="also write the results to FILE: .json, .csv, .csv.gz or .parquet")
     @input_options
-    def assess(sample, keys, design, run, as_json, output, recode, allow_high_cardinality, sep,
-               encoding, missing, backend):
+    def assess(sample, keys, design, run, reading, as_json, output):
         """Risk measures of SAMPLE (CSV, Parquet, Stata .dta, SPSS .sav, SAS .sas7bdat/.xpt, or
         example:adult) for one set of keys.
 
@@ -91,9 +90,7 @@ def register(cli: click.Group) -> None:
         if output:
             from gpurisk.io.formats import check_output
             check_output(output, inputs=(sample, design.population))  # before the work, not after
-        res = workflow(sample, keys, design, run, missing=missing, backend=backend,
-                       recode=list(recode),
-                       allow_high_cardinality=allow_high_cardinality, sep=sep, encoding=encoding)
+        res = workflow(sample, keys, design, run, reading)
         doc = res.to_dict()
         if output:
             write_results(doc, output)

@@ -18,7 +18,7 @@ def _fmt(v):
 
 
 def register(cli: click.Group) -> None:
-    from gpurisk.scan.compare import default_measures_text
+    from gpurisk.scan.alternatives import default_measures_text
     @cli.command()
     @click.argument("data")
     @click.option("--keys", required=True, help="key variables (comma-separated)")
@@ -39,19 +39,16 @@ def register(cli: click.Group) -> None:
     @output_options(json_help="print JSON",
                     output_help="write the full comparison to FILE: .csv, .csv.gz or .parquet")
     @input_options
-    def compare(data, keys, alts, cumulative, max_size, min_size, design, run, show_all, output,
-                as_json, sep, encoding, missing, backend, recode, allow_high_cardinality):
+    def compare(data, keys, alts, cumulative, max_size, min_size, design, run, reading, show_all,
+                output, as_json):
         """Unique counts and measures of DATA before -> after alternative recodes."""
-        from gpurisk.scan.compare import compare as workflow
+        from gpurisk.workflows.compare import compare_with as workflow
         if output:
             from gpurisk.io import check_output_file
             check_output_file(output, (".csv", ".csv.gz", ".parquet", ".pq"), "--output",
                               (data, design.population))
-        res = workflow(data, keys, list(alts), cumulative=cumulative, max_size=max_size,
-                       min_size=min_size, **design.kwargs(),
-                       **run.kwargs("measures", "options", "alpha", "seed"), missing=missing,
-                       backend=backend, sep=sep, encoding=encoding, recode=list(recode),
-                       allow_high_cardinality=allow_high_cardinality)
+        res = workflow(data, keys, design, run, reading, alternatives=list(alts),
+                       cumulative=cumulative, max_size=max_size, min_size=min_size)
         table = res.table if show_all else res.affected()
         reasons = res.reasons if show_all else res.affected_reasons()
         table, reasons = res.ranked(table, reasons)

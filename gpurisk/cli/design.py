@@ -23,21 +23,18 @@ def register(cli: click.Group) -> None:
     @output_options(output_metavar="FILE.json",
                     output_help="also write the JSON document to FILE.json (checked before the work)")
     @input_options
-    def design(sample, keys, design, strata, fractions, cluster, cluster_threshold,
-               as_json, output, sep, encoding, missing, recode, allow_high_cardinality, backend):
+    def design(sample, keys, design, reading, strata, fractions, cluster, cluster_threshold,
+               as_json, output):
         """θ̂ for complex designs of SAMPLE (Skinner & Elliot 2002, §5)."""
-        from gpurisk.workflows.design import design_report, parse_fractions
+        from gpurisk.workflows.design import design_report_with, parse_fractions
         from gpurisk.measure import _clean
 
         if output:
             from gpurisk.io import check_output_file
             check_output_file(output, (".json",), "--output", (sample,))
-        doc = _clean(design_report(sample, keys, fraction=design.fraction, weights=design.weights,
-                                   stratum=strata,
-                                   fractions=parse_fractions(fractions) if fractions else None,
-                                   cluster=cluster, threshold=cluster_threshold, missing=missing,
-                                   recode=list(recode), backend=backend, sep=sep, encoding=encoding,
-                                   allow_high_cardinality=allow_high_cardinality))
+        doc = _clean(design_report_with(sample, keys, design, reading, stratum=strata,
+                                        fractions=parse_fractions(fractions) if fractions else None,
+                                        cluster=cluster, threshold=cluster_threshold))
         if output:
             from gpurisk.io import write_results
             write_results(doc, output)

@@ -35,15 +35,14 @@ def register(cli: click.Group) -> None:
     @output_options(output_metavar="FILE.json",
                     output_help="also write the JSON document to FILE.json (checked before the work)")
     @input_options
-    def dis(data, keys, design, perturb, max_iter, stable, decimals, batch, run, state,
-            orientation, as_json, output, sep, encoding, missing, recode, allow_high_cardinality,
-            backend):
+    def dis(data, keys, design, perturb, max_iter, stable, decimals, batch, run, reading, state,
+            orientation, as_json, output):
         """pr(cm|um) of DATA after a perturbation, by data intrusion simulation (Elliot 2001).
 
         Repeats perturb -> measure until the running mean is stable or --max-iter files were drawn;
         reports the mean, its standard error, the unperturbed θ̂ and their ratio.
         """
-        from gpurisk.dis import dis as workflow
+        from gpurisk.workflows.dis import dis_with as workflow
         from gpurisk.errors import BadInput
 
         if not perturb:
@@ -52,11 +51,9 @@ def register(cli: click.Group) -> None:
         if output:
             from gpurisk.io import check_output_file
             check_output_file(output, (".json",), "--output", (data,))
-        res = workflow(data, keys, design.fraction, list(perturb), max_iter=max_iter,
-                       stable=stable, decimals=decimals, batch=batch, seed=run.seed, missing=missing,
-                       state=state, sep=sep, encoding=encoding, orientation=orientation,
-                       recode=list(recode), backend=backend,
-                       allow_high_cardinality=allow_high_cardinality)
+        res = workflow(data, keys, design, run, reading, perturb=list(perturb), max_iter=max_iter,
+                       stable=stable, decimals=decimals, batch=batch, state=state,
+                       orientation=orientation)
         doc = res.to_dict()
         if output:
             from gpurisk.io import write_results

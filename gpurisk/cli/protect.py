@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import click
 
-from gpurisk.cli._common import (console, design_options, echo_json, fmt_value, output_options, print_plain,
-                                 progress_bar, registry_rows, run_options)
+from gpurisk.cli._common import (console, design_options, echo_json, fmt_value, input_options,
+                                 output_options, print_plain, progress_bar, registry_rows,
+                                 run_options)
 
 
 def _num(v) -> str:
@@ -102,26 +103,22 @@ def register(cli: click.Group) -> None:
                        "started again with it resumes")
     @click.option("--checkpoint-every", type=click.FloatRange(min=0), default=10.0,
                   show_default=True, help="seconds between checkpoint writes")
-    @click.option("--sep", default=None, help="CSV separator (default: detected)")
-    @click.option("--encoding", default="utf-8", show_default=True, help="text encoding of CSV input")
-    @click.option("--missing", type=click.Choice(["category", "error"]), default="category",
-                  show_default=True, help="a missing key value is its own category, or an error")
-    @click.option("--allow-high-cardinality", is_flag=True,
-                  help="accept a key with the cardinality of an identifier (its hierarchy groups it)")
-    @click.option("--backend", default=None, metavar="NAME",
-                  help="auto|pandas|cudf: where the records are counted (the release needs each "
-                       "record's cell, so not a distributed backend; default pandas)")
+    @input_options(recode=False, cluster=False,
+                   backend_help="auto|pandas|cudf: where the records are counted (the release needs "
+                                "each record's cell, so not a distributed backend; default pandas)",
+                   high_cardinality_help="accept a key with the cardinality of an identifier (its "
+                                         "hierarchy groups it)")
     @output_options(json_help="print JSON", output_metavar="RELEASE",
                     output_help="write the protected file (the input's format)")
     def protect(data, keys, scenarios, scenarios_file, hierarchies, criteria, loss, design, run,
                 undefined, suppress_limit, suppress, perturb, no_prune,
                 front_rows, output, plan_out, plot, report_out, from_plan, checkpoint,
-                checkpoint_every, sep, encoding, missing, allow_high_cardinality, backend, as_json):
+                checkpoint_every, reading, as_json):
         """Search the recodes of DATA's keys for the least information loss meeting every
         --criterion on every scenario; write the release and its plan."""
         from gpurisk.errors import BadInput
         from gpurisk.protect import apply_plan
-        from gpurisk.protect import protect as workflow
+        from gpurisk.workflows.protect import protect_with as workflow
         if from_plan:
             if not output:
                 raise BadInput("--from-plan needs --output RELEASE")
@@ -133,15 +130,13 @@ def register(cli: click.Group) -> None:
         if scenarios and scenarios_file:
             raise BadInput("give --scenario or --scenarios FILE, not both")
         with progress_bar("nodes") as update:
-            p = workflow(data, keys, list(hierarchies), list(criteria), loss=loss,
-                         scenarios=scenarios_file or list(scenarios) or None, **design.kwargs(),
-                         **run.kwargs("alpha", "options", "seed"), missing=missing,
-                         sep=sep, encoding=encoding, prune=not no_prune, output=output, plan=plan_out,
-                         progress=update, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                         plot=plot, undefined=undefined,
-                         allow_high_cardinality=allow_high_cardinality, suppress_limit=suppress_limit,
-                         suppress=suppress, perturb=list(perturb), report=report_out,
-                         backend=backend)
+            p = workflow(data, keys, design, run, reading, hierarchies=list(hierarchies),
+                         criteria=list(criteria), loss=loss,
+                         scenarios=scenarios_file or list(scenarios) or None, prune=not no_prune,
+                         output=output, plan=plan_out, progress=update, checkpoint=checkpoint,
+                         checkpoint_every=checkpoint_every, plot=plot, undefined=undefined,
+                         suppress_limit=suppress_limit, suppress=suppress, perturb=list(perturb),
+                         report=report_out)
         res = p.result
         if as_json:
             echo_json({"node": p.node, "released_meets": p.released_meets,

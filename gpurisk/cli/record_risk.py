@@ -102,14 +102,14 @@ def register(cli: click.Group) -> None:
     @input_options
     def record_risk(data, keys, population_size, design, methods, y,
                     database_size, p_tilde, all_records, threshold, thresholds_legacy, max_cells,
-                    tol, max_iter, show_records, output, ids, as_json, sep, encoding, missing,
-                    backend, recode, allow_high_cardinality):
+                    tol, max_iter, show_records, output, ids, as_json, reading):
         """Identification risk of each record of DATA under intruder search methods (Skinner 2007).
 
         p̂ comes from the log-linear model with all two-way interactions fitted to DATA's counts over
         the keys; risks are reported per sample-unique record (or every record with --all-records).
         """
-        from gpurisk.models.record_risk import record_risk as run
+        from gpurisk.workflows.record_risk import record_risk_with as run
+        sep, encoding, backend = reading.sep, reading.encoding, reading.backend
 
         if thresholds_legacy is not None:
             click.echo("gpurisk: warning: --thresholds is deprecated; use --threshold", err=True)
@@ -131,14 +131,11 @@ def register(cli: click.Group) -> None:
         from gpurisk.errors import GpuriskWarning
         with warnings.catch_warnings(record=True) as caught:   # printed once below, from the doc
             warnings.simplefilter("always", GpuriskWarning)
-            doc = run(data, keys, population_size=population_size, population=design.population,
-                      sample_flag=design.sample_flag, fraction=design.fraction,
+            doc = run(data, keys, design, reading, population_size=population_size,
                       methods=split_list(methods) or [],
                       y=y, database_size=database_size, p_tilde=p_tilde, all_records=all_records,
                       thresholds=thresholds, output=output, tol=tol,
-                      max_iter=max_iter, max_cells=max_cells, missing=missing, backend=backend,
-                      show_records=show_records, recode=list(recode), sep=sep, encoding=encoding,
-                      allow_high_cardinality=allow_high_cardinality,
+                      max_iter=max_iter, max_cells=max_cells, show_records=show_records,
                       ids=id_cols if distributed else ()).to_dict()
         for w in caught:        # any other warning of the run, as a line of its own
             if str(w.message) not in doc["warnings"]:

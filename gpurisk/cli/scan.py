@@ -135,21 +135,19 @@ def register(cli: click.Group) -> None:
                   help="roll-up threads beside the one computing measures (default: the CPUs "
                        "usable, at most 4; 0: one thread); results do not depend on it")
     @input_options
-    def scan(data, keys, max_size, min_size, scenarios, fundamental, plus_each, design, run, recode,
-             output, resume, overwrite, batch_rows, top, rank_by, progress, as_json,
-             allow_high_cardinality, threads, cells_on_workers, sep, encoding, missing, backend):
+    def scan(data, keys, max_size, min_size, scenarios, fundamental, plus_each, design, run, reading,
+             output, resume, overwrite, batch_rows, top, rank_by, progress, as_json, threads,
+             cells_on_workers):
         """Risk of many key combinations of DATA: subsets of a pool, scenarios, or a key plus each."""
-        from gpurisk.scan.runner import scan_with as workflow
+        from gpurisk.workflows.scan import scan_with as workflow
         _check_top(top)                     # before the work (--rank-by: in the workflow, which
         if progress is None:                # knows the measures)
             progress = sys.stderr.isatty()
-        res = workflow(data, design, run, keys=keys, max_size=max_size, min_size=min_size,
+        res = workflow(data, design, run, reading, keys=keys, max_size=max_size, min_size=min_size,
                        scenarios=scenarios, fundamental=fundamental, plus_each=plus_each,
-                       recode=list(recode), missing=missing,
-                       backend=backend, output=output, resume=resume, overwrite=overwrite,
-                       batch_rows=batch_rows, progress=progress, sep=sep, encoding=encoding,
-                       allow_high_cardinality=allow_high_cardinality, threads=threads,
-                       cells_on_workers=cells_on_workers, rank_by=rank_by)
+                       output=output, resume=resume, overwrite=overwrite, batch_rows=batch_rows,
+                       progress=progress, threads=threads, cells_on_workers=cells_on_workers,
+                       rank_by=rank_by)
         doc = summary_doc(res, top, rank_by)
         if as_json:
             echo_json(doc, default=str)

@@ -71,22 +71,20 @@ def register(cli: click.Group) -> None:
     @click.option("--report", default=None, metavar="FILE.html",
                   help="write an HTML page: distribution of the scores, each key's contribution")
     @input_options
-    def suda_cmd(data, keys, max_msu, design, dis_fraction, scoring, search_memory, output, report, as_json, sep,
-                 encoding, missing, backend, recode, allow_high_cardinality):
+    def suda_cmd(data, keys, max_msu, design, reading, dis_fraction, scoring, search_memory, output,
+                 report, as_json):
         """SUDA scores of each record of DATA: its minimal sample uniques (smallest sets of key values
         that no other record shares), weighted by size, and DIS-SUDA match probabilities.
 
         Prints a file-level summary; with -o writes one row per record.
         """
         from gpurisk.errors import BadInput
-        from gpurisk.workflows.suda import suda as run
+        from gpurisk.workflows.suda import suda_with as run
         if not search_memory > 0:
             raise BadInput(f"--search-memory {search_memory:g} must be a positive number of GiB")
-        res = run(data, keys, max_msu=max_msu, scoring=scoring, dis_fraction=dis_fraction,
-                  **design.kwargs(),
-                  output=output, missing=missing, recode=list(recode), backend=backend, sep=sep,
-                  encoding=encoding, allow_high_cardinality=allow_high_cardinality,
-                  memory_limit=search_memory * 2**30, records=False, report=report)
+        res = run(data, keys, design, reading, max_msu=max_msu, scoring=scoring,
+                  dis_fraction=dis_fraction, output=output, memory_limit=search_memory * 2**30,
+                  records=False, report=report)
         if as_json:
             import math
             doc = dict(res.summary)

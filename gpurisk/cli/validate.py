@@ -73,7 +73,7 @@ def _legend(v) -> str:
 
 def register(cli: click.Group) -> None:
     @cli.command()
-    @click.argument("population")
+    @click.argument("data", metavar="POPULATION")
     @click.option("--keys", required=True, help="comma-separated key variables")
     @click.option("--fractions", default="0.02,0.05,0.1", show_default=True,
                   help="comma-separated sampling fractions π")
@@ -100,25 +100,21 @@ def register(cli: click.Group) -> None:
                        "faster); "
                        "default records, cells on --backend dask/dask-cudf")
     @input_options
-    def validate(population, keys, fractions, replicates, design, run, output, plot_path, as_json,
-                 sep, encoding, missing, resume, recode, allow_high_cardinality,
-                 backend, progress, draw):
+    def validate(data, keys, fractions, replicates, design, run, reading, output, plot_path,
+                 as_json, resume, progress, draw):
         """Draw replicate samples of POPULATION and compare every estimator with its true value
         (Skinner & Elliot 2002, Table 1)."""
         from gpurisk.io import check_output_file
-        from gpurisk.validation import validate as workflow
+        from gpurisk.workflows.validate import validate_with as workflow
         if output:           # before the replicates are drawn, not after
-            check_output_file(output, (".parquet", ".pq", ".csv", ".csv.gz"), "--output", (population,))
+            check_output_file(output, (".parquet", ".pq", ".csv", ".csv.gz"), "--output", (data,))
         if plot_path:
             check_output_file(plot_path, (".png", ".svg", ".pdf"), "--plot")
 
         with progress_bar("replicates", force=progress) as progress:
-            res = workflow(population, keys, fractions=split_list(fractions) or [],
-                           replicates=replicates, design=design,
-                           **run.kwargs("measures", "seed", "options", "alpha"), missing=missing,
-                           sep=sep, encoding=encoding, resume=resume, recode=list(recode),
-                           backend=backend, allow_high_cardinality=allow_high_cardinality,
-                           progress=progress, draw=draw)
+            res = workflow(data, keys, run, reading, fractions=split_list(fractions) or [],
+                           replicates=replicates, design=design, resume=resume, progress=progress,
+                           draw=draw)
         if output:
             res.write(output)
         if plot_path:

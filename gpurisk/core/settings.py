@@ -1,5 +1,8 @@
-"""What every command shares besides its inputs, checked once: the sampling :class:`Design` and the
-:class:`Run` (which measures, their options, α, seed, time limit).
+"""What every command shares besides its data and keys, checked once: the sampling :class:`Design`,
+the :class:`Run` (which measures, their options, α, seed, time limit) and the :class:`Reading` (how
+the records are read and counted: missing values, recodes, backend, CSV separator and encoding).
+Every workflow in :mod:`gpurisk.workflows` takes them (``scan_with(data, design, run, reading,
+...)``); :func:`inputs` builds the one :class:`gpurisk.inputs.Inputs` from them.
 
 Each field is declared once in :data:`PARAMS` as a :class:`Param`: its Python name, its command-line
 flag and an :class:`~gpurisk.options.Option` (type, range) — the declarations measures use for their
@@ -200,6 +203,53 @@ class Run:
         if out.get("measures") is not None:
             out["measures"] = list(out["measures"])
         return out
+
+
+#: how a missing key value is treated (``--missing``)
+MISSING = ("category", "error")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How the records are read and counted, the same for every command: ``missing`` ("category":
+    a missing key value is a category of its own; "error"), ``recode`` (``["age=bands:5", ...]``,
+    see :mod:`gpurisk.freq.recode`; regroups the counted table, never the records), ``backend``
+    (None: ``$GPURISK_BACKEND`` or pandas), ``sep`` and ``encoding`` of CSV input, and
+    ``allow_high_cardinality`` (accept a key with more than 1000 distinct values and more than n/2).
+    ``missing`` and ``allow_high_cardinality`` are checked here; the recodes (against the keys), the
+    backend, separator and encoding when :class:`gpurisk.inputs.Inputs` is built, before any file is
+    read."""
+
+    missing: str = "category"
+    recode: Any = ()
+    backend: str | None = None
+    sep: str | None = None
+    encoding: str = "utf-8"
+    allow_high_cardinality: bool = False
+
+    def __post_init__(self):
+        if self.missing not in MISSING:
+            raise BadInput(f"missing={self.missing!r} is not one of {', '.join(MISSING)}")
+        if not isinstance(self.allow_high_cardinality, (bool, numbers.Integral)):
+            raise SettingError(Param("allow_high_cardinality", "--allow-high-cardinality",
+                                     Option(bool)), _shown(self.allow_high_cardinality),
+                               "is not True or False")
+        object.__setattr__(self, "allow_high_cardinality", bool(self.allow_high_cardinality))
+        if self.recode is None:
+            object.__setattr__(self, "recode", ())
+
+    def kwargs(self) -> dict[str, Any]:
+        """The fields as keyword arguments of :class:`gpurisk.inputs.Inputs`."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def inputs(data, keys, design: Design | None = None, reading: Reading | None = None, **kw):
+    """The one :class:`gpurisk.inputs.Inputs` of a workflow: ``data`` and ``keys`` read as
+    ``reading`` says, with ``design``'s π, population, sample flag and weights; ``kw`` are the
+    command's own (``columns=``, ``role=``, or a field the command fixes, such as ``backend=``)."""
+    from gpurisk.inputs import Inputs
+    args = {**(design or Design()).kwargs(), **(reading or Reading()).kwargs(), **kw}
+    return Inputs(data, keys, **args)
 
 
 def measure_names(measures) -> tuple[str, ...] | None:

@@ -29,7 +29,15 @@ that holds the T, P, F of the batches done.
 from gpurisk.dis.counts import (ORIENTATIONS, pr_cm_um, record_codes, stop_point,  # noqa: F401
                                 tpf_counts)
 from gpurisk.dis.run import BATCH_CELLS, DISResult, run_dis  # noqa: F401
-from gpurisk.dis.workflow import dis  # noqa: F401
 
-__all__ = ["BATCH_CELLS", "DISResult", "ORIENTATIONS", "dis", "pr_cm_um", "record_codes", "run_dis",
+__all__ = ["BATCH_CELLS", "DISResult", "ORIENTATIONS", "dis", "dis_with", "pr_cm_um", "record_codes", "run_dis",
            "stop_point", "tpf_counts"]
+
+
+def __getattr__(name):
+    """``dis`` and ``dis_with`` (:mod:`gpurisk.workflows.dis`), imported when first asked for: the workflow module imports this package's parts,
+    so importing it here, eagerly, would go in a circle when the workflow is imported first."""
+    if name in ('dis', 'dis_with'):
+        from gpurisk.workflows import dis as workflow
+        return getattr(workflow, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

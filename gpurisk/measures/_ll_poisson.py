@@ -159,7 +159,7 @@ def sample_unique_means(table, model="two_way", tol=TOL, max_iter=MAX_ITER, max_
             sum_mu2 *= float(scalar((p * p).sum()))
         fit = None
     else:
-        from gpurisk.models.record_risk import cached_fit   # the fit r1, ... use: shared
+        from gpurisk.models.record_model import cached_fit   # the fit r1, ... use: shared
         fit = cached_fit(table, tol, max_iter, max_cells)
         mu_all = fit.p_hat_codes(all_codes) * fit.n
         vals = fit.dense if fit.dense is not None else fit.mu_support

@@ -47,7 +47,7 @@ class SearchRisk(Measure):
         return ctx.option(self.name, key, ctx.option(SHARED, key, self.options.get(key)))
 
     def compute(self, table, ctx: Context) -> Result:
-        from gpurisk.models.record_risk import build_model, method_summary
+        from gpurisk.models.record_model import build_model, method_summary
         N_given = self.opt(ctx, "population_size")
         if N_given is None and table.N is None and ctx.fraction is None:
             return Result.not_applicable("needs the population size N: give the option "

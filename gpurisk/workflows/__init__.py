@@ -1,5 +1,7 @@
-"""What the commands do, one module per workflow: assess (one key combination, every measure) and
-design (θ̂ under complex designs). The scan (:mod:`gpurisk.scan`), validation
-(:mod:`gpurisk.validation`), record-level risk (:mod:`gpurisk.models.record_risk`) and data
-intrusion simulation (:mod:`gpurisk.dis`) have packages of their own. Each reads, checks and counts
-through :class:`gpurisk.inputs.Inputs`."""
+"""What the commands do, one module per command: assess, scan, compare, validate, protect, dis,
+design, record_risk, suda. Each has a ``*_with`` form on the settings objects
+(:mod:`gpurisk.core.settings`: ``Design``, ``Run``, ``Reading``), which the command line calls, and a
+keyword convenience (``gpurisk.scan(frame, keys, fraction=...)``) that builds them. Each reads,
+checks and counts through one :class:`gpurisk.inputs.Inputs`; the algorithms stay in their packages
+(:mod:`gpurisk.scan`, :mod:`gpurisk.protect`, :mod:`gpurisk.validation`, :mod:`gpurisk.dis`,
+:mod:`gpurisk.models`)."""

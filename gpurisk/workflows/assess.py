@@ -5,6 +5,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from gpurisk.core.settings import Design, Reading, Run, inputs
 from gpurisk.measures.headline import BESIDE, HEADLINE, scenario
 from gpurisk.freq.guards import sample_categories
 from gpurisk.inputs import resolve_fraction  # noqa: F401  (re-exported: gpurisk.workflows.assess.resolve_fraction)
@@ -124,29 +125,25 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
     :mod:`gpurisk.freq.guards`). ``measure_timeout`` (seconds) reports a measure that runs longer as not
     applicable and goes on (see :func:`run_measures`).
     """
-    from gpurisk.core.settings import Design, Run
     design = Design(fraction=fraction, population=population, sample_flag=sample_flag,
                     weights=weights)
     run = Run(measures=measures, options=options, alpha=alpha, seed=seed,
               measure_timeout=measure_timeout)          # checked before anything is read
-    return assess_with(frame, keys, design, run, missing=missing, backend=backend, sep=sep,
-                       recode=recode, allow_high_cardinality=allow_high_cardinality,
-                       encoding=encoding)
+    reading = Reading(missing=missing, recode=recode, backend=backend, sep=sep, encoding=encoding,
+                      allow_high_cardinality=allow_high_cardinality)
+    return assess_with(frame, keys, design, run, reading)
 
 
-def assess_with(frame, keys: Iterable[str], design, run, *, missing: str = "category",
-                backend: str | None = None, sep: str | None = None, recode=None,
-                allow_high_cardinality: bool = False, encoding: str = "utf-8") -> Assessment:
+def assess_with(frame, keys: Iterable[str], design: Design, run: Run,
+                reading: Reading | None = None) -> Assessment:
     """:func:`assess` on the settings objects: a :class:`gpurisk.core.settings.Design` (π, population,
-    sample flag, weights) and a :class:`gpurisk.core.settings.Run` (measures, options, α, seed, time
-    limit), both checked when built; the input arguments as in :func:`assess`."""
-    from gpurisk.inputs import Inputs
+    sample flag, weights), a :class:`gpurisk.core.settings.Run` (measures, options, α, seed, time
+    limit) and a :class:`gpurisk.core.settings.Reading` (missing values, recodes, backend, CSV
+    separator and encoding; None: the defaults), each checked when built."""
     measures = None if run.measures is None else list(run.measures)
     options, alpha, seed, measure_timeout = run.options, run.alpha, run.seed, run.measure_timeout
     extra_cols = option_columns(measures, options)
-    inp = Inputs(frame, keys, **design.kwargs(), missing=missing, recode=recode, backend=backend, sep=sep,
-                 encoding=encoding, allow_high_cardinality=allow_high_cardinality,
-                 columns=extra_cols)
+    inp = inputs(frame, keys, design, reading, columns=extra_cols)
     frames = inp.read()
     reg = measure_registry()
     kept_out: dict[str, Result] = {}

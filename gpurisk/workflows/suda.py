@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpurisk.core.settings import Design, Reading, inputs
 from gpurisk.freq.guards import sample_categories
 from gpurisk.errors import BadInput
 from gpurisk.xp import to_host
@@ -51,18 +52,31 @@ def suda(data, keys, max_msu: int | None = None, scoring: str = "elliot",
     ``output`` is given); ``report``: an HTML page with the distribution of the scores and each key's
     contribution (:mod:`gpurisk.report.suda`).
     """
-    from gpurisk.inputs import Inputs
+    design = Design(fraction=fraction, population=population, sample_flag=sample_flag,
+                    weights=weights)
+    reading = Reading(missing=missing, recode=recode, backend=backend, sep=sep, encoding=encoding,
+                      allow_high_cardinality=allow_high_cardinality)
+    return suda_with(data, keys, design, reading, max_msu=max_msu, scoring=scoring,
+                     dis_fraction=dis_fraction, output=output, memory_limit=memory_limit,
+                     records=records, report=report)
+
+
+def suda_with(data, keys, design: Design, reading: Reading | None = None, *,
+              max_msu: int | None = None, scoring: str = "elliot",
+              dis_fraction: float | None = None, output=None, memory_limit: float | None = None,
+              records: bool = True, report=None) -> SudaResult:
+    """:func:`suda` on the settings objects: the :class:`gpurisk.core.settings.Design` (π, a
+    population, a sample flag or weights: DIS-SUDA's share f defaults to π), the
+    :class:`~gpurisk.core.settings.Reading` (missing values, recodes, backend, CSV separator and
+    encoding). The other arguments as in :func:`suda`."""
     from gpurisk.models import suda_table as st
     from gpurisk.models.suda import check_lattice, check_max_msu
     from gpurisk.models.suda_scores import SCORINGS, check_dis_fraction
     if scoring not in SCORINGS:
         raise BadInput(f"--scoring {scoring!r} is not one of {', '.join(SCORINGS)}")
-    from gpurisk.core.settings import Design
-    design = Design(fraction=fraction, population=population, sample_flag=sample_flag,
-                    weights=weights)
+    reading = reading or Reading()
     f = None if dis_fraction is None else check_dis_fraction(dis_fraction)
-    inp = Inputs(data, keys, **design.kwargs(), missing=missing, recode=recode, backend=backend, sep=sep,
-                 encoding=encoding, allow_high_cardinality=allow_high_cardinality)
+    inp = inputs(data, keys, design, reading)
     m = check_max_msu(len(inp.keys), max_msu)
     check_lattice(inp.keys, m)                         # before reading anything
     if memory_limit is not None and not float(memory_limit) > 0:

@@ -1,0 +1,221 @@
+"""``gpurisk scan``: the risk of many key-variable combinations from one pass over the records.
+
+:func:`scan_with` is the workflow on the settings objects (what the command calls); :func:`scan` the
+convenience that takes them as keywords. The parts (the plan, the roll-ups, each combination's row,
+the ranking, the Parquet sink) are in :mod:`gpurisk.scan`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+from gpurisk.core.settings import Design, Reading, Run, inputs
+from gpurisk.errors import BadInput
+from gpurisk.freq.lattice import Lattice
+from gpurisk.io.lock import locked
+from gpurisk.measure import Context
+from gpurisk.scan import runner
+from gpurisk.scan.distributed import SummaryScan, summary_path
+from gpurisk.scan.plan import build_plan, combo_seed, root_keys
+from gpurisk.scan.runner import (ScanResult, _check_batch_rows, _check_threads, _counts_sha,
+                                 _measure_names, _progress, _scan_options, check_rank_by,
+                                 default_threads, prepare_summaries)
+from gpurisk.scan.sink import (ParquetSink, check_output_path, check_resume_inputs, read_scan,
+                               row_schema)
+
+
+def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = None,
+         min_size: int = 1, scenarios=None, fundamental: Sequence[str] | str | None = None,
+         plus_each: bool = False, fraction: float | None = None, population=None,
+         sample_flag: str | None = None, weights: str | None = None,
+         measures: Iterable[str] | None = None, options: Mapping | None = None,
+         alpha: float = 0.01, seed: int = 0, recode=None, missing: str = "category",
+         backend: str | None = None, output=None, resume: bool = False, overwrite: bool = False,
+         batch_rows: int = 256, flush_seconds: float = 2.0, progress: bool = False,
+         sep: str | None = None, encoding: str = "utf-8", allow_high_cardinality: bool = False,
+         measure_timeout: float | None = None, threads: int | None = None,
+         cells_on_workers: bool = False, rank_by: str | None = None) -> ScanResult:
+    """Risk of many key-variable combinations from one pass over the records.
+
+    ``keys`` is the pool; every subset with ``min_size <= size <= max_size`` is evaluated, and/or the
+    named ``scenarios`` (a TOML path or a list of :class:`Combination`), and/or ``fundamental`` plus
+    each other pool variable (``plus_each=True``). ``recode`` is a list of ``KEY=SPEC`` strings
+    (see :mod:`gpurisk.freq.recode`). With ``output`` rows stream to a Parquet dataset (a directory);
+    ``resume=True`` finishes an interrupted scan there. Returns a :class:`ScanResult`.
+    ``allow_high_cardinality`` and ``measure_timeout`` as in :func:`gpurisk.assess`. ``threads``:
+    roll-ups run in this many background threads while the calling thread computes the measures
+    of finished combinations (default: the CPUs this process may use, at most 4; 0 runs
+    everything in the calling thread). The results do not depend on it. ``cells_on_workers``
+    (Dask backends, measures that all read summaries, no recode): the finest table stays on the
+    workers and each combination's summaries are reduced there, so this process's memory does not
+    grow with the cells; slower than bringing the table here (see docs/scan.md). ``rank_by``: the
+    column :meth:`ScanResult.top` will rank by, checked (with every other argument) before
+    anything is read or written.
+    """
+    design = Design(fraction=fraction, population=population, sample_flag=sample_flag,
+                    weights=weights)
+    run = Run(measures=measures, options=options, alpha=alpha, seed=seed,
+              measure_timeout=measure_timeout)          # checked before anything is read
+    reading = Reading(missing=missing, recode=recode, backend=backend, sep=sep, encoding=encoding,
+                      allow_high_cardinality=allow_high_cardinality)
+    return scan_with(data, design, run, reading, keys=keys, max_size=max_size, min_size=min_size,
+                     scenarios=scenarios, fundamental=fundamental, plus_each=plus_each,
+                     output=output, resume=resume, overwrite=overwrite, batch_rows=batch_rows,
+                     flush_seconds=flush_seconds, progress=progress, threads=threads,
+                     cells_on_workers=cells_on_workers, rank_by=rank_by)
+
+
+
+@locked("output", "the scan output", marker="_scan.json")
+def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
+              keys: Sequence[str] | str | None = None, max_size: int | None = None,
+              min_size: int = 1, scenarios=None, fundamental: Sequence[str] | str | None = None,
+              plus_each: bool = False, output=None, resume: bool = False, overwrite: bool = False,
+              batch_rows: int = 256, flush_seconds: float = 2.0, progress: bool = False,
+              threads: int | None = None, cells_on_workers: bool = False,
+              rank_by: str | None = None) -> ScanResult:
+    """:func:`scan` on the settings objects: a :class:`gpurisk.core.settings.Design` (π, population,
+    sample flag, weights), a :class:`gpurisk.core.settings.Run` (measures, options, α, seed, time
+    limit) and a :class:`gpurisk.core.settings.Reading` (missing values, recodes, backend, CSV
+    separator and encoding; None: the defaults), each checked when built; the other arguments as in
+    :func:`scan`."""
+    from gpurisk.core.evaluate import option_columns
+    from gpurisk.inputs import key_list
+    reading = reading or Reading()
+    missing = reading.missing
+    population, sample_flag, weights = design.population, design.sample_flag, design.weights
+    measures = None if run.measures is None else list(run.measures)
+    alpha, seed, measure_timeout = run.alpha, run.seed, run.measure_timeout
+    t_start = time.perf_counter()
+    pool = None if keys is None else key_list(keys)          # None: scenarios only
+    fundamental = None if fundamental is None else key_list(fundamental, "fundamental keys")
+    combos = build_plan(pool, max_size, min_size, scenarios, fundamental, plus_each)
+    # keys in name order: every combination's table then has one cell order whatever the pool or
+    # scenario order, so seeded Monte Carlo measures give the same value for the same key set
+    rkeys = sorted(root_keys(pool, combos))
+    threads = default_threads() if threads is None else _check_threads(threads)
+    names = _measure_names(measures)
+    check_rank_by(rank_by, names)                       # before anything is read or written
+    batch_rows = _check_batch_rows(batch_rows)
+    opts = _scan_options(names, run.options)
+    col_opts = option_columns(names, opts)
+    inp = inputs(data, rkeys, design, reading, columns=col_opts)
+    recodes = list(inp.recode)
+    data_name = inp.name
+    pop_name = (str(population) if isinstance(population, (str, Path))
+                else None if population is None else f"<{type(population).__name__}>")
+    if output is not None:                                  # before the records are read
+        check_output_path(output, resume, overwrite)
+        if resume:
+            check_resume_inputs(output, data_name,
+                                pop_name if isinstance(population, (str, Path)) else None)
+    elif resume:
+        raise BadInput("--resume needs --output (the scan directory to finish)")
+    frames = inp.read()
+    t0 = time.perf_counter()
+    if summary_path(names, inp, cells_on_workers, opts):   # the cells stay on the workers
+        from gpurisk.scan.distributed import bucket_classes
+
+        def context_for(i, pi, source):      # the context combination i's measures run with
+            return Context(fraction=pi, fraction_source=source, alpha=float(alpha),
+                           seed=combo_seed(seed, combos[i].keys), options=opts)
+
+        summ = SummaryScan(inp, frames, rkeys, [c.keys for c in combos],
+                           bucket_measures=bucket_classes(names), context_for=context_for)
+        root, pi, source, notes = summ.table, summ.fraction, summ.fraction_source, list(summ.notes)
+        t_build, t_recode = time.perf_counter() - t0, 0.0
+    else:
+        summ = None
+        counted = inp.count(frames)
+        root, pi, source = counted.table, counted.fraction, counted.fraction_source
+        t_build, t_recode = counted.timings["build_s"], counted.timings["recode_s"]
+        notes = list(counted.notes)
+    columns = inp.column_values(frames, col_opts)
+    del frames
+    settings = {
+        "data": data_name, "population": pop_name, "sample_flag": sample_flag, "weights": weights,
+        "keys": rkeys, "n": root.n, "N": root.N, "fraction": pi, "fraction_source": source,
+        "alpha": float(alpha), "seed": int(seed), "measures": names, "options": opts,
+        "recode": [str(r) for r in recodes], "missing": missing,
+        "combinations": len(combos),
+        "plan_sha": hashlib.sha256(json.dumps([[c.combo, list(c.keys), c.scenario] for c in combos])
+                                   .encode()).hexdigest()[:16],
+    }
+    if summ is None and data_name.startswith("<"):
+        settings["counts_sha"] = _counts_sha(root)    # a frame has no file for --resume to check
+    settings = json.loads(json.dumps(settings, default=str))
+    sink = None
+    done: set[str] = set()
+    if output is not None:
+        sink = ParquetSink(output, settings, names, resume=resume, overwrite=overwrite,
+                           batch_rows=batch_rows, flush_seconds=flush_seconds)
+        done = sink.finished() if resume else set()
+    elif resume:
+        raise BadInput("--resume needs --output (the scan directory to finish)")
+    skip = {i for i, c in enumerate(combos) if c.combo in done}
+
+    lattice = None if summ is not None else Lattice(root)
+    rows: list[dict] = []
+    t_roll = t_meas = 0.0
+    prog = _progress(progress, len(combos) - len(skip))
+    it = None
+    try:
+        if summ is not None:      # each combination's summaries, reduced on the workers
+            summ.skip.update(skip)
+            it = summ.tables()
+        else:
+            it = lattice.tables([c.keys for c in combos], skip=skip, threads=threads,
+                                prepare=prepare_summaries)
+        while True:
+            t0 = time.perf_counter()
+            try:
+                i, table = next(it)
+            except StopIteration:
+                break
+            t1 = time.perf_counter()
+            c = combos[i]
+            ctx = Context(fraction=pi, fraction_source=source, alpha=float(alpha),
+                          seed=combo_seed(seed, c.keys), options=opts, columns=columns)
+            row = runner.combination_row(i, c, table, ctx, names, measure_timeout)
+            del table
+            if sink is not None:
+                sink.add(row)
+            else:
+                rows.append(row)
+            t_roll += t1 - t0
+            t_meas += time.perf_counter() - t1
+            if prog is not None:
+                prog.advance(prog.task_ids[0])
+        if sink is not None:
+            sink.close()
+    except BaseException:
+        # interrupted (Ctrl-C) or failed: keep the rows already finished, for --resume
+        if sink is not None:
+            try:
+                sink.flush()
+            except Exception:   # the original error matters more
+                pass
+        raise
+    finally:
+        if it is not None:
+            it.close()           # stops the roll-up threads before returning or raising
+        if summ is not None:
+            summ.close()         # cancels the combinations in flight on the cluster
+        if prog is not None:
+            prog.stop()
+    if sink is not None:
+        results = read_scan(output)
+    else:
+        import pyarrow as pa
+        results = (pa.Table.from_pylist(rows, schema=row_schema(names)).to_pandas()
+                   .sort_values("order", kind="stable").reset_index(drop=True))
+    timings = {"build_s": t_build, "recode_s": t_recode, "rollup_s": t_roll, "measures_s": t_meas,
+               "total_s": time.perf_counter() - t_start}
+    if summ is not None:
+        return ScanResult(results, Path(output) if output is not None else None, names, settings,
+                          timings, summ.built, 0, len(skip), notes, 0)
+    return ScanResult(results, Path(output) if output is not None else None, names, settings, timings,
+                      lattice.built, lattice.cells_read, len(skip), notes, lattice.cube_elements)
