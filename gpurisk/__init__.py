@@ -19,7 +19,7 @@ from gpurisk.freq.table import FreqTable  # noqa: E402
 from gpurisk.freq.engine import build_table  # noqa: E402
 from gpurisk.workflows.assess import Assessment, assess  # noqa: E402
 from gpurisk.core.evaluate import run_measures  # noqa: E402  (the one measure runner)
-from gpurisk.core.settings import Design, Run  # noqa: E402  (settings shared by every command)
+from gpurisk.core.settings import Design, Reading, Run  # noqa: E402  (settings shared by every command)
 from gpurisk.backends import config  # noqa: E402
 from gpurisk.io import read_table  # noqa: E402
 from gpurisk.validation import Validation, validate  # noqa: E402
@@ -38,4 +38,4 @@ from gpurisk.workflows import design  # noqa: E402  (gpurisk.design.stratified w
 from gpurisk import dis  # noqa: E402  (gpurisk.dis.dis, gpurisk.dis.run_dis)
 __all__ += ["Inputs", "record_risk", "RecordRisk", "design", "dis", "xp", "GpuriskWarning"]
 from gpurisk.workflows.suda import SudaResult, suda  # noqa: E402  (SUDA / DIS-SUDA per record)
-__all__ += ["suda", "SudaResult", "Design", "Run"]
+__all__ += ["suda", "SudaResult", "Design", "Run", "Reading"]
