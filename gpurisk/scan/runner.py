@@ -19,6 +19,7 @@ import pandas as pd
 
 from gpurisk.errors import BadInput
 from gpurisk.measure import Context
+from gpurisk.scan.distributed import SummaryScan  # noqa: F401  (the workflow calls runner.SummaryScan)
 from gpurisk.scan.plan import Combination
 from gpurisk.scan.sink import row_schema
 

@@ -18,7 +18,7 @@ from gpurisk.freq.lattice import Lattice
 from gpurisk.io.lock import locked
 from gpurisk.measure import Context
 from gpurisk.scan import runner
-from gpurisk.scan.distributed import SummaryScan, summary_path
+from gpurisk.scan.distributed import summary_path
 from gpurisk.scan.plan import build_plan, combo_seed, root_keys
 from gpurisk.scan.runner import (ScanResult, _check_batch_rows, _check_threads, _counts_sha,
                                  _measure_names, _progress, _scan_options, check_rank_by,
@@ -123,7 +123,7 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
             return Context(fraction=pi, fraction_source=source, alpha=float(alpha),
                            seed=combo_seed(seed, combos[i].keys), options=opts)
 
-        summ = SummaryScan(inp, frames, rkeys, [c.keys for c in combos],
+        summ = runner.SummaryScan(inp, frames, rkeys, [c.keys for c in combos],
                            bucket_measures=bucket_classes(names), context_for=context_for)
         root, pi, source, notes = summ.table, summ.fraction, summ.fraction_source, list(summ.notes)
         t_build, t_recode = time.perf_counter() - t0, 0.0
