@@ -215,4 +215,6 @@ def test_reading_checks_its_fields_in_the_one_format():
         Reading(missing="drop")
     with pytest.raises(BadInput, match=r"^allow_high_cardinality='yes' is not True or False$"):
         Reading(allow_high_cardinality="yes")
-    assert Reading(recode=None).recode == () and Reading(allow_high_cardinality=1).allow_high_cardinality is True
+    assert Reading(recode=None).recode == ()
+    assert Reading(allow_high_cardinality=1).allow_high_cardinality is True
+    assert Reading(allow_high_cardinality=np.bool_(True)).allow_high_cardinality is True

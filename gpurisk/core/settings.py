@@ -230,11 +230,13 @@ class Reading:
     def __post_init__(self):
         if self.missing not in MISSING:
             raise BadInput(f"missing={self.missing!r} is not one of {', '.join(MISSING)}")
-        if not isinstance(self.allow_high_cardinality, (bool, numbers.Integral)):
+        flag = self.allow_high_cardinality
+        if hasattr(flag, "item") and getattr(flag, "ndim", None) == 0:      # numpy scalars
+            flag = flag.item()
+        if not isinstance(flag, (bool, numbers.Integral)):
             raise SettingError(Param("allow_high_cardinality", "--allow-high-cardinality",
-                                     Option(bool)), _shown(self.allow_high_cardinality),
-                               "is not True or False")
-        object.__setattr__(self, "allow_high_cardinality", bool(self.allow_high_cardinality))
+                                     Option(bool)), _shown(flag), "is not True or False")
+        object.__setattr__(self, "allow_high_cardinality", bool(flag))
         if self.recode is None:
             object.__setattr__(self, "recode", ())
 
