@@ -204,17 +204,19 @@ def test_settings_forms_refuse_what_the_command_cannot_use(frame):
         record_risk.record_risk_with(frame, "a,b", Design(fraction=0.2, weights="c"))
     with pytest.raises(BadInput, match="design takes a sampling fraction or design weights"):
         design.design_report_with(frame, "a,b", Design(population=frame))
-    with pytest.raises(BadInput, match="protect recodes the keys through --hierarchy"):
+    with pytest.raises(BadInput, match="protect recodes the keys through its hierarchies"):
         protect.protect_with(frame, "a,b", Design(fraction=0.2), Run(), Reading(recode=["a=bands:5"]),
                              hierarchies=["a=bands:10"], criteria=["theta_hat.upper<=0.9"])
 
 
 def test_reading_checks_its_fields_in_the_one_format():
     from gpurisk.errors import BadInput
-    with pytest.raises(BadInput, match=r"^missing='drop' is not one of category, error$"):
+    with pytest.raises(BadInput, match=r"^missing='drop' is not one of category, error$") as e:
         Reading(missing="drop")
-    with pytest.raises(BadInput, match=r"^allow_high_cardinality='yes' is not True or False$"):
+    assert e.value.cli_message() == "--missing 'drop' is not one of category, error"
+    with pytest.raises(BadInput, match=r"^allow_high_cardinality='yes' is not True or False$") as e:
         Reading(allow_high_cardinality="yes")
+    assert e.value.cli_message() == "--allow-high-cardinality 'yes' is not True or False"
     assert Reading(recode=None).recode == ()
     assert Reading(allow_high_cardinality=1).allow_high_cardinality is True
     assert Reading(allow_high_cardinality=np.bool_(True)).allow_high_cardinality is True

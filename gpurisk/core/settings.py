@@ -229,7 +229,8 @@ class Reading:
 
     def __post_init__(self):
         if self.missing not in MISSING:
-            raise BadInput(f"missing={self.missing!r} is not one of {', '.join(MISSING)}")
+            raise BadInput(f"missing={self.missing!r} is not one of {', '.join(MISSING)}",
+                           cli=f"--missing {self.missing!r} is not one of {', '.join(MISSING)}")
         flag = self.allow_high_cardinality
         if hasattr(flag, "item") and getattr(flag, "ndim", None) == 0:      # numpy scalars
             flag = flag.item()

@@ -85,7 +85,8 @@ def protect_with(data, keys, design: Design, run: Run, reading: Reading | None =
     from gpurisk.plugins import measure_registry
     reading = reading or Reading()
     if reading.recode:
-        raise BadInput("protect recodes the keys through --hierarchy, not --recode")
+        raise BadInput("protect recodes the keys through its hierarchies, not a Reading's recode",
+                       cli="protect recodes the keys through --hierarchy, not --recode")
     population, sample_flag, weights = design.population, design.sample_flag, design.weights
     missing, sep, encoding = reading.missing, reading.sep, reading.encoding
     allow_high_cardinality = reading.allow_high_cardinality
