@@ -97,6 +97,7 @@ def main() -> None:
         m = max(1, min(total, int(args.groupby_nodes)))
         pick = sorted(set(np.linspace(0, total - 1, m).round().astype(int).tolist()))
     z = NormalDist().inv_cdf(1 - 0.01)
+    from scipy.stats import chi2
     pi = args.fraction
     t0 = time.perf_counter()
     upper = {}
@@ -110,7 +111,13 @@ def main() -> None:
             th = pi * n1 / den
             v = th * th * 2 * (1 - pi) * (3 * (1 - pi) * n3 + (2 - pi) * n2) / den ** 2
             # the 99 % bound on the log scale, at most 1 (theta_hat's default bound)
-            upper[i] = min(1.0, th * math.exp(z * math.sqrt(v) / th)) if th > 0 else 0.0
+            up = min(1.0, th * math.exp(z * math.sqrt(v) / th)) if th > 0 else 0.0
+            if n2 < 20 and n1 > 0:   # few pairs: at least Garwood's exact-Poisson bound
+                n1_u = 0.5 * chi2.ppf(0.99, 2 * n1 + 2)
+                n2_l = 0.5 * chi2.ppf(0.01, 2 * n2)
+                d = pi * n1_u + 2 * (1 - pi) * n2_l
+                up = max(up, min(1.0, pi * n1_u / d) if d > 0 else 1.0)
+            upper[i] = up
         else:
             upper[i] = math.nan
     gb = time.perf_counter() - t0
