@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -202,8 +203,9 @@ def test_gpu_backends_are_registered_lazily(tmp_path):
     for m in GPU_MODULES:      # importable stand-ins: an import of one would show in sys.modules
         (tmp_path / m).mkdir()
         (tmp_path / m / "__init__.py").write_text("")
+    path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, cwd=ROOT,
-                         timeout=300, env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)})
+                         timeout=300, env={**os.environ, "PYTHONPATH": path})
     assert out.returncode == 0, out.stderr
     before, after = out.stdout.split()
     assert before == "-", f"imported at import time or by a pandas count: {before}"
