@@ -174,8 +174,14 @@ class Inputs:
 
     # --- what is read --------------------------------------------------------------------------
     @property
+    def backend_obj(self):
+        """The :class:`gpurisk.backends.Backend` that counts: ask it, never compare its name."""
+        from gpurisk.backends import get_backend
+        return get_backend(self.backend)
+
+    @property
     def distributed(self) -> bool:
-        return self.backend in ("dask", "dask-cudf")
+        return self.backend_obj.distributed
 
     @property
     def sample_columns(self) -> list[str]:
@@ -192,14 +198,11 @@ class Inputs:
         return str(d) if isinstance(d, str) else f"<{type(d).__name__}>"
 
     def _read(self, source, columns):
-        from gpurisk.io import read_lazy, read_table
         if not isinstance(source, (str, Path)):
             return source
-        if self.distributed:   # partition-wise: a Parquet directory or a CSV glob, read by the workers
-            return read_lazy(source, sep=self.sep, columns=columns, encoding=self.encoding,
-                             gpu=self.backend == "dask-cudf",   # Parquet decoded on the GPUs
-                             text_columns=[self.sample_flag] if self.sample_flag else ())
-        return read_table(source, sep=self.sep, columns=columns, encoding=self.encoding)
+        # in memory, or partition-wise (a Parquet directory or a CSV glob, read by the workers)
+        return self.backend_obj.read(source, sep=self.sep, columns=columns, encoding=self.encoding,
+                                     text_columns=[self.sample_flag] if self.sample_flag else ())
 
     def read(self) -> Frames:
         """The sample and population as frames, checked: records present, keys not all missing."""
@@ -273,7 +276,6 @@ class Inputs:
         from dataclasses import replace
         from types import SimpleNamespace
 
-        from gpurisk.freq._dask import summary_dask
         from gpurisk.freq.buckets import collect, context_key
         from gpurisk.freq.guards import check_cardinality
         from gpurisk.freq.summary import SummaryTable, combine
@@ -314,10 +316,10 @@ class Inputs:
         elif bucket_measures:
             maps = "later"       # pi = n/N or n/Σw: the maps wait for the summaries
         t0 = time.perf_counter()
-        got = summary_dask(frames.sample, keys, population=frames.population,
-                           sample_flag=self.sample_flag, weights=self.weights,
-                           missing=self.missing, gpu=self.backend == "dask-cudf",
-                           sep=self.sep, with_cards=True, then=then, maps=maps)
+        got = self.backend_obj.summary(frames.sample, keys, population=frames.population,
+                                       sample_flag=self.sample_flag, weights=self.weights,
+                                       missing=self.missing, sep=self.sep, with_cards=True,
+                                       then=then, maps=maps)
         mapped = got[3] if maps is not None else None
         table = box["table"]
         if mapped is not None:

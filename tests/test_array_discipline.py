@@ -15,10 +15,11 @@ SOURCES = sorted((ROOT / "gpurisk").rglob("*.py")) + \
 #: the one module that moves device arrays to the host (and the strict namespace that mimics CuPy)
 HOST_TRANSFER = {"gpurisk/xp.py", "gpurisk/testing/strict.py"}
 #: modules that tell array or frame kinds apart by their module
-SNIFFERS = {"gpurisk/xp.py", "gpurisk/backends.py"}
+SNIFFERS = {"gpurisk/xp.py", "gpurisk/backends/cpu.py"}
 #: GPU backend code, which calls CuPy/cuDF APIs on cuDF frames (device counts, categorical codes)
-CUPY_IMPORTERS = {"gpurisk/xp.py", "gpurisk/backends.py", "gpurisk/freq/_cudf.py",
-                  "gpurisk/freq/plan.py", "gpurisk/freq/partial.py"}
+CUPY_IMPORTERS = {"gpurisk/xp.py", "gpurisk/backends/choose.py", "gpurisk/backends/cluster.py",
+                  "gpurisk/backends/gpu.py", "gpurisk/freq/_cudf.py", "gpurisk/freq/plan.py",
+                  "gpurisk/freq/partial.py"}
 
 
 def _rel(p: Path) -> str:

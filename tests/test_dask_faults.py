@@ -112,9 +112,10 @@ def test_killed_worker_gives_one_clear_line(monkeypatch, capsys):
         raise KilledWorker("count-part-3", "tcp://127.0.0.1:1", 3)
 
     from gpurisk import backends
+    from gpurisk.backends import cluster as clusters
     monkeypatch.setattr(mod, "assess_with", boom)      # what `gpurisk assess` calls
     monkeypatch.setattr(backends.config, "memory_limit", None)   # the option below sets it
-    monkeypatch.setattr(backends, "_LOCAL", {})   # no cluster of an earlier test is asked
+    monkeypatch.setattr(clusters, "_LOCAL", {})   # no cluster of an earlier test is asked
     with pytest.raises(SystemExit) as e:
         main(["assess", "example:adult", "--keys", "age,sex", "--memory-limit", "1.5GiB"])
     assert e.value.code == 1
@@ -127,14 +128,15 @@ def test_worker_memory_note_reads_the_running_cluster(monkeypatch):
     """The limit named in that line is read from the local cluster gpurisk started (here 2 workers
     of 300 MiB); with none running, from the setting."""
     from gpurisk import backends
+    from gpurisk.backends import cluster as clusters
     monkeypatch.setattr(backends.config, "memory_limit", None)
     monkeypatch.delenv(backends.ENV_MEMORY_LIMIT, raising=False)
-    monkeypatch.setattr(backends, "_LOCAL", {})
+    monkeypatch.setattr(clusters, "_LOCAL", {})
     assert backends.worker_memory_note() == ""
     monkeypatch.setenv(backends.ENV_MEMORY_LIMIT, "512MiB")
     assert backends.worker_memory_note() == "each worker is limited to 0.50 GiB"
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                                   dashboard_address=None, memory_limit="300MiB") as cluster, \
             distributed.Client(cluster) as client:
-        monkeypatch.setitem(backends._LOCAL, ("test",), client)
+        monkeypatch.setitem(clusters._LOCAL, ("test",), client)
         assert backends.worker_memory_note() == "each worker is limited to 0.29 GiB (2 workers)"

@@ -118,8 +118,8 @@ def register(cli: click.Group) -> None:
         id_cols = [c for v in ids for c in (split_list(v) or [])]
         if id_cols and not output:
             raise BadInput("--id names columns to copy into --output; give -o FILE.parquet too")
-        from gpurisk.backends import resolve_backend
-        distributed = resolve_backend(backend, data) in ("dask", "dask-cudf")
+        from gpurisk.backends import get_backend, resolve_backend
+        distributed = get_backend(resolve_backend(backend, data)).distributed
         if id_cols:
             _check_id_names(id_cols)
         if id_cols and not distributed:     # on Dask the workers carry them into each part file

@@ -21,7 +21,7 @@ def to_cudf(data, columns, sep=None, where="the sample", **check):  # pragma: no
     """
     import cudf
 
-    from gpurisk.backends import data_kind
+    from gpurisk.backends import backend_of
     from gpurisk.io import _parquet_names, expand_input, is_parquet, read_table
     cols = list(dict.fromkeys(columns))
     if isinstance(data, (str, Path)):
@@ -34,14 +34,14 @@ def to_cudf(data, columns, sep=None, where="the sample", **check):  # pragma: no
             return cudf.read_parquet(target, columns=cols)
         frame = read_table(data, sep=sep, columns=cols)
         return cudf.from_pandas(frame)
-    kind = data_kind(data)
-    if kind in ("dask", "dask-cudf"):
+    kind = backend_of(data)
+    if kind is not None and kind.distributed:
         raise BadInput("a Dask DataFrame counts on --backend dask or dask-cudf, not cudf")
-    if kind not in ("pandas", "cudf") or not hasattr(data, "columns"):
+    if kind is None or not hasattr(data, "columns"):   # a pandas or a cuDF frame
         raise BadInput(f"expected a DataFrame or a path, got {type(data).__name__}")
     check_columns(data.columns, **check, where=where)
     sub = data[cols]
-    return cudf.from_pandas(sub) if kind == "pandas" else sub
+    return sub if kind.gpu else cudf.from_pandas(sub)
 
 
 def build_table_cudf(sample, keys, population=None, sample_flag=None, weights=None,

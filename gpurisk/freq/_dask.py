@@ -44,7 +44,7 @@ def to_dask(data, columns, gpu: bool, nworkers: int, sep=None, where="the sample
     """A Dask DataFrame of ``columns`` (checked to exist) from a path, a frame or a Dask frame."""
     import dask.dataframe as dd
 
-    from gpurisk.backends import data_kind
+    from gpurisk.backends import backend_of
     if isinstance(data, (str, Path)):
         from gpurisk.io import read_lazy
         from gpurisk.io.lazy import check_flat
@@ -52,10 +52,10 @@ def to_dask(data, columns, gpu: bool, nworkers: int, sep=None, where="the sample
         check_flat(data, list(dict.fromkeys(columns)))
         in_memory = False
     else:
-        kind = data_kind(data)
-        if kind in ("dask", "dask-cudf"):
+        kind = backend_of(data)
+        if kind is not None and kind.distributed:
             ddf, in_memory = data, False
-        elif kind == "pandas" and hasattr(data, "columns"):
+        elif kind is not None and not kind.gpu and hasattr(data, "columns"):   # a pandas frame
             nparts = max(nworkers, math.ceil(len(data) / ROWS_PER_PARTITION), 1)
             check_columns(data.columns, **check, where=where)
             from gpurisk.freq.encode import check_value_types
@@ -63,7 +63,7 @@ def to_dask(data, columns, gpu: bool, nworkers: int, sep=None, where="the sample
                 check_value_types(k, data[k])
             ddf = dd.from_pandas(data[list(dict.fromkeys(columns))], npartitions=nparts, sort=False)
             in_memory = True
-        elif kind == "cudf":  # pragma: no cover - needs a GPU
+        elif kind is not None and kind.gpu:  # pragma: no cover - needs a GPU (a cuDF frame)
             import dask_cudf
             nparts = max(nworkers, math.ceil(len(data) / GPU_ROWS_PER_PARTITION), 1)
             check_columns(data.columns, **check, where=where)
@@ -74,7 +74,7 @@ def to_dask(data, columns, gpu: bool, nworkers: int, sep=None, where="the sample
             raise BadInput(f"expected a DataFrame, a Dask DataFrame or a path, got {type(data).__name__}")
     check_columns(ddf.columns, **check, where=where)
     ddf = ddf[list(dict.fromkeys(columns))]
-    meta_gpu = data_kind(ddf) == "dask-cudf"
+    meta_gpu = backend_of(ddf).gpu
     if gpu and not meta_gpu:
         ddf = ddf.to_backend("cudf")
     elif not gpu and meta_gpu:

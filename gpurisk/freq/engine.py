@@ -1,7 +1,8 @@
 """The counting engine: records in, :class:`FreqTable` out. The one place that touches records.
 
 ``build_table`` takes a sample frame, and optionally a population frame or a boolean sample-flag
-column of one register frame, plus optional design weights; it dispatches by backend. Every backend
+column of one register frame, plus optional design weights; it dispatches to the backend's
+object (:mod:`gpurisk.backends`). Every backend
 counts with the same functions of :mod:`gpurisk.freq.partial` (the one reducer), against the same
 kind of encoding plan (:mod:`gpurisk.freq.plan`), with the same mixed-radix ids
 (:func:`gpurisk.freq.cellid.mixed_radix_ids`):
@@ -21,9 +22,6 @@ measure first asks (:func:`gpurisk.freq.partial.locate`).
 """
 from __future__ import annotations
 
-import pandas as pd
-
-from gpurisk.errors import BadInput, UnsupportedBackend
 from gpurisk.freq.columns import sample_flag_mask, weight_array  # noqa: F401  (re-exported)
 from gpurisk.freq.piece import build_table_piece
 from gpurisk.freq.table import FreqTable
@@ -41,26 +39,16 @@ def build_table(sample, keys, population=None, sample_flag: str | None = None,
     whole register. At most one of the two.
     """
     from gpurisk.backends import resolve_backend
-    name = resolve_backend(backend, sample)
-    if name != "pandas":
-        return dispatch_build(name, sample, list(keys), population=population,
-                              sample_flag=sample_flag, weights=weights, missing=missing)
-    if not isinstance(sample, pd.DataFrame):
-        raise BadInput(f"expected a pandas DataFrame, got {type(sample).__name__}")
-    if population is not None and not isinstance(population, pd.DataFrame):
-        raise BadInput(f"expected the population as a pandas DataFrame, got {type(population).__name__}")
-    return build_table_piece(sample, list(keys), population, sample_flag, weights, missing)
+    return dispatch_build(resolve_backend(backend, sample), sample, list(keys),
+                          population=population, sample_flag=sample_flag, weights=weights,
+                          missing=missing)
 
 
 def dispatch_build(name: str, sample, keys, **kw):
-    """build_table on a backend other than pandas (the engine owns its backends' counting code;
-    :mod:`gpurisk.backends` only names them, checks they can run and provides the Dask client)."""
-    from gpurisk.backends import require
-    require(name)
-    if name in ("dask", "dask-cudf"):
-        from gpurisk.freq._dask import build_table_dask
-        return build_table_dask(sample, keys, gpu=(name == "dask-cudf"), **kw)
-    if name == "cudf":
-        from gpurisk.freq._cudf import build_table_cudf
-        return build_table_cudf(sample, keys, **kw)
-    raise UnsupportedBackend(f"backend {name!r} is not available in this build")
+    """build_table on the backend registered as ``name``: checked to run here, then its ``count``
+    (:mod:`gpurisk.backends`: each backend object says how it counts; the counting code is the
+    engine's, :mod:`gpurisk.freq.piece` in process, :mod:`gpurisk.freq._dask` on a cluster)."""
+    from gpurisk.backends import get_backend
+    backend = get_backend(name)
+    backend.require()
+    return backend.count(sample, keys, **kw)

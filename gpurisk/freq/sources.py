@@ -17,7 +17,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpurisk.errors import BadInput
-from gpurisk.xp import is_cudf
 from gpurisk.freq.summary import CellSummary, combine, summary_of_table
 
 
@@ -34,11 +33,10 @@ def write_record_counts(source, keys, out_dir, backend=None, population=None, sa
                     missing=missing, backend=backend, sep=sep, columns=carry)
     keys = list(inputs.keys)
     if inputs.distributed:
-        from gpurisk.freq._dask import write_records_dask
-        return write_records_dask(source, keys, out_dir, population=population,
-                                  sample_flag=sample_flag, weights=weights, missing=missing,
-                                  gpu=(inputs.backend == "dask-cudf"), sep=sep, carry=carry,
-                                  buckets=buckets)
+        return inputs.backend_obj.write_records(source, keys, out_dir, population=population,
+                                                sample_flag=sample_flag, weights=weights,
+                                                missing=missing, sep=sep, carry=carry,
+                                                buckets=buckets)
     frames = inputs.read()
     miss = [c for c in carry if c not in frames.sample.columns]
     if miss:
@@ -49,14 +47,7 @@ def write_record_counts(source, keys, out_dir, backend=None, population=None, sa
     if sample_flag:
         from gpurisk.freq.partial import _flag
         sub = sub[_flag(sub, sample_flag)]
-    if inputs.backend == "cudf":  # pragma: no cover - needs a GPU
-        import cudf
-        out = cudf.DataFrame()
-        if carry and not is_cudf(sub):
-            sub = cudf.from_pandas(sub[carry])
-    else:
-        import pandas as pd
-        out = pd.DataFrame()
+    out, sub = inputs.backend_obj.output_frame(sub, carry)   # a cuDF frame on the GPU
     for c in carry:
         out[c] = sub[c].reset_index(drop=True)
     out["f"] = table.f[rc]
@@ -85,9 +76,9 @@ def summarize(source, keys, population=None, sample_flag=None, weights=None, mis
                     missing=missing, backend=backend, sep=sep)
     if not inputs.distributed:
         return summary_of_table(inputs.count(guard=False).table)
-    from gpurisk.freq._dask import summary_dask
     frames = inputs.read()
-    plan, parts = summary_dask(frames.sample, list(inputs.keys), population=frames.population,
-                               sample_flag=sample_flag, weights=weights, missing=missing,
-                               gpu=(inputs.backend == "dask-cudf"), sep=sep, buckets=buckets)
+    plan, parts = inputs.backend_obj.summary(frames.sample, list(inputs.keys),
+                                             population=frames.population, sample_flag=sample_flag,
+                                             weights=weights, missing=missing, sep=sep,
+                                             buckets=buckets)
     return combine(plan, parts, inputs.backend)

@@ -310,21 +310,20 @@ def _distributed_rows(doc, model: RiskModel, inp, frames, output, all_records, s
     (a Parquet dataset, replaced as a whole when complete), rows never gathered."""
     import functools
 
-    from gpurisk.freq._dask import record_pass_dask
     from gpurisk.io.atomic import atomic_dataset
     t = model.table
     cols = {k: to_host(v) for k, v in model.for_cells(np.arange(int(t.f.shape[0]))).items()}
     special = [r["cell"] for r in doc["table3"]]
-    kw = dict(sample_flag=inp.sample_flag, gpu=inp.backend == "dask-cudf", sep=inp.sep,
-              special=special)
+    kw = dict(sample_flag=inp.sample_flag, sep=inp.sep, special=special)
+    record_pass = inp.backend_obj.record_pass     # each record's risks, found on the workers
     if output is None:
-        res = record_pass_dask(frames.sample, t, cols, **kw)
+        res = record_pass(frames.sample, t, cols, **kw)
     else:
         write = functools.partial(write_risk_part, methods=model.methods,
                                   population=t.F is not None, all_records=all_records)
         with atomic_dataset(output) as tmp:
-            res = record_pass_dask(frames.sample, t, cols, write=write, out_dir=tmp,
-                                   carry=list(ids), **kw)
+            res = record_pass(frames.sample, t, cols, write=write, out_dir=tmp,
+                              carry=list(ids), **kw)
         doc["output"] = {"path": str(output), "rows": res["written"], "files": res["files"],
                          "layout": "Parquet dataset: one part.NNNNN.parquet per partition"}
         if ids:

@@ -134,14 +134,16 @@ def _scenarios(keys: list[str], scenarios) -> list[tuple[str, ...]]:
 def _record_backend(backend: str | None) -> str:
     """The backend protect counts on: it writes each record's group, so it needs each record's
     cell, which a distributed count does not bring back (pandas, cudf, or auto/None: pandas)."""
-    if backend in (None, "", "auto", "pandas"):
-        return "pandas"
-    if backend == "cudf":
+    from gpurisk.backends import AUTO, DEFAULT, get_backend, is_auto, names
+    if is_auto(backend):
+        return DEFAULT
+    if backend in names() and not get_backend(backend).distributed:
         return backend
-    if backend in ("dask", "dask-cudf"):
+    if backend in names():
         raise BadInput(f"protect on the {backend} backend: the release needs each record's cell, "
                        "which a distributed count keeps on its workers; use --backend pandas or cudf")
-    raise BadInput(f"backend {backend!r} is not one of auto, pandas, cudf (protect)")
+    local = [n for n in names() if not get_backend(n).distributed]
+    raise BadInput(f"backend {backend!r} is not one of {', '.join([AUTO, *local])} (protect)")
 
 
 def _release_mask(root, levels, node, scen, r: int, mode: str):

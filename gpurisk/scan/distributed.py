@@ -72,7 +72,7 @@ class SummaryScan:
         self._gen = subset_summaries(frames.sample, self.keys, self.subsets, self.skip,
                                      population=frames.population, sample_flag=inp.sample_flag,
                                      weights=inp.weights, missing=inp.missing,
-                                     gpu=inp.backend == "dask-cudf", sep=inp.sep,
+                                     gpu=inp.backend_obj.gpu, sep=inp.sep,
                                      maps_for=self._maps_for if self._bucket else None)
         try:
             _, self.plan, parts, cards = next(self._gen)

@@ -67,7 +67,7 @@ def in_process_cluster(backend: str):
     calling :func:`check_measure` at top level (no ``if __name__ == "__main__":``) would run again in
     each of them, and their nannies fail to start. The same counting code runs on threads."""
     from gpurisk import backends
-    if backend not in ("dask", "dask-cudf") or os.environ.get(backends.ENV_SCHEDULER) \
+    if not backends.get_backend(backend).distributed or os.environ.get(backends.ENV_SCHEDULER) \
             or backends.config.scheduler:
         yield
         return

@@ -27,7 +27,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["StrictArray", "StrictNamespace", "xp", "StrictError", "strict_table"]
+from gpurisk.backends.registry import Backend
+
+__all__ = ["StrictArray", "StrictNamespace", "xp", "StrictError", "strict_table", "StrictBackend",
+           "STRICT"]
 
 
 class StrictError(TypeError):
@@ -312,3 +315,25 @@ def strict_table(sample, keys, population=None, sample_flag=None, weights=None,
     return build_table_piece(sample, list(keys), population=population, sample_flag=sample_flag,
                              weights=weights, missing=missing, xp=xp, backend="strict",
                              plan_first=True)
+
+
+class StrictBackend(Backend):
+    """The strict namespace as a backend for the conformance kit (not offered by ``--backend``):
+    the cuDF backend's count on the CPU, its arrays in :data:`xp`. A measure failing on it has
+    broken the GPU path's array discipline, which the kit reports instead of raising."""
+
+    name = "strict"
+    listed = False
+    stand_in = True
+
+    def count(self, sample, keys, population=None, sample_flag=None, weights=None,
+              missing="category"):
+        return strict_table(sample, keys, population=population, sample_flag=sample_flag,
+                            weights=weights, missing=missing)
+
+    def namespace(self):
+        return xp
+
+
+#: the strict backend, registered lazily as ``strict`` by :mod:`gpurisk.backends.registry`
+STRICT = StrictBackend()

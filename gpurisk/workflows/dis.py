@@ -19,13 +19,12 @@ def _distributed_codes(inp, frames, keys, extra_cols):
     integers, records × columns bytes) are encoded there with that count's plan and brought here,
     where the perturbations redraw the whole file (a swap pairs records across partitions). The
     codes equal the pandas backend's, so a seed gives the same pr(cm|um) on both."""
-    from gpurisk.freq._dask import record_codes_dask
     if inp.recode:
         raise BadInput(f"dis with --recode on the {inp.backend} backend: the records' codes are "
                        "taken before recoding; recode the data, or use --backend pandas (or cudf)")
     table = inp.count(frames, also=extra_cols).table
     cols = list(table.keys)
-    allc = record_codes_dask(frames.sample, table, gpu=inp.backend == "dask-cudf", sep=inp.sep)
+    allc = inp.backend_obj.record_codes(frames.sample, table, sep=inp.sep)
     pos = {c: v for v, c in enumerate(cols)}
     return ([allc[pos[k]] for k in keys], [table.categories[pos[k]] for k in keys],
             {c: allc[pos[c]] for c in extra_cols})

@@ -1,11 +1,4 @@
-"""Which backend counts: a name from ``--backend``, ``gpurisk.config.backend`` or ``GPURISK_BACKEND``.
-
-Names: ``pandas`` (in-process default), ``dask`` (pandas partitions on a Dask cluster), ``cudf`` (one
-GPU), ``dask-cudf`` (cuDF partitions on a dask-cuda cluster) and ``auto``. With no name set anywhere,
-the input decides (a Dask collection counts on ``dask``/``dask-cudf``, a cuDF frame on ``cudf``,
-anything else on ``pandas``). ``auto`` also takes a GPU when one is really usable: ``import cudf``
-succeeds on machines without a GPU, so a device is detected by CuPy's device count, never by an
-import; each backend not taken is logged (logger ``gpurisk.backends``) with the reason.
+"""The Dask clusters the distributed backends count on (:func:`dask_client`).
 
 Dask backends run on the cluster at ``--scheduler ADDRESS`` (``config.scheduler``,
 ``GPURISK_SCHEDULER``), else on the Dask client already active in the process, else on a local
@@ -16,130 +9,13 @@ process and closed when it exits.
 from __future__ import annotations
 
 import atexit
-import importlib
 import logging
 import os
 from contextlib import contextmanager
 
-from gpurisk.errors import BadInput, UnsupportedBackend
-
-log = logging.getLogger("gpurisk.backends")
-BACKENDS = ("auto", "pandas", "dask", "cudf", "dask-cudf")
-ENV_BACKEND = "GPURISK_BACKEND"
-ENV_SCHEDULER = "GPURISK_SCHEDULER"
-ENV_WORKERS = "GPURISK_WORKERS"
-ENV_MEMORY_LIMIT = "GPURISK_MEMORY_LIMIT"
-
-
-class _Config:
-    """Process-wide settings; ``gpurisk.config.backend = "dask"``.
-
-    ``scheduler``: address of an existing Dask scheduler; ``workers``: worker processes of a local
-    cluster; ``memory_limit``: memory limit per local worker (Dask's syntax, e.g. ``"2GiB"``).
-    """
-
-    def __init__(self):
-        self.backend: str | None = None
-        self.scheduler: str | None = None
-        self.workers: int | None = None
-        self.memory_limit: str | int | None = None
-
-
-config = _Config()
-
-
-# --- what is usable here --------------------------------------------------------------------------
-
-def gpu_devices() -> tuple[int, str]:
-    """(number of usable CUDA devices, why) -- never raises."""
-    try:
-        import cupy
-    except Exception as exc:
-        return 0, f"cupy is not importable ({type(exc).__name__}: {exc})"
-    try:
-        n = int(cupy.cuda.runtime.getDeviceCount())
-    except Exception as exc:
-        return 0, f"no usable CUDA device ({type(exc).__name__}: {exc})"
-    if n < 1:
-        return 0, "no CUDA device"
-    return n, f"{n} CUDA device(s)"
-
-
-def _missing_modules(*mods: str) -> str | None:
-    for m in mods:
-        try:
-            importlib.import_module(m)
-        except Exception as exc:
-            return f"{m} is not importable ({type(exc).__name__}: {exc})"
-    return None
-
-
-def data_kind(data) -> str | None:
-    """The backend a collection belongs to, or None for paths and other objects."""
-    from gpurisk.xp import is_cudf
-    if hasattr(data, "__dask_graph__") and hasattr(data, "npartitions"):
-        meta = getattr(data, "_meta", None)
-        return "dask-cudf" if meta is not None and is_cudf(meta) else "dask"
-    if is_cudf(data):
-        return "cudf"
-    if type(data).__module__.split(".")[0] == "pandas":
-        return "pandas"
-    return None
-
-
-def _auto(data) -> str:
-    kind = data_kind(data)
-    if kind in ("dask", "dask-cudf", "cudf"):
-        log.info("auto: the input is a %s collection: backend %s", kind, kind)
-        return kind
-    n, why = gpu_devices()
-    if n == 0:
-        log.info("auto: cudf and dask-cudf not taken: %s; backend pandas", why)
-        return "pandas"
-    miss = _missing_modules("cudf")
-    if miss:
-        log.info("auto: %s but cudf not taken: %s; backend pandas", why, miss)
-        return "pandas"
-    if n > 1:
-        miss = _missing_modules("dask_cudf", "dask_cuda")
-        if miss is None:
-            log.info("auto: %s: backend dask-cudf", why)
-            return "dask-cudf"
-        log.info("auto: %s but dask-cudf not taken: %s", why, miss)
-    log.info("auto: %s: backend cudf", why)
-    return "cudf"
-
-
-def resolve_backend(name: str | None = None, data=None) -> str:
-    """The backend to count ``data`` on: ``name``, else the config, the environment, the input."""
-    name = name or config.backend or os.environ.get(ENV_BACKEND)
-    if not name:
-        kind = data_kind(data)
-        return kind if kind in ("dask", "dask-cudf", "cudf") else "pandas"
-    name = name.strip().lower()
-    if name not in BACKENDS:
-        raise BadInput(f"backend {name!r} is not one of {', '.join(BACKENDS)}")
-    if name == "auto":
-        return _auto(data)
-    return name
-
-
-def require(name: str) -> None:
-    """Raise :class:`UnsupportedBackend` (one line, the reason) when ``name`` cannot run here."""
-    if name in ("dask", "dask-cudf"):
-        miss = _missing_modules("dask.dataframe", "distributed")
-        if miss:
-            raise UnsupportedBackend(f"backend {name!r} needs dask[dataframe] and distributed "
-                                     f"(pip install 'gpurisk[dask]'): {miss}")
-    if name in ("cudf", "dask-cudf"):
-        n, why = gpu_devices()
-        if n == 0:
-            raise UnsupportedBackend(f"backend {name!r} needs a CUDA GPU: {why}")
-        mods = ("cudf",) if name == "cudf" else ("cudf", "dask_cudf", "dask_cuda")
-        miss = _missing_modules(*mods)
-        if miss:
-            raise UnsupportedBackend(f"backend {name!r} needs RAPIDS (pip install 'gpurisk[cuda12]' "
-                                     f"or 'gpurisk[cuda13]'): {miss}")
+from gpurisk.backends.choose import (ENV_MEMORY_LIMIT, ENV_SCHEDULER, ENV_WORKERS, config,
+                                     log, require)
+from gpurisk.errors import BadInput
 
 
 # --- Dask clusters -----------------------------------------------------------------------------
