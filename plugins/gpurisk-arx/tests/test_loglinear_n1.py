@@ -127,3 +127,59 @@ def test_simulation_of_the_model_recovers_N1():
     bias, se = np.mean(errs), np.std(errs, ddof=1) / math.sqrt(len(errs))
     assert abs(bias) < 0.03 * np.mean(truths)
     assert abs(bias) < 3 * se + 1e-9 or abs(bias) < 0.01 * np.mean(truths)
+
+
+def _main_effects_populations(reps, seed=4):
+    rng = np.random.default_rng(seed)
+    cards = (9, 7, 12, 5)
+    margins = [rng.dirichlet(np.full(k, 0.8)) for k in cards]
+    lam = 6000.0 * np.einsum("a,b,c,d->abcd", *margins).ravel()
+    grid = np.array(list(itertools.product(*[range(k) for k in cards])))
+    for _ in range(reps):
+        F = rng.poisson(lam * rng.gamma(1 / 0.5, 0.5, size=lam.size))
+        yield F, rng.binomial(F, 0.1), [grid[:, v] for v in range(4)]
+
+
+def test_main_effects_fit_recovers_N1_and_covers_it_under_its_model():
+    """model=loglinear_main (main effects, α fitted to n1) on populations drawn from a main-effects
+    Poisson–gamma model (α = 0.5, π = 0.1): the mean estimate is within 4 % of the mean true N1 and
+    the 95 % interval covers N1 in at least 85 % of the samples."""
+    errs, truths, cover = [], [], 0
+    for F, f, codes in _main_effects_populations(30):
+        fit = LL.fit(codes, f, F.sum(), "loglinear_main")     # f = 0 cells are dropped
+        truth = (F == 1).sum()
+        errs.append(fit.value - truth)
+        truths.append(truth)
+        cover += fit.lower <= truth <= fit.upper
+    assert abs(np.mean(errs)) < 0.04 * np.mean(truths)
+    assert cover / 30 >= 0.85
+
+
+def test_default_fit_under_a_main_effects_model():
+    """The default (main effects tempered by β ∈ [0, 1], α and β fitted to n1 and n2) on the same
+    populations: the sample's n2 pulls β below 1 (the estimated margins spread the cells' means more
+    than the true ones do), so it is low here: measured −10 % (interval coverage 80 %) on these 20 samples; the test
+    holds the bias within −20 % … +5 % and the coverage at ≥ 60 % (docs/arx.md gives the known bias)."""
+    errs, truths, cover = [], [], 0
+    for F, f, codes in _main_effects_populations(20, seed=5):
+        fit = LL.fit(codes, f, F.sum())
+        truth = (F == 1).sum()
+        errs.append(fit.value - truth)
+        truths.append(truth)
+        cover += fit.lower <= truth <= fit.upper
+    rel = np.mean(errs) / np.mean(truths)
+    assert -0.20 < rel < 0.05
+    assert cover / 20 >= 0.6
+
+
+def test_fit_edges():
+    """Every sample record unique: not estimable (no value, the reason); no sample unique: 0; the
+    value never leaves [n1 − (N − n), N − (n − n1)]."""
+    codes = [np.arange(6), np.arange(6) % 2]
+    r = LL.fit(codes, np.ones(6, dtype=int), 100)
+    assert r.value is None and "not estimable" in r.reason
+    r = LL.fit(codes, np.full(6, 3), 100)
+    assert r.value == 0.0
+    f = np.array([1, 1, 1, 1, 2, 9])          # N = n + 1: at most n1 + 1 population uniques
+    r = LL.fit([np.arange(6), np.arange(6) % 3], f, f.sum() + 1)
+    assert 4 - 1 <= r.value <= 4 + 1 and r.lower >= 3 and r.upper <= 5

@@ -300,9 +300,10 @@ LL_MODELS = {"loglinear": ("tempered", "calibrated"),
              "loglinear_main": ("main", "calibrated"),
              "bethlehem": ("none", "calibrated")}
 #: relative model error added to the s.e. (module docstring): with it the 95 % interval covered N1
-#: in ≥ 90 % of the samples of bench/validate_pop_uniqueness.py's cells at π ≥ 5 % where the bias is
-#: within ±25 % (set on that study: in-sample)
-MODEL_ERROR = 0.10
+#: in ≥ 90 % of the samples of every cell of bench/validate_pop_uniqueness.py at π = 5 and 10 %
+#: except adult-b at 5 % (68 %, where the estimate is 26 % low); 0.10 left adult at 10 % at 88 %
+#: (40 samples a cell; set on that same study: in-sample)
+MODEL_ERROR = 0.15
 
 
 def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
