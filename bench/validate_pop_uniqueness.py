@@ -24,6 +24,7 @@ Needs plugins/gpurisk-arx installed (``pip install -e ./plugins/gpurisk-arx``).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -34,7 +35,12 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gpurisk_arx import loglinear_n1 as LL  # noqa: E402
 from gpurisk_arx import uniqueness as U  # noqa: E402
+from gpurisk_arx.pitman_mle import bounds  # noqa: E402
+
+ROW_EXTRA: dict = {}      # per-row extras of the last fit (the log-linear s.e. without model error)
+
 
 POPULATIONS = [
     ("FARS", "arx_genetic/fars_int.csv", ["iage", "isex", "irace", "ihispanic", "istatenum"]),
@@ -52,6 +58,17 @@ ESTIMATORS = {
     "gp:pitman-fin": dict(rule="gpurisk", model="pitman", expectation="finite"),
     "gp:dankar": dict(rule="gpurisk", model="dankar"),
     "gp:snb": dict(rule="gpurisk", model="snb"),
+    "gp:zayatz": dict(rule="gpurisk", model="zayatz"),
+    "gp:loglinear": dict(loglinear="loglinear"),
+    "gp:loglinear_main": dict(loglinear="loglinear_main"),
+    "gp:bethlehem": dict(loglinear="bethlehem"),
+    "ll:main": dict(loglinear="main"),
+    "ll:bethlehem": dict(loglinear="none"),
+    "ll:main-poisson": dict(loglinear="main", dispersion="none"),
+    "ll:main-cal": dict(loglinear="main", dispersion="calibrated"),
+    "ll:bethlehem-cal": dict(loglinear="none", dispersion="calibrated"),
+    "ll:tempered": dict(loglinear="tempered", dispersion="calibrated"),
+    "ll:tempered-half": dict(loglinear="tempered", dispersion="calibrated", target="half"),
 }
 
 
@@ -63,13 +80,38 @@ def data_dir() -> Path:
     return d
 
 
-def cell_sizes(path: Path, keys: list[str]) -> np.ndarray:
+def cells(path: Path, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(F per population cell, the cells' category codes: one column per key)."""
     sep = ";" if "arx" in str(path) else ","
     df = pd.read_csv(path, sep=sep, usecols=keys, dtype=str, keep_default_na=False)
-    return df.groupby(keys, sort=False).size().to_numpy()
+    g = df.groupby(keys, sort=False).size().reset_index(name="F")
+    codes = np.column_stack([pd.factorize(g[k])[0] for k in keys])
+    return g["F"].to_numpy(), codes
 
 
-def run_cell(F: np.ndarray, pi: float, reps: int, rng, names) -> pd.DataFrame:
+def run_one(kw: dict, sm, f, codes, pi: float):
+    """(value, se, lower, upper, model) of one estimator on one sample."""
+    if "loglinear" in kw:
+        s = f > 0
+        if kw["loglinear"] in LL.LL_MODELS:          # the measure's own fit
+            r = LL.fit([codes[s, v] for v in range(codes.shape[1])], f[s], sm.N, kw["loglinear"])
+            ROW_EXTRA["se_base"] = math.hypot(r.params.get("se_process", 0.0), r.params.get("se_fit", 0.0))
+            return r.value, r.se, r.lower, r.upper, r.model
+        from scipy.stats import norm
+        r = LL.estimate([codes[s, v] for v in range(codes.shape[1])], f[s], sm.N,
+                        margins=kw["loglinear"], dispersion=kw.get("dispersion", "moment"),
+                        target=kw.get("target", "n2"))
+        lo_cap, hi_cap = bounds(sm)
+        v = min(max(r.value, lo_cap), hi_cap)
+        se = math.sqrt(r.process_var + r.param_var + (LL.MODEL_ERROR * v) ** 2)
+        z = norm.ppf(0.975)
+        return v, se, max(v - z * se, lo_cap), min(v + z * se, hi_cap), "ll"
+    fit, _ = U.estimate(sm, kw["model"], "sh3", pi, kw["rule"],
+                        kw.get("expectation", "conditional"), 0.95)
+    return fit.value, fit.se, fit.lower, fit.upper, fit.model
+
+
+def run_cell(F: np.ndarray, codes: np.ndarray, pi: float, reps: int, rng, names) -> pd.DataFrame:
     """One row per (replicate, estimator): truth N1, estimate, interval."""
     N, N1 = float(F.sum()), int((F == 1).sum())
     rows = []
@@ -79,10 +121,14 @@ def run_cell(F: np.ndarray, pi: float, reps: int, rng, names) -> pd.DataFrame:
         for name in names:
             kw = ESTIMATORS[name]
             t = time.perf_counter()
-            fit, _ = U.estimate(sm, kw["model"], "sh3", pi, kw["rule"],
-                                kw.get("expectation", "conditional"), 0.95)
-            rows.append({"rep": r, "estimator": name, "N1": N1, "value": fit.value, "se": fit.se,
-                         "lower": fit.lower, "upper": fit.upper, "model": fit.model,
+            ROW_EXTRA.clear()
+            if sm.n1 == sm.n and kw.get("rule") != "arx":
+                v = se = lo = hi = None            # not estimable (every sample record unique)
+                model = "none"
+            else:
+                v, se, lo, hi, model = run_one(kw, sm, f, codes, pi)
+            rows.append({**ROW_EXTRA, "rep": r, "estimator": name, "N1": N1, "value": v, "se": se,
+                         "lower": lo, "upper": hi, "model": model,
                          "secs": time.perf_counter() - t, "n1": sm.n1, "n": sm.n})
     return pd.DataFrame(rows)
 
@@ -126,10 +172,10 @@ def main(argv=None) -> None:
     for name, rel, keys in POPULATIONS:
         if a.only and name not in a.only.split(","):
             continue
-        F = cell_sizes(d / rel, keys)
+        F, codes = cells(d / rel, keys)
         for pi in fractions:
             t0 = time.perf_counter()
-            r = run_cell(F, pi, a.reps, rng, names)
+            r = run_cell(F, codes, pi, a.reps, rng, names)
             r["population"], r["pi"] = name, pi
             raw.append(r)
             for est, g in r.groupby("estimator", sort=False):

@@ -20,7 +20,7 @@ def test_conformance(cls):
     assert "strict" in report.compared          # the strict-namespace run was compared with pandas
 
 
-@pytest.mark.parametrize("model", ["pitman", "zayatz", "snb"])
+@pytest.mark.parametrize("model", ["pitman", "zayatz", "snb", "dankar", "loglinear_main", "bethlehem"])
 def test_conformance_each_model(model):
     check_measure(PopUniqueness, options={"model": model})
 
@@ -37,5 +37,6 @@ def test_entry_point_registers_the_measures():
     for cls in MEASURES:
         assert rows[cls.name]["package"] == "gpurisk-arx"
         assert rows[cls.name]["plugin"] == "arx"
-    assert rows["prosecutor"]["reads"] == "summary" and rows["pop_uniqueness"]["reads"] == "summary"
+    # pop_uniqueness's default log-linear model reads each cell's categories (issue 27)
+    assert rows["prosecutor"]["reads"] == "summary" and rows["pop_uniqueness"]["reads"] == "cells"
     assert rows["pop_uniqueness"]["estimates"] == "pop_uniques"

@@ -255,7 +255,7 @@ def test_interval_covers_under_the_model():
 def test_measure_reports_the_interval_and_rejects_a_bad_level():
     from gpurisk import BadInput
     table = table_from_counts(PITMAN_F, [x * 10 for x in PITMAN_F])[0]
-    r = run_measure(PopUniqueness, table, Context(fraction=0.1, options={}))
+    r = run_measure(PopUniqueness, table, Context(fraction=0.1, options={"pop_uniqueness": {"model": "pitman"}}))
     assert r.extra["rule"] == "gpurisk" and r.extra["model"] == "pitman"
     assert r.extra["lower"] <= r.value <= r.upper and r.se > 0 and r.extra["level"] == 0.95
     with pytest.raises(BadInput):

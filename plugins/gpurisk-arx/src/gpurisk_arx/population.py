@@ -1,5 +1,11 @@
 """``pop_uniqueness``: the population uniques estimated from the sample (SPEC §10, issue 27).
 
+Default (``model=auto`` under ``rule=gpurisk``): ``loglinear``, E[N1 | sample] under a log-linear
+Poisson–gamma model of the cells, summed over every cell of the key space
+(:mod:`gpurisk_arx.loglinear_n1`, which gives the formulas and the key-space assumption); it reads each
+cell's categories, so the measure reads cells. The ARX models below read only the frequencies of
+frequencies.
+
 The value is the estimated NUMBER of population uniques (classes of size 1 in the population),
 so that ``gpurisk validate`` pairs it with the true number ``pop_uniques``; ARX's "population
 uniqueness" is that number over N, the extra ``share``. Models (option ``model``): ``pitman``
@@ -18,6 +24,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from gpurisk import BadInput, Context, Measure, Option, Result
 
 from . import uniqueness as U
@@ -27,20 +35,25 @@ PREFIX = {"pitman": "pitman", "zayatz": "zayatz", "snb": "snb"}
 
 class PopUniqueness(Measure):
     name = "pop_uniqueness"
-    description = ("population uniques N1 estimated from the sample, with an interval (Pitman by maximum "
-                   "likelihood, Zayatz, SNB, Dankar's rule; rule=arx: ARX's numbers)")
+    description = ("population uniques N1 estimated from the sample, with an interval (a log-linear "
+                   "Poisson-gamma model of the cells by default; Pitman by maximum likelihood, Zayatz, "
+                   "SNB, Dankar's rule; rule=arx: ARX's numbers)")
     needs = frozenset({"fraction"})
     level = "file"
-    reference = ("Dankar, El Emam, Neisa & Roffey (2012); Hoshino (2001); Zayatz (1991); "
+    reference = ("Skinner & Shlomo (2008); Bethlehem, Keller & Pannekoek (1990); "
+                 "Dankar, El Emam, Neisa & Roffey (2012); Hoshino (2001); Zayatz (1991); "
                  "Chen & Keller-McNulty (1998); as in ARX")
     options = {
         "rule": Option(str, "gpurisk", choices=U.RULES,
                        help="gpurisk: Pitman by its maximum likelihood over the whole parameter space, "
                             "expected N1 given the sample, SNB with a root scan, values within what the "
                             "sample allows, an interval; arx: ARX's fits and numbers"),
-        "model": Option(str, "auto", choices=("auto",) + U.MODELS,
+        "model": Option(str, "auto", choices=("auto",) + U.MODELS + U.LL_MODELS,
                         help="auto (rule gpurisk: " + U.GPURISK_DEFAULT_MODEL + "; rule arx: dankar), "
-                             "dankar (ARX's decision rule), pitman, zayatz or snb"),
+                             "dankar (ARX's decision rule), pitman, zayatz, snb; rule gpurisk also "
+                             "loglinear (Poisson-gamma cells, main effects tempered to the sample's "
+                             "n1 and n2), loglinear_main (untempered main effects) or bethlehem "
+                             "(one rate for every cell)"),
         "expectation": Option(str, "conditional", choices=("conditional", "finite", "limit"),
                               help="rule gpurisk, Pitman's N1: conditional (given the sample), finite "
                                    "(N (θ+α)_{N−1}/(θ+1)_{N−1}) or limit (Γ(θ+1)/Γ(θ+α) N^α, ARX's)"),
@@ -51,7 +64,8 @@ class PopUniqueness(Measure):
     }
     estimates = "pop_uniques"
     default = False       # iterative fits: run when named
-    reads = "summary"     # the frequencies of frequencies, n and N only
+    reads = "cells"       # the log-linear models read each cell's categories (the others need only
+    #                       the frequencies of frequencies, n and N)
 
     def compute(self, table, ctx: Context) -> Result:
         rule = ctx.option(self.name, "rule", "gpurisk")
@@ -67,6 +81,11 @@ class PopUniqueness(Measure):
         if n == 0:
             return Result.not_applicable("the sample has no records")
         N = float(table.N) if table.N is not None else n / float(ctx.fraction)
+        if model in U.LL_MODELS:
+            if rule != "gpurisk":
+                raise BadInput(f"pop_uniqueness.model={model} needs rule=gpurisk (rule=arx has ARX's "
+                               "models: dankar, pitman, zayatz, snb)")
+            return self._loglinear(table, ctx, model, N, level)
         sm = U.sample(table.fof_vector(), N)
         pi = float(ctx.fraction)        # the rule reads the given π (or n/N, as the host set it)
         fit, fits = table.cached(
@@ -91,6 +110,31 @@ class PopUniqueness(Measure):
             return Result.not_applicable(f"{fit.model}: the estimate is not finite", **extra)
         extra["share"] = fit.value / N
         if fit.upper is None:
+            return Result(value=float(fit.value), extra=extra)
+        extra.update(lower=fit.lower, level=level)
+        return Result(value=float(fit.value), se=fit.se, upper=fit.upper, extra=extra)
+
+    def _loglinear(self, table, ctx: Context, model: str, N: float, level: float) -> Result:
+        """N1 under a log-linear Poisson–gamma model of the cells (:mod:`.loglinear_n1`)."""
+        from gpurisk.xp import to_host
+
+        from . import loglinear_n1 as LL
+        f = np.asarray(to_host(table.f), dtype=np.int64)
+        codes = [np.asarray(to_host(c)) for c in table.cell_codes()]
+        fit = table.cached(f"gpurisk_arx.pop_uniqueness.{model}.{N!r}.{level!r}",
+                           lambda: LL.fit(codes, f, N, model, level))
+        extra = {"model": model, "rule": "gpurisk", "decision": model, "N": N,
+                 "fraction": float(ctx.fraction), "n1": int((f == 1).sum()),
+                 "n2": int((f == 2).sum()), "classes": int((f > 0).sum()),
+                 "key_space": "the combinations of the categories the sample has; a combination "
+                              "no population can hold (a structural zero) is still counted as "
+                              "possible"}
+        extra.update({f"{model}_{k}": float(v) for k, v in fit.params.items()
+                      if not isinstance(v, str)})
+        if fit.value is None:
+            return Result.not_applicable(fit.reason, **extra)
+        extra["share"] = fit.value / N
+        if fit.se is None:              # n1 = 0: no sample unique, N1 = 0 under every model here
             return Result(value=float(fit.value), extra=extra)
         extra.update(lower=fit.lower, level=level)
         return Result(value=float(fit.value), se=fit.se, upper=fit.upper, extra=extra)

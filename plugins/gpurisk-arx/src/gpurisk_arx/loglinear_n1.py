@@ -1,0 +1,340 @@
+"""Population uniques from a log-linear Poisson–gamma model of the sample's cells (issue 27).
+
+Model (Skinner & Shlomo 2008, section 2, with the gamma cell effect of Rinott & Shlomo 2006 that
+``gpurisk.measures._ll_poisson`` uses): over the K = Π_v k_v cells of the key space, F_j ~ Poisson(Λ_j),
+Λ_j = λ_j γ_j with γ_j ~ Gamma(mean 1, variance α), and log λ_j a log-linear model. A Bernoulli
+sample at π keeps f_j ~ Poisson(πΛ_j) and, independently, F_j − f_j ~ Poisson((1 − π)Λ_j). Given f_j
+the cell's Λ_j is Gamma(shape 1/α + f_j, rate b_j = 1/(αλ_j) + π), so with q = 1 − π
+
+    P(F_j = 1 | f_j = 1) = (b_j / (b_j + q))^{1/α + 1}
+    P(F_j = 1 | f_j = 0) = q (1/α) / (b_j + q) · (b_j / (b_j + q))^{1/α}
+
+(α → 0: e^{−qλ_j} and qλ_j e^{−qλ_j}), and
+
+    E[N1 | sample] = Σ_{f_j = 1} P(F_j = 1 | f_j = 1) + Σ_{f_j = 0} P(F_j = 1 | f_j = 0).
+
+The second sum runs over every unobserved cell of the key space, which can be astronomically many.
+The cells' means are log-linear in the sample's one-way margins, λ_j = c · exp(β s_j) with
+s_j = Σ_v log p̂_v(x_jv), p̂_v the sample's share of category x of key v, and c such that Σ_all λ_j = N:
+β = 1 is the main-effects (independence) model, λ̂_j = (n/π) Π_v p̂_v; β = 0 one λ = N/K for every cell,
+Bethlehem, Keller & Pannekoek (1990)'s Poisson–gamma model. Because s_j is a sum of per-key terms,
+its distribution over all K cells (a count of cells per value) is the convolution of the per-key
+histograms of log p̂_v, so every sum over the K cells is Σ_bins count · g(λ) on that convolution
+(linear binning in s on a grid of width ``h``; exact enumeration when K ≤ ``EXACT_MAX``); the
+unobserved cells' sum is the all-cell sum minus the observed cells' own terms.
+
+Fitting (α, β) to what the sample shows of its small cells (``dispersion="calibrated"``): α such
+that the model's expected number of sample uniques Σ_all P(f_j = 1) equals the observed n1 (f_j is
+negative binomial, mean πλ_j, shape 1/α); with ``margins="tempered"`` (the measure's default,
+model ``loglinear``) also β ∈ [0, 1] such that the model expects the observed n2 sample cells of size
+2 (``target="n2"``; ``target="half"`` matches instead the expected uniques of a half subsample,
+Σ_k J_k k 2^{−k}). β < 1 tempers the main effects towards a flatter table: on real populations the
+main effects put too little mass on the combinations a population does hold and too much on the
+(often impossible) rest, and the sample's n1 and n2 measure how much. ``dispersion="moment"`` is
+α̂ = max(0, [Σ(f − μ̂)² − Σ f] / Σ μ̂²) over all K cells (``gpurisk.measures._ll_poisson``'s estimator).
+
+Key space (the assumption): the cells are the combinations of the categories some sample record has.
+A category no sample record has is taken to have no population record either (its population uniques
+are missed), and every combination of sampled categories is taken to be possible: a structural zero
+(a combination no population can hold) still gets λ̂ > 0 and adds its P(F = 1 | f = 0) to the sum.
+
+Variance (what ``se`` holds, :func:`fit`): the process variance Σ_j p_j (1 − p_j) over all K cells
+(given the fitted model, the cells' I(F_j = 1) are independent Bernoulli variables); plus the
+delta-method variance of the fit, which reads the sample through n1 and n2 (their covariance under
+the fitted model, the cells independent; the numerical gradient of the estimate in them; the margins
+p̂_v are taken as known); plus a relative model error (``model_error`` · estimate)², which neither
+sees. ``MODEL_ERROR`` was set on bench/validate_pop_uniqueness.py (in-sample; docs/arx.md).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+#: at most this many cells: the sum over all K cells by enumeration (else the binned convolution)
+EXACT_MAX = 20_000
+#: bin width of the convolution in log λ
+BIN_WIDTH = 0.002
+MARGINS = ("main", "none", "tempered")
+
+
+@dataclass
+class LLN1:
+    value: float
+    process_var: float
+    alpha: float
+    K: float
+    observed: float        # the sample-unique cells' part of the sum
+    unobserved: float      # the empty cells' part
+    expected_n1: float     # the model's expected number of sample uniques (to compare with n1)
+    beta: float = 1.0      # λ_j ∝ e^{β Σ_v log p̂_v}: 1 main effects, 0 one λ for every cell
+    param_var: float = 0.0  # the delta method's variance of the fit through n1 and n2
+
+
+def prob_one(lam, f, alpha: float, pi: float):
+    """P(F_j = 1 | f_j) for f_j ∈ {0, 1} (arrays), λ_j = model mean of F_j (module docstring)."""
+    lam = np.asarray(lam, dtype=float)
+    q = 1.0 - pi
+    if alpha <= 1e-12:
+        m = q * lam
+        return np.where(f == 1, np.exp(-m), m * np.exp(-m))
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        b = 1.0 / (alpha * np.maximum(lam, 1e-300)) + pi
+        logr = np.log(b) - np.log(b + q)            # log(b/(b+q)) ≤ 0
+        shape = 1.0 / alpha
+        p1 = np.exp((shape + 1.0) * logr)
+        p0 = q * shape / (b + q) * np.exp(shape * logr)
+    return np.where(f == 1, p1, p0)
+
+
+def _log_probs(codes, f, n):
+    """Per key, log p̂_v of the categories the sample has, and each sampled cell's per-key index."""
+    logs, idx = [], []
+    for c in codes:
+        cats, inv = np.unique(np.asarray(c), return_inverse=True)
+        p = np.bincount(inv, weights=f, minlength=cats.size) / n
+        logs.append(np.log(p))
+        idx.append(inv)
+    return logs, idx
+
+
+def _all_cells(logs, base: float, exact_max: float, h: float = BIN_WIDTH):
+    """The λ of all K cells, λ = exp(base + Σ_v log p_v), as (values, counts): every cell once when
+    K ≤ exact_max, else the convolution of the per-key histograms of log p_v (linear binning on a
+    grid of width h: each value's unit count is split between its two neighbouring bins, which keeps
+    the count and the mean of log λ), so that Σ_cells g(λ) = Σ counts · g(values)."""
+    K = float(np.prod([float(lp.size) for lp in logs]))
+    if K <= exact_max:
+        tot = np.zeros(1)
+        for lp in logs:
+            tot = np.add.outer(tot, lp).ravel()
+        return np.exp(base + tot), np.ones(tot.size)
+    from scipy.signal import fftconvolve
+    hist, lo = np.ones(1), 0.0
+    for lp in logs:
+        a = float(lp.min())
+        x = (lp - a) / h
+        k = np.floor(x).astype(np.int64)
+        w = x - k
+        hv = np.zeros(int(k.max()) + 2)
+        np.add.at(hv, k, 1.0 - w)
+        np.add.at(hv, k + 1, w)
+        hist = fftconvolve(hist, hv) if hist.size * hv.size > 50_000 else np.convolve(hist, hv)
+        hist[hist < 1e-9 * hist.max()] = 0.0   # FFT round-off (true counts are ≥ 0)
+        lo += a
+    keep = hist > 0
+    return np.exp(base + lo + h * np.flatnonzero(keep)), hist[keep]
+
+
+def prob_sample_one(lam, alpha: float, pi: float):
+    """P(f_j = 1) under the model: f_j is negative binomial with mean πλ_j and shape 1/α."""
+    m = pi * np.asarray(lam, dtype=float)
+    if alpha <= 1e-12:
+        return m * np.exp(-m)
+    return m * np.exp(-(1.0 / alpha + 1.0) * np.log1p(alpha * m))
+
+
+def _log_lambda(beta: float, s_grid, counts, N: float):
+    """log c with Σ_all cells c e^{β s} = N (λ_j = c e^{β s_j}, s_j = Σ_v log p̂_v(x_jv))."""
+    from scipy.special import logsumexp
+    return math.log(N) - float(logsumexp(beta * s_grid, b=counts))
+
+
+def estimate(codes, f, N: float, margins: str = "main", dispersion: str = "moment",
+             exact_max: int = EXACT_MAX, h: float = BIN_WIDTH, target: str = "n2") -> LLN1:
+    """E[N1 | sample] under the log-linear Poisson–gamma model (module docstring).
+
+    ``codes``: per key, the category (any integers) of each sampled cell (cells with f > 0 only, one
+    row per cell); ``f``: their counts; ``N``: the population size (π = n/N)."""
+    f = np.asarray(f, dtype=float)
+    n = float(f.sum())
+    pi = n / float(N)
+    n1, n2 = int((f == 1).sum()), float((f == 2).sum())
+    if target == "half":       # −(expected uniques of a subsample at SUB): see n2_gap
+        n2 = -float((f * SUB * (1.0 - SUB) ** (f - 1.0)).sum())
+    logs, idx = _log_probs(codes, f, n)
+    if margins not in MARGINS:
+        raise ValueError(f"margins={margins!r} is not one of {MARGINS}")
+    K = float(np.prod([float(lp.size) for lp in logs]))
+    s_obs = sum(lp[i] for lp, i in zip(logs, idx))          # observed cells' Σ_v log p̂_v
+    s_grid, counts = _all_cells(logs, 0.0, exact_max, h)
+    s_grid = np.log(s_grid)
+    ones = f == 1
+
+    def solve(n1_, n2_):
+        """(β, α, λ of the observed cells, λ on the grid) fitted to the sample (n1_, n2_)."""
+        if margins == "main":
+            beta = 1.0
+        elif margins == "none":
+            beta = 0.0
+        else:
+            beta = tempered_beta(s_grid, counts, N, pi, n1_, n2_)
+        logc = _log_lambda(beta, s_grid, counts, N)
+        lam, grid = np.exp(logc + beta * s_obs), np.exp(logc + beta * s_grid)
+        if dispersion == "moment":
+            mu = pi * lam
+            sum_mu2 = float((counts * (pi * grid) ** 2).sum())
+            num = float((f * f).sum() - 2.0 * (f * mu).sum() + sum_mu2 - f.sum())
+            alpha = max(num / sum_mu2, 0.0) if sum_mu2 > 0 else 0.0
+        elif dispersion == "none":
+            alpha = 0.0
+        elif dispersion == "calibrated":
+            alpha = calibrated_alpha(grid, counts, pi, n1_)
+        else:
+            raise ValueError(f"dispersion={dispersion!r}")
+        return beta, alpha, lam, grid
+
+    def value(beta, alpha, lam, grid):
+        g0 = prob_one(grid, 0, alpha, pi)
+        obs0 = prob_one(lam, 0, alpha, pi)
+        p1 = prob_one(lam[ones], 1, alpha, pi)
+        unobs = max(float((counts * g0).sum()) - float(obs0.sum()), 0.0)
+        var = max(float((counts * g0 * (1.0 - g0)).sum()) - float((obs0 * (1 - obs0)).sum()), 0.0) \
+            + float((p1 * (1 - p1)).sum())
+        return float(p1.sum()) + unobs, var, float(p1.sum()), unobs
+
+    beta, alpha, lam, grid = solve(n1, n2)
+    est, var, obs, unobs = value(beta, alpha, lam, grid)
+    # delta method: the fit reads the sample through n1 (α calibrated) and n2 (β); their variances
+    # and covariance under the fitted model (independent cells: n_k = Σ_j I(f_j = k))
+    cov = _stat_cov(grid, counts, alpha, pi, target)
+    P1 = prob_sample_one(grid, alpha, pi)
+    if target == "half":
+        cov[0, 1] = cov[1, 0] = -cov[0, 1]       # the statistic enters n2_gap as −U
+    uses = [dispersion == "calibrated", margins == "tempered"]
+    grad = np.zeros(2)
+    for k in range(2):
+        if not uses[k]:
+            continue
+        d = max(1.0, 0.5 * math.sqrt(cov[k, k]))
+        hi = (n1 + d, n2) if k == 0 else (n1, n2 + d)
+        lo = (max(n1 - d, 0.0), n2) if k == 0 else (n1, n2 - d if n2 < 0 else max(n2 - d, 0.0))
+        grad[k] = (value(*solve(*hi))[0] - value(*solve(*lo))[0]) / (hi[k] - lo[k])
+    param_var = float(grad @ cov @ grad)
+    return LLN1(est, var, alpha, K, obs, unobs, float((counts * P1).sum()), beta, param_var)
+
+
+def _stat_cov(grid, counts, alpha: float, pi: float, target: str, kmax: int = 40) -> np.ndarray:
+    """Covariance of (n1, T) under the fitted model, the cells independent: T = n2 (target "n2") or
+    U = Σ_j f_j r (1 − r)^{f_j − 1} (target "half", r = SUB), from the pmf of f_j for f_j ≤ kmax."""
+    from scipy import stats
+    kmax = 3 if target == "n2" else kmax
+    m = pi * grid
+    k = np.arange(kmax + 1)[:, None]
+    if alpha <= 1e-12:
+        pmf = stats.poisson.pmf(k, m[None, :])
+    else:
+        pmf = stats.nbinom.pmf(k, 1.0 / alpha, 1.0 / (1.0 + alpha * m[None, :]))
+    i1 = (k == 1).astype(float)
+    t = (k == 2).astype(float) if target == "n2" else k * SUB * (1.0 - SUB) ** np.maximum(k - 1, 0)
+    e1, et = (pmf * i1).sum(0), (pmf * t).sum(0)
+    v11 = e1 * (1 - e1)
+    vtt = (pmf * t * t).sum(0) - et * et
+    v1t = (pmf * i1 * t).sum(0) - e1 * et
+    return np.array([[float((counts * v11).sum()), float((counts * v1t).sum())],
+                     [float((counts * v1t).sum()), float((counts * vtt).sum())]])
+
+
+def prob_sample_two(lam, alpha: float, pi: float):
+    """P(f_j = 2) under the model (negative binomial, mean πλ_j, shape 1/α)."""
+    m = pi * np.asarray(lam, dtype=float)
+    if alpha <= 1e-12:
+        return m * m / 2.0 * np.exp(-m)
+    r = 1.0 / alpha
+    return r * (r + 1.0) / 2.0 * (alpha * m) ** 2 * np.exp(-(r + 2.0) * np.log1p(alpha * m))
+
+
+#: the coarse grid of β searched for a sign change of the n2 gap (then Brent's method within)
+BETAS = np.linspace(0.0, 1.0, 6)
+
+
+#: the fraction r of the sample whose expected number of uniques the tempered model must match
+#: (target="half"): the sample's own, exactly, Σ_k J_k k r (1 − r)^{k−1}
+SUB = 0.5
+
+
+def n2_gap(beta: float, s_grid, counts, N: float, pi: float, n1: int, n2: float) -> float:
+    """E[n2] − n2 under λ ∝ e^{β s}, its α calibrated to n1 (n2 < 0: −n2 is the expected number of
+    uniques of a subsample at r = SUB, which the model must match at π·r)."""
+    grid = np.exp(_log_lambda(beta, s_grid, counts, N) + beta * s_grid)
+    alpha = calibrated_alpha(grid, counts, pi, n1)
+    if n2 < 0:
+        return float((counts * prob_sample_one(grid, alpha, pi * SUB)).sum()) + n2
+    return float((counts * prob_sample_two(grid, alpha, pi)).sum()) - n2
+
+
+def tempered_beta(s_grid, counts, N: float, pi: float, n1: int, n2: int) -> float:
+    """β of λ_j ∝ e^{β s_j} at which the model, its α calibrated to n1, expects n2 sample cells of
+    size 2: the first sign change on BETAS, then Brent's method; the β with the smallest gap when
+    there is none."""
+    from scipy.optimize import brentq
+    g = np.array([n2_gap(b, s_grid, counts, N, pi, n1, n2) for b in BETAS])
+    ch = np.flatnonzero(np.sign(g[:-1]) != np.sign(g[1:]))
+    if ch.size:
+        k = int(ch[0])
+        return float(brentq(n2_gap, BETAS[k], BETAS[k + 1], args=(s_grid, counts, N, pi, n1, n2),
+                            xtol=1e-4))
+    return float(BETAS[int(np.argmin(np.abs(g)))])
+
+
+def calibrated_alpha(grid, counts, pi: float, n1: int) -> float:
+    """The α at which the model's expected number of sample uniques, Σ_all P(f_j = 1), equals the
+    observed n1 (0 when even the Poisson model expects fewer; the largest α tried, 1e4, when every α
+    expects more)."""
+    from scipy.optimize import brentq
+
+    def gap(la):
+        return float((counts * prob_sample_one(grid, math.exp(la), pi)).sum()) - n1
+    lo, hi = math.log(1e-8), math.log(1e4)
+    glo, ghi = gap(lo), gap(hi)
+    if glo <= 0:
+        return 0.0
+    if ghi >= 0:
+        return 1e4
+    return math.exp(brentq(gap, lo, hi, xtol=1e-10))
+
+
+#: the measure's models (option ``model``) and how each is fitted: (margins, dispersion)
+LL_MODELS = {"loglinear": ("tempered", "calibrated"),
+             "loglinear_main": ("main", "calibrated"),
+             "bethlehem": ("none", "calibrated")}
+#: relative model error added to the s.e. (module docstring): with it the 95 % interval covered N1
+#: in ≥ 90 % of the samples of every cell of bench/validate_pop_uniqueness.py at π = 5 and 10 %
+#: except adult-b at 5 % (68 %, where the estimate is 26 % low); 0.10 left adult at 10 % at 88 %
+#: (40 samples a cell; set on that same study: in-sample)
+MODEL_ERROR = 0.15
+
+
+def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
+        model_error: float = MODEL_ERROR):
+    """A :class:`~gpurisk_arx.uniqueness.Fit` of N1 under ``model`` (LL_MODELS): the estimate within
+    [n1 − (N − n), N − (n − n1)], s.e. = √(process variance + delta-method variance through n1, n2 +
+    (model_error · estimate)²), the normal interval at ``level`` clipped to those bounds; no value
+    (a reason) when every sample record is unique; 0 when no sample record is."""
+    from scipy.stats import norm
+
+    from .pitman_mle import bounds
+    from .uniqueness import Fit, sample
+    f = np.asarray(f, dtype=np.int64)
+    sm = sample(np.bincount(f[f > 0], minlength=2), N)
+    if sm.n1 == sm.n and sm.n > 0 and sm.N > sm.n:
+        return Fit(model, None, "not estimable: every sample record is unique (n1 = n), so the sample "
+                   "cannot tell how many population records are unique", converged=False)
+    if sm.n1 == 0:
+        return Fit(model, 0.0, params={"note": "n1 = 0"})
+    margins, dispersion = LL_MODELS[model]
+    keep = f > 0
+    r = estimate([np.asarray(c)[keep] for c in codes], f[keep], N, margins, dispersion)
+    lo_cap, hi_cap = bounds(sm)
+    v = min(max(r.value, lo_cap), hi_cap)
+    se = math.sqrt(r.process_var + r.param_var + (model_error * v) ** 2)
+    z = float(norm.ppf(0.5 + level / 2.0))
+    params = {"beta": r.beta, "alpha": r.alpha, "K": r.K, "sample_unique_part": r.observed,
+              "unobserved_part": r.unobserved, "expected_n1": r.expected_n1,
+              "se_process": math.sqrt(r.process_var), "se_fit": math.sqrt(r.param_var),
+              "model_error": model_error}
+    if v != r.value:
+        params["capped_from"] = r.value
+    return Fit(model, v, params=params, se=se, lower=max(v - z * se, lo_cap),
+               upper=min(v + z * se, hi_cap))

@@ -1,0 +1,185 @@
+"""The log-linear Poisson–gamma estimate of the population uniques (gpurisk_arx.loglinear_n1).
+
+References not derived from the module: the sum over all K cells written out cell by cell (brute
+force over the full key space, each term by Bayes' rule from the negative binomial laws of F and
+of its binomial thinning f), and a
+simulation of the model's own procedure (cells drawn from the fitted model, the population's N1
+counted) that the estimate must recover.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from gpurisk_arx import loglinear_n1 as LL
+
+
+def _sample(rng, cards=(7, 5, 9, 4), n_pop=3000, pi=0.2):
+    """A population of records with skewed categories, and a Bernoulli sample of it."""
+    cols = [rng.choice(k, size=n_pop, p=rng.dirichlet(np.full(k, 0.7))) for k in cards]
+    tied = rng.random(n_pop) < 0.6            # key 1 follows key 0 for most records: an interaction
+    cols[1] = np.where(tied, cols[0] % cards[1], cols[1])
+    pop = np.column_stack(cols)
+    keep = rng.random(n_pop) < pi
+    cells, f = np.unique(pop[keep], axis=0, return_counts=True)
+    return pop, cells, f
+
+
+def _brute(cells, f, N, alpha_expected=None):
+    """E[N1 | sample] summed over every combination of the sampled categories, one cell at a time,
+    each P(F = 1 | f) by Bayes' rule from the negative binomial laws of F and f."""
+    n = f.sum()
+    pi = n / N
+    cats = [np.unique(cells[:, v]) for v in range(cells.shape[1])]
+    p = [{c: f[cells[:, v] == c].sum() / n for c in cats[v]} for v in range(cells.shape[1])]
+    obs = {tuple(r): int(k) for r, k in zip(cells, f)}
+    mus = {combo: n * math.prod(p[v][c] for v, c in enumerate(combo))
+           for combo in itertools.product(*cats)}
+    sum_mu2 = sum(m * m for m in mus.values())
+    num = sum((obs.get(c, 0) - m) ** 2 for c, m in mus.items()) - n
+    alpha = max(num / sum_mu2, 0.0)
+    if alpha_expected is not None:
+        assert alpha == pytest.approx(alpha_expected, rel=1e-9)
+    q = 1 - pi
+    tot = 0.0
+    for combo, m in mus.items():
+        k = obs.get(combo, 0)
+        if k > 1:
+            continue
+        lam = m / pi
+        # Bayes with the negative binomial margins: F ~ NB(1/α, mean λ), and f is its binomial
+        # thinning, NB(1/α, mean πλ); P(F = 1, f = k) = P(F = 1) π^k q^(1−k)
+        r = 1 / alpha
+        pF1 = stats.nbinom.pmf(1, r, 1 / (1 + alpha * lam))
+        pf = stats.nbinom.pmf(k, r, 1 / (1 + alpha * pi * lam))
+        tot += pF1 * (pi if k == 1 else q) / pf
+    return tot, alpha
+
+
+def test_sum_over_all_cells_equals_brute_force():
+    rng = np.random.default_rng(5)
+    pop, cells, f = _sample(rng)
+    N = pop.shape[0]
+    want, alpha = _brute(cells, f, N)
+    assert alpha > 0                      # the gamma branch is the one exercised
+    codes = [cells[:, v] for v in range(cells.shape[1])]
+    exact = LL.estimate(codes, f, N)                       # K ≤ EXACT_MAX: enumeration
+    binned = LL.estimate(codes, f, N, exact_max=0)         # forced through the convolution
+    assert exact.alpha == pytest.approx(alpha, rel=1e-9)
+    assert exact.value == pytest.approx(want, rel=1e-6)
+    assert binned.value == pytest.approx(want, rel=1e-4)
+    assert binned.process_var == pytest.approx(exact.process_var, rel=1e-4)
+
+
+def test_poisson_branch_matches_brute_force():
+    """dispersion=none: the terms are e^{−qλ} and qλ e^{−qλ}, summed by hand over all cells."""
+    rng = np.random.default_rng(9)
+    pop, cells, f = _sample(rng, cards=(4, 6, 3), n_pop=800, pi=0.3)
+    N, n = pop.shape[0], f.sum()
+    pi, q = n / N, 1 - n / N
+    cats = [np.unique(cells[:, v]) for v in range(3)]
+    obs = {tuple(r): int(k) for r, k in zip(cells, f)}
+    want = 0.0
+    for combo in itertools.product(*cats):
+        lam = n / pi * math.prod(f[cells[:, v] == c].sum() / n for v, c in enumerate(combo))
+        k = obs.get(combo, 0)
+        want += math.exp(-q * lam) if k == 1 else (q * lam * math.exp(-q * lam) if k == 0 else 0)
+    got = LL.estimate([cells[:, v] for v in range(3)], f, N, dispersion="none", exact_max=0)
+    assert got.alpha == 0.0
+    assert got.value == pytest.approx(want, rel=1e-4)
+
+
+def test_convolution_on_a_key_space_beyond_enumeration():
+    """K = 40⁶ ≈ 4·10⁹ cells: the convolution runs; with h halved it changes by < 1e-4."""
+    rng = np.random.default_rng(2)
+    cards = (40,) * 6
+    pop, cells, f = _sample(rng, cards=cards, n_pop=20000, pi=0.05)
+    codes = [cells[:, v] for v in range(6)]
+    a = LL.estimate(codes, f, pop.shape[0])
+    b = LL.estimate(codes, f, pop.shape[0], h=LL.BIN_WIDTH / 2)
+    assert a.K > 1e9
+    assert a.value == pytest.approx(b.value, rel=1e-4)
+
+
+def test_simulation_of_the_model_recovers_N1():
+    """Populations drawn from the model itself (main effects, gamma cell effect, Poisson counts),
+    sampled at π: the mean of E[N1 | sample] matches the mean true N1 within 3 % (and within 3
+    simulation s.e.)."""
+    rng = np.random.default_rng(11)
+    cards = (8, 6, 10, 5)
+    margins = [rng.dirichlet(np.full(k, 0.8)) for k in cards]
+    lam = 4000.0 * np.einsum("a,b,c,d->abcd", *margins).ravel()
+    grid = np.array(list(itertools.product(*[range(k) for k in cards])))
+    alpha, pi = 0.6, 0.1
+    errs, truths = [], []
+    for _ in range(60):
+        F = rng.poisson(lam * rng.gamma(1 / alpha, alpha, size=lam.size))
+        f = rng.binomial(F, pi)
+        s = f > 0
+        est = LL.estimate([grid[s, v] for v in range(4)], f[s], F.sum())
+        truth = (F == 1).sum()
+        errs.append(est.value - truth)
+        truths.append(truth)
+    bias, se = np.mean(errs), np.std(errs, ddof=1) / math.sqrt(len(errs))
+    assert abs(bias) < 0.03 * np.mean(truths)
+    assert abs(bias) < 3 * se + 1e-9 or abs(bias) < 0.01 * np.mean(truths)
+
+
+def _main_effects_populations(reps, seed=4):
+    rng = np.random.default_rng(seed)
+    cards = (9, 7, 12, 5)
+    margins = [rng.dirichlet(np.full(k, 0.8)) for k in cards]
+    lam = 6000.0 * np.einsum("a,b,c,d->abcd", *margins).ravel()
+    grid = np.array(list(itertools.product(*[range(k) for k in cards])))
+    for _ in range(reps):
+        F = rng.poisson(lam * rng.gamma(1 / 0.5, 0.5, size=lam.size))
+        yield F, rng.binomial(F, 0.1), [grid[:, v] for v in range(4)]
+
+
+def test_main_effects_fit_recovers_N1_and_covers_it_under_its_model():
+    """model=loglinear_main (main effects, α fitted to n1) on populations drawn from a main-effects
+    Poisson–gamma model (α = 0.5, π = 0.1): the mean estimate is within 4 % of the mean true N1 and
+    the 95 % interval covers N1 in at least 85 % of the samples."""
+    errs, truths, cover = [], [], 0
+    for F, f, codes in _main_effects_populations(30):
+        fit = LL.fit(codes, f, F.sum(), "loglinear_main")     # f = 0 cells are dropped
+        truth = (F == 1).sum()
+        errs.append(fit.value - truth)
+        truths.append(truth)
+        cover += fit.lower <= truth <= fit.upper
+    assert abs(np.mean(errs)) < 0.04 * np.mean(truths)
+    assert cover / 30 >= 0.85
+
+
+def test_default_fit_under_a_main_effects_model():
+    """The default (main effects tempered by β ∈ [0, 1], α and β fitted to n1 and n2) on the same
+    populations: the sample's n2 pulls β below 1 (the estimated margins spread the cells' means more
+    than the true ones do), so it is low here: measured −10 % (interval coverage 80 %) on these 20 samples; the test
+    holds the bias within −20 % … +5 % and the coverage at ≥ 60 % (docs/arx.md gives the known bias)."""
+    errs, truths, cover = [], [], 0
+    for F, f, codes in _main_effects_populations(20, seed=5):
+        fit = LL.fit(codes, f, F.sum())
+        truth = (F == 1).sum()
+        errs.append(fit.value - truth)
+        truths.append(truth)
+        cover += fit.lower <= truth <= fit.upper
+    rel = np.mean(errs) / np.mean(truths)
+    assert -0.20 < rel < 0.05
+    assert cover / 20 >= 0.6
+
+
+def test_fit_edges():
+    """Every sample record unique: not estimable (no value, the reason); no sample unique: 0; the
+    value never leaves [n1 − (N − n), N − (n − n1)]."""
+    codes = [np.arange(6), np.arange(6) % 2]
+    r = LL.fit(codes, np.ones(6, dtype=int), 100)
+    assert r.value is None and "not estimable" in r.reason
+    r = LL.fit(codes, np.full(6, 3), 100)
+    assert r.value == 0.0
+    f = np.array([1, 1, 1, 1, 2, 9])          # N = n + 1: at most n1 + 1 population uniques
+    r = LL.fit([np.arange(6), np.arange(6) % 3], f, f.sum() + 1)
+    assert 4 - 1 <= r.value <= 4 + 1 and r.lower >= 3 and r.upper <= 5
