@@ -34,18 +34,28 @@ from gpurisk.scan.sink import (ParquetSink, check_output_path, check_resume_inpu
 #: the s.e. that goes with it. ``--option theta_hat_dis.K=200000`` restores the default.
 SCAN_DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {"theta_hat_dis": {"K": 10_000}}
 
-#: measures used to rank combinations in the closing summary, first available wins: the estimated
-#: number of correct unique matches θ̂·n1 (issue 21: ranking by θ̂ alone put combinations with one
-#: sample unique and no sample pair on top), then θ̂, Pr(PU), n1
-RANK_PREFERENCE = ("matches_hat", "theta_hat", "pr_pu", "n1")
+#: measures used to rank combinations in the closing summary, first available wins: Ê, the
+#: expected number of correct matches E = Σ_{f=1} 1/F_j estimated by the log-linear model
+#: (``matches_ll``, issue 27: the headline an office acts on; its top 10 caught 96-100 % of the
+#: attainable E and τ1 on five real populations, bench/validate_trust.py), then θ̂·n1 (a lower
+#: estimate of E; issue 21: ranking by θ̂ alone put combinations with one sample unique and no
+#: sample pair on top), then θ̂, Pr(PU), n1
+RANK_PREFERENCE = ("matches_ll", "matches_hat", "theta_hat", "pr_pu", "n1")
 #: what each rank column is, for the output's "ranked by ..." line
 RANK_MEANING = {
+    "matches_ll": "Ê (matches_ll), the expected number of correct matches E = Σ 1/F over the sample "
+                  "uniques, estimated by the log-linear model (Skinner & Shlomo 2008): an intruder "
+                  "matches each sample unique to a random population record of its cell",
     "matches_hat": "θ̂·n1 (matches_hat), which orders combinations by their correct unique matches; "
                    "as a count it is a lower estimate of the expected correct matches E",
     "theta_hat": "θ̂, the estimated probability that a unique match is correct",
     "pr_pu": "Pr(PU), the share of population uniques",
     "n1": "n1, the number of sample uniques",
 }
+#: measures a scan runs by default although they declare ``default = False`` (they run when named in
+#: ``assess``): the headline estimate of E, the scan's ranking. Its main-effects fit is closed-form
+#: from the combination's cells (O(cells × keys), no K-cell array), as cheap as the roll-up.
+SCAN_HEADLINE = ("matches_ll",)
 
 
 def rank_meaning(col: str) -> str:
@@ -171,8 +181,9 @@ COUNT_NEEDS = frozenset({"fraction", "population", "weights"})
 
 
 def _measure_names(measures: Iterable[str] | None) -> list[str]:
-    """The measures named, or by default every file-level measure that reads counts only and runs by
-    default (``Measure.default``; a model fit that declares ``default = False`` runs when named).
+    """The measures named, or by default the headline estimate of E (:data:`SCAN_HEADLINE`, the
+    ranking) and every file-level measure that reads counts only and runs by default
+    (``Measure.default``; another model fit that declares ``default = False`` runs when named).
 
     Measures that need each record's cell or other columns (``records``, ``columns``) cost a pass
     over the records for every combination; a scan runs them only when named.
@@ -180,15 +191,32 @@ def _measure_names(measures: Iterable[str] | None) -> list[str]:
     from gpurisk.plugins import measure_registry, unknown_measure_hint
     reg = measure_registry()
     if measures is None:
-        return [n for n, r in reg.items() if getattr(r.cls, "level", "file") == "file"
-                and getattr(r.cls, "default", True)
-                and set(r.cls.needs) <= COUNT_NEEDS and not getattr(r.cls, "column_options", ())]
+        return [n for n in SCAN_HEADLINE if n in reg] + [
+            n for n, r in reg.items() if getattr(r.cls, "level", "file") == "file"
+            and getattr(r.cls, "default", True) and n not in SCAN_HEADLINE
+            and set(r.cls.needs) <= COUNT_NEEDS and not getattr(r.cls, "column_options", ())]
     names = [measures] if isinstance(measures, str) else list(measures)
     unknown = [m for m in names if m not in reg]
     if unknown:
         raise BadInput(f"unknown measure(s) {', '.join(map(repr, unknown))}; registered: {', '.join(reg)}"
                        + unknown_measure_hint())
     return names
+
+
+def _headline_kept_out(names, inp, cells_on_workers: bool, opts, rank_by, defaults: bool) -> dict:
+    """measure -> why, for the default headline measures (:data:`SCAN_HEADLINE`) a scan leaves out:
+    with ``cells_on_workers`` on a Dask backend (no recode) the cells stay on the workers, and the
+    log-linear fit reads each cell's key values, which a summary does not carry; running it would
+    bring the table here, against what was asked. Named measures (``--measures``, or ``--rank-by``
+    naming it) always run."""
+    if not (defaults and cells_on_workers and inp.distributed and not inp.recode):
+        return {}
+    from gpurisk.scan.distributed import cell_readers
+    readers = set(cell_readers(names, inp, opts))
+    return {m: ("it fits a log-linear model to each cell's key values, which stay on the workers "
+                "with --cells-on-workers; the scan is ranked by matches_hat (θ̂·n1, a lower estimate "
+                "of E). Name it (--measures matches_ll,...) to bring the table of cells here")
+            for m in SCAN_HEADLINE if m in names and m in readers and m != rank_by}
 
 
 def prepare_summaries(table) -> None:
@@ -344,6 +372,8 @@ def scan_with(data, design, run, *, keys: Sequence[str] | str | None = None,
     col_opts = option_columns(names, opts)
     inp = Inputs(data, rkeys, **design.kwargs(), missing=missing, recode=recode, backend=backend, sep=sep,
                  encoding=encoding, allow_high_cardinality=allow_high_cardinality, columns=col_opts)
+    kept_out = _headline_kept_out(names, inp, cells_on_workers, opts, rank_by, measures is None)
+    names = [m for m in names if m not in kept_out]
     recodes = list(inp.recode)
     data_name = inp.name
     pop_name = (str(population) if isinstance(population, (str, Path))
@@ -374,6 +404,7 @@ def scan_with(data, design, run, *, keys: Sequence[str] | str | None = None,
         root, pi, source = counted.table, counted.fraction, counted.fraction_source
         t_build, t_recode = counted.timings["build_s"], counted.timings["recode_s"]
         notes = list(counted.notes)
+    notes += [f"{m} (the estimate of E that ranks a scan) was not run: {why}" for m, why in kept_out.items()]
     columns = inp.column_values(frames, col_opts)
     del frames
     settings = {
