@@ -313,7 +313,11 @@ def test_default_measures_scan_keeps_the_cells_on_the_workers(client, small_buck
     got = gpurisk.scan(sample, backend="dask", cells_on_workers=True, **opts).results
     assert set(spy) == {SummaryTable}
     assert "theta_hat_misclass" in got.columns      # run by default, not applicable: no cells read
-    pd.testing.assert_frame_equal(got, want)
+    # issue 27: the log-linear measures (the ranking Ê and τ̂1 beside it) read cells, so on the
+    # workers they are left out (with the reason: the test below); every other column equals pandas
+    ll = [c for c in want.columns if c.startswith(("matches_ll", "tau1_ll"))]
+    assert len(ll) == 8 and not any(c in got.columns for c in ll)
+    pd.testing.assert_frame_equal(got, want.drop(columns=ll))
 
 
 def test_default_scan_on_the_workers_leaves_the_log_linear_ranking_out_and_says_why(client, adult):
@@ -326,6 +330,7 @@ def test_default_scan_on_the_workers_leaves_the_log_linear_ranking_out_and_says_
     assert "matches_ll" not in got.results.columns and got.rank_by == "matches_hat"
     assert any("matches_ll" in w and "stay on the workers" in w and "matches_hat" in w
                for w in got.warnings)
+    assert any(w.startswith("tau1_ll was not run") for w in got.warnings)
     want = gpurisk.scan(adult, backend="pandas", **opts)
     assert want.rank_by == "matches_ll" and want.results["matches_ll"].notna().all()
     named = gpurisk.scan(adult, backend="dask", cells_on_workers=True,

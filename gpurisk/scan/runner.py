@@ -36,8 +36,9 @@ SCAN_DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {"theta_hat_dis": {"K": 10_000
 
 #: measures used to rank combinations in the closing summary, first available wins: Ê, the
 #: expected number of correct matches E = Σ_{f=1} 1/F_j estimated by the log-linear model
-#: (``matches_ll``, issue 27: the headline an office acts on; its top 10 caught 96-100 % of the
-#: attainable E and τ1 on five real populations, bench/validate_trust.py), then θ̂·n1 (a lower
+#: (``matches_ll``, issue 27: the headline an office acts on; at π = 1 % its top 10 caught 97.8-100 %
+#: of the attainable E and 95.8-99.7 % of τ1 on five real populations, bench/validate_trust.py,
+#: against 90.8-99.9 % and 84.4-99.6 % for θ̂·n1), then θ̂·n1 (a lower
 #: estimate of E; issue 21: ranking by θ̂ alone put combinations with one sample unique and no
 #: sample pair on top), then θ̂, Pr(PU), n1
 RANK_PREFERENCE = ("matches_ll", "matches_hat", "theta_hat", "pr_pu", "n1")
@@ -53,9 +54,12 @@ RANK_MEANING = {
     "n1": "n1, the number of sample uniques",
 }
 #: measures a scan runs by default although they declare ``default = False`` (they run when named in
-#: ``assess``): the headline estimate of E, the scan's ranking. Its main-effects fit is closed-form
-#: from the combination's cells (O(cells × keys), no K-cell array), as cheap as the roll-up.
-SCAN_HEADLINE = ("matches_ll",)
+#: ``assess``): the headline estimate of E, the scan's ranking, and τ̂1 beside it (the same fit). The
+#: main-effects fit is closed-form from the combination's cells (O(cells × keys), no K-cell array),
+#: made once per combination for both; with its s.e. (an exponential integral per sample unique)
+#: it is the costliest default measure (docs/scan.md: 4-7 s of a 255-combination FARS scan that
+#: takes 0.5-1.2 s without it).
+SCAN_HEADLINE = ("matches_ll", "tau1_ll")
 
 
 def rank_meaning(col: str) -> str:
@@ -214,8 +218,9 @@ def _headline_kept_out(names, inp, cells_on_workers: bool, opts, rank_by, defaul
     from gpurisk.scan.distributed import cell_readers
     readers = set(cell_readers(names, inp, opts))
     return {m: ("it fits a log-linear model to each cell's key values, which stay on the workers "
-                "with --cells-on-workers; the scan is ranked by matches_hat (θ̂·n1, a lower estimate "
-                "of E). Name it (--measures matches_ll,...) to bring the table of cells here")
+                "with --cells-on-workers" + ("; the scan is ranked by matches_hat (θ̂·n1, a lower "
+                                             "estimate of E)" if m == "matches_ll" else "")
+                + f". Name it (--measures {m},...) to bring the table of cells here")
             for m in SCAN_HEADLINE if m in names and m in readers and m != rank_by}
 
 
@@ -404,7 +409,7 @@ def scan_with(data, design, run, *, keys: Sequence[str] | str | None = None,
         root, pi, source = counted.table, counted.fraction, counted.fraction_source
         t_build, t_recode = counted.timings["build_s"], counted.timings["recode_s"]
         notes = list(counted.notes)
-    notes += [f"{m} (the estimate of E that ranks a scan) was not run: {why}" for m, why in kept_out.items()]
+    notes += [f"{m} was not run: {why}" for m, why in kept_out.items()]
     columns = inp.column_values(frames, col_opts)
     del frames
     settings = {
