@@ -421,3 +421,27 @@ def test_decision_page_from_a_protection_object_and_a_policy_with_flags(tmp_path
     assert level > 0                                   # age was coarsened
     assert f"<td class=\"k\">age</td><td class=\"k\">{['original', 'bands:5', 'bands:10', 'bands:30'][level]}</td>" in text
     assert "k-anonymity: k ≥ 3 in every combination" in text and "(from pol.json, with flags for min_k)" in text
+
+
+def test_max_matches_is_judged_on_e_hat_with_its_bound_and_says_which():
+    """Issue 27: --max-matches is judged on Ê (matches_ll), its one-sided upper bound named; a scan
+    without Ê is judged on θ̂·n1 and the verdict says that is a lower estimate; neither: not checked."""
+    from gpurisk.report.policy import Policy, evaluate
+    rows = gpurisk.scan(example_path("adult"), keys=["age", "sex", "race"], max_size=2,
+                        fraction=0.01).results
+    e, up = rows["matches_ll"].astype(float), rows["matches_ll_upper"].astype(float)
+    x = float((e.max() + up.max()) / 2) if up.max() > e.max() else float(e.max()) + 1.0
+    [v] = evaluate(Policy(max_expected_matches=x), rows)
+    assert v.status == "met" and v.value == pytest.approx(e.max())
+    assert "Judged on Ê (matches_ll)" in v.words
+    over = int((up > x).sum())
+    assert ("upper bound is above" in v.words) == (over > 0)
+    [v] = evaluate(Policy(max_expected_matches=float(e.min()) / 2), rows)
+    assert v.status == "fails" and f"{int((e > e.min() / 2).sum())} of {len(rows)}" in v.words
+    # a scan without Ê (an older scan, or --measures without it): θ̂·n1, said to be a lower estimate
+    old = rows.drop(columns=[c for c in rows.columns if c.startswith("matches_ll")])
+    [v] = evaluate(Policy(max_expected_matches=1e9), old)
+    assert v.status == "met" and "LOWER estimate of E" in v.words and "Met on a lower estimate" in v.words
+    [v] = evaluate(Policy(max_expected_matches=1e9),
+                   old.drop(columns=[c for c in old.columns if c.startswith("matches_hat")]))
+    assert v.status == "not checked"
