@@ -88,9 +88,10 @@ def test_compare_help_lists_the_default_columns_truthfully(tmp_path):
     help_text = " ".join(run_cli("compare", "--help", check=True).stdout.split())
     # with a population (here: a sample flag) every default applies: the help names each column
     res = compare(str(tmp_path / "d.csv"), ["a", "b"], ["a=bands:10"], sample_flag="s")
-    assert res.columns == ["N1", "pr_pu", "matches_hat", "theta_hat"] and res.left_out == {}
-    for col in ["N1 (pop_uniques)", "n1 (sample_uniques)", "pr_pu", "matches_hat", "theta_hat"]:
+    assert res.columns == ["N1", "pr_pu", "matches_ll", "matches_hat", "theta_hat"] and res.left_out == {}
+    for col in ["N1 (pop_uniques)", "n1 (sample_uniques)", "pr_pu", "matches_ll", "matches_hat",
+                "theta_hat"]:
         assert col in help_text, col
     res = compare(str(tmp_path / "d.csv"), ["a", "b"], ["a=bands:10"], fraction=0.2)
-    assert res.columns == ["n1", "matches_hat", "theta_hat"] and list(res.left_out) == ["pr_pu"]
+    assert res.columns == ["n1", "matches_ll", "matches_hat", "theta_hat"] and list(res.left_out) == ["pr_pu"]
     assert not any(c.startswith("pr_pu") for c in res.table.columns)

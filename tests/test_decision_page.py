@@ -107,6 +107,29 @@ def test_decision_page_identity_from_the_file_itself(page):
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", ident["scanned"])
 
 
+def _e_hat_by_hand(df, keys, pi):
+    """Ê = Σ_{f=1} α[1 − (1 + c)^{−1/α}]/c, c = (1 − π)/(1/(α λ̂) + π), λ̂ = μ̂/π, μ̂ = n Π_v p_v
+    (main effects), α = Σ_all cells [(f − μ̂)² − f] / Σ_all μ̂² (Skinner & Shlomo 2008 with the
+    gamma cell effect of matches_ll's docstring), written from the formulas with pandas."""
+    cells = df.groupby(keys, dropna=False).size()
+    n = len(df)
+    idx = cells.index.to_frame(index=False) if len(keys) > 1 else pd.DataFrame({keys[0]: cells.index})
+    mu = np.full(len(cells), float(n))
+    sum_mu2 = float(n) ** 2                       # over every cell of the cross-classification
+    for k in keys:
+        p = df[k].value_counts(dropna=False) / n
+        mu *= idx[k].map(p).to_numpy(float)
+        sum_mu2 *= float((p ** 2).sum())
+    f = cells.to_numpy(float)
+    alpha = max((np.sum(f * f) - 2 * np.sum(f * mu) + sum_mu2 - f.sum()) / sum_mu2, 0.0)
+    lam = mu[f == 1] / pi
+    if alpha <= 1e-12:
+        m = (1 - pi) * lam
+        return float(np.sum(-np.expm1(-m) / m))
+    c = (1 - pi) / (1 / (alpha * lam) + pi)
+    return float(np.sum(alpha * (1 - (1 + c) ** (-1 / alpha)) / c))
+
+
 def test_decision_page_verdicts_against_numbers_computed_from_the_records(page):
     text, tables = _parse(page)
     assert "The release does NOT meet the policy: 3 of 4 criteria fail." in text
@@ -124,13 +147,22 @@ def test_decision_page_verdicts_against_numbers_computed_from_the_records(page):
     most = max(int((df.groupby(list(c), dropna=False)[c[0]].transform("size") < 3).sum())
                for s in range(1, 5) for c in combinations(KEYS, s))
     assert int(re.sub(r"\D", "", combo.group(2))) == most
-    # expected correct matches: θ̂·n1 by hand (Skinner & Elliot eq. 7 at π = 0.01) for the worst
+    # expected correct matches (issue 27): judged on Ê (matches_ll), recomputed here from the
+    # records by Skinner & Shlomo's formula with the main-effects model and the moment gamma
+    # effect, for the worst combination; it is the largest over every scanned combination, and
+    # θ̂·n1 (eq. 7 at π = 0.01, the lower estimate) lies below it
     status, words = verdicts["expected correct matches at most 5 in every combination"]
-    worst = re.search(r"riskiest, \(([^)]*)\), has ([\d.]+)", words)
-    cells = df.groupby(worst.group(1).split(", "), dropna=False).size()
+    worst = re.search(r"riskiest, \(([^)]*)\), has Ê = ([\d. ]+) expected", words)
+    keys = worst.group(1).split(", ")
+    e_hat = _e_hat_by_hand(df, keys, 0.01)
+    assert status == "fails" and float(worst.group(2).replace(" ", "")) == pytest.approx(e_hat, rel=1e-3, abs=0.5)
+    assert "Judged on Ê (matches_ll)" in words and "upper bound" in words
+    assert all(_e_hat_by_hand(df, list(c), 0.01) <= e_hat * (1 + 1e-3) + 0.5
+               for s in range(1, 5) for c in combinations(KEYS, s))
+    cells = df.groupby(keys, dropna=False).size()
     n1, n2, pi = int((cells == 1).sum()), int((cells == 2).sum()), 0.01
     theta = pi * n1 / (pi * n1 + 2 * (1 - pi) * n2)
-    assert status == "fails" and float(worst.group(2)) == pytest.approx(theta * n1, rel=1e-3)
+    assert theta * n1 < e_hat
     # no record above 0.5: the SUDA summary's largest DIS-SUDA probability
     suda = json.loads((page / "suda.json").read_text())
     status, words = verdicts["no record's risk above 0.5"]
@@ -389,3 +421,27 @@ def test_decision_page_from_a_protection_object_and_a_policy_with_flags(tmp_path
     assert level > 0                                   # age was coarsened
     assert f"<td class=\"k\">age</td><td class=\"k\">{['original', 'bands:5', 'bands:10', 'bands:30'][level]}</td>" in text
     assert "k-anonymity: k ≥ 3 in every combination" in text and "(from pol.json, with flags for min_k)" in text
+
+
+def test_max_matches_is_judged_on_e_hat_with_its_bound_and_says_which():
+    """Issue 27: --max-matches is judged on Ê (matches_ll), its one-sided upper bound named; a scan
+    without Ê is judged on θ̂·n1 and the verdict says that is a lower estimate; neither: not checked."""
+    from gpurisk.report.policy import Policy, evaluate
+    rows = gpurisk.scan(example_path("adult"), keys=["age", "sex", "race"], max_size=2,
+                        fraction=0.01).results
+    e, up = rows["matches_ll"].astype(float), rows["matches_ll_upper"].astype(float)
+    x = float((e.max() + up.max()) / 2) if up.max() > e.max() else float(e.max()) + 1.0
+    [v] = evaluate(Policy(max_expected_matches=x), rows)
+    assert v.status == "met" and v.value == pytest.approx(e.max())
+    assert "Judged on Ê (matches_ll)" in v.words
+    over = int((up > x).sum())
+    assert ("upper bound is above" in v.words) == (over > 0)
+    [v] = evaluate(Policy(max_expected_matches=float(e.min()) / 2), rows)
+    assert v.status == "fails" and f"{int((e > e.min() / 2).sum())} of {len(rows)}" in v.words
+    # a scan without Ê (an older scan, or --measures without it): θ̂·n1, said to be a lower estimate
+    old = rows.drop(columns=[c for c in rows.columns if c.startswith("matches_ll")])
+    [v] = evaluate(Policy(max_expected_matches=1e9), old)
+    assert v.status == "met" and "LOWER estimate of E" in v.words and "Met on a lower estimate" in v.words
+    [v] = evaluate(Policy(max_expected_matches=1e9),
+                   old.drop(columns=[c for c in old.columns if c.startswith("matches_hat")]))
+    assert v.status == "not checked"

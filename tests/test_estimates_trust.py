@@ -43,32 +43,37 @@ def test_readme_assess_example_is_what_assess_prints():
 
 
 def test_scan_ranks_by_estimated_correct_matches(tmp_path):
+    # issue 27: a scan ranks by Ê (matches_ll), the estimate of the expected correct matches E, not
+    # by θ̂·n1, which is a lower estimate of E; θ̂·n1 is kept beside it, labelled as such
     p = run_cli("scan", data_path("arx/adult.csv"), "--keys", "sex,age,race,marital-status,education",
                 "--max-size", "3", "--fraction", "0.01", "--top", "5", "-o", tmp_path / "s.parquet",
                 check=True)
-    assert "ranked by θ̂·n1 (matches_hat), which orders combinations by their correct unique matches" in p.stdout
-    assert "a lower estimate of the expected correct matches E" in p.stdout
-    assert "theta_hat" in p.stdout and "matches_hat" in p.stdout        # θ̂ beside the ranking
+    assert "ranked by Ê (matches_ll), the expected number of correct matches E" in p.stdout
+    assert "θ̂·n1 (lower est.)" in p.stdout
+    assert "theta_hat" in p.stdout and "matches_ll" in p.stdout        # θ̂ beside the ranking
     doc = json.loads(run_cli("scan", data_path("arx/adult.csv"), "--keys",
                              "sex,age,race,marital-status,education", "--max-size", "3",
                              "--fraction", "0.01", "--top", "5", "--json", check=True).stdout)
-    assert doc["rank_by"] == "matches_hat" and "correct unique matches" in doc["ranked_by"]
+    assert doc["rank_by"] == "matches_ll" and "expected number of correct matches" in doc["ranked_by"]
     top = doc["top"]
-    vals = [r["matches_hat"] for r in top]
+    vals = [r["matches_ll"] for r in top]
     assert vals == sorted(vals, reverse=True) and all("theta_hat" in r for r in top)
+    assert all("matches_hat" in r for r in top)       # θ̂·n1, a lower estimate of E, beside it
     assert top[0]["n2"] > 0                        # not a combination with no sample pair
     from gpurisk.report import write_report
     page = write_report(tmp_path / "s.parquet", tmp_path / "r.html").read_text()
-    assert "Combinations are ranked by <b>matches_hat</b>" in page and "with θ̂ beside it" in page
+    assert "Combinations are ranked by <b>matches_ll</b>" in page and "with θ̂ beside it" in page
 
 
 def test_compare_ranks_rows_and_says_so():
     p = run_cli("compare", data_path("arx/adult.csv"), "--keys", "sex,age,race,marital-status",
                 "--fraction", "0.05", "--alt", "age=bands:5", "--json", check=True)
     doc = json.loads(p.stdout)
-    assert doc["rank_by"] == "matches_hat" and "correct unique matches" in doc["ranked_by"]
-    vals = [r["matches_hat"]["original"] for r in doc["rows"]]
+    # issue 27: compare ranks as scan does, by Ê (matches_ll); θ̂·n1 stays a column
+    assert doc["rank_by"] == "matches_ll" and "expected number of correct matches" in doc["ranked_by"]
+    vals = [r["matches_ll"]["original"] for r in doc["rows"]]
     assert vals == sorted(vals, reverse=True)
+    assert all("matches_hat" in r for r in doc["rows"])       # kept, as a lower estimate of E
     text = run_cli("compare", data_path("arx/adult.csv"), "--keys", "sex,age,race",
                    "--fraction", "0.05", "--alt", "age=bands:5", check=True).stdout
-    assert text.startswith("rows ranked by matches_hat [original]")
+    assert text.startswith("rows ranked by matches_ll [original]")

@@ -63,7 +63,7 @@ def test_scan_repr_is_short_and_names_the_riskiest(adult_scan):
     text = repr(s)
     assert len(s.results) == 14 and "\n" not in text and len(text) < 250
     # the riskiest combination and its figure, recomputed here from the frame with pandas
-    by = "matches_hat"
+    by = "matches_ll"                 # the scan's ranking since issue 27: Ê, the estimate of E
     best = s.results.sort_values(by, ascending=False).iloc[0]
     assert text.startswith("<ScanResult 14 combination(s) of 4 key(s), n=48842")
     assert f"riskiest: {best['combo']} ({by}=" in text
@@ -73,11 +73,12 @@ def test_scan_repr_is_short_and_names_the_riskiest(adult_scan):
 def test_scan_html_names_the_top_combinations(adult_scan):
     page = _Page(adult_scan._repr_html_())
     assert page.tags.count("tr") == 11            # header + the 10 riskiest
-    top = adult_scan.results.sort_values("matches_hat", ascending=False).head(10)
+    # ranked by Ê (matches_ll) since issue 27
+    top = adult_scan.results.sort_values("matches_ll", ascending=False).head(10)
     cells = page.cells
     for combo in top["combo"]:
         assert combo in cells
-    assert "matches_hat" in cells and "n1" in cells
+    assert "matches_ll" in cells and "n1" in cells
 
 
 def test_assessment_html_is_escaped_and_shows_every_measure(adult_assessment):

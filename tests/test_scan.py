@@ -99,7 +99,8 @@ def test_cli_scan_summary_and_output_hold_no_key_values(tmp_path, adult):
     p = run_cli("scan", path, "--keys", ",".join(ADULT8[:6]), "--max-size", "2", "--fraction", "0.1",
                 "-o", out, "--json", "--top", "5", check=True)
     doc = json.loads(p.stdout)
-    assert doc["combinations"] == 6 + 15 and len(doc["top"]) == 5 and doc["rank_by"] == "matches_hat"
+    # ranked by Ê (matches_ll), the estimate of E, since issue 27 (θ̂·n1 is a lower estimate of E)
+    assert doc["combinations"] == 6 + 15 and len(doc["top"]) == 5 and doc["rank_by"] == "matches_ll"
     df = read_scan(out)
     assert len(df) == 21
     values = set()

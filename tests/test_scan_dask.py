@@ -313,4 +313,33 @@ def test_default_measures_scan_keeps_the_cells_on_the_workers(client, small_buck
     got = gpurisk.scan(sample, backend="dask", cells_on_workers=True, **opts).results
     assert set(spy) == {SummaryTable}
     assert "theta_hat_misclass" in got.columns      # run by default, not applicable: no cells read
-    pd.testing.assert_frame_equal(got, want)
+    # issue 27: the log-linear measures (the ranking Ê and τ̂1 beside it) read cells, so on the
+    # workers they are left out (with the reason: the test below); every other column equals pandas
+    ll = [c for c in want.columns if c.startswith(("matches_ll", "tau1_ll"))]
+    assert len(ll) == 8 and not any(c in got.columns for c in ll)
+    pd.testing.assert_frame_equal(got, want.drop(columns=ll))
+
+
+def test_default_scan_on_the_workers_leaves_the_log_linear_ranking_out_and_says_why(client, adult):
+    """Issue 27: the scan's ranking, Ê (matches_ll), fits each combination's cells by their key
+    values, which a summary does not carry. With --cells-on-workers and no measure named the scan
+    keeps the cells there, leaves matches_ll out with the reason and ranks by matches_hat; named, it
+    brings the table here and equals the pandas scan."""
+    opts = dict(keys=ADULT6[:4], max_size=2, sample_flag="s")
+    got = gpurisk.scan(adult, backend="dask", cells_on_workers=True, **opts)
+    assert "matches_ll" not in got.results.columns and got.rank_by == "matches_hat"
+    assert any("matches_ll" in w and "stay on the workers" in w and "matches_hat" in w
+               for w in got.warnings)
+    assert any(w.startswith("tau1_ll was not run") for w in got.warnings)
+    want = gpurisk.scan(adult, backend="pandas", **opts)
+    assert want.rank_by == "matches_ll" and want.results["matches_ll"].notna().all()
+    named = gpurisk.scan(adult, backend="dask", cells_on_workers=True,
+                         measures=["matches_ll", "theta_hat"], **opts)
+    assert named.rank_by == "matches_ll"
+    pd.testing.assert_series_equal(named.results["matches_ll"], want.results["matches_ll"],
+                                   rtol=1e-12)
+    # the default scan on Dask (the finest table brought here, as by default) ranks by Ê too
+    gathered = gpurisk.scan(adult, backend="dask", **opts)
+    assert gathered.rank_by == "matches_ll"
+    pd.testing.assert_series_equal(gathered.results["matches_ll"], want.results["matches_ll"],
+                                   rtol=1e-12)

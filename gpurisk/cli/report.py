@@ -26,7 +26,7 @@ def register(cli: click.Group) -> None:
                   help="a protect run's plan (protect --plan): the recommended protection and its cost")
     @click.option("--suda", default=None, metavar="SUDA.json",
                   help="the summary of gpurisk suda --json: per-record risk (DIS-SUDA)")
-    @click.option("--measure", default=None, help="column to plot and rank by (default matches_hat = θ̂·n1, a lower estimate of the expected correct matches; else theta_hat, pr_pu or n1)")
+    @click.option("--measure", default=None, help="column to plot and rank by (default matches_ll, the expected correct matches E estimated by the log-linear model; else matches_hat = θ̂·n1, a lower estimate of E, theta_hat, pr_pu or n1)")
     @click.option("--threshold", type=float, default=0.1, show_default=True,
                   help="risk threshold drawn against θ̂ and its upper bound (the policy's "
                        "max_theta_upper when it has one)")

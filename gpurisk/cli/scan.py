@@ -32,6 +32,8 @@ def summary_doc(res, k: int, by: str | None) -> dict:
     cols = ["combo", "scenario", "size", "cells", "n1", "n2", "N1", by]
     if f"{by}_upper" in top.columns:
         cols.append(f"{by}_upper")
+    if by == "matches_ll" and "matches_hat" in top.columns:  # the lower estimate of E beside Ê
+        cols.append("matches_hat")
     if by != "theta_hat" and "theta_hat" in top.columns:    # θ̂ beside the ranking
         cols += ["theta_hat", "theta_hat_upper"]
     rows = []
@@ -72,6 +74,9 @@ def print_summary(doc: dict) -> None:
     cols = ["#", "combination", "size", "cells", "n1", "n2", "N1", by]
     if top and f"{by}_upper" in top[0]:
         cols.append("upper")
+    lower = bool(top) and by == "matches_ll" and "matches_hat" in top[0]
+    if lower:
+        cols.append("θ̂·n1 (lower est.)")
     beside = bool(top) and by != "theta_hat" and "theta_hat" in top[0]
     if beside:
         cols += ["theta_hat", "theta_hat upper"]
@@ -86,6 +91,8 @@ def print_summary(doc: dict) -> None:
                 _fmt(r.get("n2")), _fmt(r.get("N1")), value]
         if "upper" in cols:
             vals.append(_fmt(r.get(f"{by}_upper")))
+        if lower:
+            vals.append(_fmt(r.get("matches_hat")))
         if beside:
             th = r.get("theta_hat")
             vals += ["not estimable" if th is None and r.get("n2") == 0 else _fmt(th),
@@ -123,8 +130,9 @@ def register(cli: click.Group) -> None:
     @click.option("--batch-rows", type=int, default=256, show_default=True,
                   help="rows per Parquet part file (a part is also written every 2 s)")
     @click.option("--top", type=int, default=10, show_default=True, help="rows in the closing summary")
-    @click.option("--rank-by", default=None, help="column ranking the summary (default matches_hat, the estimated number of "
-                       "correct unique matches θ̂·n1; else theta_hat, pr_pu or n1)")
+    @click.option("--rank-by", default=None, help="column ranking the summary (default matches_ll, the "
+                       "expected correct matches E estimated by the log-linear model; else "
+                       "matches_hat = θ̂·n1, a lower estimate of E, theta_hat, pr_pu or n1)")
     @click.option("--progress/--no-progress", default=None,
                   help="progress bar on stderr (default: when stderr is a terminal)")
     @click.option("--cells-on-workers", is_flag=True,

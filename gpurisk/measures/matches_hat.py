@@ -1,4 +1,4 @@
-"""matches_hat: θ̂·n1, a LOWER estimate of the expected number of correct matches E — what scan ranks by.
+"""matches_hat: θ̂·n1, a LOWER estimate of the expected number of correct matches E.
 
     matches_hat = θ̂ · n1        s.e. = n1 · v̂^½        upper = n1 · (θ̂'s upper bound)
 
@@ -14,6 +14,8 @@ n1²/ΣF, not of E. As a ranking of key combinations it works: on four real popu
 matches_hat had a Spearman correlation of 0.92-0.97 with the truth τ1 (the number of sample uniques
 that are population uniques) and its top 10 caught 98-100 % of the τ1 attainable by any 10; θ̂ alone
 0.38-0.68 and 48-87 %, with a combination without sample pairs on top in 41-74 % of the samples.
+A scan ranks by ``matches_ll`` (Ê) since issue 27 (at π = 1 % its top 10 caught more of the true E
+and τ1 than θ̂·n1's: docs/validation.md), and by matches_hat only when it has no Ê.
 
 It reads theta_hat's options (``theta_hat.bound``, ``theta_hat.few_pairs``, ``theta_hat.min_pairs``). Where θ̂ is not
 estimable (no sample pair: eq. 7 would give θ̂ = 1, so θ̂·n1 = n1 however few the uniques), the count
@@ -34,7 +36,7 @@ from gpurisk.measures.theta_hat import ThetaHat, bound_of, not_estimable, theta_
 class MatchesHat(Measure):
     name = "matches_hat"
     description = ("theta_hat * n1 = n1^2 / sum F over sample uniques: a LOWER estimate of the "
-                   "expected correct matches E (scan ranks key combinations by it)")
+                   "expected correct matches E (a scan ranks by it only where matches_ll is not run)")
     needs = frozenset({"fraction"})
     reference = "Skinner & Elliot (2002), eq. (7), times the number of sample uniques n1"
     reads = "summary"

@@ -1,8 +1,9 @@
 """Which key variables drive the risk, measured where the risk is.
 
 For a scanned combination C holding key k whose subset C \\ {k} was scanned too, the drop is
-``value(C) − value(C \\ {k})``: what the headline measure (``matches_hat``, the expected number of
-correct unique matches, by default) loses when the intruder does not know k. The drops are taken in
+``value(C) − value(C \\ {k})``: what the ranking measure (by default ``matches_ll``, Ê, the expected
+number of correct matches E; ``matches_hat`` = θ̂·n1, a lower estimate of E, in a scan without it:
+:func:`gpurisk.scan.runner.rank_column`) loses when the intruder does not know k. The drops are taken in
 the riskiest combinations only: the ``top`` combinations ranked by the measure (every size, ties by
 size then scan order, :func:`gpurisk.scan.runner.top_combinations`), so a key that matters only in
 small or harmless combinations does not outrank one that makes the riskiest combination risky.

@@ -4,8 +4,11 @@ summary for the per-record risk).
 A policy is a small TOML or JSON file (a ``[policy]`` table or top-level keys) or the same
 thresholds given as flags; every threshold is optional:
 
-``max_expected_matches``  expected correct matches (``matches_hat``, θ̂·n1) at most X in every
-                          scanned combination
+``max_expected_matches``  expected correct matches E at most X in every scanned combination:
+                          judged on Ê (``matches_ll``, the log-linear estimate), with its
+                          one-sided upper bound (``matches_ll_upper``, level 1 − α of the scan)
+                          named beside; a scan without Ê is judged on θ̂·n1 (``matches_hat``), a
+                          lower estimate of E, and the verdict says so
 ``min_k``                 k-anonymity: every record shares its key values with at least k − 1
                           others in every scanned combination (from the scan's n1, n2, n3: k ≤ 4)
 ``max_record_risk``       no record's probability of a correct match above r (the DIS-SUDA
@@ -133,26 +136,66 @@ def _worst(df: pd.DataFrame, col: str):
     return float(vals[i]), df.loc[i]
 
 
+def _amount(v: float) -> str:
+    """An estimated count for a sentence: 3 significant digits below 1 000, whole above (no e+03)."""
+    v = float(v)
+    return f"{v:.3g}" if abs(v) < 1000 else _num(round(v))
+
+
+def _has(df: pd.DataFrame, col: str) -> bool:
+    return col in df.columns and df[col].notna().sum() > 0
+
+
+def _matches_verdict(x: float, df: pd.DataFrame) -> Verdict:
+    """The verdict on ``max_expected_matches``: Ê (matches_ll) against X in every combination, its
+    one-sided upper bound named beside (how many combinations it puts above X, so a pass close to
+    the line reads as one); without Ê, θ̂·n1, which is a lower estimate of E, so a pass is no proof."""
+    crit = f"expected correct matches at most {_num(x)} in every combination"
+    total = len(df)
+    if _has(df, "matches_ll"):
+        vals = df["matches_ll"].astype(float)
+        up = (df["matches_ll_upper"].astype(float) if "matches_ll_upper" in df.columns
+              else pd.Series(float("nan"), index=df.index))
+        worst, row = _worst(df, "matches_ll")
+        i = vals.idxmax()
+        over = int((vals > x).sum())
+        up_over = int((up > x).sum())
+        none = int(vals.isna().sum())
+        bound = up[i]
+        judged = ("Judged on Ê (matches_ll), the log-linear estimate of E"
+                  + (f"; its one-sided upper bound is above {_num(x)} in {up_over} combination(s)"
+                     if up_over else f"; every one-sided upper bound is at most {_num(x)}")
+                  + (f"; {none} combination(s) have no Ê" if none else "") + ".")
+        interval = f" (upper bound {_amount(bound)})" if math.isfinite(bound) else ""
+        if over:
+            return Verdict(crit, "fails", f"Fails: {over} of {total} combinations have Ê above "
+                           f"{_num(x)}; the riskiest, {_combo(row)}, has Ê = {_amount(worst)} expected "
+                           f"correct matches{interval}. {judged}", worst)
+        return Verdict(crit, "met", f"Met: the largest Ê is {_amount(worst)} expected correct matches"
+                       f"{interval}, in {_combo(row)}. {judged}", worst)
+    if _has(df, "matches_hat"):
+        worst, row = _worst(df, "matches_hat")
+        over = int((df["matches_hat"].astype(float) > x).sum())
+        low = (" Judged on θ̂·n1 (matches_hat): the scan has no Ê (matches_ll), and θ̂·n1 is a "
+               "LOWER estimate of E, so the true E may be higher; rescan with the default "
+               "measures to judge on Ê.")
+        if over:
+            return Verdict(crit, "fails", f"Fails: {over} of {total} combinations exceed {_num(x)}; "
+                           f"the riskiest, {_combo(row)}, has θ̂·n1 = {_amount(worst)}.{low}", worst)
+        return Verdict(crit, "met", f"Met on a lower estimate: the largest θ̂·n1 is {_amount(worst)}, in "
+                       f"{_combo(row)}.{low}", worst)
+    return Verdict(crit, "not checked", "The scan has no estimate of the expected correct matches "
+                   "(matches_ll or matches_hat): scan with the default measures and a sampling "
+                   "fraction.")
+
+
 def evaluate(policy: Policy, df: pd.DataFrame, suda: dict | None = None) -> list[Verdict]:
     """One :class:`Verdict` per threshold the policy sets, in the policy's order."""
     out = []
     total = len(df)
     x = policy.max_expected_matches
     if x is not None:
-        crit = f"expected correct matches at most {_num(x)} in every combination"
-        if "matches_hat" not in df.columns or df["matches_hat"].notna().sum() == 0:
-            out.append(Verdict(crit, "not checked", "The scan has no expected correct matches "
-                               "(matches_hat): scan with the default measures."))
-        else:
-            worst, row = _worst(df, "matches_hat")
-            over = int((df["matches_hat"].astype(float) > x).sum())
-            if over:
-                out.append(Verdict(crit, "fails", f"Fails: {over} of {total} combinations exceed "
-                                   f"{_num(x)}; the riskiest, {_combo(row)}, has {worst:.3g} expected "
-                                   "correct matches.", worst))
-            else:
-                out.append(Verdict(crit, "met", f"Met: the largest is {worst:.3g} expected correct "
-                                   f"matches, in {_combo(row)}.", worst))
+        out.append(_matches_verdict(x, df))
     k = policy.min_k
     if k is not None:
         crit = f"k-anonymity: k ≥ {k} in every combination"

@@ -18,12 +18,14 @@ MEANINGS = {
     "n1": "sample uniques: records that are the only one in the release with their key values",
     "n2": "cells of the release that hold exactly two records",
     "N1": "population uniques: people who are the only one in the population with their key values",
-    "matches_hat": "θ̂·n1, which orders combinations by the records an intruder would correctly "
-                   "re-identify by a unique match; as a count it is a lower estimate of the expected "
-                   "correct matches E (it estimates n1²/ΣF) (the default ranking: it found the combinations with the "
-                   "most population uniques among sample uniques on real populations, where θ̂ alone "
-                   "put combinations with a single sample unique on top); where the sample has no "
-                   "pair it is estimated with half a pair and flagged",
+    "matches_ll": "Ê, the expected number of records an intruder would correctly re-identify by "
+                  "matching each sample unique to a random person of the population with the same "
+                  "key values (E = Σ 1/F over the sample uniques), estimated by the log-linear model "
+                  "of Skinner & Shlomo (2008) (the default ranking); the upper bound is one-sided",
+    "matches_hat": "θ̂·n1, a lower estimate of the expected correct matches E (it estimates "
+                   "n1²/ΣF, never above E); it orders combinations much as Ê does, and ranks a scan "
+                   "that has no Ê; where the sample has no pair it is estimated with half a pair "
+                   "and flagged",
     "theta_hat": "the estimated probability that a match an intruder finds on a unique key value is "
                  "correct (Skinner & Elliot 2002, eq. 7); the upper bound is one-sided, on the log "
                  "scale, at most 1; not estimable where the sample has no pair (n2 = 0)",

@@ -19,8 +19,11 @@ from gpurisk.scan.runner import RANK_PREFERENCE
 
 
 #: what compare computes unless --measures says otherwise: the unique counts (shown as one column,
-#: population uniques N1 with a population, else sample uniques n1), then these
-DEFAULT_MEASURES = ("pop_uniques", "sample_uniques", "pr_pu", "matches_hat", "theta_hat")
+#: population uniques N1 with a population, else sample uniques n1), then these: matches_ll (Ê, the
+#: expected correct matches, which ranks the rows as it ranks a scan), matches_hat (θ̂·n1, a lower
+#: estimate of E), θ̂
+DEFAULT_MEASURES = ("pop_uniques", "sample_uniques", "pr_pu", "matches_ll", "matches_hat",
+                    "theta_hat")
 
 
 def default_measures_text() -> str:

@@ -29,18 +29,32 @@ from gpurisk.scan.sink import row_schema
 #: the s.e. that goes with it. ``--option theta_hat_dis.K=200000`` restores the default.
 SCAN_DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {"theta_hat_dis": {"K": 10_000}}
 
-#: measures used to rank combinations in the closing summary, first available wins: the estimated
-#: number of correct unique matches θ̂·n1 (issue 21: ranking by θ̂ alone put combinations with one
-#: sample unique and no sample pair on top), then θ̂, Pr(PU), n1
-RANK_PREFERENCE = ("matches_hat", "theta_hat", "pr_pu", "n1")
+#: measures used to rank combinations in the closing summary, first available wins: Ê, the
+#: expected number of correct matches E = Σ_{f=1} 1/F_j estimated by the log-linear model
+#: (``matches_ll``, issue 27: the headline an office acts on; at π = 1 % its top 10 caught 97.8-100 %
+#: of the attainable E and 95.8-99.7 % of τ1 on five real populations, bench/validate_trust.py,
+#: against 90.8-99.9 % and 84.4-99.6 % for θ̂·n1), then θ̂·n1 (a lower
+#: estimate of E; issue 21: ranking by θ̂ alone put combinations with one sample unique and no
+#: sample pair on top), then θ̂, Pr(PU), n1
+RANK_PREFERENCE = ("matches_ll", "matches_hat", "theta_hat", "pr_pu", "n1")
 #: what each rank column is, for the output's "ranked by ..." line
 RANK_MEANING = {
+    "matches_ll": "Ê (matches_ll), the expected number of correct matches E = Σ 1/F over the sample "
+                  "uniques, estimated by the log-linear model (Skinner & Shlomo 2008): an intruder "
+                  "matches each sample unique to a random population record of its cell",
     "matches_hat": "θ̂·n1 (matches_hat), which orders combinations by their correct unique matches; "
                    "as a count it is a lower estimate of the expected correct matches E",
     "theta_hat": "θ̂, the estimated probability that a unique match is correct",
     "pr_pu": "Pr(PU), the share of population uniques",
     "n1": "n1, the number of sample uniques",
 }
+#: measures a scan runs by default although they declare ``default = False`` (they run when named in
+#: ``assess``): the headline estimate of E, the scan's ranking, and τ̂1 beside it (the same fit). The
+#: main-effects fit is closed-form from the combination's cells (O(cells × keys), no K-cell array),
+#: made once per combination for both; with its s.e. (an exponential integral per sample unique)
+#: it is the costliest default measure (docs/scan.md: 4-7 s of a 255-combination FARS scan that
+#: takes 0.5-1.2 s without it).
+SCAN_HEADLINE = ("matches_ll", "tau1_ll")
 
 
 def rank_meaning(col: str) -> str:
@@ -166,8 +180,9 @@ COUNT_NEEDS = frozenset({"fraction", "population", "weights"})
 
 
 def _measure_names(measures: Iterable[str] | None) -> list[str]:
-    """The measures named, or by default every file-level measure that reads counts only and runs by
-    default (``Measure.default``; a model fit that declares ``default = False`` runs when named).
+    """The measures named, or by default the headline estimate of E (:data:`SCAN_HEADLINE`, the
+    ranking) and every file-level measure that reads counts only and runs by default
+    (``Measure.default``; another model fit that declares ``default = False`` runs when named).
 
     Measures that need each record's cell or other columns (``records``, ``columns``) cost a pass
     over the records for every combination; a scan runs them only when named.
@@ -175,15 +190,33 @@ def _measure_names(measures: Iterable[str] | None) -> list[str]:
     from gpurisk.plugins import measure_registry, unknown_measure_hint
     reg = measure_registry()
     if measures is None:
-        return [n for n, r in reg.items() if getattr(r.cls, "level", "file") == "file"
-                and getattr(r.cls, "default", True)
-                and set(r.cls.needs) <= COUNT_NEEDS and not getattr(r.cls, "column_options", ())]
+        return [n for n in SCAN_HEADLINE if n in reg] + [
+            n for n, r in reg.items() if getattr(r.cls, "level", "file") == "file"
+            and getattr(r.cls, "default", True) and n not in SCAN_HEADLINE
+            and set(r.cls.needs) <= COUNT_NEEDS and not getattr(r.cls, "column_options", ())]
     names = [measures] if isinstance(measures, str) else list(measures)
     unknown = [m for m in names if m not in reg]
     if unknown:
         raise BadInput(f"unknown measure(s) {', '.join(map(repr, unknown))}; registered: {', '.join(reg)}"
                        + unknown_measure_hint())
     return names
+
+
+def _headline_kept_out(names, inp, cells_on_workers: bool, opts, rank_by, defaults: bool) -> dict:
+    """measure -> why, for the default headline measures (:data:`SCAN_HEADLINE`) a scan leaves out:
+    with ``cells_on_workers`` on a Dask backend (no recode) the cells stay on the workers, and the
+    log-linear fit reads each cell's key values, which a summary does not carry; running it would
+    bring the table here, against what was asked. Named measures (``--measures``, or ``--rank-by``
+    naming it) always run."""
+    if not (defaults and cells_on_workers and inp.distributed and not inp.recode):
+        return {}
+    from gpurisk.scan.distributed import cell_readers
+    readers = set(cell_readers(names, inp, opts))
+    return {m: ("it fits a log-linear model to each cell's key values, which stay on the workers "
+                "with --cells-on-workers" + ("; the scan is ranked by matches_hat (θ̂·n1, a lower "
+                                             "estimate of E)" if m == "matches_ll" else "")
+                + f". Name it (--measures {m},...) to bring the table of cells here")
+            for m in SCAN_HEADLINE if m in names and m in readers and m != rank_by}
 
 
 def prepare_summaries(table) -> None:

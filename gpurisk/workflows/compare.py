@@ -32,11 +32,13 @@ def compare(data, keys: Sequence[str], alternatives: Iterable, cumulative: bool 
     """Every subset of ``keys`` (up to ``max_size``) under the original coding and each alternative.
 
     With ``cumulative`` each alternative adds its recodes to the previous ones (Table 3 -> 4 -> 5).
-    ``measures`` defaults to the unique counts plus pr_pu, matches_hat (the estimated number of
-    correct unique matches, θ̂·n1) and theta_hat (:data:`DEFAULT_MEASURES`). A measure that applies
-    to no row under any coding (pr_pu without a population, θ̂ without π) is left out of the table
-    and named in :attr:`Comparison.left_out` with the reason. :meth:`Comparison.ranked` orders the rows by
-    matches_hat under the original coding, as scan ranks. ``recode`` (as in
+    ``measures`` defaults to the unique counts plus pr_pu, matches_ll (Ê, the expected number of
+    correct matches E by the log-linear model), matches_hat (θ̂·n1, a lower estimate of E) and
+    theta_hat (:data:`DEFAULT_MEASURES`). A measure that applies to no row under any coding (pr_pu
+    without a population, θ̂ without π) is left out of the table and named in
+    :attr:`Comparison.left_out` with the reason. :meth:`Comparison.ranked` orders the rows by the
+    first of :data:`~gpurisk.scan.runner.RANK_PREFERENCE` present (matches_ll) under the original
+    coding, as scan ranks. ``recode`` (as in
     :func:`gpurisk.assess`) is the original coding: the alternatives regroup it further. The data
     are read, checked and counted by :class:`gpurisk.inputs.Inputs`, as every command.
     """

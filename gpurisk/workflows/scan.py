@@ -103,6 +103,9 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
     opts = _scan_options(names, run.options)
     col_opts = option_columns(names, opts)
     inp = inputs(data, rkeys, design, reading, columns=col_opts)
+    kept_out = runner._headline_kept_out(names, inp, cells_on_workers, opts, rank_by,
+                                         measures is None)
+    names = [m for m in names if m not in kept_out]
     recodes = list(inp.recode)
     data_name = inp.name
     pop_name = (str(population) if isinstance(population, (str, Path))
@@ -133,6 +136,7 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
         root, pi, source = counted.table, counted.fraction, counted.fraction_source
         t_build, t_recode = counted.timings["build_s"], counted.timings["recode_s"]
         notes = list(counted.notes)
+    notes += [f"{m} was not run: {why}" for m, why in kept_out.items()]
     columns = inp.column_values(frames, col_opts)
     del frames
     settings = {
