@@ -287,6 +287,33 @@ class RecordRisk(Mapping):
                           [f"warning: {w}" for w in d.get("warnings", [])])
 
 
+def check_thresholds(thresholds) -> tuple[float, ...]:
+    """The risk thresholds as floats, each in [0, 1] (a risk is a probability); BadInput otherwise."""
+    out = []
+    for t in ([thresholds] if isinstance(thresholds, (int, float)) else thresholds):
+        try:
+            v = float(t)
+        except (TypeError, ValueError):
+            v = math.nan
+        if isinstance(t, bool) or not 0 <= v <= 1:
+            raise BadInput(f"thresholds: {t!r} is outside [0, 1] (a risk is a probability)",
+                           cli=f"--threshold {t} is outside [0, 1] (a risk is a probability)")
+        out.append(v)
+    return tuple(out)
+
+
+def check_max_cells(max_cells) -> float:
+    """The log-linear table's cell limit: a finite number > 0 (NaN would switch the guard off)."""
+    try:
+        v = float(max_cells)
+    except (TypeError, ValueError):
+        v = math.nan
+    if isinstance(max_cells, bool) or not math.isfinite(v) or v <= 0:
+        raise BadInput(f"max_cells={max_cells!r} must be a finite number > 0",
+                       cli=f"--max-cells {max_cells} must be a finite number > 0")
+    return v
+
+
 def record_risk(frame, keys, population_size=None, population=None, sample_flag=None,
                 fraction=None, methods: Iterable[str] = sm.DEFAULT_METHODS, y=None,
                 database_size=None, p_tilde=None, all_records: bool = False,
@@ -306,6 +333,8 @@ def record_risk(frame, keys, population_size=None, population=None, sample_flag=
     file per partition, written by the workers, which carry the ids).
     """
     from gpurisk.inputs import Inputs
+    thresholds = check_thresholds(thresholds)            # before anything is read
+    max_cells = check_max_cells(max_cells)
     inp = Inputs(frame, keys, population=population, sample_flag=sample_flag, fraction=fraction,
                  missing=missing, recode=recode, backend=backend, sep=sep, encoding=encoding,
                  allow_high_cardinality=allow_high_cardinality, columns=list(ids))
