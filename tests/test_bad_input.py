@@ -739,3 +739,137 @@ def test_output_inside_an_input_dataset_folder_or_glob_refused(files, tmp_path):
     with pytest.raises(BadInput, match="an input of this run"):
         check_output_file(tmp_path / "a1.csv", (".csv",), inputs=[str(tmp_path / "a*.csv")])
     check_output_file(tmp_path / "b.csv", (".csv",), inputs=[str(tmp_path / "a*.csv"), ds])
+
+
+# --- issue 30: the rest of the list, each kind on pandas and (where the command reads records on
+# Dask) on the session's Dask cluster ---------------------------------------------------------------
+
+def _changed_in_place(path):
+    """The same file, the same number of records, other values (one age moved by one year)."""
+    df = pd.read_csv(path)
+    df.loc[0, "age"] = int(df.loc[0, "age"]) + 1
+    df.to_csv(path, index=False)
+
+
+@pytest.mark.parametrize("backend", ["pandas", "dask"])
+def test_resume_after_the_input_changed_is_refused(files, tmp_path, backend, request):
+    """Every command that resumes (scan --resume, validate --resume, protect --checkpoint) refuses
+    a data file changed in place since the interrupted run began; record-risk, suda and report have
+    no resume (a rerun starts over). Before, scan --resume kept 192 of 2 516 rows of the old data."""
+    import shutil
+    from _driver import run_many
+    data = tmp_path / "d.csv"
+    shutil.copy(files["ok.csv"], data)
+    dask = ["--backend", "dask", "--scheduler", request.getfixturevalue("dask_scheduler")] \
+        if backend == "dask" else []
+    scan = ["scan", data, "--keys", "age,sex,reg", "--measures", "sample_uniques", "-o",
+            tmp_path / "s.parquet", "--no-progress", *dask]
+    val = ["validate", data, "--keys", "age,sex", "--fractions", "0.1", "--replicates", "2",
+           "--resume", tmp_path / "v", *dask]
+    runs = run_many([scan, val])
+    assert [p.returncode for p in runs] == [0, 0], [p.stderr for p in runs]
+    _changed_in_place(data)
+    scan_again, val_again = run_many([scan + ["--resume"], val])
+    _one_error(scan_again, "the data file 'd.csv' changed since the scan")
+    _one_error(val_again, "resume folder")
+    if backend == "pandas":          # protect reads on pandas or cuDF only
+        from gpurisk.protect import protect
+        shutil.copy(files["ok.csv"], data)
+        state = tmp_path / "state.json"
+        protect(data, ["age", "sex"], {"age": "bands:10"}, ["theta_hat.upper<=0.5"],
+                fraction=0.1, checkpoint=state)
+        _changed_in_place(data)
+        with pytest.raises(BadInput, match="written for other data or settings"):
+            protect(data, ["age", "sex"], {"age": "bands:10"}, ["theta_hat.upper<=0.5"],
+                    fraction=0.1, checkpoint=state)
+
+
+def test_second_writer_through_a_symlink_meets_the_lock(files, tmp_path):
+    """scan --overwrite (and --resume) through link.parquet -> s.parquet while another run holds
+    s.parquet: one line, and the first run's folder is left alone (before: both wrote, 2 532 rows
+    for 2 516; with --resume the first run crashed on a part file the second deleted)."""
+    from gpurisk.io.lock import exclusive
+    from _driver import run_many
+    target = tmp_path / "s.parquet"
+    first = run_many([["scan", files["ok.csv"], "--keys", "age,sex", "-o", target, "--no-progress"]])[0]
+    assert first.returncode == 0, first.stderr
+    before = sorted(p.name for p in target.iterdir())
+    os.symlink(target, tmp_path / "link.parquet")
+    with exclusive(target, "the scan output"):
+        for extra in (["--overwrite"], ["--resume"]):
+            [p] = run_many([["scan", files["ok.csv"], "--keys", "age,sex", "-o",
+                             tmp_path / "link.parquet", "--no-progress", *extra]])
+            _one_error(p, "another gpurisk run is writing")
+    assert sorted(p.name for p in target.iterdir()) == before
+
+
+@pytest.mark.parametrize("backend", ["pandas", "dask"])
+def test_register_weights_blank_outside_the_sample(files, tmp_path, backend, request):
+    """--sample-flag with --weights: a record outside the sample needs no weight (refused before
+    as "missing"); the answer is the one with any weight written there."""
+    from _driver import run_many
+    df = pd.read_csv(files["ok.csv"])
+    flag = np.arange(len(df)) % 3 == 0
+    df.assign(s=flag, w=np.where(flag, df["w"], np.nan)).to_csv(tmp_path / "blank.csv", index=False)
+    df.assign(s=flag, w=np.where(flag, df["w"], 7.0)).to_csv(tmp_path / "filled.csv", index=False)
+    dask = ["--backend", "dask", "--scheduler", request.getfixturevalue("dask_scheduler")] \
+        if backend == "dask" else []
+    common = ["--keys", "age,sex", "--sample-flag", "s", "--weights", "w", "--json",
+              "--measures", "sample_uniques,theta_hat_weighted", *dask]
+    blank, filled = run_many([["assess", tmp_path / "blank.csv", *common],
+                              ["assess", tmp_path / "filled.csv", *common]])
+    assert blank.returncode == 0, blank.stderr
+    a, b = json.loads(blank.stdout), json.loads(filled.stdout)
+    assert a["n"] == int(flag.sum()) and a["N"] == len(df)
+    assert a["measures"] == b["measures"]
+    assert a["measures"]["theta_hat_weighted"]["value"] is not None
+    # a blank weight inside the sample is still refused
+    df.assign(s=flag, w=np.where(np.arange(len(df)) == 3, np.nan, df["w"])).to_csv(
+        tmp_path / "hole.csv", index=False)
+    [p] = run_many([["assess", tmp_path / "hole.csv", *common]])
+    _one_error(p, "'w'", "missing")
+
+
+@pytest.mark.parametrize("backend", ["pandas", "dask"])
+def test_glob_of_files_with_different_separators(files, tmp_path, backend, request):
+    """A glob of a comma- and a semicolon-separated file: each read with its own separator, the
+    same counts on pandas and Dask (Dask said "Usecols do not match columns")."""
+    from _driver import run_many
+    df = pd.read_csv(files["ok.csv"])
+    (tmp_path / "g").mkdir()
+    df.head(120).to_csv(tmp_path / "g" / "a1.csv", index=False)
+    df.iloc[120:].to_csv(tmp_path / "g" / "a2.csv", index=False, sep=";")
+    dask = ["--backend", "dask", "--scheduler", request.getfixturevalue("dask_scheduler")] \
+        if backend == "dask" else []
+    [p] = run_many([["assess", str(tmp_path / "g" / "a*.csv"), "--keys", "age,sex,reg", "--json",
+                     "--measures", "sample_uniques", *dask]])
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    counts = df.value_counts(["age", "sex", "reg"])
+    assert doc["n"] == len(df) and doc["cells"] == len(counts)
+    assert doc["measures"]["sample_uniques"]["value"] == int((counts == 1).sum())
+
+
+def test_resume_on_a_read_only_filesystem_is_one_line(files, tmp_path):
+    """scan --resume and validate --resume where the folder's filesystem turned read-only after
+    the first run (a real tmpfs remounted read-only): one line each, the folders unchanged."""
+    import subprocess
+    from _driver import run_many
+    d = tmp_path / "fs"
+    if not _mount_tmpfs(d, "size=4m"):
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        s = str(files["ok.csv"])
+        scan = ["scan", s, "--keys", "age,sex,reg", "--measures", "sample_uniques", "-o",
+                d / "s.parquet", "--no-progress"]
+        val = ["validate", s, "--keys", "age,sex", "--fractions", "0.1", "--replicates", "2",
+               "--resume", d / "v"]
+        assert [p.returncode for p in run_many([scan, val])] == [0, 0]
+        before = sorted(str(p) for p in d.rglob("*"))
+        subprocess.run(["mount", "-o", "remount,ro", str(d)], check=True)
+        for p in run_many([scan + ["--resume"], val]):
+            line = _one_error(p)
+            assert "Read-only" in line or "not writable" in line, line
+        assert sorted(str(p) for p in d.rglob("*")) == before
+    finally:
+        subprocess.run(["umount", str(d)], capture_output=True)
