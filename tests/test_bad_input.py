@@ -873,3 +873,25 @@ def test_resume_on_a_read_only_filesystem_is_one_line(files, tmp_path):
         assert sorted(str(p) for p in d.rglob("*")) == before
     finally:
         subprocess.run(["umount", str(d)], capture_output=True)
+
+
+def test_killed_runs_temporary_files_go_with_the_next_run_of_each_command(files, tmp_path):
+    """record-risk, suda and protect: a .NAME.PID.tmp that a killed run (its PID dead) left beside
+    the output is removed when the command next writes it (they stayed for ever)."""
+    import subprocess
+    import sys
+    from _driver import run_many
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    outs = {"r.parquet": ["record-risk", files["ok.parquet"], "--keys", "age,sex",
+                          "--population-size", "10000"],
+            "u.parquet": ["suda", files["ok.parquet"], "--keys", "age,sex,reg"],
+            "p.csv": ["protect", files["ok.csv"], "--keys", "age,sex", "--hierarchy", "age=bands:10",
+                      "--criterion", "theta_hat.upper<=0.9", "--fraction", "0.1"]}
+    stale = {name: tmp_path / f".{name}.{dead}.tmp" for name in outs}
+    for p in stale.values():
+        p.write_bytes(b"half a file")
+    runs = run_many([args + ["-o", tmp_path / name] for name, args in outs.items()])
+    for (name, _), p in zip(outs.items(), runs):
+        assert p.returncode == 0, (name, p.stderr)
+        assert (tmp_path / name).is_file() and not stale[name].exists(), name
