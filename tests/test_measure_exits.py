@@ -262,3 +262,25 @@ def test_dask_workers_survive_a_map_that_exits(client):
     with pytest.raises(MapFailed, match="map_bucket raised SystemExit: 2"):
         SysExitMap().compute(counted.table, ctx)
     assert client.run(os.getpid) == before                   # no worker died or restarted
+
+
+def test_cli_assess_and_scan_on_dask_with_a_measure_that_exits(tmp_path, plugin_dir, client,
+                                                               dask_scheduler):
+    """--backend dask on the session's cluster: the measure's row, exit 0, and the same worker
+    processes before and after (before, os._exit(3) ended the run and the workers with it)."""
+    df = _frame(600)
+    df.to_csv(tmp_path / "d.csv", index=False)
+    before = client.run(os.getpid)
+    env = {"PYTHONPATH": str(plugin_dir)}
+    dask = ["--backend", "dask", "--scheduler", dask_scheduler]
+    p = run_cli("assess", tmp_path / "d.csv", "--keys", "k,s", "--fraction", "0.1", "--json",
+                "--measures", "toy_os_exit,toy_kill_self,sample_uniques", *dask, env=env)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["measures"]["sample_uniques"]["value"] == _n1(df)
+    assert "os._exit(3)" in doc["measures"]["toy_os_exit"]["reason"]
+    p = run_cli("scan", tmp_path / "d.csv", "--keys", "k,s", "--max-size", "2", "--fraction", "0.1",
+                "--measures", "toy_os_exit,sample_uniques", "--json", "--no-progress", *dask, env=env)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["combinations"] == 3
+    assert client.run(os.getpid) == before
