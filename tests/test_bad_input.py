@@ -895,3 +895,27 @@ def test_killed_runs_temporary_files_go_with_the_next_run_of_each_command(files,
     for (name, _), p in zip(outs.items(), runs):
         assert p.returncode == 0, (name, p.stderr)
         assert (tmp_path / name).is_file() and not stale[name].exists(), name
+
+
+def test_full_and_read_only_filesystems_on_dask(files, full_and_read_only, dask_scheduler):
+    """The commands that read records on Dask, writing to a full and to a read-only filesystem
+    (real tmpfs): one line, exit 2, nothing left on the full one but the filler (record-risk's
+    rows are written by the workers, one file per partition)."""
+    from _driver import run_many
+    full, ro = full_and_read_only
+    s, pq_ = str(files["ok.csv"]), str(files["ok.parquet"])
+    dask = ["--backend", "dask", "--scheduler", dask_scheduler]
+    cmds = lambda d: [  # noqa: E731
+        ["assess", s, "--keys", "age,sex", "-o", f"{d}/a.json", *dask],
+        ["scan", s, "--keys", "age,sex,reg", "-o", f"{d}/s.parquet", *dask],
+        ["validate", s, "--keys", "age,sex", "--fractions", "0.1", "--replicates", "2",
+         "--resume", f"{d}/v", *dask],
+        ["record-risk", pq_, "--keys", "age,sex", "--population-size", "10000", "-o",
+         f"{d}/r.parquet", *dask],
+    ]                      # suda -o on Dask is refused before the work (it needs records' cells)
+    for d, words in ((full, "No space left on device"), (ro, "")):
+        for args, p in zip(cmds(d), run_many(cmds(d))):
+            line = _one_error(p)
+            assert words in line or "not writable" in line or "Read-only" in line, (args, line)
+    left = [str(f.relative_to(full)) for f in full.rglob("*") if f.is_file()]
+    assert left == ["filler"], left
