@@ -73,3 +73,35 @@ def test_paused_workers_stop_the_count_in_one_line(monkeypatch):
             gpurisk.assess(df, ["a", "b"], fraction=0.1, backend="dask", measures=["sample_uniques"])
         assert time.perf_counter() - t0 < 20
         assert client.status in ("closing", "closed")     # the stuck client is not used again
+
+
+def test_scheduler_address_of_a_stuck_cluster_is_one_line(tmp_path):
+    """``--scheduler`` naming a real scheduler on 127.0.0.1 (started here, as a remote cluster
+    would be: gpurisk did not start it and only knows its address) whose workers are all paused:
+    the command ends with the one stall line, exit 2, within 20 s, and the cluster lives on."""
+    import logging
+
+    import distributed
+    rng = np.random.default_rng(4)
+    pd.DataFrame({"a": rng.integers(0, 40, 3000), "b": rng.integers(0, 9, 3000)}).to_csv(
+        tmp_path / "d.csv", index=False)
+    args = ["assess", tmp_path / "d.csv", "--keys", "a,b", "--fraction", "0.1", "--backend", "dask",
+            "--measures", "sample_uniques", "--json"]
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=None, memory_limit="400MiB",
+                                  silence_logs=logging.CRITICAL) as cluster, \
+            distributed.Client(cluster, set_as_default=False) as admin:
+        address = cluster.scheduler_address
+        ok = run_cli(*args, "--scheduler", address, env={"GPURISK_DASK_STALL": "2"})
+        assert ok.returncode == 0, ok.stderr                       # the cluster works
+        admin.run_on_scheduler(_pause)
+        t0 = time.perf_counter()
+        p = run_cli(*args, "--scheduler", address, env={"GPURISK_DASK_STALL": "2"})
+        took = time.perf_counter() - t0
+        assert p.returncode == 2, (p.returncode, p.stderr)
+        [line] = p.stderr.strip().splitlines()
+        assert line.startswith("gpurisk: error: all 2 Dask workers stayed paused"), line
+        assert "for 2 s, so the run cannot go on" in line and "GPURISK_DASK_STALL" in line
+        assert took < 20, took
+        assert p.stdout == ""
+        assert len(admin.scheduler_info()["workers"]) == 2          # a remote cluster is not closed

@@ -118,6 +118,9 @@ def register(cli: click.Group) -> None:
                   help="a fundamental key (comma-separated) for --plus-each")
     @click.option("--plus-each", is_flag=True,
                   help="evaluate the fundamental key plus each other pool variable in turn")
+    @click.option("--max-combinations", type=int, default=None, metavar="N",
+                  help="refuse a plan of more combinations, counted before any is listed "
+                       "(default: 1000000)")
     @design_options()
     @run_options(measures_help="comma-separated measures (default: every file-level measure that "
                                "reads counts only and runs by default)",
@@ -143,9 +146,9 @@ def register(cli: click.Group) -> None:
                   help="roll-up threads beside the one computing measures (default: the CPUs "
                        "usable, at most 4; 0: one thread); results do not depend on it")
     @input_options
-    def scan(data, keys, max_size, min_size, scenarios, fundamental, plus_each, design, run, reading,
-             output, resume, overwrite, batch_rows, top, rank_by, progress, as_json, threads,
-             cells_on_workers):
+    def scan(data, keys, max_size, min_size, scenarios, fundamental, plus_each, max_combinations,
+             design, run, reading, output, resume, overwrite, batch_rows, top, rank_by, progress,
+             as_json, threads, cells_on_workers):
         """Risk of many key combinations of DATA: subsets of a pool, scenarios, or a key plus each."""
         from gpurisk.workflows.scan import scan_with as workflow
         _check_top(top)                     # before the work (--rank-by: in the workflow, which
@@ -155,7 +158,7 @@ def register(cli: click.Group) -> None:
                        scenarios=scenarios, fundamental=fundamental, plus_each=plus_each,
                        output=output, resume=resume, overwrite=overwrite, batch_rows=batch_rows,
                        progress=progress, threads=threads, cells_on_workers=cells_on_workers,
-                       rank_by=rank_by)
+                       rank_by=rank_by, max_combinations=max_combinations)
         doc = summary_doc(res, top, rank_by)
         if as_json:
             echo_json(doc, default=str)

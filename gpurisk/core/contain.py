@@ -10,7 +10,14 @@ daemon worker thread and waits for each at most ``timeout`` seconds from its sta
 - the working directory is restored after each call (an ``os.chdir`` cannot move a relative ``-o``);
 - a call past its limit is reported as not finished; a thread cannot be killed, so the worker is
   abandoned (it finishes that call in the background, a daemon that does not hold the process
-  open, and runs nothing more) and the calls after it go to a new worker.
+  open, and runs nothing more) and the calls after it go to a new worker;
+- the calls that end or signal the process are refused to the worker thread (:func:`guard_exits`):
+  ``os._exit``, ``os.abort``, ``os.kill``/``os.killpg`` aimed at this process or its group,
+  ``signal.raise_signal``, ``signal.pthread_kill`` of a thread of this process and
+  ``_thread.interrupt_main`` raise :class:`MeasureEscape` there instead (the measure's row says
+  what it tried); ``sys.exit``/``exit()`` raise ``SystemExit``, which the runner contains like any
+  exception. Every other thread calls them as before. Not caught: threads the measure starts
+  itself, and C code that exits (``ctypes``, an extension's ``exit()``).
 
 One worker per calling thread, reused: handing a whole list over costs one thread switch, not one
 per measure.
@@ -25,7 +32,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Sequence
 
-__all__ = ["run_contained", "same_cwd"]
+__all__ = ["run_contained", "same_cwd", "guard_exits", "MeasureEscape"]
 
 #: idents of the threads now running a measure: what they write to sys.stdout/sys.stderr is dropped
 _QUIET: set[int] = set()
@@ -33,6 +40,79 @@ _ROUTER_LOCK = threading.Lock()
 
 #: (finished, value, exception) of one call
 Outcome = tuple[bool, Any, "BaseException | None"]
+
+
+class MeasureEscape(Exception):
+    """A measure called something that ends or signals the whole process (see :func:`guard_exits`)."""
+
+
+#: idents of the threads whose calls that end or signal the process raise MeasureEscape
+_GUARDED: set[int] = set()
+_GUARD_LOCK = threading.Lock()
+_GUARD_INSTALLED = [False]
+
+
+def _own_targets() -> tuple[set[int], set[int]]:
+    """(pids that mean this process to os.kill, process groups that hold it)."""
+    pids = {0, os.getpid()}
+    try:
+        pgid = os.getpgid(0)
+    except (OSError, AttributeError):
+        return pids, set()
+    pids.add(-pgid)
+    return pids, {0, pgid}
+
+
+def _install_guard() -> None:
+    """Wrap the calls that end or signal the process once (idempotent): in a thread of
+    :data:`_GUARDED` they raise :class:`MeasureEscape`, elsewhere they run as before."""
+    import _thread
+    import signal
+    with _GUARD_LOCK:
+        if _GUARD_INSTALLED[0]:
+            return
+
+        def wrap(mod, name, hits):
+            real = getattr(mod, name, None)
+            if real is None:
+                return
+
+            def guarded(*args, **kwargs):
+                if threading.get_ident() in _GUARDED and hits(*args, **kwargs):
+                    shown = ", ".join(repr(a) for a in args[:2])
+                    raise MeasureEscape(f"called {mod.__name__}.{name}({shown}), which would end "
+                                        "or signal the whole process; refused while measures run")
+                return real(*args, **kwargs)
+            guarded.__wrapped__ = real
+            guarded.__name__ = name
+            guarded.__doc__ = real.__doc__
+            setattr(mod, name, guarded)
+
+        always = lambda *a, **k: True                                   # noqa: E731
+        wrap(os, "_exit", always)
+        wrap(os, "abort", always)
+        wrap(os, "kill", lambda pid, *a, **k: pid in _own_targets()[0])
+        wrap(os, "killpg", lambda pgid, *a, **k: pgid in _own_targets()[1])
+        wrap(signal, "raise_signal", always)
+        wrap(signal, "pthread_kill",
+             lambda ident, *a, **k: any(t.ident == ident for t in threading.enumerate()))
+        wrap(_thread, "interrupt_main", always)
+        _GUARD_INSTALLED[0] = True
+
+
+@contextmanager
+def guard_exits():
+    """In this block, this thread's calls that end or signal the process raise
+    :class:`MeasureEscape` (see the module docstring); a Dask worker maps bucket measures in one."""
+    _install_guard()
+    ident = threading.get_ident()
+    nested = ident in _GUARDED
+    _GUARDED.add(ident)
+    try:
+        yield
+    finally:
+        if not nested:
+            _GUARDED.discard(ident)
 
 
 class _Router:
@@ -114,6 +194,14 @@ class _Worker:
 
     def _loop(self):
         ident = threading.get_ident()
+        _install_guard()
+        _GUARDED.add(ident)             # for the worker's whole life: it runs only measures
+        try:
+            self._serve(ident)
+        finally:
+            _GUARDED.discard(ident)     # a later thread may get the same ident
+
+    def _serve(self, ident):
         while True:
             job = self.jobs.get(block=True)
             if job is None:

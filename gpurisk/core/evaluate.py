@@ -16,6 +16,9 @@ validate, protect's search, its before/after table and its perturbed release).
   threads the measure starts, is not caught);
 - the working directory is restored after the measure, so an ``os.chdir`` cannot move a relative
   ``-o``;
+- ``os._exit``, ``os.abort``, ``os.kill`` of this process and the like, called from the measure's
+  thread, raise there instead of ending the run (:func:`gpurisk.core.contain.guard_exits`): the
+  measure's row says what it called, and every other measure and the command go on;
 - a value, se or upper bound that is an integer beyond the float range (``10**400``) is a
   not-applicable result.
 
@@ -27,7 +30,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Iterable, Mapping
 
-from gpurisk.core.contain import run_contained
+from gpurisk.core.contain import MeasureEscape, run_contained
 from gpurisk.errors import BadInput
 from gpurisk.measure import Context, Measure, Result, checked_result, missing_needs
 
@@ -101,6 +104,8 @@ def _result(outcome, timeout: float, check: bool = True) -> Result:
     if exc is not None:
         if _stops_the_run(exc):
             raise exc
+        if isinstance(exc, MeasureEscape):
+            return Result.failure(f"measure {_first_line(exc)}")
         return Result.failure(f"measure raised {type(exc).__name__}: {_first_line(exc)}")
     return _beyond_float(checked_result(res)) if check else res
 

@@ -135,17 +135,23 @@ def map_one(measure, bucket: CellBucket, ctx) -> dict:
 
 
 def map_measures(part: dict, classes, ctx, index: int, count: int) -> dict:
-    """On a worker: every bucket measure's map of one bucket of cells. A map that raises gives the
-    text of what it raised on that measure's entry (the others still run); BadInput propagates."""
+    """On a worker: every bucket measure's map of one bucket of cells. A map that raises (or calls
+    ``sys.exit``, ``os._exit``, ``os.kill`` of its process...: see
+    :func:`gpurisk.core.contain.guard_exits`) gives the text of what it did on that measure's entry
+    (the others still run, the worker lives on); BadInput propagates."""
     from gpurisk.errors import BadInput
     bucket = part_bucket(part, index, count)
     out: dict = {}
+    from gpurisk.core.contain import MeasureEscape, guard_exits
     for cls in classes:
         try:
-            out[cls.name] = map_one(cls(), bucket, ctx)
+            with guard_exits():       # an os._exit in a map must not end the worker
+                out[cls.name] = map_one(cls(), bucket, ctx)
         except BadInput:
             raise
-        except Exception as exc:  # noqa: BLE001 - reported on the measure's row, not the run's
+        except MeasureEscape as exc:
+            out[cls.name] = MapFailed(f"map_bucket {str(exc).splitlines()[0]}")
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - on the measure's row, not the run's
             text = str(exc).splitlines()[0] if str(exc) else ""
             out[cls.name] = MapFailed(f"map_bucket raised {type(exc).__name__}: {text}")
     return out

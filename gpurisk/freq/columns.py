@@ -35,14 +35,22 @@ def sample_flag_mask(frame: pd.DataFrame, col: str) -> np.ndarray:
                    f"{int(s[bad].nunique())} other value(s) (expected True/False or 1/0)")
 
 
-def weight_array(frame: pd.DataFrame, col: str) -> np.ndarray:
+def weight_array(frame: pd.DataFrame, col: str, mask: np.ndarray | None = None) -> np.ndarray:
+    """The design weights as float64, each finite and > 0 (BadInput otherwise). With ``mask`` (a
+    register's sample flag) only the sampled records' weights are checked and used: a register may
+    leave the weight of a record outside the sample blank (it is set to 1 here, and never read)."""
     if col not in frame.columns:
         raise BadInput(f"weight column {col!r} not in the sample")
     s = frame[col]
     if not pd.api.types.is_numeric_dtype(s.dtype) or pd.api.types.is_bool_dtype(s.dtype):
-        raise BadInput(f"weight column {col!r} is not numeric (dtype {s.dtype})")
+        held = "text" if pd.api.types.is_string_dtype(s.dtype) or s.dtype == object else s.dtype
+        raise BadInput(f"weight column {col!r} is not numeric (it holds {held})")
     w = s.to_numpy(dtype=np.float64, na_value=np.nan)
     bad = ~np.isfinite(w) | (w <= 0)
+    if mask is not None:
+        mask = np.asarray(mask, dtype=bool)
+        w = np.where(mask, w, 1.0)
+        bad &= mask
     if bad.any():
         rows = np.flatnonzero(bad)[:5].tolist()
         raise BadInput(f"weight column {col!r} has {int(bad.sum())} missing, infinite or "

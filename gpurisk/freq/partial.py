@@ -273,8 +273,8 @@ def encode_piece(plan: Plan, frame, role: str, sample_flag: str | None = None,
     host = frame_namespace(frame)
     xp = host if xp is None else xp
     words = encode_words(plan, frame)
-    w = _weights(frame, weights) if weights and role != "population" else None
     mask = _flag(frame, sample_flag) if role == "register" else None
+    w = _weights(frame, weights, mask) if weights and role != "population" else None
     if xp is not host:
         words = [to_device(a, xp) for a in words]
         w = None if w is None else to_device(w, xp)
@@ -321,7 +321,9 @@ def _flag(frame, col):
     return sample_flag_mask(frame, col)
 
 
-def _weights(frame, col):
+def _weights(frame, col, mask=None):
+    """The weights of one piece (see :func:`gpurisk.freq.columns.weight_array`; with ``mask``, the
+    register's sample flag, only the sampled records' weights count)."""
     if is_cudf(frame):  # pragma: no cover - needs a GPU
         import cupy as cp
         from gpurisk.freq.columns import weight_array
@@ -329,11 +331,14 @@ def _weights(frame, col):
         kind = str(s.dtype)
         if kind.startswith(("float", "int", "uint")):
             w = s.astype("float64").fillna(float("nan")).values
+            if mask is not None:
+                w = cp.where(mask, w, 1.0)
             if bool(cp.all(cp.isfinite(w) & (w > 0))):
                 return w
-        return cp.asarray(weight_array(s.to_frame(col).to_pandas(), col))  # for its message
+        host_mask = None if mask is None else cp.asnumpy(mask)
+        return cp.asarray(weight_array(s.to_frame(col).to_pandas(), col, host_mask))  # its message
     from gpurisk.freq.columns import weight_array
-    return weight_array(frame, col)
+    return weight_array(frame, col, mask)
 
 
 # --- combining -----------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ def build_table_piece(sample, keys, population=None, sample_flag=None, weights=N
         words = pack_words(plan, s_codes, host)
         del s_codes
         mask = sample_flag_mask(sample, sample_flag) if sample_flag else None
-        w = weight_array(sample, weights) if weights else None
+        w = weight_array(sample, weights, mask) if weights else None
         if xp is not host:
             words = [to_device(a, xp) for a in words]
             mask = None if mask is None else to_device(mask, xp)

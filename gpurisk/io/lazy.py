@@ -92,20 +92,30 @@ def read_lazy(path, sep: str | None = None, columns: list[str] | None = None,
             raise BadInput(f"{path}: a directory with no .parquet files")
         first = files[0]
         encoding = check_encoding(encoding)
-        sep, header, dups = csv_header_raw(first, check_sep(sep), encoding)
-        check_columns_in(first, columns, header, dups)
-        for f in files:     # a ragged row is refused as on pandas (a tokenizing pass, no values)
-            check_row_lengths(f, sep, encoding, len(csv_header_raw(f, sep, encoding)[1]))
+        given = check_sep(sep)
+        # each file's own separator, as pandas reads each file of a glob (a comma- and a
+        # semicolon-separated file together), its columns and its row lengths checked
+        runs: list[tuple[str, list]] = []
+        for f in files:
+            f_sep, header, dups = csv_header_raw(f, given, encoding)
+            check_columns_in(f, columns, header, dups)
+            check_row_lengths(f, f_sep, encoding, len(header))   # ragged rows refused as on pandas
+            if runs and runs[-1][0] == f_sep:
+                runs[-1][1].append(f)
+            else:
+                runs.append((f_sep, [f]))
         # whole numbers stay exact: typed from the head as nullable integers (a float64 block would
         # round ids beyond 2**53); a later block with other values is one line when counted
-        dtypes = head_dtypes(first, sep, columns, encoding)
+        dtypes = head_dtypes(first, runs[0][0], columns, encoding)
         # columns checked value by value (the sample flag) are read as text: Dask types a column
         # from the file's head, and a later "maybe" cast to the head's bool would read as True
         dtypes.update({c: "object" for c in text_columns if columns is None or c in columns})
         compressed = any(p.suffix.lower() in (".gz", ".bz2", ".xz", ".zip", ".zst") for p in files)
-        ddf = dd.read_csv([str(p) for p in files], sep=sep, usecols=columns, encoding=encoding,
-                          blocksize=None if compressed else blocksize, assume_missing=True,
-                          keep_default_na=True, na_values=[""], dtype=dtypes or None)
+        parts = [dd.read_csv([str(p) for p in group], sep=f_sep, usecols=columns,
+                             encoding=encoding, blocksize=None if compressed else blocksize,
+                             assume_missing=True, keep_default_na=True, na_values=[""],
+                             dtype=dtypes or None) for f_sep, group in runs]
+        ddf = parts[0] if len(parts) == 1 else dd.concat(parts)
     if gpu:
         ddf = ddf.to_backend("cudf")
     return ddf

@@ -310,6 +310,29 @@ def _num(v):
     return None if v != v else v
 
 
+#: what apply_plan reads from a plan: field -> (type, what it holds)
+_PLAN_FIELDS = {"format": (Mapping, "the input's format"), "encoding": (str, "the text encoding"),
+                "keys": (list, "the key names"), "hierarchies": ((list, Mapping), "the hierarchies"),
+                "missing": (str, "the missing-value rule"), "node": (Mapping, "the released node"),
+                "scenarios": (list, "the scenarios")}
+
+
+def _check_plan_fields(doc: Mapping, plan) -> None:
+    """BadInput (one line) for a plan missing a field apply_plan reads, or holding one of another
+    type (a plan edited by hand or cut short)."""
+    for name, (kind, what) in _PLAN_FIELDS.items():
+        if name not in doc:
+            raise BadInput(f"--from-plan {str(plan)!r}: the plan has no {name!r} ({what}); "
+                           "it was edited or cut short: write it again with protect --plan")
+        if not isinstance(doc[name], kind):
+            raise BadInput(f"--from-plan {str(plan)!r}: the plan's {name!r} ({what}) is a "
+                           f"{type(doc[name]).__name__}; write it again with protect --plan")
+    if not isinstance(doc["format"].get("format"), str) or \
+            not all(isinstance(k, str) for k in doc["keys"]):
+        raise BadInput(f"--from-plan {str(plan)!r}: the plan's 'format' or 'keys' is malformed; "
+                       "write it again with protect --plan")
+
+
 def apply_plan(plan, output=None, data=None) -> pd.DataFrame:
     """The release a plan describes, written to ``output`` (byte for byte the one ``protect`` wrote)
     and returned. ``data`` defaults to the plan's input file, whose content must be unchanged."""
@@ -322,6 +345,7 @@ def apply_plan(plan, output=None, data=None) -> pd.DataFrame:
         raise BadInput(f"--from-plan {str(plan)!r}: not a JSON plan") from None
     if not isinstance(doc, Mapping) or doc.get("gpurisk_protect_plan") != PLAN_VERSION:
         raise BadInput(f"--from-plan {str(plan)!r}: not a gpurisk protect plan (version {PLAN_VERSION})")
+    _check_plan_fields(doc, plan)
     src = doc.get("data")
     if data is None:
         if not src:

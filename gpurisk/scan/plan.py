@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -26,6 +27,70 @@ from gpurisk.errors import BadInput
 
 #: without --max-size, a pool may have at most this many subsets
 MAX_UNBOUNDED = 10_000
+
+#: a plan of more combinations is refused before any is listed (``max_combinations`` /
+#: ``--max-combinations`` raise it)
+MAX_COMBINATIONS = 1_000_000
+
+#: bytes one combination holds while a scan runs, measured on adult (8 keys, 20 measures,
+#: ``bench/bench_plan_size.py``): its entry in the plan (~250 B), its row of the result frame
+#: (~2 KB, also read back from ``-o``) and, without ``-o``, its row kept until the end (~11 KB)
+PLAN_BYTES, FRAME_BYTES, ROW_BYTES = 250, 2_100, 11_000
+#: seconds one combination takes at the least (adult, 20 measures: 1 to 5 ms)
+SECONDS_PER_COMBINATION = 0.001
+
+
+def count_subsets(n: int, max_size: int, min_size: int = 1) -> int:
+    """Subsets of an ``n``-variable pool with ``min_size <= size <= max_size`` (math.comb; no
+    subset is listed)."""
+    hi = min(int(max_size), n)
+    if hi < min_size:
+        return 0
+    if min_size <= 1 and hi == n:
+        return 2 ** n - 1
+    return sum(math.comb(n, r) for r in range(int(min_size), hi + 1))
+
+
+def _size(nbytes: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
+        if nbytes < 1000 or unit == "PB":
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1000
+    return ""  # pragma: no cover
+
+
+def _duration(seconds: float) -> str:
+    for unit, length in (("years", 365 * 86400), ("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= length:
+            return f"{seconds / length:,.1f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def _count(n: int) -> str:
+    return f"{n:,}" if n < 10 ** 15 else f"about 10^{math.floor(math.log10(n))}"
+
+
+def check_plan_size(count: int, what: str, limit: int | None = None,
+                    to_disk: bool = False, hint: str | None = "--max-combinations N") -> None:
+    """BadInput (one line: the count, the memory and time it would take, the limit and how to raise
+    it) for a plan of more than ``limit`` combinations (default :data:`MAX_COMBINATIONS`)."""
+    limit = MAX_COMBINATIONS if limit is None else limit
+    if count <= limit:
+        return
+    per = PLAN_BYTES + FRAME_BYTES + (0 if to_disk else ROW_BYTES)
+    raise_it = f", or raise it with {hint}" if hint else ""
+    raise BadInput(f"the plan has {_count(count)} combinations ({what}): about "
+                   f"{_size(count * per)} of memory and at least "
+                   f"{_duration(count * SECONDS_PER_COMBINATION)} at 1 ms a combination; the limit "
+                   f"is {limit:,} (give a smaller --max-size or fewer --keys{raise_it})")
+
+
+def check_max_combinations(value) -> int:
+    """``max_combinations`` as a positive int (BadInput otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
+            or value < 1 or int(value) != value:
+        raise BadInput(f"--max-combinations must be a whole number >= 1, got {value!r}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -50,17 +115,25 @@ def _check_names(keys: Sequence[str], what: str) -> tuple[str, ...]:
     return tuple(key_list(keys, what))
 
 
-def subsets(pool: Sequence[str], max_size: int | None = None, min_size: int = 1) -> list[Combination]:
+def subsets(pool: Sequence[str], max_size: int | None = None, min_size: int = 1,
+            limit: int | None = None, to_disk: bool = False,
+            hint: str | None = "--max-combinations N", already: int = 0) -> list[Combination]:
+    """Every subset of ``pool`` (see the module docstring), counted first: a plan of more than
+    ``limit`` combinations with the ``already`` planned is refused before any subset is listed."""
     pool = _check_names(pool, "--keys")
     if max_size is None and 2 ** len(pool) - 1 > MAX_UNBOUNDED:
-        raise BadInput(f"--keys names {len(pool)} variables, {2 ** len(pool) - 1} subsets in all; "
-                       "give --max-size")
+        raise BadInput(f"--keys names {len(pool)} variables, {_count(2 ** len(pool) - 1)} subsets "
+                       "in all; give --max-size")
     max_size = len(pool) if max_size is None else int(max_size)
     if min_size < 1:
         raise BadInput(f"--min-size must be at least 1, got {min_size}")
     if max_size < min_size:
         raise BadInput(f"--max-size {max_size} is below --min-size {min_size}")
     max_size = min(max_size, len(pool))
+    more = f" and {already:,} others" if already else ""
+    check_plan_size(already + count_subsets(len(pool), max_size, min_size),   # before any is listed
+                    f"every subset of {len(pool)} --keys of size {min_size} to {max_size}{more}",
+                    limit, to_disk, hint)
     out = []
     for r in range(int(min_size), max_size + 1):
         for c in itertools.combinations(pool, r):
@@ -113,8 +186,12 @@ def load_scenarios(path) -> list[Combination]:
 
 def build_plan(pool: Sequence[str] | None = None, max_size: int | None = None, min_size: int = 1,
                scenarios=None, fundamental: Sequence[str] | None = None,
-               plus_each_flag: bool = False) -> list[Combination]:
-    """The combinations of one scan, in their reporting order, with unique ``combo`` ids."""
+               plus_each_flag: bool = False, max_combinations: int | None = None,
+               to_disk: bool = False, hint: str | None = "--max-combinations N") -> list[Combination]:
+    """The combinations of one scan, in their reporting order, with unique ``combo`` ids. A plan of
+    more than ``max_combinations`` (default :data:`MAX_COMBINATIONS`) is refused, counted before
+    any subset is listed (:func:`check_plan_size`; ``to_disk``: the rows go to ``-o``)."""
+    limit = MAX_COMBINATIONS if max_combinations is None else check_max_combinations(max_combinations)
     combos: list[Combination] = []
     if fundamental:
         if not plus_each_flag:
@@ -124,8 +201,10 @@ def build_plan(pool: Sequence[str] | None = None, max_size: int | None = None, m
         raise BadInput("--plus-each needs --fundamental KEYS")
     if scenarios is not None:
         combos += scenarios if isinstance(scenarios, list) else load_scenarios(scenarios)
+    check_plan_size(len(combos), "scenarios and the fundamental key plus each", limit, to_disk, hint)
     if pool and (max_size is not None or not combos):
-        combos += subsets(pool, max_size, min_size)
+        combos += subsets(pool, max_size, min_size, limit=limit, to_disk=to_disk, hint=hint,
+                          already=len(combos))
     if not combos:
         raise BadInput("nothing to scan: give --keys POOL (with --max-size), --scenarios FILE "
                        "or --fundamental KEYS --plus-each")

@@ -73,7 +73,7 @@ def compare_with(data, keys: Sequence[str], design: Design, run: Run,
             merged.update({r.key: r for r in a.recodes})
             stacked.append(Alternative(a.name if not stacked else f"+ {a.name}", list(merged.values())))
         alts = stacked
-    combos = build_plan(keys, max_size, min_size)
+    combos = build_plan(keys, max_size, min_size, hint=None)
     rkeys = root_keys(keys, combos)
     for a in alts:
         for r in a.recodes:

@@ -37,7 +37,8 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
          batch_rows: int = 256, flush_seconds: float = 2.0, progress: bool = False,
          sep: str | None = None, encoding: str = "utf-8", allow_high_cardinality: bool = False,
          measure_timeout: float | None = None, threads: int | None = None,
-         cells_on_workers: bool = False, rank_by: str | None = None) -> ScanResult:
+         cells_on_workers: bool = False, rank_by: str | None = None,
+         max_combinations: int | None = None) -> ScanResult:
     """Risk of many key-variable combinations from one pass over the records.
 
     ``keys`` is the pool; every subset with ``min_size <= size <= max_size`` is evaluated, and/or the
@@ -53,7 +54,9 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     workers and each combination's summaries are reduced there, so this process's memory does not
     grow with the cells; slower than bringing the table here (see docs/scan.md). ``rank_by``: the
     column :meth:`ScanResult.top` will rank by, checked (with every other argument) before
-    anything is read or written.
+    anything is read or written. ``max_combinations`` (default
+    :data:`gpurisk.scan.plan.MAX_COMBINATIONS`, 1 000 000): a plan of more combinations is refused
+    with its count and the memory and time it would take, counted before any is listed.
     """
     design = Design(fraction=fraction, population=population, sample_flag=sample_flag,
                     weights=weights)
@@ -65,7 +68,8 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
                      scenarios=scenarios, fundamental=fundamental, plus_each=plus_each,
                      output=output, resume=resume, overwrite=overwrite, batch_rows=batch_rows,
                      flush_seconds=flush_seconds, progress=progress, threads=threads,
-                     cells_on_workers=cells_on_workers, rank_by=rank_by)
+                     cells_on_workers=cells_on_workers, rank_by=rank_by,
+                     max_combinations=max_combinations)
 
 
 
@@ -76,7 +80,7 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
               plus_each: bool = False, output=None, resume: bool = False, overwrite: bool = False,
               batch_rows: int = 256, flush_seconds: float = 2.0, progress: bool = False,
               threads: int | None = None, cells_on_workers: bool = False,
-              rank_by: str | None = None) -> ScanResult:
+              rank_by: str | None = None, max_combinations: int | None = None) -> ScanResult:
     """:func:`scan` on the settings objects: a :class:`gpurisk.core.settings.Design` (π, population,
     sample flag, weights), a :class:`gpurisk.core.settings.Run` (measures, options, α, seed, time
     limit) and a :class:`gpurisk.core.settings.Reading` (missing values, recodes, backend, CSV
@@ -92,7 +96,8 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
     t_start = time.perf_counter()
     pool = None if keys is None else key_list(keys)          # None: scenarios only
     fundamental = None if fundamental is None else key_list(fundamental, "fundamental keys")
-    combos = build_plan(pool, max_size, min_size, scenarios, fundamental, plus_each)
+    combos = build_plan(pool, max_size, min_size, scenarios, fundamental, plus_each,
+                        max_combinations=max_combinations, to_disk=output is not None)
     # keys in name order: every combination's table then has one cell order whatever the pool or
     # scenario order, so seeded Monte Carlo measures give the same value for the same key set
     rkeys = sorted(root_keys(pool, combos))
