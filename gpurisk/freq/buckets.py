@@ -139,6 +139,8 @@ def map_measures(part: dict, classes, ctx, index: int, count: int) -> dict:
     text of what it raised on that measure's entry (the others still run); BadInput propagates."""
     from gpurisk.errors import BadInput
     bucket = part_bucket(part, index, count)
+    if bucket.F is None and getattr(ctx, "fraction", None) == 1:    # a census: F = f, as in-process
+        bucket = CellBucket(bucket.f, bucket.f, bucket.w, bucket.xp, bucket.index, bucket.count)
     out: dict = {}
     for cls in classes:
         try:
