@@ -355,8 +355,9 @@ def test_next_steps_never_propose_bands_for_a_text_key(tmp_path):
                   "age": rng.integers(0, 94, n), "sex": rng.integers(0, 2, n)}).to_csv(src, index=False)
     out = tmp_path / "s.parquet"
     gpurisk.scan(src, keys=["town", "age", "sex"], max_size=3, fraction=0.1, output=out)
-    from gpurisk.scan.sink import read_manifest, read_scan
-    rows, settings = read_scan(out), read_manifest(out)["settings"]
+    from gpurisk.scan import read_scan
+    from gpurisk.scan.sink import read_manifest
+    rows, settings = read_scan(out).results, read_manifest(out)["settings"]
     for key in ("town", "age"):
         c = key_contributions(rows, "matches_hat")
         c = pd.concat([c[c["key"] == key], c[c["key"] != key]])     # this key first

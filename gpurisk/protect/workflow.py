@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import pandas as pd
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input, stored
 from gpurisk.measure import Context, missing_needs
 from gpurisk.protect.criteria import Criterion, parse_criteria
 from gpurisk.protect.hierarchy import absolute_spec, key_levels, parse_hierarchy_items
@@ -104,7 +105,8 @@ def _loss(name: str):
     from gpurisk.plugins import loss_registry
     reg = loss_registry()
     if name not in reg:
-        raise BadInput(f"--loss: unknown loss {name!r}; registered: {', '.join(reg) or '(none)'}")
+        raise bad_input(f"{{arg:--loss|loss}}: unknown loss {name!r}; registered: "
+                        f"{', '.join(reg) or '(none)'}")
     return reg[name].cls()
 
 
@@ -126,8 +128,8 @@ def _scenarios(keys: list[str], scenarios) -> list[tuple[str, ...]]:
         ks = key_list(s, "scenario keys")
         extra = [k for k in ks if k not in keys]
         if extra:
-            raise BadInput(f"--scenario {','.join(ks)}: {extra[0]!r} is not one of --keys "
-                           f"({', '.join(keys)})")
+            raise bad_input(f"{{arg:--scenario|scenarios}} {','.join(ks)}: {extra[0]!r} is not one "
+                            f"of {{arg:--keys|keys}} ({', '.join(keys)})")
         out.append(tuple(ks))
     return out
 
@@ -198,20 +200,22 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
     hier = parse_hierarchy_items(hierarchies)
     unknown = [k for k in hier if k not in keys]
     if unknown:
-        raise BadInput(f"--hierarchy {unknown[0]}=...: {unknown[0]!r} is not one of --keys "
-                       f"({', '.join(keys)})")
+        raise bad_input(f"{{arg:--hierarchy|hierarchies}} {unknown[0]}=...: {unknown[0]!r} is not "
+                        f"one of {{arg:--keys|keys}} ({', '.join(keys)})")
     if suppress not in ("values", "records"):
-        raise BadInput(f"--suppress {suppress!r}: give values or records")
+        raise bad_input(f"{{arg:--suppress|suppress}} {suppress!r}: give values or records")
     from gpurisk.core.settings import suppress_limit as limit_param
     suppress_limit = limit_param("key values" if suppress == "values" else "records"
                                  ).check(suppress_limit)
     if suppress_limit and (population is not None or sample_flag is not None):
-        raise BadInput(f"--suppress-limit with {'--population' if population is not None else '--sample-flag'}"
-                       " is not supported: suppression removes sample records from the sample's "
-                       "cells only")
+        raise bad_input("{arg:--suppress-limit|suppress_limit} with "
+                        + ("{arg:--population|population}" if population is not None
+                           else "{arg:--sample-flag|sample_flag}")
+                        + " is not supported: suppression removes sample records from the sample's "
+                        "cells only")
     if suppress_limit and weights is not None:
-        raise BadInput("--suppress-limit with --weights is not supported: a cell's records would "
-                       "share out its weight sum")
+        raise bad_input("{arg:--suppress-limit|suppress_limit} with {arg:--weights|weights} is not "
+                        "supported: a cell's records would share out its weight sum")
     perturb = [perturb] if isinstance(perturb, str) else list(perturb or [])
     extra_cols = []
     if perturb:
@@ -246,7 +250,7 @@ def protect(data, keys, hierarchies, criteria, loss: str = "precision", scenario
         cls = reg[c.measure].cls
         why = missing_needs(cls, root, ctx)
         if why:
-            raise BadInput(f"--criterion {c.text!r}: {c.measure} {why}")
+            raise bad_input(f"{{arg:--criterion|criteria}} {c.text!r}: {c.measure} {stored(why)}")
         measures[c.measure] = cls()
     levels = key_levels(root, hier)
     state = None
@@ -486,11 +490,12 @@ def apply_plan(plan, output=None, data=None) -> pd.DataFrame:
     try:
         doc = plan if isinstance(plan, Mapping) else json.loads(Path(plan).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise BadInput(f"--from-plan {str(plan)!r}: file does not exist") from None
+        raise bad_input(f"{{arg:--from-plan|plan}} {str(plan)!r}: file does not exist") from None
     except (json.JSONDecodeError, UnicodeDecodeError):
-        raise BadInput(f"--from-plan {str(plan)!r}: not a JSON plan") from None
+        raise bad_input(f"{{arg:--from-plan|plan}} {str(plan)!r}: not a JSON plan") from None
     if not isinstance(doc, Mapping) or doc.get("gpurisk_protect_plan") != PLAN_VERSION:
-        raise BadInput(f"--from-plan {str(plan)!r}: not a gpurisk protect plan (version {PLAN_VERSION})")
+        raise bad_input(f"{{arg:--from-plan|plan}} {str(plan)!r}: not a gpurisk protect plan "
+                        f"(version {PLAN_VERSION})")
     src = doc.get("data")
     if data is None:
         if not src:

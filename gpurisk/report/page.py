@@ -16,11 +16,12 @@ from gpurisk.errors import BadInput
 from gpurisk.report import plots
 from gpurisk.report.drivers import key_contributions
 from gpurisk.io.provenance import command_line, file_identity
+from gpurisk.core.messages import phrase_frame
 from gpurisk.report.policy import Policy, evaluate, load_policy, overall
 from gpurisk.report.style import CSS, environment
 from gpurisk.report.text import fmt, meaning, next_steps, not_plotted
 from gpurisk.scan.runner import rank_column, rank_meaning, top_combinations
-from gpurisk.scan.sink import read_manifest, read_scan
+from gpurisk.scan.sink import read_manifest, read_rows
 
 
 def _policy(policy) -> Policy:
@@ -138,12 +139,13 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
     matplotlib.use("Agg")
     settings, prov = {}, {}
     if isinstance(scan, (str, Path)):
-        df = read_scan(scan)
+        df = phrase_frame(read_rows(scan))      # stored reasons, phrased for who writes the page
         if Path(scan).is_dir():
             man = read_manifest(scan)
             settings, prov = man.get("settings", {}), man.get("provenance", {})
     else:
-        df = scan
+        df = getattr(scan, "results", scan)       # a ScanResult or its rows
+        settings = dict(getattr(scan, "settings", None) or {})
     if df.empty:
         raise BadInput("the scan has no rows to report")
     if not 0.0 < float(threshold) <= 1.0:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 
 
 #: without --max-size, a pool may have at most this many subsets
@@ -53,8 +54,8 @@ def _check_names(keys: Sequence[str], what: str) -> tuple[str, ...]:
 def subsets(pool: Sequence[str], max_size: int | None = None, min_size: int = 1) -> list[Combination]:
     pool = _check_names(pool, "--keys")
     if max_size is None and 2 ** len(pool) - 1 > MAX_UNBOUNDED:
-        raise BadInput(f"--keys names {len(pool)} variables, {2 ** len(pool) - 1} subsets in all; "
-                       "give --max-size")
+        raise bad_input(f"{{arg:--keys|keys}} names {len(pool)} variables, {2 ** len(pool) - 1} "
+                        "subsets in all; give {arg:--max-size|max_size}")
     max_size = len(pool) if max_size is None else int(max_size)
     if min_size < 1:
         raise BadInput(f"--min-size must be at least 1, got {min_size}")
@@ -127,8 +128,9 @@ def build_plan(pool: Sequence[str] | None = None, max_size: int | None = None, m
     if pool and (max_size is not None or not combos):
         combos += subsets(pool, max_size, min_size)
     if not combos:
-        raise BadInput("nothing to scan: give --keys POOL (with --max-size), --scenarios FILE "
-                       "or --fundamental KEYS --plus-each")
+        raise bad_input("nothing to scan: give {arg:--keys|keys} (with {arg:--max-size|max_size}), "
+                        "{arg:--scenarios|scenarios} or {arg:--fundamental|fundamental} with "
+                        "{arg:--plus-each|plus_each}")
     seen: dict[str, Combination] = {}
     out = []
     for c in combos:

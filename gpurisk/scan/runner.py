@@ -25,7 +25,7 @@ from gpurisk.freq.lattice import Lattice
 from gpurisk.measure import Context
 from gpurisk.scan.distributed import SummaryScan, summary_path
 from gpurisk.scan.plan import Combination, build_plan, combo_seed, root_keys
-from gpurisk.scan.sink import (ParquetSink, check_output_path, check_resume_inputs, read_scan,
+from gpurisk.scan.sink import (ParquetSink, check_output_path, check_resume_inputs, read_rows,
                                row_schema)
 
 #: per-scan defaults of measure options, applied unless the user sets them. theta_hat_dis, the Monte
@@ -71,6 +71,27 @@ class ScanResult:
     @property
     def rank_by(self) -> str:
         return rank_column(self.results)
+
+    # DataFrame-like access to the rows (what callers of ``read_scan`` did with its frame):
+    # ``len(r)``, ``r["n1"]``, ``r[r["size"] == 2]``, ``r.columns``, ``r.iterrows()``... go to
+    # ``results``; ``to_frame()`` is the rows as a DataFrame of their own.
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __getitem__(self, item):
+        return self.results[item]
+
+    def __getattr__(self, name: str):
+        if name.startswith("_") or name == "results":
+            raise AttributeError(name)
+        rows = self.__dict__.get("results")
+        if rows is not None and hasattr(pd.DataFrame, name):
+            return getattr(rows, name)
+        raise AttributeError(f"'ScanResult' object has no attribute {name!r}")
+
+    def to_frame(self) -> pd.DataFrame:
+        """The rows (one per combination, plan order) as a DataFrame (a copy)."""
+        return self.results.copy()
 
     def top(self, k: int = 10, by: str | None = None) -> pd.DataFrame:
         """The ``k`` riskiest combinations (key names and numbers only)."""
@@ -448,11 +469,13 @@ def scan_with(data, design, run, *, keys: Sequence[str] | str | None = None,
         if prog is not None:
             prog.stop()
     if sink is not None:
-        results = read_scan(output)
+        results = read_rows(output)
     else:
         import pyarrow as pa
         results = (pa.Table.from_pylist(rows, schema=row_schema(names)).to_pandas()
                    .sort_values("order", kind="stable").reset_index(drop=True))
+    from gpurisk.core.messages import phrase_frame
+    results = phrase_frame(results)            # reasons phrased for the caller (API or command line)
     timings = {"build_s": t_build, "recode_s": t_recode, "rollup_s": t_roll, "measures_s": t_meas,
                "total_s": time.perf_counter() - t_start}
     if summ is not None:

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.freq.encode import encode_keys
 from gpurisk.xp import scalar, to_host
 
@@ -182,11 +183,14 @@ def design_report(frame, keys: Sequence[str], *, fraction: float | None = None,
     from gpurisk.inputs import Inputs
     from gpurisk.measures.theta_hat_weighted import theta_hat_weighted
     if weights and stratum:
-        raise BadInput("give either --weights or --strata with --fractions, not both")
+        raise bad_input("give either {arg:--weights|weights} or {arg:--strata|stratum} with "
+                        "{arg:--fractions|fractions}, not both")
     if stratum and fractions is None:
-        raise BadInput(f"--strata {stratum} needs --fractions (STRATUM=PI,... or one PI)")
+        raise bad_input(f"{{arg:--strata|stratum}} {stratum} needs {{arg:--fractions|fractions}} "
+                        "(STRATUM=PI,... or one PI)")
     if not (fraction or weights or stratum or cluster):
-        raise BadInput("nothing to report: give --fraction, --weights, --strata or --cluster")
+        raise bad_input("nothing to report: give {arg:--fraction|fraction}, {arg:--weights|weights}, "
+                        "{arg:--strata|stratum} or {arg:--cluster|cluster}")
     inp = Inputs(frame, keys, weights=weights, fraction=fraction, missing=missing, recode=recode,
                  backend=backend, sep=sep, encoding=encoding,
                  allow_high_cardinality=allow_high_cardinality,

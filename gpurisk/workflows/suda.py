@@ -23,6 +23,7 @@ import pandas as pd
 
 from gpurisk.freq.guards import sample_categories
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import phrase
 from gpurisk.xp import to_host
 
 NULL_POLICY = {"category": "a missing key value is a category of its own",
@@ -125,12 +126,12 @@ def _dis_fraction(f, counted) -> tuple[float | None, str | None, str | None]:
         if total > 0:
             pi, source = table.n / total, "n/sum(w)"
     if pi is None:
-        return None, None, ("not applicable: needs the share f of the records an intruder holds: "
-                            "give --fraction, --population, --sample-flag, --weights or "
-                            "--dis-fraction")
+        return None, None, phrase("not applicable: needs the share f of the records an intruder "
+                                  "holds: give {fraction}, {population}, {sample_flag}, {weights} "
+                                  "or {dis_fraction}")
     if not 0.0 < pi < 1.0:
         return None, source, (f"not applicable: π = {pi:g} ({source}) leaves no record outside the "
-                              "release for the intruder's file; give --dis-fraction")
+                              + phrase("release for the intruder's file; give {dis_fraction}"))
     return pi, source, None
 
 
