@@ -15,6 +15,7 @@ atomically (the path is checked before any work).
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,7 +110,8 @@ def suda(data, keys, max_msu: int | None = None, scoring: str = "elliot",
             res.timings["write_s"] = time.perf_counter() - t4
         if report is not None:
             from gpurisk.report.suda import write_suda_report
-            write_suda_report(doc, cols["suda"], cols["dis_suda"], report)
+            write_suda_report(doc, cols["suda"], cols["dis_suda"], report,
+                              data=data if isinstance(data, (str, Path)) else None)
             doc["report"] = str(report)
     return res
 
