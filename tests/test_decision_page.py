@@ -41,7 +41,8 @@ def page(tmp_path_factory):
             "--hierarchy", f"marital-status={arx / 'adult_hierarchy_marital-status.csv'}",
             "--hierarchy", f"education={arx / 'adult_hierarchy_education.csv'}",
             "--criterion", "k_anonymity>=3", "--suppress-limit", "0.01", "--fraction", "0.01",
-            "--plan", d / "plan.json", "--report", d / "protect.html", check=True)
+            "--plan", d / "plan.json", "--report", d / "protect.html", "-o", d / "release.csv.gz",
+            check=True)
     suda = run_cli("suda", "example:adult", "--keys", "sex,age,race,marital-status,education",
                    "--max-msu", "3", "--fraction", "0.01", "--json", check=True).stdout
     (d / "suda.json").write_text(suda)
@@ -50,6 +51,9 @@ def page(tmp_path_factory):
     (d / "policy.toml").write_text(POLICY)
     run_cli("report", d / "scan.parquet", "-o", d / "page.html", "--policy", d / "policy.toml",
             "--plan", d / "plan.json", "--suda", d / "suda.json", check=True)
+    run_cli("report", d / "scan.parquet", "-o", d / "release_page.html", "--policy", d / "policy.toml",
+            "--plan", d / "plan.json", "--suda", d / "suda.json", "--release", d / "release.csv.gz",
+            check=True)
     return d
 
 
@@ -111,7 +115,7 @@ def test_decision_page_identity_from_the_file_itself(page):
 
 def test_decision_page_verdicts_against_numbers_computed_from_the_records(page):
     text, tables = _parse(page)
-    assert "The release does NOT meet the policy: 3 of 4 criteria fail." in text
+    assert "The file as it is does NOT meet the policy: 3 of 4 criteria fail." in text
     verdicts = {r[0]: (r[1], r[2]) for r in _table(tables, "verdicts")[1:]}
     assert set(v[0] for v in verdicts.values()) == {"fails", "met"}
     # k >= 3: the records in cells of 1 or 2 records of the riskiest combination, by pandas
@@ -244,7 +248,7 @@ window.addEventListener('load', function () {
                      scroller: s === 'auto' || s === 'scroll', boxRight: r.right});
   });
   out.page = {scroll: document.documentElement.scrollWidth, width: vw, height: vh};
-  ['verdict', 'identity'].forEach(function (id) {
+  ['verdict', 'identity', 'release-verdict'].forEach(function (id) {
     var e = document.getElementById(id);
     out[id] = e ? e.getBoundingClientRect().bottom : null;
   });
@@ -457,3 +461,84 @@ def test_decision_page_from_a_protection_object_and_a_policy_with_flags(tmp_path
     assert level > 0                                   # age was coarsened
     assert f"<td class=\"k\">age</td><td class=\"k\">{['original', 'bands:5', 'bands:10', 'bands:30'][level]}</td>" in text
     assert "k-anonymity: k ≥ 3 in every combination" in text and "(from pol.json, with flags for min_k)" in text
+
+
+def _verdict_rows(path):
+    text, tables = _page_parts(path)
+    rows = _table(tables, "verdicts")
+    return text, rows[0], {r[0]: r[1:] for r in rows[1:]}
+
+
+def test_policy_on_the_release_from_the_plan_alone(page):
+    """Without the released file the page judges what protect's plan records for the release: k
+    achieved on protect's scenario (k_anonymity>=3 -> met); the criteria protect had none on are
+    not checked, and say how to check them."""
+    plan = json.loads((page / "plan.json").read_text())
+    text, head, rows = _verdict_rows(page / "page.html")
+    assert head[1:] == ["the file as it is", "the numbers behind it", "after protection",
+                        "the numbers behind it"]
+    k_after = rows["k-anonymity: k ≥ 3 in every combination"][2:]
+    assert plan["released_worst"]["k_anonymity.k_achieved>=3"] >= 3
+    assert k_after[0] == "met" and "k achieved 3 on protect's 1 scenario" in k_after[1]
+    for crit in ("expected correct matches at most 5 in every combination",
+                 "θ̂'s upper bound at most 0.1 in every combination"):
+        assert rows[crit][2] == "not checked" and "--release FILE" in rows[crit][3]
+    assert "The file as it is does NOT meet the policy" in text
+    assert "The release after protection meets the 1 criteria checked; 3 could not be checked" in text
+    assert "judged on protect's plan" in text
+
+
+def test_policy_on_the_released_file_against_a_count_by_hand(page):
+    """With --release the released file is scanned on the scan's combinations; the verdicts match
+    counts made here with pandas on the release (suppressed values missing, a category of their
+    own): combinations with records in cells of fewer than 3, and θ̂·n1 of the riskiest."""
+    rel = pd.read_csv(page / "release.csv.gz")
+    from gpurisk.scan import read_scan
+    combos = [list(k) for k in read_scan(page / "scan.parquet")["keys"]]
+    small, matches = 0, {}
+    for keys in combos:
+        cells = rel.groupby(keys, dropna=False).size()
+        small += int((cells < 3).any())
+        n1, n2, pi = int((cells == 1).sum()), int((cells == 2).sum()), 0.01
+        if n2:
+            matches[", ".join(keys)] = pi * n1 / (pi * n1 + 2 * (1 - pi) * n2) * n1
+    text, head, rows = _verdict_rows(page / "release_page.html")
+    status, words = rows["k-anonymity: k ≥ 3 in every combination"][2:]
+    assert status == ("fails" if small else "met")
+    if small:
+        assert f"Fails: {small} of {len(combos)} combinations" in words
+    status, words = rows["expected correct matches at most 5 in every combination"][2:]
+    worst = max(matches, key=matches.get)
+    assert status == ("fails" if matches[worst] > 5 else "met")
+    assert f"({worst})" in words and f"{matches[worst]:.3g} expected" in words
+    assert rows["no record's risk above 0.5"][2] == "not checked"
+    sha = hashlib.sha256((page / "release.csv.gz").read_bytes()).hexdigest()
+    assert f"judged on the released file release.csv.gz (sha256 {sha})" in text
+    assert json.loads((page / "plan.json").read_text())["release_sha256"] == sha
+    assert "is not the one protect's plan describes" not in text
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_release_verdict_beside_the_file_verdict_on_the_first_screen(page, tmp_path, width):
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("no chromium in PATH (apt-get install -y chromium)")
+    res = _layout(browser, page / "release_page.html", width, tmp_path)
+    for part in ("verdict", "release-verdict", "identity"):       # all on the first screen
+        assert res[part] is not None and res[part] <= res["page"]["height"], part
+    _screenshot(browser, page / "release_page.html", width, tmp_path)
+
+
+def test_policy_on_the_release_from_a_plan_with_theta_and_matches_criteria():
+    """from_plan reads protect's released_worst where protect had a criterion on the policy's figure
+    (theta_hat.upper, matches_hat), compares it with the threshold, and checks nothing else."""
+    from gpurisk.report.policy import Policy
+    from gpurisk.report.release import from_plan
+    plan = {"scenarios": [["a", "b"]], "released_worst": {"theta_hat.upper<=0.2": 0.15,
+                                                          "matches_hat<=10": 7.25}}
+    v = {x.criterion: x for x in from_plan(Policy(max_theta_upper=0.1, max_expected_matches=8,
+                                                  min_k=3), plan)}
+    assert v["θ̂'s upper bound at most 0.1 in every combination"].status == "fails"
+    assert v["θ̂'s upper bound at most 0.1 in every combination"].value == 0.15
+    assert v["expected correct matches at most 8 in every combination"].status == "met"
+    assert v["k-anonymity: k ≥ 3 in every combination"].status == "not checked"

@@ -127,11 +127,14 @@ def _suda_rows(s: dict | None) -> list[tuple[str, str]]:
 
 def write_report(scan, html_path, measure: str | None = None, threshold: float = 0.1,
                  top: int = 20, title: str | None = None, policy=None, protection=None,
-                 suda=None, drivers_top: int = 10) -> Path:
+                 suda=None, drivers_top: int = 10, release=None) -> Path:
     """Write the decision page of ``scan`` (a scan output path, or a DataFrame of scan rows) to
     ``html_path``. ``policy``: a :class:`Policy`, a TOML/JSON file or a dict of thresholds;
     ``protection``: a :class:`gpurisk.protect.Protection`, its plan or a plan JSON file;
-    ``suda``: the summary ``gpurisk suda --json`` prints (a dict or a JSON file)."""
+    ``suda``: the summary ``gpurisk suda --json`` prints (a dict or a JSON file); ``release``: the
+    released file, scanned here with the scan's settings so that the policy is judged on the release
+    after protection too (without it, the plan's own figures judge what they can:
+    :mod:`gpurisk.report.release`)."""
     try:
         import matplotlib
     except ModuleNotFoundError:
@@ -148,6 +151,8 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
         settings = dict(getattr(scan, "settings", None) or {})
     if df.empty:
         raise BadInput("the scan has no rows to report")
+    if release is not None and not str(release).startswith("example:") and not Path(str(release)).exists():
+        raise BadInput(f"--release {str(release)!r}: no such file")
     if not 0.0 < float(threshold) <= 1.0:
         raise BadInput(f"--threshold {threshold!r} must lie in (0, 1]")
     col = measure or rank_column(df)
@@ -162,6 +167,12 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
     prot = _protection(protection, settings, prov)
     verdicts = evaluate(pol, df, suda_doc)
     status, sentence = overall(verdicts)
+    from gpurisk.report.protection import load_plan
+    from gpurisk.report.release import release_verdicts
+    rel = release_verdicts(pol, load_plan(protection) if protection is not None else None,
+                           release, settings, df)
+    if rel is not None:               # two verdicts side by side: say which file each is about
+        sentence = sentence.replace("The release", "The file as it is", 1)
     threshold = pol.max_theta_upper if pol.max_theta_upper is not None else float(threshold)
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     contrib = key_contributions(df, col, drivers_top)
@@ -185,7 +196,7 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
              + (f" of {len(settings['keys'])}" if settings.get("keys") else "") + ").")
     ctx = {
         "title": title or "gpurisk release decision page", "css": CSS,
-        "overall": {"status": status, "sentence": sentence},
+        "overall": {"status": status, "sentence": sentence}, "release": rel,
         "identity": _identity(prov, settings, now),
         "policy": {"name": pol.name, "source": pol.source if not pol.empty else "nowhere"},
         "verdicts": verdicts, "scope": scope if verdicts else "",
