@@ -130,3 +130,17 @@ def test_reasons_from_dask_workers_are_phrased_for_the_reader():
     df = pd.DataFrame({"a": np.arange(400) % 13, "b": np.arange(400) % 3})
     a = gpurisk.assess(df, ["a", "b"], measures=["pop_uniques"], backend="dask")
     assert a.measures["pop_uniques"].reason == "needs population counts F_j: give population=POP or sample_flag=COL"
+
+
+def test_setting_errors_name_the_parameter_in_the_api_and_the_flag_on_the_command_line(testdata, tmp_path):
+    from gpurisk.report import write_report
+    with pytest.raises(gpurisk.BadInput) as err:
+        gpurisk.assess(testdata, KEYS, recode=["age=bands:x"])
+    assert str(err.value) == "recode age=bands: width: 'x' is not a number"
+    assert err.value.cli_message() == "--recode age=bands: width: 'x' is not a number"
+    p = run_cli("assess", data_path("sdcmicro/testdata.csv"), "--keys", ",".join(KEYS), "--recode",
+                "age=bands:x")
+    assert p.returncode == 2 and "--recode age=bands: width: 'x' is not a number" in p.stderr
+    scan = gpurisk.scan(testdata, keys=KEYS[:2], max_size=2, fraction=0.01)
+    with pytest.raises(gpurisk.BadInput, match=r"^suda '.*nope.json': no such file"):
+        write_report(scan, tmp_path / "p.html", suda=tmp_path / "nope.json")

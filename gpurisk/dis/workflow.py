@@ -8,6 +8,7 @@ from typing import Iterable, Sequence
 from gpurisk.dis.counts import record_codes
 from gpurisk.dis.run import DISResult, run_dis
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.io.lock import locked
 
 
@@ -19,7 +20,7 @@ def _distributed_codes(inp, frames, keys, extra_cols):
     codes equal the pandas backend's, so a seed gives the same pr(cm|um) on both."""
     from gpurisk.freq._dask import record_codes_dask
     if inp.recode:
-        raise BadInput(f"dis with --recode on the {inp.backend} backend: the records' codes are "
+        raise bad_input(f"dis with {{arg:--recode|recode}} on the {inp.backend} backend: the records' codes are "
                        "taken before recoding; recode the data, or use --backend pandas (or cudf)")
     table = inp.count(frames, also=extra_cols).table
     cols = list(table.keys)
@@ -50,7 +51,7 @@ def dis(frame, keys: Sequence[str], fraction: float, perturb: Iterable, *, max_i
     extra_cols = list(dict.fromkeys(c for p in perts for c in p.columns(keys)))
     f = check_fraction(fraction, "sampling fraction f")
     if f is None:
-        raise BadInput("dis needs the sampling fraction f (--fraction)")
+        raise bad_input("dis needs the sampling fraction f ({arg:--fraction|fraction})")
     inp = Inputs(frame, keys, fraction=f, missing=missing, recode=recode, backend=backend, sep=sep,
                  encoding=encoding, allow_high_cardinality=allow_high_cardinality,
                  columns=extra_cols)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.report import plots
 from gpurisk.report.drivers import key_contributions
 from gpurisk.io.provenance import command_line, file_identity
@@ -41,11 +42,11 @@ def _suda(suda) -> dict | None:
     try:
         doc = json.loads(Path(suda).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise BadInput(f"--suda {str(suda)!r}: no such file") from None
+        raise bad_input(f"{{arg:--suda|suda}} {str(suda)!r}: no such file") from None
     except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise BadInput(f"--suda {Path(suda).name!r} is not readable JSON ({type(exc).__name__})") from None
+        raise bad_input(f"{{arg:--suda|suda}} {Path(suda).name!r} is not readable JSON ({type(exc).__name__})") from None
     if not isinstance(doc, dict) or "dis_max" not in doc:
-        raise BadInput(f"--suda {Path(suda).name!r} is not the summary gpurisk suda --json prints")
+        raise bad_input(f"{{arg:--suda|suda}} {Path(suda).name!r} is not the summary gpurisk suda --json prints")
     return doc
 
 
@@ -152,14 +153,14 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
     if df.empty:
         raise BadInput("the scan has no rows to report")
     if release is not None and not str(release).startswith("example:") and not Path(str(release)).exists():
-        raise BadInput(f"--release {str(release)!r}: no such file")
+        raise bad_input(f"{{arg:--release|release}} {str(release)!r}: no such file")
     if not 0.0 < float(threshold) <= 1.0:
-        raise BadInput(f"--threshold {threshold!r} must lie in (0, 1]")
+        raise bad_input(f"{{arg:--threshold|threshold}} {threshold!r} must lie in (0, 1]")
     col = measure or rank_column(df)
     if col not in df.columns:
-        raise BadInput(f"--measure {col!r} is not a column of the scan")
+        raise bad_input(f"{{arg:--measure|measure}} {col!r} is not a column of the scan")
     if df[col].notna().sum() == 0:
-        raise BadInput(f"--measure {col!r} has no values in this scan (not applicable)")
+        raise bad_input(f"{{arg:--measure|measure}} {col!r} has no values in this scan (not applicable)")
     from gpurisk.io.provenance import gpurisk_version
     __version__ = gpurisk_version()
     pol = _policy(policy)

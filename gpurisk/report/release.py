@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.report.policy import Policy, Verdict, _num, evaluate, overall
 
 _CRIT = re.compile(r"^\s*([A-Za-z_]\w*)(?:\.(\w+))?\s*(<=|<|>=|>)\s*(\S+)\s*$")
@@ -82,7 +83,7 @@ def release_rows(release, settings: dict, df: pd.DataFrame, backend: str | None 
     from gpurisk.scan.plan import Combination
     p = Path(str(release))
     if not str(release).startswith("example:") and not p.exists():
-        raise BadInput(f"--release {str(release)!r}: no such file")
+        raise bad_input(f"{{arg:--release|release}} {str(release)!r}: no such file")
     combos = list(dict.fromkeys(tuple(k) for k in df["keys"]))       # the scan's, in its order
     scenarios = [Combination(k, ",".join(k)) for k in combos]
     fraction = settings.get("fraction")
@@ -90,7 +91,7 @@ def release_rows(release, settings: dict, df: pd.DataFrame, backend: str | None 
         res = gpurisk.scan(str(release), scenarios=scenarios, fraction=fraction,
                            measures=["theta_hat", "matches_hat"], backend=backend)
     except BadInput as exc:
-        raise BadInput(f"--release {p.name!r}: {exc}") from None
+        raise bad_input(f"{{arg:--release|release}} {p.name!r}: {exc}") from None
     return res.results
 
 

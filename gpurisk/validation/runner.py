@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.io.lock import locked
 from gpurisk.freq.table import FreqTable
 from gpurisk.xp import to_host
@@ -142,7 +143,7 @@ def _check_fractions(fractions) -> list[float]:
     items = [fractions] if isinstance(fractions, (int, float, str)) else list(fractions)
     out = [FRACTIONS.check(f) for f in items]
     if not out:
-        raise BadInput("no sampling fraction given (--fractions 0.02,0.05,0.1)")
+        raise bad_input("no sampling fraction given ({arg:--fractions|fractions} 0.02,0.05,0.1)")
     return out
 
 

@@ -24,6 +24,7 @@ import pandas as pd
 
 from gpurisk.freq.guards import sample_categories
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.core.messages import phrase
 from gpurisk.xp import to_host
 
@@ -58,7 +59,7 @@ def suda(data, keys, max_msu: int | None = None, scoring: str = "elliot",
     from gpurisk.models.suda import check_lattice, check_max_msu
     from gpurisk.models.suda_scores import SCORINGS, check_dis_fraction
     if scoring not in SCORINGS:
-        raise BadInput(f"--scoring {scoring!r} is not one of {', '.join(SCORINGS)}")
+        raise bad_input(f"{{arg:--scoring|scoring}} {scoring!r} is not one of {', '.join(SCORINGS)}")
     from gpurisk.core.settings import Design
     design = Design(fraction=fraction, population=population, sample_flag=sample_flag,
                     weights=weights)
