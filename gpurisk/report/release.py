@@ -37,9 +37,18 @@ def _protect_figure(plan: dict, measure: str, fields: tuple) -> tuple[str, float
     return None
 
 
-def from_plan(policy: Policy, plan: dict) -> list[Verdict]:
-    """The policy judged on protect's own figures for the release (its scenarios only)."""
+def from_plan(policy: Policy, plan: dict, combos=None) -> list[Verdict]:
+    """The policy judged on protect's own figures for the release (its scenarios only).
+
+    A criterion the plan meets holds for the policy's "every combination" only where protect's
+    scenarios cover the scan's ``combos`` (key sets): k-anonymity holds in every subset of a
+    scenario; θ̂ and the expected matches need the very combination. Where they do not cover them
+    a "met" becomes "not checked" (a "fails" stays: it fails on protect's own scenario)."""
     scen = plan.get("scenarios") or [plan.get("keys", [])]
+    sets = [set(s) for s in scen]
+    combos = [tuple(c) for c in (combos or [])]
+    outside_k = [c for c in combos if not any(set(c) <= s for s in sets)]
+    outside = [c for c in combos if set(c) not in sets]
     where = (f"on protect's {len(scen)} scenario{'s' if len(scen) != 1 else ''} of key variables "
              f"({'; '.join(', '.join(s) for s in scen)}), from the plan")
     how = "give the released file to the page (--release FILE) to assess it"
@@ -48,12 +57,14 @@ def from_plan(policy: Policy, plan: dict) -> list[Verdict]:
     if x is not None:
         crit = f"expected correct matches at most {_num(x)} in every combination"
         got = _protect_figure(plan, "matches_hat", ("value",))
-        out.append(_judge(crit, got, lambda v: v <= x, "expected correct matches", where, how))
+        out.append(_judge(crit, got, lambda v: v <= x, "expected correct matches", where, how,
+                          outside, len(combos)))
     k = policy.min_k
     if k is not None:
         crit = f"k-anonymity: k ≥ {k} in every combination"
         got = _protect_figure(plan, "k_anonymity", ("value", "k_achieved"))
-        out.append(_judge(crit, got, lambda v: v >= k, "k achieved", where, how))
+        out.append(_judge(crit, got, lambda v: v >= k, "k achieved", where, how, outside_k,
+                          len(combos)))
     r = policy.max_record_risk
     if r is not None:
         out.append(Verdict(f"no record's risk above {r:g}", "not checked",
@@ -63,18 +74,25 @@ def from_plan(policy: Policy, plan: dict) -> list[Verdict]:
     if t is not None:
         crit = f"θ̂'s upper bound at most {t:g} in every combination"
         got = _protect_figure(plan, "theta_hat", ("upper",))
-        out.append(_judge(crit, got, lambda v: v <= t, "θ̂'s upper bound", where, how))
+        out.append(_judge(crit, got, lambda v: v <= t, "θ̂'s upper bound", where, how, outside,
+                          len(combos)))
     return out
 
 
-def _judge(crit, got, ok, what, where, how) -> Verdict:
+def _judge(crit, got, ok, what, where, how, outside=(), total=0) -> Verdict:
     if got is None:
         return Verdict(crit, "not checked", f"Not checked: protect had no criterion on it; {how}.")
     text, v = got
-    status = "met" if ok(v) else "fails"
-    return Verdict(crit, status, f"{'Met' if status == 'met' else 'Fails'}: {what} "
-                   f"{_num(v) if v == round(v) else f'{v:.3g}'} {where} (protect's criterion "
-                   f"{text}).", v)
+    shown = _num(v) if v == round(v) else f"{v:.3g}"
+    if not ok(v):
+        return Verdict(crit, "fails", f"Fails: {what} {shown} {where} (protect's criterion "
+                       f"{text}).", v)
+    if outside:
+        return Verdict(crit, "not checked", f"Met on protect's scenarios only ({what} {shown}, "
+                       f"protect's criterion {text}); {len(outside)} of the scan's {total} "
+                       f"combinations lie outside them, e.g. ({', '.join(outside[0])}): {how}.", v)
+    return Verdict(crit, "met", f"Met: {what} {shown} {where} (protect's criterion {text}), "
+                   "which covers every scanned combination.", v)
 
 
 def release_rows(release, settings: dict, df: pd.DataFrame, backend: str | None = None):
@@ -116,10 +134,15 @@ def release_verdicts(policy: Policy, plan: dict | None, release=None, settings: 
                   f"{ident.get('sha256', '?')}), scanned here on the scan's {len(rows)} "
                   "combinations of key variables")
     else:
-        verdicts = from_plan(policy, plan)
+        combos = list(dict.fromkeys(tuple(k) for k in df["keys"])) if df is not None else []
+        verdicts = from_plan(policy, plan, combos)
         other = False
         source = "protect's plan (its figures for the release, on protect's scenarios only)"
     status, sentence = overall(verdicts)
     sentence = sentence.replace("The release", "The release after protection", 1)
+    if verdicts and all(v.status == "not checked" for v in verdicts):
+        sentence = (f"The release after protection: none of the {len(verdicts)} criteria could be "
+                    "checked from these inputs" + ("; give the released file (--release FILE)."
+                                                   if release is None else "."))
     return {"verdicts": verdicts, "status": status, "sentence": sentence, "source": source,
             "other_release": other}
