@@ -557,3 +557,24 @@ def test_policy_on_the_release_from_a_plan_with_theta_and_matches_criteria():
                  "θ̂'s upper bound at most 0.2 in every combination": "not checked"}
     v = from_plan(Policy(min_k=3), plan, [("a",), ("a", "c")])
     assert v[0].status == "not checked" and "e.g. (a, c)" in v[0].words
+
+
+def test_release_verdict_from_the_python_api_with_the_released_records(tmp_path):
+    """write_report(scan, protection=p, release=p.released): the policy on the released records,
+    against a count by hand (pandas) of the cells of fewer than 3 records in each combination."""
+    from gpurisk.protect import protect
+    from gpurisk.report import write_report
+    rng = np.random.default_rng(11)
+    df = pd.DataFrame({"age": rng.integers(0, 90, 3000), "sex": rng.integers(0, 2, 3000),
+                       "region": rng.integers(0, 6, 3000)})
+    p = protect(df, ["age", "sex", "region"], {"age": ["bands:5", "bands:10", "bands:30"]},
+                ["k_anonymity>=3"], fraction=0.1)
+    scan = gpurisk.scan(df, keys=["age", "sex", "region"], max_size=3, fraction=0.1)
+    page = write_report(scan, tmp_path / "p.html", policy={"min_k": 3}, protection=p,
+                        release=p.released)
+    text, head, rows = _verdict_rows(page)
+    small = sum(int((p.released.groupby(list(k), dropna=False).size() < 3).any())
+                for k in scan["keys"])
+    assert rows["k-anonymity: k ≥ 3 in every combination"][2] == ("fails" if small else "met")
+    assert "the released records in memory (a data frame, no checksum)" in text
+    assert "The file as it is" in text and "The release after protection" in text

@@ -133,9 +133,9 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
     ``html_path``. ``policy``: a :class:`Policy`, a TOML/JSON file or a dict of thresholds;
     ``protection``: a :class:`gpurisk.protect.Protection`, its plan or a plan JSON file;
     ``suda``: the summary ``gpurisk suda --json`` prints (a dict or a JSON file); ``release``: the
-    released file, scanned here with the scan's settings so that the policy is judged on the release
-    after protection too (without it, the plan's own figures judge what they can:
-    :mod:`gpurisk.report.release`)."""
+    released file or records (``Protection.released``), scanned here with the scan's settings so
+    that the policy is judged on the release after protection too (without it, the plan's own
+    figures judge what they can: :mod:`gpurisk.report.release`)."""
     try:
         import matplotlib
     except ModuleNotFoundError:
@@ -152,7 +152,8 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
         settings = dict(getattr(scan, "settings", None) or {})
     if df.empty:
         raise BadInput("the scan has no rows to report")
-    if release is not None and not str(release).startswith("example:") and not Path(str(release)).exists():
+    if isinstance(release, (str, Path)) and not str(release).startswith("example:") \
+            and not Path(str(release)).exists():
         raise bad_input(f"{{arg:--release|release}} {str(release)!r}: no such file")
     if not 0.0 < float(threshold) <= 1.0:
         raise bad_input(f"{{arg:--threshold|threshold}} {threshold!r} must lie in (0, 1]")

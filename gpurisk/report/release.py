@@ -99,14 +99,15 @@ def release_rows(release, settings: dict, df: pd.DataFrame, backend: str | None 
     """The released file scanned with the scan's settings: its rows (the scan's combinations)."""
     import gpurisk
     from gpurisk.scan.plan import Combination
-    p = Path(str(release))
-    if not str(release).startswith("example:") and not p.exists():
+    frame = isinstance(release, pd.DataFrame)
+    p = Path("released frame" if frame else str(release))
+    if not frame and not str(release).startswith("example:") and not p.exists():
         raise bad_input(f"{{arg:--release|release}} {str(release)!r}: no such file")
     combos = list(dict.fromkeys(tuple(k) for k in df["keys"]))       # the scan's, in its order
     scenarios = [Combination(k, ",".join(k)) for k in combos]
     fraction = settings.get("fraction")
     try:
-        res = gpurisk.scan(str(release), scenarios=scenarios, fraction=fraction,
+        res = gpurisk.scan(release if frame else str(release), scenarios=scenarios, fraction=fraction,
                            measures=["theta_hat", "matches_hat"], backend=backend)
     except BadInput as exc:
         raise bad_input(f"{{arg:--release|release}} {p.name!r}: {exc}") from None
@@ -127,12 +128,13 @@ def release_verdicts(policy: Policy, plan: dict | None, release=None, settings: 
             if v.status == "not checked" and v.criterion.startswith("no record's risk"):
                 v.words = ("Not checked: the per-record risk needs a SUDA run on the released file "
                            "(gpurisk suda RELEASE --json), which the page was not given.")
-        ident = file_identity(str(release)) or {}
+        ident = {} if isinstance(release, pd.DataFrame) else (file_identity(str(release)) or {})
         other = bool(plan and plan.get("release_sha256") and ident.get("sha256")
                      and ident["sha256"] != plan["release_sha256"])
-        source = (f"the released file {ident.get('name', Path(str(release)).name)} (sha256 "
-                  f"{ident.get('sha256', '?')}), scanned here on the scan's {len(rows)} "
-                  "combinations of key variables")
+        what = (f"the released file {ident.get('name', Path(str(release)).name)} (sha256 "
+                f"{ident.get('sha256', '?')})" if ident else "the released records in memory "
+                "(a data frame, no checksum)")
+        source = f"{what}, scanned here on the scan's {len(rows)} combinations of key variables"
     else:
         combos = list(dict.fromkeys(tuple(k) for k in df["keys"])) if df is not None else []
         verdicts = from_plan(policy, plan, combos)
