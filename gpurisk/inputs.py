@@ -100,10 +100,19 @@ def census_table(table: FreqTable, fraction: float | None) -> FreqTable:
     """At π = 1 (a census: every record of the population is in the file) without population
     counts, the table with F = f, so that the population measures run on the file itself instead
     of asking for a population."""
-    if fraction != 1 or getattr(table, "F", True) is not None or not isinstance(table, FreqTable):
-        return table
     from dataclasses import replace
-    return replace(table, F=table.f)
+    if fraction != 1 or table.N is not None:
+        return table
+    if isinstance(table, FreqTable):
+        return replace(table, F=table.f)
+    summary = getattr(table, "summary", None)       # a distributed count's SummaryTable
+    if summary is None or not hasattr(summary, "freq_of_freq"):
+        return table
+    from gpurisk.freq.summary import JOINT_MAX_F
+    fof = dict(summary.freq_of_freq)
+    return replace(table, summary=replace(
+        summary, N=summary.n, population_cells=summary.cells, pop_freq_of_freq=fof,
+        joint={(a, a): c for a, c in fof.items() if a <= JOINT_MAX_F}))
 
 
 @dataclass(frozen=True)
@@ -303,13 +312,14 @@ class Inputs:
             if guard:
                 check_cardinality(table, self.allow_high_cardinality)
             pi, source, notes = resolve_fraction(table, self.fraction)
+            table = census_table(table, pi)
             box.update(table=table, pi=pi, source=source, notes=notes)
             return job(table, pi, source) if maps == "later" else None
 
         maps = None
         if bucket_measures and (self.fraction is not None or not (with_pop or self.weights)):
             # pi is known before the count (given, or none): each bucket's summary and maps in one pass
-            declared = SimpleNamespace(N=0 if with_pop else None, has_weights=bool(self.weights),
+            declared = SimpleNamespace(N=0 if with_pop or self.fraction == 1 else None, has_weights=bool(self.weights),
                                        record_locator=None, backend=self.backend)
             maps = job(declared, self.fraction, "given" if self.fraction is not None else None) \
                 or ((), None)

@@ -42,6 +42,12 @@ class Result:
     #: the runner (:mod:`gpurisk.core.evaluate`), never by a measure; a protect criterion on it fails
     failed: bool = field(default=False, compare=False, repr=False)
 
+    def __post_init__(self):
+        # a reason written with placeholders ({population}, {option:m.x=V}) is phrased for where it
+        # is read (gpurisk.core.messages): the flag on the command line, the parameter in the API
+        from gpurisk.core.messages import reason
+        self.reason = reason(self.reason)
+
     @classmethod
     def not_applicable(cls, reason: str, **extra: Any) -> "Result":
         return cls(value=None, reason=reason, extra=dict(extra))
@@ -312,20 +318,22 @@ def _has_weights(table) -> bool:
 
 
 def missing_needs(measure: type[Measure], table, ctx: Context) -> str | None:
-    """The reason a measure cannot run on this table and context, or None when it can."""
+    """The reason a measure cannot run on this table and context, or None when it can (a
+    :class:`gpurisk.core.messages.Reason`: the flag on the command line, the parameter in the API)."""
+    from gpurisk.core.messages import Reason
     if "population" in measure.needs and table.N is None:
-        return "needs population counts F_j: give --population POP or --sample-flag COL"
+        return Reason("needs population counts F_j: give {population} or {sample_flag}")
     if "fraction" in measure.needs and ctx.fraction is None:
-        return "needs the sampling fraction pi: give --fraction, --population or --sample-flag"
+        return Reason("needs the sampling fraction pi: give {fraction}, {population} or {sample_flag}")
     if "weights" in measure.needs and not _has_weights(table):
-        return "needs design weights: give --weights COL"
+        return Reason("needs design weights: give {weights}")
     if ("records" in measure.needs or "columns" in measure.needs) and \
             getattr(table, "record_locator", None) is None:
         return f"needs each record's cell, which the {table.backend} backend did not keep"
     for opt in measure.column_options:
         col = ctx.option(measure.name, opt, measure.options.get(opt))
         if col is None:
-            return f"needs a column: give --option {measure.name}.{opt}=COLUMN"
+            return Reason(f"needs a column: give {{option:{measure.name}.{opt}=COLUMN}}")
         if str(col) not in ctx.columns:
             return f"the sample's column {col!r} (option {measure.name}.{opt}) was not passed to the measure"
     return None

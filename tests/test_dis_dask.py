@@ -37,7 +37,7 @@ def test_dask_dis_equals_pandas(client, fars, spec):
 
 
 def test_dask_dis_refuses_a_recode(client, fars):
-    with pytest.raises(BadInput, match="--recode"):
+    with pytest.raises(BadInput, match="dis with recode on the dask backend"):
         dis(dd.from_pandas(fars, npartitions=2), KEYS, 0.05, ["pram:vars=irace,p=0.9"],
             backend="dask", recode=["iage=bands:10"], max_iter=2)
 

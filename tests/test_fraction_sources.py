@@ -111,3 +111,22 @@ def test_pi_from_weights_on_dask_as_on_pandas(testdata):
     assert dask_doc["fraction"] == pytest.approx(pandas_doc["fraction"], rel=1e-12)
     assert dask_doc["measures"]["theta_hat"]["value"] == \
         pytest.approx(pandas_doc["measures"]["theta_hat"]["value"], rel=1e-12)
+
+
+def test_a_census_takes_F_from_the_file_on_dask_as_on_pandas():
+    """--fraction 1 on the Dask summary path (and its bucket measures) as on pandas: the population
+    measures run with F = f; the numbers agree with a hand count of the file's sample uniques."""
+    pytest.importorskip("dask.dataframe")
+    path = data_path("sdcmicro/testdata.csv")
+    n1 = int((pd.read_csv(path)[KEYS].value_counts() == 1).sum())
+    names = "pop_uniques,theta,tau1,pr_pu,sample_uniques,journalist"
+    args = ["assess", path, "--keys", ",".join(KEYS), "--fraction", "1", "--measures", names, "--json"]
+    docs = {}
+    for backend in ("pandas", "dask"):
+        out = run_cli(*args, "--backend", backend, "--workers", "1", check=True).stdout
+        docs[backend] = json.loads(out[out.index("{"):])["measures"]
+    for name in names.split(","):
+        p, d = docs["pandas"][name], docs["dask"][name]
+        assert p["reason"] is None and d["reason"] is None, (name, p["reason"], d["reason"])
+        assert d["value"] == pytest.approx(p["value"], rel=1e-12), name
+    assert docs["dask"]["pop_uniques"]["value"] == n1 and docs["dask"]["theta"]["value"] == 1.0

@@ -17,7 +17,7 @@ import gpurisk
 from gpurisk import plugins
 from gpurisk.core import contain
 from gpurisk.core.settings import DEFAULT_MEASURE_TIMEOUT, Run
-from gpurisk.scan.sink import read_scan
+from gpurisk.scan import read_scan
 
 from conftest import run_cli
 

@@ -551,7 +551,7 @@ def test_undefined_value_fails_unless_told(tiny):
         top = [i for i, lv in enumerate(r.levels.tolist()) if lv == [2, 1]][0]
         assert math.isnan(r.values[top, 0, 0]) and bool(r.met[top, 0]) == top_met
         assert top not in r.front          # no value, no place on the front
-    with pytest.raises(BadInput, match="--undefined"):
+    with pytest.raises(BadInput, match="^undefined .maybe.: give"):
         protect(data, ["a", "b"], h, ["theta_hat.upper<=1"], fraction=0.5, undefined="maybe")
 
 

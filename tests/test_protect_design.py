@@ -57,9 +57,9 @@ def test_weights_feed_theta_hat_weighted(register, tmp_path):
     assert not r.feasible[0]                     # the bottom fails: the search had work to do
     apply_plan(tmp_path / "p.json", tmp_path / "again.csv")
     assert (tmp_path / "again.csv").read_bytes() == (tmp_path / "r.csv").read_bytes()
-    with pytest.raises(BadInput, match="needs design weights: give --weights"):
+    with pytest.raises(BadInput, match="needs design weights: give weights=COL"):
         protect(data, KEYS, {"age": hier}, [crit])
-    with pytest.raises(BadInput, match="--weights is not supported"):
+    with pytest.raises(BadInput, match="with weights is not supported"):
         protect(data, KEYS, {"age": hier}, [crit], weights="w", suppress_limit=0.01)
 
 
@@ -95,7 +95,7 @@ def test_sample_flag_gives_population_counts_and_pi(register, tmp_path):
     assert rel[others].equals(sub[others])
     apply_plan(plan, tmp_path / "again.csv")
     assert (tmp_path / "again.csv").read_bytes() == out.read_bytes()
-    with pytest.raises(BadInput, match="--sample-flag is not supported"):
+    with pytest.raises(BadInput, match="suppress_limit with sample_flag is not supported"):
         protect(data, KEYS, {"age": hier}, ["pop_uniques<=0"], sample_flag="in_sample",
                 suppress_limit=0.01)
 
@@ -114,3 +114,21 @@ def test_cli_sample_flag_and_weights(register, tmp_path):
     assert c["node"] == d.node
     proc = run_cli(*base, "--criterion", "pop_uniques<=0")
     assert proc.returncode == 2 and "--sample-flag" in proc.stderr
+
+
+def test_protect_errors_name_the_parameter_in_the_api_and_the_flag_on_the_command_line(tmp_path):
+    """The same refusal in both places: ``suppress_limit with weights`` from the Python API,
+    ``--suppress-limit with --weights`` from the command line (issue 28)."""
+    data = pd.DataFrame({"age": np.arange(300) % 60, "sex": np.arange(300) % 2,
+                         "w": np.full(300, 10.0)})
+    with pytest.raises(BadInput) as err:
+        protect(data, ["age", "sex"], {"age": ["bands:5"]}, ["k_anonymity>=3"], weights="w",
+                suppress_limit=0.01)
+    assert str(err.value).startswith("suppress_limit with weights is not supported")
+    assert "--" not in str(err.value)
+    src = tmp_path / "d.csv"
+    data.to_csv(src, index=False)
+    p = run_cli("protect", src, "--keys", "age,sex", "--hierarchy", "age=bands:5", "--criterion",
+                "k_anonymity>=3", "--weights", "w", "--suppress-limit", "0.01")
+    assert p.returncode == 2 and "--suppress-limit with --weights is not supported" in p.stderr
+    assert "suppress_limit" not in p.stderr

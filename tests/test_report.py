@@ -154,7 +154,7 @@ def test_key_drivers_on_a_planted_file_name_the_planted_key_first():
 
 def test_report_says_why_combinations_are_not_plotted(scan_dir, tmp_path):
     out, _, _ = scan_dir
-    from gpurisk.scan.sink import read_scan
+    from gpurisk.scan import read_scan
     rows = read_scan(out)
     page = write_report(rows, tmp_path / "r.html", top=3).read_text(encoding="utf-8")
     section = page.split("<h2>Not plotted</h2>", 1)[1]

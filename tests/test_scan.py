@@ -165,7 +165,7 @@ def test_resume_after_kill9_gives_the_identical_table(tmp_path):
         break
     assert kills >= 1
     assert 0 < done_after_kill[0] < len(ref)              # the first kill really cut the scan short
-    got = read_scan(out)
+    got = read_scan(out).to_frame()
     assert not [f for f in os.listdir(out) if f.startswith(".")]   # no temp file left behind
     pd.testing.assert_frame_equal(got, ref)
 
@@ -231,7 +231,7 @@ def test_resume_refuses_an_input_file_that_changed(tmp_path, monkeypatch):
     args = ["scan", data, "--keys", "a,b,c", "--max-size", "3", "--fraction", "0.1",
             "--batch-rows", "1", "--no-progress", "-o", out]
     run_cli(*args, check=True)
-    full = read_scan(out)
+    full = read_scan(out).to_frame()
     assert 0 < _halve(out) < len(full)
     # the same file: the resume finishes with the rows of one uninterrupted run
     run_cli(*args, "--resume", check=True)

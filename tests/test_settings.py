@@ -244,7 +244,7 @@ def test_suda_without_pi_has_no_dis_figure(small):
     res = gpurisk.suda(d / "s.csv", "a,b,c")
     s = res.summary
     assert s["dis_sum"] is None and s["dis_max"] is None and s["dis_fraction"] is None
-    assert "not applicable" in s["dis_reason"] and "--fraction" in s["dis_reason"]
+    assert "not applicable" in s["dis_reason"] and "fraction=PI" in s["dis_reason"] and "--" not in s["dis_reason"]
     assert res.records["dis_suda"].isna().all() and res.records["suda"].notna().all()
 
 

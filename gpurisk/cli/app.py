@@ -62,6 +62,12 @@ def _leave(code) -> None:
 
 
 def _run(argv) -> None:
+    from gpurisk.core.messages import side
+    with side("cli"):      # reasons and errors name the flags (--population), not parameters
+        _run_cli(argv)
+
+
+def _run_cli(argv) -> None:
     try:
         cli.main(args=argv, prog_name="gpurisk", standalone_mode=False)
         sys.stdout.flush()            # a closed pipe shows here, not at interpreter exit

@@ -24,6 +24,10 @@ def register(cli: click.Group) -> None:
                   help="policy: θ̂'s upper bound at most X in every combination")
     @click.option("--plan", default=None, metavar="PLAN.json",
                   help="a protect run's plan (protect --plan): the recommended protection and its cost")
+    @click.option("--release", default=None, metavar="FILE",
+                  help="the released file (protect -o): scanned with the scan's settings, so that "
+                       "the policy is judged on the release after protection too (without it, "
+                       "from the --plan's own figures where it has them)")
     @click.option("--suda", default=None, metavar="SUDA.json",
                   help="the summary of gpurisk suda --json: per-record risk (DIS-SUDA)")
     @click.option("--measure", default=None, help="column to plot and rank by (default matches_ll, the expected correct matches E estimated by the log-linear model; else matches_hat = θ̂·n1, a lower estimate of E, theta_hat, pr_pu or n1)")
@@ -33,7 +37,8 @@ def register(cli: click.Group) -> None:
     @click.option("--top", type=int, default=20, show_default=True, help="combinations in the top plots")
     @click.option("--title", default=None, help="page title")
     def report(scan_output, html_path, html_legacy, policy, max_expected_matches, min_k,
-               max_record_risk, max_theta_upper, plan, suda, measure, threshold, top, title):
+               max_record_risk, max_theta_upper, plan, release, suda, measure, threshold, top,
+               title):
         """Write the release decision page of SCAN_OUTPUT (a directory written by gpurisk scan):
         file identity, the policy's verdicts, key drivers, protection, then plots and tables."""
         if html_legacy is not None:
@@ -49,5 +54,5 @@ def register(cli: click.Group) -> None:
         pol = load_policy(policy, max_expected_matches=max_expected_matches, min_k=min_k,
                           max_record_risk=max_record_risk, max_theta_upper=max_theta_upper)
         out = write_report(scan_output, html_path, measure=measure, threshold=threshold, top=top,
-                           title=title, policy=pol, protection=plan, suda=suda)
+                           title=title, policy=pol, protection=plan, suda=suda, release=release)
         click.echo(f"report: {out}")

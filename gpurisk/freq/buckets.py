@@ -141,6 +141,8 @@ def map_measures(part: dict, classes, ctx, index: int, count: int) -> dict:
     (the others still run, the worker lives on); BadInput propagates."""
     from gpurisk.errors import BadInput
     bucket = part_bucket(part, index, count)
+    if bucket.F is None and getattr(ctx, "fraction", None) == 1:    # a census: F = f, as in-process
+        bucket = CellBucket(bucket.f, bucket.f, bucket.w, bucket.xp, bucket.index, bucket.count)
     out: dict = {}
     from gpurisk.core.contain import MeasureEscape, guard_exits
     for cls in classes:

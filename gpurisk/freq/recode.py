@@ -27,6 +27,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.xp import to_host
 from gpurisk.freq.lattice import CodeMap, regroup
 from gpurisk.freq.table import FreqTable
@@ -70,7 +71,7 @@ def _number(value, what: str) -> float:
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise BadInput(f"{what}: {value!r} is not a number") from None
+        raise bad_input(f"{what}: {value!r} is not a number") from None
 
 
 def _fmt(x: float) -> str:
@@ -80,13 +81,13 @@ def _fmt(x: float) -> str:
 def _bands(key: str, args: str):
     parts = args.split(":")
     if not parts[0] or len(parts) > 2:
-        raise BadInput(f"--recode {key}=bands:{args}: expected bands:WIDTH or bands:WIDTH:ORIGIN")
-    width = _number(parts[0], f"--recode {key}=bands: width")
-    origin = _number(parts[1], f"--recode {key}=bands: origin") if len(parts) == 2 else 0.0
+        raise bad_input(f"{{arg:--recode|recode}} {key}=bands:{args}: expected bands:WIDTH or bands:WIDTH:ORIGIN")
+    width = _number(parts[0], f"{{arg:--recode|recode}} {key}=bands: width")
+    origin = _number(parts[1], f"{{arg:--recode|recode}} {key}=bands: origin") if len(parts) == 2 else 0.0
     if not width > 0 or not math.isfinite(width):
-        raise BadInput(f"--recode {key}=bands: width must be a positive number, got {parts[0]!r}")
+        raise bad_input(f"{{arg:--recode|recode}} {key}=bands: width must be a positive number, got {parts[0]!r}")
     if not math.isfinite(origin):
-        raise BadInput(f"--recode {key}=bands: origin must be a finite number, got {parts[1]!r}")
+        raise bad_input(f"{{arg:--recode|recode}} {key}=bands: origin must be a finite number, got {parts[1]!r}")
     integral = width.is_integer() and origin.is_integer()
 
     def label(v):
@@ -102,11 +103,11 @@ def _breaks(key: str, args: str):
     try:
         cuts = [float(b) for b in args.split(",") if b.strip()]
     except ValueError:
-        raise BadInput(f"--recode {key}=breaks:{args}: breaks must be numbers separated by commas") from None
+        raise bad_input(f"{{arg:--recode|recode}} {key}=breaks:{args}: breaks must be numbers separated by commas") from None
     if not all(math.isfinite(b) for b in cuts):
-        raise BadInput(f"--recode {key}=breaks:{args}: breaks must be finite numbers (not nan or inf)")
+        raise bad_input(f"{{arg:--recode|recode}} {key}=breaks:{args}: breaks must be finite numbers (not nan or inf)")
     if not cuts or any(b >= a for a, b in zip(cuts[1:], cuts)):
-        raise BadInput(f"--recode {key}=breaks:{args}: give increasing numbers, e.g. breaks:18,30,65")
+        raise bad_input(f"{{arg:--recode|recode}} {key}=breaks:{args}: give increasing numbers, e.g. breaks:18,30,65")
 
     def label(v):
         x = _number(v, f"--recode {key}=breaks:{args}: value of {key!r}")
@@ -145,7 +146,7 @@ def _lookup(key: str, spec: str, table: dict[str, str]):
             return table[s]
         if default is not None:
             return default
-        raise BadInput(f"--recode {key}={spec}: value {s!r} of {key!r} is not in the mapping "
+        raise bad_input(f"{{arg:--recode|recode}} {key}={spec}: value {s!r} of {key!r} is not in the mapping "
                        "(add it, or a '*' row for every other value)")
     return label
 
@@ -153,62 +154,62 @@ def _lookup(key: str, spec: str, table: dict[str, str]):
 def _map(key: str, args: str):
     path = Path(args)
     if not path.exists():
-        raise BadInput(f"--recode {key}=map:{args}: file does not exist")
+        raise bad_input(f"{{arg:--recode|recode}} {key}=map:{args}: file does not exist")
     _check_file(path, f"--recode {key}=map:")
     if path.suffix.lower() == ".toml":
         import tomllib
         try:
             doc = tomllib.loads(path.read_text(encoding="utf-8"))
         except UnicodeDecodeError:
-            raise BadInput(f"--recode {key}=map:{args}: not utf-8 text") from None
+            raise bad_input(f"{{arg:--recode|recode}} {key}=map:{args}: not utf-8 text") from None
         except tomllib.TOMLDecodeError as exc:
-            raise BadInput(f"--recode {key}=map:{args}: not valid TOML ({exc})") from None
+            raise bad_input(f"{{arg:--recode|recode}} {key}=map:{args}: not valid TOML ({exc})") from None
         table = doc.get(key, doc) if isinstance(doc.get(key), dict) else doc
         bad = [k for k, v in table.items() if isinstance(v, (dict, list))]
         if bad:
-            raise BadInput(f"--recode {key}=map:{args}: entry {bad[0]!r} is not a plain value "
+            raise bad_input(f"{{arg:--recode|recode}} {key}=map:{args}: entry {bad[0]!r} is not a plain value "
                            f"(write a [{key}] table of \"value\" = \"group\" pairs)")
         mapping = {str(k): str(v) for k, v in table.items()}
     else:
         rows = _read_csv_rows(path)
         if len(rows) < 2:
-            raise BadInput(f"--recode {key}=map:{args}: expected a header row and value,group rows")
+            raise bad_input(f"{{arg:--recode|recode}} {key}=map:{args}: expected a header row and value,group rows")
         mapping = {}
         for i, row in enumerate(rows[1:], start=2):
             if len(row) != 2:
-                raise BadInput(f"--recode {key}=map:{args}: line {i} has {len(row)} fields, expected 2")
+                raise bad_input(f"{{arg:--recode|recode}} {key}=map:{args}: line {i} has {len(row)} fields, expected 2")
             if row[0] in mapping and mapping[row[0]] != row[1]:
-                raise BadInput(f"--recode {key}=map:{args}: value {row[0]!r} is mapped twice")
+                raise bad_input(f"{{arg:--recode|recode}} {key}=map:{args}: value {row[0]!r} is mapped twice")
             mapping[row[0]] = row[1]
     return _lookup(key, f"map:{args}", mapping)
 
 
 def _hierarchy(key: str, args: str):
     if ":" not in args:
-        raise BadInput(f"--recode {key}=hierarchy:{args}: expected hierarchy:FILE:LEVEL")
+        raise bad_input(f"{{arg:--recode|recode}} {key}=hierarchy:{args}: expected hierarchy:FILE:LEVEL")
     file, level_s = args.rsplit(":", 1)
     try:
         level = int(level_s)
     except ValueError:
-        raise BadInput(f"--recode {key}=hierarchy:{args}: level {level_s!r} is not an integer") from None
+        raise bad_input(f"{{arg:--recode|recode}} {key}=hierarchy:{args}: level {level_s!r} is not an integer") from None
     path = Path(file)
     if not path.exists():
-        raise BadInput(f"--recode {key}=hierarchy:{args}: file {file!r} does not exist")
+        raise bad_input(f"{{arg:--recode|recode}} {key}=hierarchy:{args}: file {file!r} does not exist")
     rows = _read_csv_rows(path)
     if not rows:
-        raise BadInput(f"--recode {key}=hierarchy:{args}: the file is empty")
+        raise bad_input(f"{{arg:--recode|recode}} {key}=hierarchy:{args}: the file is empty")
     width = len(rows[0])
     ragged = [i + 1 for i, r in enumerate(rows) if len(r) != width]
     if ragged:
-        raise BadInput(f"--recode {key}=hierarchy:{args}: line {ragged[0]} has a different number of "
+        raise bad_input(f"{{arg:--recode|recode}} {key}=hierarchy:{args}: line {ragged[0]} has a different number of "
                        f"levels than line 1 ({width - 1})")
     if not 0 <= level < width:
-        raise BadInput(f"--recode {key}=hierarchy:{args}: the hierarchy has levels 0..{width - 1}, "
+        raise bad_input(f"{{arg:--recode|recode}} {key}=hierarchy:{args}: the hierarchy has levels 0..{width - 1}, "
                        f"not {level}")
     mapping = {}
     for r in rows:
         if r[0] in mapping and mapping[r[0]] != r[level]:
-            raise BadInput(f"--recode {key}=hierarchy:{args}: value {r[0]!r} appears twice")
+            raise bad_input(f"{{arg:--recode|recode}} {key}=hierarchy:{args}: value {r[0]!r} appears twice")
         mapping[r[0]] = r[level]
     return _lookup(key, f"hierarchy:{args}", mapping)
 
@@ -216,11 +217,11 @@ def _hierarchy(key: str, args: str):
 def parse_recode(text: str) -> Recode:
     """``KEY=KIND:ARGS`` -> :class:`Recode` (files are read now, so errors come early)."""
     if "=" not in text:
-        raise BadInput(f"--recode {text!r} is not KEY=SPEC (e.g. age=bands:5)")
+        raise bad_input(f"{{arg:--recode|recode}} {text!r} is not KEY=SPEC (e.g. age=bands:5)")
     key, spec = (s.strip() for s in text.split("=", 1))
     kind, _, args = spec.partition(":")
     if not key or kind not in KINDS or not args:
-        raise BadInput(f"--recode {text!r}: SPEC must be one of bands:WIDTH, breaks:B1,B2,..., "
+        raise bad_input(f"{{arg:--recode|recode}} {text!r}: SPEC must be one of bands:WIDTH, breaks:B1,B2,..., "
                        "map:FILE, hierarchy:FILE:LEVEL")
     make = {"bands": _bands, "breaks": _breaks, "map": _map, "hierarchy": _hierarchy}[kind]
     return Recode(key, spec, make(key, args))
@@ -238,7 +239,7 @@ def parse_recodes(items: Iterable[str | Recode] | Mapping[str, str] | None) -> l
     keys = [r.key for r in out]
     dup = sorted({k for k in keys if keys.count(k) > 1})
     if dup:
-        raise BadInput(f"--recode names key(s) {', '.join(map(repr, dup))} more than once")
+        raise bad_input(f"{{arg:--recode|recode}} names key(s) {', '.join(map(repr, dup))} more than once")
     return out
 
 
@@ -246,7 +247,7 @@ def code_maps(table: FreqTable, recodes: Iterable[Recode]) -> dict[str, CodeMap]
     out = {}
     for r in recodes:
         if r.key not in table.keys:
-            raise BadInput(f"--recode {r}: {r.key!r} is not one of the key variables "
+            raise bad_input(f"{{arg:--recode|recode}} {r}: {r.key!r} is not one of the key variables "
                            f"({', '.join(table.keys)})")
         v = table.keys.index(r.key)
         out[r.key] = r.code_map(table.categories[v], _category_counts(table, v))

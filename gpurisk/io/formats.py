@@ -182,7 +182,7 @@ def result_rows(doc: dict[str, Any], extra: str = "json") -> pd.DataFrame:
         more = {k: v for k, v in m.items() if k not in ("value", "se", "upper", "reason")}
         row = {"keys": ",".join(doc["keys"]), "n": doc["n"], "N": doc["N"],
                "fraction": doc["fraction"], "measure": name, "value": m.get("value"),
-               "se": m.get("se"), "upper": m.get("upper"), "reason": m.get("reason")}
+               "se": m.get("se"), "upper": m.get("upper"), "reason": _reason(m.get("reason"), extra)}
         if extra == "json":
             row["extra"] = json.dumps(more, sort_keys=True, default=str)
         else:
@@ -201,6 +201,25 @@ def result_rows(doc: dict[str, Any], extra: str = "json") -> pd.DataFrame:
         if whole and df[c].notna().any():
             df[c] = df[c].astype("Int64")
     return df
+
+
+def _reason(text, extra: str):
+    """A file (``extra="json"``) keeps a reason's neutral form, which both the command line and
+    the Python API read (:mod:`gpurisk.core.messages`); ``to_frame()`` shows it as phrased."""
+    from gpurisk.core.messages import stored
+    return stored(text) if extra == "json" else (None if text is None else str(text))
+
+
+def _stored(doc):
+    """``doc`` with every reason in its neutral form (what files keep)."""
+    from gpurisk.core.messages import Reason
+    if isinstance(doc, Reason):
+        return doc.template
+    if isinstance(doc, dict):
+        return {k: _stored(v) for k, v in doc.items()}
+    if isinstance(doc, (list, tuple)):
+        return [_stored(v) for v in doc]
+    return doc
 
 
 def _flatten(d: dict, prefix: str) -> dict:
@@ -240,7 +259,7 @@ def write_atomic(result, path) -> Path:
         with atomic_path(p) as tmp:
             if kind == ".json":
                 with open(tmp, "w", encoding="utf-8") as fh:
-                    json.dump(doc, fh, indent=2, allow_nan=False)
+                    json.dump(_stored(doc), fh, indent=2, allow_nan=False)
                     fh.write("\n")
             elif kind in (".csv", ".csv.gz"):
                 result_rows(doc).to_csv(tmp, index=False, compression="gzip" if kind == ".csv.gz" else None)

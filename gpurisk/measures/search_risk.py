@@ -53,10 +53,10 @@ class SearchRisk(Measure):
             return Result.not_applicable("needs the population size N: give the option "
                                          f"{SHARED}.population_size, a population or the fraction")
         if self.method == "r3" and self.opt(ctx, "y") is None:
-            return Result.not_applicable(f"needs y, the number of non-matches: --option {self.name}.y=Y")
+            return Result.not_applicable(f"needs y, the number of non-matches: {{option:{self.name}.y=Y}}")
         if self.method == "r4" and self.opt(ctx, "database_size") is None:
             return Result.not_applicable("needs the database size: "
-                                         f"--option {self.name}.database_size=D")
+                                         f"{{option:{self.name}.database_size=D}}")
         max_cells = float(self.opt(ctx, "max_cells"))
         try:
             check_cells(sample_levels(table)[1], max_cells, table.keys)

@@ -175,7 +175,7 @@ class Tau1Hat(Measure):
         if not reliable and not show_unreliable:
             return Result(value=None, se=se if math.isfinite(se) else None,
                           reason=f"withheld as unreliable: {why} (the estimate was {value:.4g}, "
-                                 f"s.e. {se:.3g}); show it with --option tau1_hat.show_unreliable=true",
+                                 f"s.e. {se:.3g}); show it with {{option:tau1_hat.show_unreliable=true}}",
                           extra=extra | {"raw_value": value, "withheld": True})
         return Result(value=value, se=se if math.isfinite(se) else None, extra=extra)
 

@@ -158,7 +158,7 @@ class ThetaHatMisclass(Measure):
         spec = ctx.option(self.name, "matrices", None)
         if spec is None:
             return Result.not_applicable("needs misclassification matrices: give "
-                                         "--option theta_hat_misclass.matrices=FILE.json")
+                                         "{option:theta_hat_misclass.matrices=FILE.json}")
         codes, f = _cells(table)
         # records per category (a value held by one record is never named in a message)
         present = [np.bincount(c, weights=f, minlength=len(cat)).astype(np.int64)

@@ -19,7 +19,7 @@ import operator
 import re
 from dataclasses import dataclass
 
-from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 
 OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt}
 _RE = re.compile(r"^\s*([A-Za-z_][\w\-]*)(?:\.([A-Za-z_][\w\-]*))?\s*([<>=!]+)\s*(\S.*?)\s*$")
@@ -67,24 +67,24 @@ def parse_criterion(text: str, registry=None) -> Criterion:
     registry = measure_registry() if registry is None else registry
     m = _RE.match(str(text))
     if not m:
-        raise BadInput(f"--criterion {text!r} is not MEASURE[.FIELD] OP NUMBER "
+        raise bad_input(f"{{arg:--criterion|criteria}} {text!r} is not MEASURE[.FIELD] OP NUMBER "
                        "(e.g. theta_hat.upper<=0.1, k_anonymity>=5)")
     name, fld, op, num = m.groups()
     if op not in OPS:
-        raise BadInput(f"--criterion {text!r}: unknown operator {op!r}; use one of "
+        raise bad_input(f"{{arg:--criterion|criteria}} {text!r}: unknown operator {op!r}; use one of "
                        f"{', '.join(OPS)}")
     if name not in registry:
-        raise BadInput(f"--criterion {text!r}: unknown measure {name!r} (see 'gpurisk measures')"
+        raise bad_input(f"{{arg:--criterion|criteria}} {text!r}: unknown measure {name!r} (see 'gpurisk measures')"
                        f"{unknown_measure_hint()}")
     try:
         bound = float(num)
     except ValueError:
-        raise BadInput(f"--criterion {text!r}: the bound {num!r} is not a number") from None
+        raise bad_input(f"{{arg:--criterion|criteria}} {text!r}: the bound {num!r} is not a number") from None
     if not math.isfinite(bound):
-        raise BadInput(f"--criterion {text!r}: the bound must be a finite number")
+        raise bad_input(f"{{arg:--criterion|criteria}} {text!r}: the bound must be a finite number")
     cls = registry[name].cls
     if cls.level != "file":
-        raise BadInput(f"--criterion {text!r}: {name!r} is a record-level measure; criteria "
+        raise bad_input(f"{{arg:--criterion|criteria}} {text!r}: {name!r} is a record-level measure; criteria "
                        "take file-level measures")
     fld = fld or getattr(cls, "criterion_field", "value") or "value"
     direction = dict(getattr(cls, "monotone", {}) or {}).get(fld, 0)
@@ -97,13 +97,14 @@ def parse_criteria(items, undefined: str = "fails") -> list[Criterion]:
     gives no value meets its criterion."""
     from dataclasses import replace
     if undefined not in ("fails", "meets"):
-        raise BadInput(f"--undefined {undefined!r}: give 'fails' or 'meets'")
+        raise bad_input(f"{{arg:--undefined|undefined}} {undefined!r}: give 'fails' or 'meets'")
     if isinstance(items, (str, Criterion)):
         items = [items]
     out = [replace(c if isinstance(c, Criterion) else parse_criterion(c),
                    undefined_meets=undefined == "meets") for c in (items or [])]
     if not out:
-        raise BadInput("protect needs at least one --criterion (e.g. theta_hat.upper<=0.1)")
+        raise bad_input("protect needs at least one {arg:--criterion|criteria} (e.g. "
+                        "theta_hat.upper<=0.1)")
     return out
 
 
@@ -136,7 +137,7 @@ def field_value(crit: Criterion, res):
         return None
     else:
         have = ", ".join(["value", "upper", "se", *map(str, res.extra)])
-        raise BadInput(f"--criterion {crit.text!r}: {crit.measure!r} has no field {crit.field!r} "
+        raise bad_input(f"{{arg:--criterion|criteria}} {crit.text!r}: {crit.measure!r} has no field {crit.field!r} "
                        f"(its fields: {have})")
     if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
         return None

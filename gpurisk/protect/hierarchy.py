@@ -22,6 +22,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.freq.lattice import CodeMap
 from gpurisk.freq.recode import KINDS, Recode, _category_counts, _read_csv_rows, parse_recode
 from gpurisk.freq.table import FreqTable
@@ -45,10 +46,10 @@ class Hierarchy:
 def _arx_levels(key: str, file: str) -> list[Recode]:
     rows = _read_csv_rows(Path(file))
     if not rows:
-        raise BadInput(f"--hierarchy {key}={file}: the file is empty")
+        raise bad_input(f"{{arg:--hierarchy|hierarchies}} {key}={file}: the file is empty")
     width = len(rows[0])
     if width < 2:
-        raise BadInput(f"--hierarchy {key}={file}: one column only; an ARX hierarchy has the value "
+        raise bad_input(f"{{arg:--hierarchy|hierarchies}} {key}={file}: one column only; an ARX hierarchy has the value "
                        "then one column per level")
     return [parse_recode(f"{key}=hierarchy:{file}:{lev}") for lev in range(1, width)]
 
@@ -72,11 +73,11 @@ def parse_hierarchy_items(items: Iterable[str] | Mapping[str, str | Sequence[str
     for text in items:
         text = str(text)
         if "=" not in text:
-            raise BadInput(f"--hierarchy {text!r} is not KEY=FILE or KEY=SPEC "
+            raise bad_input(f"{{arg:--hierarchy|hierarchies}} {text!r} is not KEY=FILE or KEY=SPEC "
                            "(e.g. age=adult_hierarchy_age.csv, age=bands:5)")
         key, spec = (s.strip() for s in text.split("=", 1))
         if not key or not spec:
-            raise BadInput(f"--hierarchy {text!r} is not KEY=FILE or KEY=SPEC")
+            raise bad_input(f"{{arg:--hierarchy|hierarchies}} {text!r} is not KEY=FILE or KEY=SPEC")
         kind, _, args = spec.partition(":")
         if kind == "hierarchy" and Path(args).is_file():
             new = _arx_levels(key, args)
@@ -85,7 +86,7 @@ def parse_hierarchy_items(items: Iterable[str] | Mapping[str, str | Sequence[str
         elif Path(spec).is_file():
             new = _arx_levels(key, spec)
         else:
-            raise BadInput(f"--hierarchy {key}={spec}: no such file, and not one of "
+            raise bad_input(f"{{arg:--hierarchy|hierarchies}} {key}={spec}: no such file, and not one of "
                            "bands:W, breaks:B1,B2,..., map:FILE, hierarchy:FILE[:LEVEL]")
         levels.setdefault(key, []).extend(new)
         specs.setdefault(key, []).append(spec)
@@ -126,7 +127,7 @@ def key_levels(table: FreqTable, hierarchies: Mapping[str, Hierarchy]) -> list[K
     only); checks that each hierarchy maps every value present and that levels nest."""
     unknown = [k for k in hierarchies if k not in table.keys]
     if unknown:
-        raise BadInput(f"--hierarchy {unknown[0]!r}: not one of the key variables "
+        raise bad_input(f"{{arg:--hierarchy|hierarchies}} {unknown[0]!r}: not one of the key variables "
                        f"({', '.join(table.keys)})")
     out = []
     for v, key in enumerate(table.keys):
@@ -184,7 +185,7 @@ def _check_nested(key: str, lev: int, below: np.ndarray, lut: np.ndarray, presen
         return
     pairs = np.unique(b.astype(np.int64) * (int(a.max()) + 1) + a)
     if np.unique(pairs // (int(a.max()) + 1)).size != pairs.size:
-        raise BadInput(f"--hierarchy {key}: level {lev} does not generalise level {lev - 1} "
+        raise bad_input(f"{{arg:--hierarchy|hierarchies}} {key}: level {lev} does not generalise level {lev - 1} "
                        f"(a group of level {lev - 1} is split between groups of level {lev}); "
                        "each level must merge whole groups of the level below")
 

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.freq.lattice import cell_codes
 from gpurisk.freq.table import FreqTable
 from gpurisk.protect.hierarchy import KeyLevels
@@ -55,7 +56,7 @@ def extra_columns(specs, names: list[str]) -> list[str]:
     try:
         perts = [make_perturbation(s) for s in specs]
     except BadInput as exc:
-        raise BadInput(f"--perturb: {exc}") from None
+        raise bad_input(f"{{arg:--perturb|perturb}}: {exc}") from None
     return list(dict.fromkeys(c for p in perts for c in p.columns(names) if c not in names))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.io.atomic import atomic_path
 from gpurisk.protect.search import SearchResult
 
@@ -13,7 +14,7 @@ def require_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise BadInput("--plot needs matplotlib: pip install 'gpurisk[plot]'") from None
+        raise bad_input("{arg:--plot|plot} needs matplotlib: pip install 'gpurisk[plot]'") from None
 
 
 def plot_front(res: SearchResult, path) -> None:

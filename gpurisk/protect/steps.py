@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from gpurisk.core.messages import bad_input
 from gpurisk.errors import BadInput
 from gpurisk.protect.hierarchy import absolute_spec, key_levels, parse_hierarchy_items
 from gpurisk.protect.release import (check_release_output, input_format, read_raw, record_groups,
@@ -103,7 +104,8 @@ def _loss(name: str):
     from gpurisk.plugins import loss_registry
     reg = loss_registry()
     if name not in reg:
-        raise BadInput(f"--loss: unknown loss {name!r}; registered: {', '.join(reg) or '(none)'}")
+        raise bad_input(f"{{arg:--loss|loss}}: unknown loss {name!r}; registered: "
+                        f"{', '.join(reg) or '(none)'}")
     return reg[name].cls()
 
 
@@ -125,8 +127,8 @@ def _scenarios(keys: list[str], scenarios) -> list[tuple[str, ...]]:
         ks = key_list(s, "scenario keys")
         extra = [k for k in ks if k not in keys]
         if extra:
-            raise BadInput(f"--scenario {','.join(ks)}: {extra[0]!r} is not one of --keys "
-                           f"({', '.join(keys)})")
+            raise bad_input(f"{{arg:--scenario|scenarios}} {','.join(ks)}: {extra[0]!r} is not one "
+                            f"of {{arg:--keys|keys}} ({', '.join(keys)})")
         out.append(tuple(ks))
     return out
 
@@ -340,11 +342,12 @@ def apply_plan(plan, output=None, data=None) -> pd.DataFrame:
     try:
         doc = plan if isinstance(plan, Mapping) else json.loads(Path(plan).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise BadInput(f"--from-plan {str(plan)!r}: file does not exist") from None
+        raise bad_input(f"{{arg:--from-plan|plan}} {str(plan)!r}: file does not exist") from None
     except (json.JSONDecodeError, UnicodeDecodeError):
-        raise BadInput(f"--from-plan {str(plan)!r}: not a JSON plan") from None
+        raise bad_input(f"{{arg:--from-plan|plan}} {str(plan)!r}: not a JSON plan") from None
     if not isinstance(doc, Mapping) or doc.get("gpurisk_protect_plan") != PLAN_VERSION:
-        raise BadInput(f"--from-plan {str(plan)!r}: not a gpurisk protect plan (version {PLAN_VERSION})")
+        raise bad_input(f"{{arg:--from-plan|plan}} {str(plan)!r}: not a gpurisk protect plan "
+                        f"(version {PLAN_VERSION})")
     _check_plan_fields(doc, plan)
     src = doc.get("data")
     if data is None:

@@ -13,14 +13,16 @@ from pathlib import Path
 import pandas as pd
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.report import plots
 from gpurisk.report.drivers import key_contributions
 from gpurisk.io.provenance import command_line, file_identity
+from gpurisk.core.messages import phrase_frame
 from gpurisk.report.policy import Policy, evaluate, load_policy, overall
 from gpurisk.report.style import CSS, environment
 from gpurisk.report.text import fmt, meaning, next_steps, not_plotted
 from gpurisk.scan.runner import rank_column, rank_meaning, top_combinations
-from gpurisk.scan.sink import read_manifest, read_scan
+from gpurisk.scan.sink import read_manifest, read_rows
 
 
 def _policy(policy) -> Policy:
@@ -40,11 +42,11 @@ def _suda(suda) -> dict | None:
     try:
         doc = json.loads(Path(suda).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise BadInput(f"--suda {str(suda)!r}: no such file") from None
+        raise bad_input(f"{{arg:--suda|suda}} {str(suda)!r}: no such file") from None
     except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise BadInput(f"--suda {Path(suda).name!r} is not readable JSON ({type(exc).__name__})") from None
+        raise bad_input(f"{{arg:--suda|suda}} {Path(suda).name!r} is not readable JSON ({type(exc).__name__})") from None
     if not isinstance(doc, dict) or "dis_max" not in doc:
-        raise BadInput(f"--suda {Path(suda).name!r} is not the summary gpurisk suda --json prints")
+        raise bad_input(f"{{arg:--suda|suda}} {Path(suda).name!r} is not the summary gpurisk suda --json prints")
     return doc
 
 
@@ -126,11 +128,14 @@ def _suda_rows(s: dict | None) -> list[tuple[str, str]]:
 
 def write_report(scan, html_path, measure: str | None = None, threshold: float = 0.1,
                  top: int = 20, title: str | None = None, policy=None, protection=None,
-                 suda=None, drivers_top: int = 10) -> Path:
+                 suda=None, drivers_top: int = 10, release=None) -> Path:
     """Write the decision page of ``scan`` (a scan output path, or a DataFrame of scan rows) to
     ``html_path``. ``policy``: a :class:`Policy`, a TOML/JSON file or a dict of thresholds;
     ``protection``: a :class:`gpurisk.protect.Protection`, its plan or a plan JSON file;
-    ``suda``: the summary ``gpurisk suda --json`` prints (a dict or a JSON file)."""
+    ``suda``: the summary ``gpurisk suda --json`` prints (a dict or a JSON file); ``release``: the
+    released file or records (``Protection.released``), scanned here with the scan's settings so
+    that the policy is judged on the release after protection too (without it, the plan's own
+    figures judge what they can: :mod:`gpurisk.report.release`)."""
     try:
         import matplotlib
     except ModuleNotFoundError:
@@ -138,21 +143,25 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
     matplotlib.use("Agg")
     settings, prov = {}, {}
     if isinstance(scan, (str, Path)):
-        df = read_scan(scan)
+        df = phrase_frame(read_rows(scan))      # stored reasons, phrased for who writes the page
         if Path(scan).is_dir():
             man = read_manifest(scan)
             settings, prov = man.get("settings", {}), man.get("provenance", {})
     else:
-        df = scan
+        df = getattr(scan, "results", scan)       # a ScanResult or its rows
+        settings = dict(getattr(scan, "settings", None) or {})
     if df.empty:
         raise BadInput("the scan has no rows to report")
+    if isinstance(release, (str, Path)) and not str(release).startswith("example:") \
+            and not Path(str(release)).exists():
+        raise bad_input(f"{{arg:--release|release}} {str(release)!r}: no such file")
     if not 0.0 < float(threshold) <= 1.0:
-        raise BadInput(f"--threshold {threshold!r} must lie in (0, 1]")
+        raise bad_input(f"{{arg:--threshold|threshold}} {threshold!r} must lie in (0, 1]")
     col = measure or rank_column(df)
     if col not in df.columns:
-        raise BadInput(f"--measure {col!r} is not a column of the scan")
+        raise bad_input(f"{{arg:--measure|measure}} {col!r} is not a column of the scan")
     if df[col].notna().sum() == 0:
-        raise BadInput(f"--measure {col!r} has no values in this scan (not applicable)")
+        raise bad_input(f"{{arg:--measure|measure}} {col!r} has no values in this scan (not applicable)")
     from gpurisk.io.provenance import gpurisk_version
     __version__ = gpurisk_version()
     pol = _policy(policy)
@@ -160,6 +169,12 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
     prot = _protection(protection, settings, prov)
     verdicts = evaluate(pol, df, suda_doc)
     status, sentence = overall(verdicts)
+    from gpurisk.report.protection import load_plan
+    from gpurisk.report.release import release_verdicts
+    rel = release_verdicts(pol, load_plan(protection) if protection is not None else None,
+                           release, settings, df)
+    if rel is not None:               # two verdicts side by side: say which file each is about
+        sentence = sentence.replace("The release", "The file as it is", 1)
     threshold = pol.max_theta_upper if pol.max_theta_upper is not None else float(threshold)
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     contrib = key_contributions(df, col, drivers_top)
@@ -183,7 +198,7 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
              + (f" of {len(settings['keys'])}" if settings.get("keys") else "") + ").")
     ctx = {
         "title": title or "gpurisk release decision page", "css": CSS,
-        "overall": {"status": status, "sentence": sentence},
+        "overall": {"status": status, "sentence": sentence}, "release": rel,
         "identity": _identity(prov, settings, now),
         "policy": {"name": pol.name, "source": pol.source if not pol.empty else "nowhere"},
         "verdicts": verdicts, "scope": scope if verdicts else "",

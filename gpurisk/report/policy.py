@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 
 #: records in cells of r records are counted by the scan's n_r columns for these r
 _NR = {1: "n1", 2: "n2", 3: "n3"}
@@ -71,7 +72,7 @@ def load_policy(path=None, **flags) -> Policy:
     if path is not None:
         p = Path(path)
         if not p.is_file():
-            raise BadInput(f"--policy {str(path)!r}: no such file")
+            raise bad_input(f"{{arg:--policy|policy}} {str(path)!r}: no such file")
         text = p.read_text(encoding="utf-8")
         try:
             if p.suffix.lower() == ".json":
@@ -80,20 +81,20 @@ def load_policy(path=None, **flags) -> Policy:
                 try:
                     import tomllib
                 except ModuleNotFoundError:      # Python 3.10
-                    raise BadInput("--policy: TOML needs Python 3.11 or later; write the policy "
+                    raise bad_input("{arg:--policy|policy}: TOML needs Python 3.11 or later; write the policy "
                                    "as JSON") from None
                 doc = tomllib.loads(text)
         except (ValueError, UnicodeDecodeError) as exc:
-            raise BadInput(f"--policy {p.name!r} is not valid {'JSON' if p.suffix.lower() == '.json' else 'TOML'} "
+            raise bad_input(f"{{arg:--policy|policy}} {p.name!r} is not valid {'JSON' if p.suffix.lower() == '.json' else 'TOML'} "
                            f"({type(exc).__name__})") from None
         if not isinstance(doc, dict):
-            raise BadInput(f"--policy {p.name!r}: expected a table of thresholds")
+            raise bad_input(f"{{arg:--policy|policy}} {p.name!r}: expected a table of thresholds")
         doc = doc.get("policy", doc)
         if not isinstance(doc, dict):
-            raise BadInput(f"--policy {p.name!r}: [policy] must be a table of thresholds")
+            raise bad_input(f"{{arg:--policy|policy}} {p.name!r}: [policy] must be a table of thresholds")
         unknown = sorted(set(doc) - set(_KNOWN))
         if unknown:
-            raise BadInput(f"--policy {p.name!r}: unknown entry {unknown[0]!r} (known: "
+            raise bad_input(f"{{arg:--policy|policy}} {p.name!r}: unknown entry {unknown[0]!r} (known: "
                            f"{', '.join(_KNOWN)})")
         source = p.name
     given = {k: v for k, v in flags.items() if v is not None}

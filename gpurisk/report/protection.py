@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.protect.hierarchy import level_name, level_names  # noqa: F401  (re-exported)
 
 
@@ -21,11 +22,11 @@ def load_plan(plan) -> dict:
     try:
         doc = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise BadInput(f"--plan {str(plan)!r}: no such file") from None
+        raise bad_input(f"{{arg:--plan|protection}} {str(plan)!r}: no such file") from None
     except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise BadInput(f"--plan {p.name!r} is not a readable plan ({type(exc).__name__})") from None
+        raise bad_input(f"{{arg:--plan|protection}} {p.name!r} is not a readable plan ({type(exc).__name__})") from None
     if not isinstance(doc, dict) or "gpurisk_protect_plan" not in doc or "node" not in doc:
-        raise BadInput(f"--plan {p.name!r} is not a plan written by gpurisk protect --plan")
+        raise bad_input(f"{{arg:--plan|protection}} {p.name!r} is not a plan written by gpurisk protect --plan")
     return doc
 
 

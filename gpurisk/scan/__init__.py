@@ -5,7 +5,7 @@
 """
 from gpurisk.scan.plan import Combination, build_plan, combo_seed
 from gpurisk.scan.runner import ScanResult, top_combinations
-from gpurisk.scan.sink import read_scan
+from gpurisk.scan.read import read_scan
 
 __all__ = ["scan", "scan_with", "ScanResult", "Combination", "build_plan", "combo_seed", "read_scan",
            "top_combinations"]

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from gpurisk.core.messages import bad_input
 from gpurisk.errors import BadInput
 
 
@@ -122,8 +123,8 @@ def subsets(pool: Sequence[str], max_size: int | None = None, min_size: int = 1,
     ``limit`` combinations with the ``already`` planned is refused before any subset is listed."""
     pool = _check_names(pool, "--keys")
     if max_size is None and 2 ** len(pool) - 1 > MAX_UNBOUNDED:
-        raise BadInput(f"--keys names {len(pool)} variables, {_count(2 ** len(pool) - 1)} subsets "
-                       "in all; give --max-size")
+        raise bad_input(f"{{arg:--keys|keys}} names {len(pool)} variables, "
+                        f"{_count(2 ** len(pool) - 1)} subsets in all; give {{arg:--max-size|max_size}}")
     max_size = len(pool) if max_size is None else int(max_size)
     if min_size < 1:
         raise BadInput(f"--min-size must be at least 1, got {min_size}")
@@ -206,8 +207,9 @@ def build_plan(pool: Sequence[str] | None = None, max_size: int | None = None, m
         combos += subsets(pool, max_size, min_size, limit=limit, to_disk=to_disk, hint=hint,
                           already=len(combos))
     if not combos:
-        raise BadInput("nothing to scan: give --keys POOL (with --max-size), --scenarios FILE "
-                       "or --fundamental KEYS --plus-each")
+        raise bad_input("nothing to scan: give {arg:--keys|keys} (with {arg:--max-size|max_size}), "
+                        "{arg:--scenarios|scenarios} or {arg:--fundamental|fundamental} with "
+                        "{arg:--plus-each|plus_each}")
     seen: dict[str, Combination] = {}
     out = []
     for c in combos:

@@ -81,6 +81,27 @@ class ScanResult:
     def rank_by(self) -> str:
         return rank_column(self.results)
 
+    # DataFrame-like access to the rows (what callers of ``read_scan`` did with its frame):
+    # ``len(r)``, ``r["n1"]``, ``r[r["size"] == 2]``, ``r.columns``, ``r.iterrows()``... go to
+    # ``results``; ``to_frame()`` is the rows as a DataFrame of their own.
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __getitem__(self, item):
+        return self.results[item]
+
+    def __getattr__(self, name: str):
+        if name.startswith("_") or name == "results":
+            raise AttributeError(name)
+        rows = self.__dict__.get("results")
+        if rows is not None and hasattr(pd.DataFrame, name):
+            return getattr(rows, name)
+        raise AttributeError(f"'ScanResult' object has no attribute {name!r}")
+
+    def to_frame(self) -> pd.DataFrame:
+        """The rows (one per combination, plan order) as a DataFrame (a copy)."""
+        return self.results.copy()
+
     def top(self, k: int = 10, by: str | None = None) -> pd.DataFrame:
         """The ``k`` riskiest combinations (key names and numbers only)."""
         return top_combinations(self.results, k, by)

@@ -212,7 +212,8 @@ class ParquetSink:
 
     # --- writing -------------------------------------------------------------------------------
     def add(self, row: dict) -> None:
-        self.rows.append(row)
+        from gpurisk.core.messages import stored          # files keep reasons in their neutral form
+        self.rows.append({k: stored(v) if k.endswith("_reason") else v for k, v in row.items()})
         if len(self.rows) >= self.batch_rows or time.monotonic() - self._last >= self.flush_seconds:
             self.flush()
 
@@ -232,8 +233,9 @@ class ParquetSink:
         self.flush()
 
 
-def read_scan(path) -> "pd.DataFrame":  # noqa: F821
-    """Every row of a scan output directory (or single Parquet file), sorted by plan order."""
+def read_rows(path) -> "pd.DataFrame":  # noqa: F821
+    """Every row of a scan output directory (or single Parquet file), sorted by plan order, as
+    stored (reasons in their stored form: see :mod:`gpurisk.core.messages`)."""
     import pandas as pd
     p = Path(path)
     if not p.exists():

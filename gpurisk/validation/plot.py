@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 
 
 def plot_validation(v, path) -> Path:
@@ -14,7 +15,7 @@ def plot_validation(v, path) -> Path:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise BadInput("--plot needs matplotlib: pip install 'gpurisk[plot]'") from None
+        raise bad_input("{arg:--plot|plot} needs matplotlib: pip install 'gpurisk[plot]'") from None
     s = v.summary
     est = [m for m in dict.fromkeys(s["measure"]) if m in v.info["pairs"]]
     if not est:

@@ -25,6 +25,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from gpurisk.core.messages import bad_input
 from gpurisk.errors import BadInput
 from gpurisk.plugins import measure_registry
 
@@ -138,7 +139,7 @@ def _check_fractions(fractions) -> list[float]:
     items = [fractions] if isinstance(fractions, (int, float, str)) else list(fractions)
     out = [FRACTIONS.check(f) for f in items]
     if not out:
-        raise BadInput("no sampling fraction given (--fractions 0.02,0.05,0.1)")
+        raise bad_input("no sampling fraction given ({arg:--fractions|fractions} 0.02,0.05,0.1)")
     return out
 
 

@@ -10,6 +10,7 @@ import math
 import warnings
 from typing import Any, Sequence
 
+from gpurisk.core.messages import bad_input
 from gpurisk.core.settings import Design, Reading, inputs
 from gpurisk.errors import BadInput
 from gpurisk.models.design import (CLUSTER_WARN, _estimable_theta_hat, cluster_pair_share,  # noqa: F401
@@ -50,11 +51,14 @@ def design_report_with(frame, keys: Sequence[str], design: Design, reading: Read
         raise BadInput("design takes a sampling fraction or design weights (no population or "
                        "sample flag)")
     if weights and stratum:
-        raise BadInput("give either --weights or --strata with --fractions, not both")
+        raise bad_input("give either {arg:--weights|weights} or {arg:--strata|stratum} with "
+                        "{arg:--fractions|fractions}, not both")
     if stratum and fractions is None:
-        raise BadInput(f"--strata {stratum} needs --fractions (STRATUM=PI,... or one PI)")
+        raise bad_input(f"{{arg:--strata|stratum}} {stratum} needs {{arg:--fractions|fractions}} "
+                        "(STRATUM=PI,... or one PI)")
     if not (fraction or weights or stratum or cluster):
-        raise BadInput("nothing to report: give --fraction, --weights, --strata or --cluster")
+        raise bad_input("nothing to report: give {arg:--fraction|fraction}, {arg:--weights|weights}, "
+                        "{arg:--strata|stratum} or {arg:--cluster|cluster}")
     inp = inputs(frame, keys, design, reading, columns=[c for c in (stratum, cluster) if c])
     keys = list(inp.keys)
     frames = inp.read()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from gpurisk.core.messages import bad_input
 from gpurisk.core.settings import Design, Reading, Run, inputs
 from gpurisk.dis.counts import record_codes
 from gpurisk.dis.run import DISResult, run_dis
@@ -20,7 +21,7 @@ def _distributed_codes(inp, frames, keys, extra_cols):
     where the perturbations redraw the whole file (a swap pairs records across partitions). The
     codes equal the pandas backend's, so a seed gives the same pr(cm|um) on both."""
     if inp.recode:
-        raise BadInput(f"dis with --recode on the {inp.backend} backend: the records' codes are "
+        raise bad_input(f"dis with {{arg:--recode|recode}} on the {inp.backend} backend: the records' codes are "
                        "taken before recoding; recode the data, or use --backend pandas (or cudf)")
     table = inp.count(frames, also=extra_cols).table
     cols = list(table.keys)
@@ -44,7 +45,7 @@ def dis(frame, keys: Sequence[str], fraction: float, perturb: Iterable, *, max_i
     from gpurisk.inputs import check_fraction
     f = check_fraction(fraction, "sampling fraction f")
     if f is None:
-        raise BadInput("dis needs the sampling fraction f (--fraction)")
+        raise bad_input("dis needs the sampling fraction f ({arg:--fraction|fraction})")
     reading = Reading(missing=missing, recode=recode, backend=backend, sep=sep, encoding=encoding,
                       allow_high_cardinality=allow_high_cardinality)
     return dis_with(frame, keys, Design(fraction=f), Run(seed=seed), reading, perturb=perturb,
@@ -68,7 +69,7 @@ def dis_with(frame, keys: Sequence[str], design: Design, run: Run, reading: Read
     reading = reading or Reading()
     missing, seed, f = reading.missing, run.seed, design.fraction
     if f is None:
-        raise BadInput("dis needs the sampling fraction f (--fraction)")
+        raise bad_input("dis needs the sampling fraction f ({arg:--fraction|fraction})")
     if design.population is not None or design.sample_flag is not None or design.weights is not None:
         raise BadInput("dis takes the sampling fraction f only (no population, sample flag or "
                        "weights)")

@@ -9,6 +9,7 @@ import json
 import math
 from typing import Callable, Mapping
 
+from gpurisk.core.messages import bad_input, stored
 from gpurisk.core.settings import Design, Reading, Run, inputs
 from gpurisk.errors import BadInput
 from gpurisk.measure import Context, missing_needs
@@ -115,20 +116,22 @@ def protect_with(data, keys, design: Design, run: Run, reading: Reading | None =
     hier = parse_hierarchy_items(hierarchies)
     unknown = [k for k in hier if k not in keys]
     if unknown:
-        raise BadInput(f"--hierarchy {unknown[0]}=...: {unknown[0]!r} is not one of --keys "
-                       f"({', '.join(keys)})")
+        raise bad_input(f"{{arg:--hierarchy|hierarchies}} {unknown[0]}=...: {unknown[0]!r} is not "
+                        f"one of {{arg:--keys|keys}} ({', '.join(keys)})")
     if suppress not in ("values", "records"):
-        raise BadInput(f"--suppress {suppress!r}: give values or records")
+        raise bad_input(f"{{arg:--suppress|suppress}} {suppress!r}: give values or records")
     from gpurisk.core.settings import suppress_limit as limit_param
     suppress_limit = limit_param("key values" if suppress == "values" else "records"
                                  ).check(suppress_limit)
     if suppress_limit and (population is not None or sample_flag is not None):
-        raise BadInput(f"--suppress-limit with {'--population' if population is not None else '--sample-flag'}"
-                       " is not supported: suppression removes sample records from the sample's "
-                       "cells only")
+        raise bad_input("{arg:--suppress-limit|suppress_limit} with "
+                        + ("{arg:--population|population}" if population is not None
+                           else "{arg:--sample-flag|sample_flag}")
+                        + " is not supported: suppression removes sample records from the sample's "
+                        "cells only")
     if suppress_limit and weights is not None:
-        raise BadInput("--suppress-limit with --weights is not supported: a cell's records would "
-                       "share out its weight sum")
+        raise bad_input("{arg:--suppress-limit|suppress_limit} with {arg:--weights|weights} is not "
+                        "supported: a cell's records would share out its weight sum")
     perturb = [perturb] if isinstance(perturb, str) else list(perturb or [])
     extra_cols = []
     if perturb:
@@ -162,7 +165,7 @@ def protect_with(data, keys, design: Design, run: Run, reading: Reading | None =
         cls = reg[c.measure].cls
         why = missing_needs(cls, root, ctx)
         if why:
-            raise BadInput(f"--criterion {c.text!r}: {c.measure} {why}")
+            raise bad_input(f"{{arg:--criterion|criteria}} {c.text!r}: {c.measure} {stored(why)}")
         measures[c.measure] = cls()
     levels = key_levels(root, hier)
     state = None

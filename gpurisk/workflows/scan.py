@@ -23,7 +23,7 @@ from gpurisk.scan.plan import build_plan, combo_seed, root_keys
 from gpurisk.scan.runner import (ScanResult, _check_batch_rows, _check_threads, _counts_sha,
                                  _measure_names, _progress, _scan_options, check_rank_by,
                                  default_threads, prepare_summaries)
-from gpurisk.scan.sink import (ParquetSink, check_output_path, check_resume_inputs, read_scan,
+from gpurisk.scan.sink import (ParquetSink, check_output_path, check_resume_inputs, read_rows,
                                row_schema)
 
 
@@ -216,11 +216,13 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
         if prog is not None:
             prog.stop()
     if sink is not None:
-        results = read_scan(output)
+        results = read_rows(output)
     else:
         import pyarrow as pa
         results = (pa.Table.from_pylist(rows, schema=row_schema(names)).to_pandas()
                    .sort_values("order", kind="stable").reset_index(drop=True))
+    from gpurisk.core.messages import phrase_frame
+    results = phrase_frame(results)            # reasons phrased for the caller (API or command line)
     timings = {"build_s": t_build, "recode_s": t_recode, "rollup_s": t_roll, "measures_s": t_meas,
                "total_s": time.perf_counter() - t_start}
     if summ is not None:

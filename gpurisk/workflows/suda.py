@@ -14,6 +14,8 @@ atomically (the path is checked before any work).
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpurisk.core.messages import bad_input, phrase
 from gpurisk.core.settings import Design, Reading, inputs
 from gpurisk.freq.guards import sample_categories
 from gpurisk.errors import BadInput
@@ -73,7 +76,7 @@ def suda_with(data, keys, design: Design, reading: Reading | None = None, *,
     from gpurisk.models.suda import check_lattice, check_max_msu
     from gpurisk.models.suda_scores import SCORINGS, check_dis_fraction
     if scoring not in SCORINGS:
-        raise BadInput(f"--scoring {scoring!r} is not one of {', '.join(SCORINGS)}")
+        raise bad_input(f"{{arg:--scoring|scoring}} {scoring!r} is not one of {', '.join(SCORINGS)}")
     reading = reading or Reading()
     f = None if dis_fraction is None else check_dis_fraction(dis_fraction)
     inp = inputs(data, keys, design, reading)
@@ -122,7 +125,8 @@ def suda_with(data, keys, design: Design, reading: Reading | None = None, *,
             res.timings["write_s"] = time.perf_counter() - t4
         if report is not None:
             from gpurisk.report.suda import write_suda_report
-            write_suda_report(doc, cols["suda"], cols["dis_suda"], report)
+            write_suda_report(doc, cols["suda"], cols["dis_suda"], report,
+                              data=data if isinstance(data, (str, Path)) else None)
             doc["report"] = str(report)
     return res
 
@@ -139,12 +143,12 @@ def _dis_fraction(f, counted) -> tuple[float | None, str | None, str | None]:
         if total > 0:
             pi, source = table.n / total, "n/sum(w)"
     if pi is None:
-        return None, None, ("not applicable: needs the share f of the records an intruder holds: "
-                            "give --fraction, --population, --sample-flag, --weights or "
-                            "--dis-fraction")
+        return None, None, phrase("not applicable: needs the share f of the records an intruder "
+                                  "holds: give {fraction}, {population}, {sample_flag}, {weights} "
+                                  "or {dis_fraction}")
     if not 0.0 < pi < 1.0:
         return None, source, (f"not applicable: π = {pi:g} ({source}) leaves no record outside the "
-                              "release for the intruder's file; give --dis-fraction")
+                              + phrase("release for the intruder's file; give {dis_fraction}"))
     return pi, source, None
 
 

@@ -55,7 +55,8 @@ def test_missing_household_and_key_as_household_are_bad_input():
 def test_without_the_option_it_says_how_to_give_it():
     df = pd.DataFrame({"a": [1, 1, 2], "w": [10.0] * 3})
     res = gpurisk.assess(df, ["a"], weights="w", measures=["household_risk"]).measures["household_risk"]
-    assert res.value is None and "--option household_risk.household=COLUMN" in res.reason
+    assert res.value is None and "options={'household_risk': {'household': COLUMN}}" in res.reason
+    assert "--option household_risk.household=COLUMN" in res.reason.cli
 
 
 def test_cli_reads_the_household_column():

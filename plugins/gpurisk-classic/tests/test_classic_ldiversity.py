@@ -59,7 +59,7 @@ def test_sensitive_must_not_be_a_key_and_option_is_needed():
     with pytest.raises(gpurisk.BadInput, match="is one of the key variables"):
         gpurisk.assess(df, ["a"], measures=["l_diversity"], options={"l_diversity": {"sensitive": "a"}})
     res = gpurisk.assess(df, ["a"], measures=["l_diversity"]).measures["l_diversity"]
-    assert "--option l_diversity.sensitive=COLUMN" in res.reason
+    assert "--option l_diversity.sensitive=COLUMN" in res.reason.cli
     with pytest.raises(gpurisk.BadInput, match="'zz'"):
         gpurisk.assess(df, ["a"], measures=["l_diversity"], options={"l_diversity": {"sensitive": "zz"}})
 

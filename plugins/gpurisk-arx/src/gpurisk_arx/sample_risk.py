@@ -31,6 +31,7 @@ import warnings
 import numpy as np
 
 from gpurisk import BadInput, Context, Measure, Option, Result
+from gpurisk.core.messages import phrase
 from gpurisk.xp import scalar
 
 THRESHOLD = Option(float, 0.2, min=0.0, max=1.0,
@@ -38,10 +39,10 @@ THRESHOLD = Option(float, 0.2, min=0.0, max=1.0,
 REFERENCE = ("El Emam (2013), Guide to the De-Identification of Personal Health Information; "
              "ARX RiskModelSampleSummary (Prasser et al. 2014)")
 NO_POPULATION = ("no population table: F_j = f_j as in ARX, so the {name} risk equals the "
-                 "prosecutor risk; give --population POP or --sample-flag COL for the {name} model")
+                 "prosecutor risk; give {{population}} or {{sample_flag}} for the {name} model")
 NEEDS_POPULATION = ("needs population counts F_j (the {name} intruder matches against the "
-                    "population): give --population POP or --sample-flag COL; without them ARX takes "
-                    "F_j = f_j, the prosecutor's scenario (option {name}.sample_as_population=true)")
+                    "population): give {{population}} or {{sample_flag}}; without them ARX takes "
+                    "F_j = f_j, the prosecutor's scenario ({{option:{name}.sample_as_population=true}})")
 AS_ARX = Option(bool, False, help="without a population take F_j = f_j as ARX does (the prosecutor "
                                   "scenario under this measure's name)")
 
@@ -154,7 +155,7 @@ class Journalist(Measure):
         if table.N is None:
             if not as_arx(self.name, ctx):
                 return Result.not_applicable(NEEDS_POPULATION.format(name=self.name))
-            warnings.warn(NO_POPULATION.format(name=self.name))
+            warnings.warn(phrase(NO_POPULATION.format(name=self.name)))
             return _result({**summary_risks(table.fof_vector(), n, t), "population_used": False})
         return _result({**population_reduce(parts, n, table.sample_cells, t), "population_used": True})
 
@@ -183,7 +184,7 @@ class Marketer(Measure):
         if table.N is None:
             if not as_arx(self.name, ctx):
                 return Result.not_applicable(NEEDS_POPULATION.format(name=self.name))
-            warnings.warn(NO_POPULATION.format(name=self.name))
+            warnings.warn(phrase(NO_POPULATION.format(name=self.name)))
             return Result(value=table.sample_cells / n, extra={"population_used": False})
         ratio = sum(p["ratio"] for p in parts)
         return Result(value=ratio / n, extra={"population_used": True})

@@ -48,9 +48,9 @@ def estimated_population(table, ctx: Context, source: str = "auto",
     return have[source], source
 
 
-NO_FK = {"weights": "needs design weights (--weights COL)",
-         "population": "needs population counts (--population POP or --sample-flag COL)",
-         "fraction": "needs the sampling fraction (--fraction)"}
+NO_FK = {"weights": "needs design weights ({weights})",
+         "population": "needs population counts ({population} or {sample_flag})",
+         "fraction": "needs the sampling fraction ({fraction})"}
 
 
 def risk_options(name: str, ctx: Context, defaults) -> tuple[str, float]:
@@ -70,8 +70,8 @@ def risk_options(name: str, ctx: Context, defaults) -> tuple[str, float]:
 def fk_missing(name: str, source: str, wanted: str) -> str:
     """Why F̂_k cannot be had from ``source`` (``wanted``: the option as given)."""
     if wanted == "auto":
-        return (f"needs an estimate of the population counts F_k: give --weights, --population, "
-                f"--sample-flag or --fraction (or --option {name}.Fk=sample for sdcMicro's "
+        return (f"needs an estimate of the population counts F_k: give {{weights}}, {{population}}, "
+                f"{{sample_flag}} or {{fraction}} (or {{option:{name}.Fk=sample}} for sdcMicro's "
                 "unweighted convention F_k = f_k)")
     return NO_FK[source]
 
@@ -111,7 +111,10 @@ def record_risk(table, method: str = "approx", qual: float = 1.0, fraction: floa
                   options={IndividualRisk.name: {"method": method, "qual": qual, "Fk": Fk}})
     r, _, why = risk_of_cells(IndividualRisk.name, table, ctx, IndividualRisk.options)
     if r is None:
-        raise BadInput(why)
+        from gpurisk.errors import BadInput
+        from gpurisk.core.messages import phrase, stored
+        python = stored(why).replace(f"{{option:{IndividualRisk.name}.Fk=sample}}", "Fk='sample'")
+        raise BadInput(phrase(python, "python"), cli=phrase(why, "cli"))
     return r[table.record_cell()]
 
 

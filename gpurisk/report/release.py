@@ -1,0 +1,155 @@
+"""The office's policy applied to the release after protection, for the decision page.
+
+Two sources, and the page says which one each verdict rests on:
+
+- **the released file** (``gpurisk report --release FILE``, ``write_report(release=...)``): the
+  release is scanned here with the scan's own settings (its key variables, the same sizes of
+  combination, π) and the policy is judged on it exactly as on the file as it is. Suppressed values
+  are missing in the release and count as a category of their own, as ``scan`` counts missing
+  values by default. The per-record risk (DIS-SUDA) needs a SUDA run on the release: not checked.
+- **protect's plan alone**: the plan records the worst value of each of protect's criteria on the
+  release (``released_worst``), on protect's scenarios of key variables only. A policy threshold is
+  judged from it where protect had a criterion on the same figure (``min_k`` from ``k_anonymity``,
+  ``max_theta_upper`` from ``theta_hat.upper``, ``max_expected_matches`` from ``matches_ll``, else
+  ``matches_hat``);
+  the others are "not checked", with the way to check them.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
+from gpurisk.report.policy import Policy, Verdict, _num, evaluate, overall
+
+_CRIT = re.compile(r"^\s*([A-Za-z_]\w*)(?:\.(\w+))?\s*(<=|<|>=|>)\s*(\S+)\s*$")
+
+
+def _protect_figure(plan: dict, measure: str, fields: tuple) -> tuple[str, float] | None:
+    """(criterion text, worst value on the release) of the protect criterion on ``measure``."""
+    worst = plan.get("released_worst") or plan.get("worst") or {}
+    for text, value in worst.items():
+        m = _CRIT.match(str(text))
+        if m and m.group(1) == measure and (m.group(2) or "value") in fields and value is not None:
+            return text, float(value)
+    return None
+
+
+def from_plan(policy: Policy, plan: dict, combos=None) -> list[Verdict]:
+    """The policy judged on protect's own figures for the release (its scenarios only).
+
+    A criterion the plan meets holds for the policy's "every combination" only where protect's
+    scenarios cover the scan's ``combos`` (key sets): k-anonymity holds in every subset of a
+    scenario; θ̂ and the expected matches need the very combination. Where they do not cover them
+    a "met" becomes "not checked" (a "fails" stays: it fails on protect's own scenario)."""
+    scen = plan.get("scenarios") or [plan.get("keys", [])]
+    sets = [set(s) for s in scen]
+    combos = [tuple(c) for c in (combos or [])]
+    outside_k = [c for c in combos if not any(set(c) <= s for s in sets)]
+    outside = [c for c in combos if set(c) not in sets]
+    where = (f"on protect's {len(scen)} scenario{'s' if len(scen) != 1 else ''} of key variables "
+             f"({'; '.join(', '.join(s) for s in scen)}), from the plan")
+    how = "give the released file to the page (--release FILE) to assess it"
+    out = []
+    x = policy.max_expected_matches
+    if x is not None:
+        crit = f"expected correct matches at most {_num(x)} in every combination"
+        got = _protect_figure(plan, "matches_ll", ("value",))
+        what = "Ê (expected correct matches)"
+        if got is None:       # θ̂·n1 is a lower estimate of E: a pass on it is said to be one
+            got = _protect_figure(plan, "matches_hat", ("value",))
+            what = "θ̂·n1 (a LOWER estimate of the expected correct matches)"
+        out.append(_judge(crit, got, lambda v: v <= x, what, where, how, outside, len(combos)))
+    k = policy.min_k
+    if k is not None:
+        crit = f"k-anonymity: k ≥ {k} in every combination"
+        got = _protect_figure(plan, "k_anonymity", ("value", "k_achieved"))
+        out.append(_judge(crit, got, lambda v: v >= k, "k achieved", where, how, outside_k,
+                          len(combos)))
+    r = policy.max_record_risk
+    if r is not None:
+        out.append(Verdict(f"no record's risk above {r:g}", "not checked",
+                           "Not checked: the plan holds no per-record risk of the release; run "
+                           "gpurisk suda on the released file."))
+    t = policy.max_theta_upper
+    if t is not None:
+        crit = f"θ̂'s upper bound at most {t:g} in every combination"
+        got = _protect_figure(plan, "theta_hat", ("upper",))
+        out.append(_judge(crit, got, lambda v: v <= t, "θ̂'s upper bound", where, how, outside,
+                          len(combos)))
+    return out
+
+
+def _judge(crit, got, ok, what, where, how, outside=(), total=0) -> Verdict:
+    if got is None:
+        return Verdict(crit, "not checked", f"Not checked: protect had no criterion on it; {how}.")
+    text, v = got
+    shown = _num(v) if v == round(v) else f"{v:.3g}"
+    if not ok(v):
+        return Verdict(crit, "fails", f"Fails: {what} {shown} {where} (protect's criterion "
+                       f"{text}).", v)
+    if outside:
+        return Verdict(crit, "not checked", f"Met on protect's scenarios only ({what} {shown}, "
+                       f"protect's criterion {text}); {len(outside)} of the scan's {total} "
+                       f"combinations lie outside them, e.g. ({', '.join(outside[0])}): {how}.", v)
+    return Verdict(crit, "met", f"Met: {what} {shown} {where} (protect's criterion {text}), "
+                   "which covers every scanned combination.", v)
+
+
+def release_rows(release, settings: dict, df: pd.DataFrame, backend: str | None = None):
+    """The released file scanned with the scan's settings: its rows (the scan's combinations)."""
+    import gpurisk
+    from gpurisk.scan.plan import Combination
+    frame = isinstance(release, pd.DataFrame)
+    p = Path("released frame" if frame else str(release))
+    if not frame and not str(release).startswith("example:") and not p.exists():
+        raise bad_input(f"{{arg:--release|release}} {str(release)!r}: no such file")
+    combos = list(dict.fromkeys(tuple(k) for k in df["keys"]))       # the scan's, in its order
+    scenarios = [Combination(k, ",".join(k)) for k in combos]
+    fraction = settings.get("fraction")
+    try:
+        res = gpurisk.scan(release if frame else str(release), scenarios=scenarios, fraction=fraction,
+                           measures=["theta_hat", "matches_ll", "matches_hat"],
+                           backend=backend)
+    except BadInput as exc:
+        raise bad_input(f"{{arg:--release|release}} {p.name!r}: {exc}") from None
+    return res.results
+
+
+def release_verdicts(policy: Policy, plan: dict | None, release=None, settings: dict | None = None,
+                     df: pd.DataFrame | None = None) -> dict | None:
+    """What the page shows of the policy on the release: its verdicts, the overall sentence, and
+    where they come from (the released file, or protect's plan)."""
+    if policy.empty or (plan is None and release is None):
+        return None
+    if release is not None:
+        from gpurisk.io.provenance import file_identity
+        rows = release_rows(release, settings or {}, df)
+        verdicts = evaluate(policy, rows, None)
+        for v in verdicts:
+            if v.status == "not checked" and v.criterion.startswith("no record's risk"):
+                v.words = ("Not checked: the per-record risk needs a SUDA run on the released file "
+                           "(gpurisk suda RELEASE --json), which the page was not given.")
+        ident = {} if isinstance(release, pd.DataFrame) else (file_identity(str(release)) or {})
+        other = bool(plan and plan.get("release_sha256") and ident.get("sha256")
+                     and ident["sha256"] != plan["release_sha256"])
+        what = (f"the released file {ident.get('name', Path(str(release)).name)} (sha256 "
+                f"{ident.get('sha256', '?')})" if ident else "the released records in memory "
+                "(a data frame, no checksum)")
+        source = f"{what}, scanned here on the scan's {len(rows)} combinations of key variables"
+    else:
+        combos = list(dict.fromkeys(tuple(k) for k in df["keys"])) if df is not None else []
+        verdicts = from_plan(policy, plan, combos)
+        other = False
+        source = "protect's plan (its figures for the release, on protect's scenarios only)"
+    status, sentence = overall(verdicts)
+    sentence = sentence.replace("The release", "The release after protection", 1)
+    if verdicts and all(v.status == "not checked" for v in verdicts):
+        sentence = (f"The release after protection: none of the {len(verdicts)} criteria could be "
+                    "checked from these inputs" + ("; give the released file (--release FILE)."
+                                                   if release is None else "."))
+    return {"verdicts": verdicts, "status": status, "sentence": sentence, "source": source,
+            "other_release": other}
