@@ -93,6 +93,65 @@ def test_poisson_branch_matches_brute_force():
     assert got.value == pytest.approx(want, rel=1e-4)
 
 
+def _pair_supported(cells, cats):
+    """The combinations of the sampled categories whose every pair of categories a sample cell has
+    (the key space bench/diagnose_pop_uniqueness.py calls sample-pairs), one at a time."""
+    nk = cells.shape[1]
+    seen = {(u, v, a, b) for r in cells for u, v in itertools.combinations(range(nk), 2)
+            for a, b in [(r[u], r[v])]}
+    return [c for c in itertools.product(*cats)
+            if all((u, v, c[u], c[v]) in seen for u, v in itertools.combinations(range(nk), 2))]
+
+
+def _space_of(combos, cats):
+    """``space`` for LL.estimate listing ``combos`` (category values) one cell each."""
+    def space(logs, idx):
+        s = np.array([sum(logs[v][int(np.searchsorted(cats[v], c[v]))] for v in range(len(c)))
+                      for c in combos])
+        return s, np.ones(len(combos))
+    return space
+
+
+@pytest.mark.parametrize("alpha_branch", [False, True])
+def test_restricted_key_space_matches_brute_force(alpha_branch):
+    """A key space other than all K combinations (``space``, the structural-zero diagnostic): only the
+    pair-supported combinations. β = 1: λ_j = N Π_v p̂_v / Σ_kept Π_v p̂_v over the kept cells; the
+    sum written out cell by cell with each term by Bayes' rule (Poisson: F ~ Poisson(λ), f its
+    binomial thinning; gamma: the negative binomial laws at the fitted α, which must make the kept
+    cells expect exactly n1 sample uniques)."""
+    rng = np.random.default_rng(5)          # a sample whose kept cells need α > 0 to expect n1
+    pop, cells, f = _sample(rng, cards=(5, 4, 6), n_pop=900, pi=0.15)
+    N, n = pop.shape[0], f.sum()
+    pi, q = n / N, 1 - n / N
+    cats = [np.unique(cells[:, v]) for v in range(3)]
+    kept = _pair_supported(cells, cats)
+    assert 0 < len(kept) < math.prod(len(c) for c in cats)     # the restriction bites
+    obs = {tuple(r): int(k) for r, k in zip(cells, f)}
+    assert all(c in set(kept) for c in obs)
+    w = {c: math.prod(f[cells[:, v] == x].sum() / n for v, x in enumerate(c)) for c in kept}
+    tot = sum(w.values())
+    lam = {c: N * w[c] / tot for c in kept}
+    got = LL.estimate([cells[:, v] for v in range(3)], f, N, "main",
+                      "calibrated" if alpha_branch else "none", space=_space_of(kept, cats))
+    assert got.K == len(kept)
+    a = got.alpha
+    want, n1_model = 0.0, 0.0
+    for c, L in lam.items():
+        k = obs.get(c, 0)
+        if alpha_branch:
+            r = 1 / a
+            pF1 = stats.nbinom.pmf(1, r, 1 / (1 + a * L))
+            pf = stats.nbinom.pmf(k, r, 1 / (1 + a * pi * L))
+            n1_model += stats.nbinom.pmf(1, r, 1 / (1 + a * pi * L))
+        else:
+            pF1, pf = stats.poisson.pmf(1, L), stats.poisson.pmf(k, pi * L)
+        if k <= 1:
+            want += pF1 * (pi if k == 1 else q) / pf
+    if alpha_branch:
+        assert a > 0 and n1_model == pytest.approx(int((f == 1).sum()), rel=1e-6)
+    assert got.value == pytest.approx(want, rel=1e-9)
+
+
 def test_convolution_on_a_key_space_beyond_enumeration():
     """K = 40⁶ ≈ 4·10⁹ cells: the convolution runs; with h halved it changes by < 1e-4."""
     rng = np.random.default_rng(2)

@@ -142,24 +142,38 @@ def _log_lambda(beta: float, s_grid, counts, N: float):
 
 
 def estimate(codes, f, N: float, margins: str = "main", dispersion: str = "moment",
-             exact_max: int = EXACT_MAX, h: float = BIN_WIDTH, target: str = "n2") -> LLN1:
+             exact_max: int = EXACT_MAX, h: float = BIN_WIDTH, target: str = "n2",
+             space=None) -> LLN1:
     """E[N1 | sample] under the log-linear Poisson–gamma model (module docstring).
 
     ``codes``: per key, the category (any integers) of each sampled cell (cells with f > 0 only, one
-    row per cell); ``f``: their counts; ``N``: the population size (π = n/N)."""
+    row per cell); ``f``: their counts; ``N``: the population size (π = n/N). ``space``: a key
+    space other than all K combinations (a diagnostic: bench/diagnose_pop_uniqueness.py), a callable
+    (per-key log p̂_v, per-key index of each sampled cell's category) → (s of its cells, their counts),
+    which must hold the sampled cells."""
     f = np.asarray(f, dtype=float)
+    logs, idx = _log_probs(codes, f, float(f.sum()))
+    if margins not in MARGINS:
+        raise ValueError(f"margins={margins!r} is not one of {MARGINS}")
+    s_obs = sum(lp[i] for lp, i in zip(logs, idx))          # observed cells' Σ_v log p̂_v
+    K = float(np.prod([float(lp.size) for lp in logs]))
+    if space is None:
+        s_grid, counts = _all_cells(logs, 0.0, exact_max, h)
+        s_grid = np.log(s_grid)
+    else:
+        s_grid, counts = space(logs, idx)
+        K = float(np.sum(counts))
+    return _fit_space(f, s_obs, s_grid, counts, N, margins, dispersion, target, K)
+
+
+def _fit_space(f, s_obs, s_grid, counts, N: float, margins: str, dispersion: str,
+               target: str, K: float) -> LLN1:
+    """:func:`estimate` on a given key space: its cells' s = Σ_v log p̂_v as (s_grid, counts)."""
     n = float(f.sum())
     pi = n / float(N)
     n1, n2 = int((f == 1).sum()), float((f == 2).sum())
-    if target == "half":       # −(expected uniques of a subsample at SUB): see n2_gap
-        n2 = -float((f * SUB * (1.0 - SUB) ** (f - 1.0)).sum())
-    logs, idx = _log_probs(codes, f, n)
-    if margins not in MARGINS:
-        raise ValueError(f"margins={margins!r} is not one of {MARGINS}")
-    K = float(np.prod([float(lp.size) for lp in logs]))
-    s_obs = sum(lp[i] for lp, i in zip(logs, idx))          # observed cells' Σ_v log p̂_v
-    s_grid, counts = _all_cells(logs, 0.0, exact_max, h)
-    s_grid = np.log(s_grid)
+    if target == "half":
+        n2 = -float((f * SUB * (1.0 - SUB) ** (f - 1.0)).sum())   # see n2_gap
     ones = f == 1
 
     def solve(n1_, n2_):
