@@ -36,6 +36,11 @@ def assert_same_table(a, b, check_records=True):
         np.testing.assert_array_equal(np.asarray(ca), np.asarray(cb))
     if check_records:
         np.testing.assert_array_equal(a.record_cell(), b.record_cell())
+    # the margins of f a roll-up hands on from its parent (rollup.f_margins) are the recount's own
+    for v, got in enumerate(rollup_mod.f_margins(a)):
+        own = np.bincount(np.asarray(b.cell_codes()[v]).astype(np.int64),
+                          weights=np.asarray(b.f, dtype=np.float64), minlength=len(b.categories[v]))
+        np.testing.assert_array_equal(np.asarray(got), own)
 
 
 @st.composite
@@ -198,6 +203,34 @@ def test_rollup_on_real_fars_equals_recount():
     got = dict(Lattice(finest).tables(targets))
     for i, t in enumerate(targets):
         assert_same_table(got[i], gpurisk.build_table(df, list(t)))
+
+
+def test_lattice_hands_the_roots_margins_and_codes_on():
+    """The root's margins of f are summed once; every table of the lattice gets them from its
+    parent (no bincount of its own), a parent keeps the codes it was decoded into, and both are
+    what the table's own cells give."""
+    df, keys = _register(20_000, seed=6)
+    finest = gpurisk.build_table(df, keys, sample_flag="s")
+    targets = [c for r in (1, 2, 3, 5) for c in itertools.combinations(keys, r)]
+    for threads in (0, 2):
+        for i, t in Lattice(finest).tables(targets, threads=threads):
+            assert all(rollup_mod.MARGIN + k in t._memo for k in t.keys), targets[i]
+            assert_same_table(t, gpurisk.build_table(df, list(t.keys), sample_flag="s"))
+            if rollup_mod.CODES in t._memo:
+                for c, own in zip(t._memo[rollup_mod.CODES], cellid.decode_radix(t.cell_id, t.cards)):
+                    np.testing.assert_array_equal(np.asarray(c).astype(np.int64), own)
+
+
+def test_a_recoded_key_gets_its_own_margin():
+    rng = np.random.default_rng(8)
+    df = pd.DataFrame({"age": rng.integers(0, 90, 2000), "sex": rng.choice(["f", "m"], 2000)})
+    finest = gpurisk.build_table(df, ["age", "sex"])
+    rollup_mod.f_margins(finest)
+    groups = sorted({c // 10 for c in finest.categories[0]})
+    cm = CodeMap(np.searchsorted(groups, np.array([c // 10 for c in finest.categories[0]])), groups)
+    got = regroup(finest, ["age", "sex"], {"age": cm})
+    assert rollup_mod.MARGIN + "age" not in got._memo and rollup_mod.MARGIN + "sex" in got._memo
+    assert_same_table(got, gpurisk.build_table(df.assign(age=df["age"] // 10), ["age", "sex"]))
 
 
 def test_rollup_rejects_unknown_keys():

@@ -43,13 +43,22 @@ import numpy as np
 from gpurisk.freq.planner import CUBE_FACTOR, CUBE_LIMIT, Plan, Planner, _bits  # noqa: F401
 from gpurisk.freq.rollup import (DECODE_CHUNK, DENSE_FACTOR, DENSE_LIMIT, DENSE_MIN,  # noqa: F401
                                  RADIX_CHUNK, CodeMap, _cube_from_cells, _table_from_cube,
-                                 cell_codes, pack_limit_ok, pack_weights, regroup, rollup, sum_axes)
+                                 cell_codes, f_margins, kept_codes, pack_limit_ok, pack_weights,
+                                 regroup, rollup, sum_axes)
 from gpurisk.freq.schedule import _Later, _submit
 from gpurisk.freq.table import FreqTable
 
 __all__ = ["Lattice", "Plan", "Planner", "CodeMap", "cell_codes", "regroup", "rollup", "sum_axes",
            "pack_weights", "pack_limit_ok", "CUBE_LIMIT", "CUBE_FACTOR", "DENSE_LIMIT", "DENSE_FACTOR",
            "DENSE_MIN", "RADIX_CHUNK", "DECODE_CHUNK"]
+
+
+def _root_codes_and_margins(root: FreqTable, codes):
+    """The root's cell codes (``codes`` when the planner decoded them), kept in its cache with its
+    margins of f (:func:`~gpurisk.freq.rollup.f_margins`: the roll-ups hand them on to every table)."""
+    codes = kept_codes(root, codes)
+    f_margins(root, codes)
+    return codes
 
 
 class Lattice(Planner):
@@ -93,7 +102,8 @@ class Lattice(Planner):
             root_codes = self._root_codes
             # the root's codes are decoded and its weights packed side by side, while the plan is
             # made (the plan needs a sample of the codes only)
-            codes_fut = _submit(pool, lambda: root_codes if root_codes is not None else cell_codes(root))
+            # (kept in the root's cache with its margins of f, which every roll-up hands on)
+            codes_fut = _submit(pool, _root_codes_and_margins, root, root_codes)
             packed_fut = _submit(pool, pack_weights, root)
             futs: dict[int, Any] = {self.full: _Later(lambda: (root, codes_fut.result(),
                                                                packed_fut.result(), None))}
@@ -146,7 +156,7 @@ class Lattice(Planner):
                 if prepare is not None and m in by_mask:
                     prepare(tab)
                 if m in parents:          # a parent: decode its cells here, in the worker
-                    return tab, cell_codes(tab), pack_weights(tab), None
+                    return tab, kept_codes(tab), pack_weights(tab), None
                 return tab, None, None, None
 
             window = 2 * int(threads) if pool is not None else 0

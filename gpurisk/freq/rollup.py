@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from gpurisk.errors import BadInput
-from gpurisk.xp import namespace
+from gpurisk.xp import namespace, readonly
 from gpurisk.freq.cellid import INT64_LIMIT, decode_radix, mixed_radix_ids, smallest_id_dtype, surrogate_ids
 from gpurisk.freq.table import FreqTable
 
@@ -82,6 +82,36 @@ def cell_codes(table: FreqTable) -> list:
             out[v][start:stop] = r
             rest, q = q, rest
         out[0][start:stop] = rest
+    return out
+
+
+#: cache names (:meth:`FreqTable.cached`) of a table's cell codes and of each key's margin of f
+CODES = "cell_codes"
+MARGIN = "f_margin:"
+
+
+def kept_codes(table: FreqTable, codes: list | None = None) -> tuple:
+    """:func:`cell_codes` of ``table`` (or ``codes``, already decoded), kept in its cache: the
+    lattice decodes a parent's cells to roll it up, and its measures read the same codes."""
+    return table.cached(CODES, lambda: tuple(readonly(c) for c in
+                                             (cell_codes(table) if codes is None else codes)))
+
+
+def f_margins(table: FreqTable, codes: Sequence | None = None) -> list:
+    """Per key, Σ f_j over the cells of each category (float64 in ``table.xp``; sums of integers,
+    exact below 2**53 records, so the same whatever cells they are summed from), kept in the
+    table's cache under MARGIN + key. A roll-up hands its parent's margins to the child for the
+    keys it keeps without a recode (see :func:`_totals`), so a scan sums them once, on the root."""
+    xp, out, w = table.xp, [], None
+    for v, key in enumerate(table.keys):
+        got = table._memo.get(MARGIN + key)
+        if got is None:
+            if w is None:
+                w = table.f.astype(xp.float64)
+                codes = kept_codes(table) if codes is None else codes
+            got = table.cached(MARGIN + key, lambda: xp.bincount(codes[v], weights=w,
+                                                                  minlength=int(table.cards[v])))
+        out.append(got)
     return out
 
 
@@ -215,7 +245,7 @@ def regroup(table: FreqTable, keys: Sequence[str], maps: Mapping[str, CodeMap] |
         inverse = inv if return_inverse else None
         f_sum, F_sum = unpack_counts(xp, acc, acc2, packed[2], table.F is not None)
         child = FreqTable(ch.keys, ch.cats, cell_id, f_sum, F_sum, w_sum, ch.radix, xp, stored,
-                          _child_locator(table, ch), table.backend, known=_totals(table))
+                          _child_locator(table, ch), table.backend, known=_totals(table, ch))
     return (child, inverse) if return_inverse else child
 
 
@@ -229,7 +259,7 @@ def _finish_dense(table, ch: _Child, acc, acc2, w_sum, bits):
     w_sum = w_sum[present] if w_sum is not None else None
     f_sum, F_sum = unpack_counts(xp, acc, acc2, bits, table.F is not None)
     # its own weights for pack_weights come for free
-    known = dict(_totals(table), packed=(acc, acc2, bits))
+    known = dict(_totals(table, ch), packed=(acc, acc2, bits))
     child = FreqTable(ch.keys, ch.cats, cell_id, f_sum, F_sum, w_sum, True, xp, None,
                       _child_locator(table, ch), table.backend, known=known)
     return child, present
@@ -295,10 +325,17 @@ def _table_from_cube(root: FreqTable, keys, arrays, bits) -> FreqTable:
     return _finish_dense(root, ch, flat[0], flat[1], flat[2], bits)[0]
 
 
-def _totals(parent: FreqTable) -> dict:
+def _totals(parent: FreqTable, ch: "_Child | None" = None) -> dict:
     """A roll-up keeps n and N: the parent's (when known), for the child's cache, instead of summing
-    again."""
-    return {k: parent._memo[k] for k in ("n", "N") if k in parent._memo}
+    again; and the margins of f (:func:`f_margins`) of the keys of ``ch`` that are not recoded."""
+    memo = parent._memo
+    out = {k: memo[k] for k in ("n", "N") if k in memo}
+    if ch is not None:
+        for k in ch.keys:
+            got = None if k in ch.maps else memo.get(MARGIN + k)
+            if got is not None:
+                out[MARGIN + k] = got
+    return out
 
 
 def _child_locator(table: FreqTable, ch):
