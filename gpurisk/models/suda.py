@@ -118,7 +118,7 @@ def check_lattice(keys, max_msu: int, candidates: int | None = None,
     count = lattice_size(M, max_msu)
     if count > MAX_SUBSETS:
         raise BadInput(f"suda: {M} keys up to max_msu {max_msu} make {count:,} key subsets to search, "
-                       f"over the limit of {MAX_SUBSETS:,}: lower --max-msu or use fewer keys")
+                       f"over the limit of {MAX_SUBSETS:,}: lower {{arg:--max-msu|max_msu}} or use fewer keys")
     if candidates is None:
         return
     limit = MEMORY_LIMIT if memory_limit is None else float(memory_limit)
@@ -126,8 +126,8 @@ def check_lattice(keys, max_msu: int, candidates: int | None = None,
     if need > limit:
         raise BadInput(f"suda: the MSU search over {M} keys up to max_msu {max_msu} for "
                        f"{candidates:,} sample-unique records needs about {need / 2**30:.2f} GiB, over "
-                       f"the memory limit of {limit / 2**30:.2f} GiB (--search-memory): lower "
-                       "--max-msu or use fewer keys")
+                       f"the memory limit of {limit / 2**30:.2f} GiB ({{arg:--search-memory|memory_limit}}): lower "
+                       "{arg:--max-msu|max_msu} or use fewer keys")
 
 
 def find_msus(table, max_msu: int | None = None, memory_limit: float | None = None,

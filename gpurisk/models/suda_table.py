@@ -30,7 +30,7 @@ def check_identifier_keys(table) -> None:
     if bad:
         raise BadInput(f"suda: key(s) {', '.join(map(repr, bad))} take a different value in every one "
                        f"of the {n} records (an identifier?): every record would be a minimal sample "
-                       "unique on it alone; drop it from --keys or recode it into bands")
+                       "unique on it alone; drop it from {arg:--keys|keys} or recode it into bands")
 
 
 def msus(table, max_msu=None, memory_limit=None, threads: int = 0,
