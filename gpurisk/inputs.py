@@ -29,7 +29,7 @@ MISSING_POLICIES = ("category", "error")
 def key_list(keys, what: str = "keys") -> list[str]:
     """``keys`` as a list of names: a list (or any iterable) of names, or one string ``"a,b,c"``."""
     if keys is None:
-        raise BadInput(f"no {what} given: name at least one key variable")
+        raise bad_input(f"no {what} given: name at least one key variable")
     if isinstance(keys, str):
         items = [k.strip() for k in keys.split(",")]
     else:
@@ -40,7 +40,7 @@ def key_list(keys, what: str = "keys") -> list[str]:
                         "(e.g. {arg:--keys age,sex|keys=['age', 'sex']})")
     dup = sorted({k for k in items if items.count(k) > 1})
     if dup:
-        raise BadInput(f"{what} name {', '.join(map(repr, dup))} more than once")
+        raise bad_input(f"{what} name {', '.join(map(repr, dup))} more than once")
     return items
 
 

@@ -121,7 +121,7 @@ def subsets(pool: Sequence[str], max_size: int | None = None, min_size: int = 1,
             hint: str | None = "{arg:--max-combinations N|max_combinations=N}", already: int = 0) -> list[Combination]:
     """Every subset of ``pool`` (see the module docstring), counted first: a plan of more than
     ``limit`` combinations with the ``already`` planned is refused before any subset is listed."""
-    pool = _check_names(pool, "--keys")
+    pool = _check_names(pool, "{arg:--keys|keys}")
     if max_size is None and 2 ** len(pool) - 1 > MAX_UNBOUNDED:
         raise bad_input(f"{{arg:--keys|keys}} names {len(pool)} variables, "
                         f"{_count(2 ** len(pool) - 1)} subsets in all; give {{arg:--max-size|max_size}}")
@@ -134,7 +134,7 @@ def subsets(pool: Sequence[str], max_size: int | None = None, min_size: int = 1,
     max_size = min(max_size, len(pool))
     more = f" and {already:,} others" if already else ""
     check_plan_size(already + count_subsets(len(pool), max_size, min_size),   # before any is listed
-                    f"every subset of {len(pool)} --keys of size {min_size} to {max_size}{more}",
+                    f"every subset of {len(pool)} {{arg:--keys|keys}} of size {min_size} to {max_size}{more}",
                     limit, to_disk, hint)
     out = []
     for r in range(int(min_size), max_size + 1):
@@ -144,7 +144,7 @@ def subsets(pool: Sequence[str], max_size: int | None = None, min_size: int = 1,
 
 
 def plus_each(fundamental: Sequence[str], pool: Sequence[str]) -> list[Combination]:
-    fund = _check_names(fundamental, "--fundamental")
+    fund = _check_names(fundamental, "{arg:--fundamental|fundamental}")
     pool = tuple(pool or ())
     out = [Combination(fund, ",".join(fund), "fundamental")]
     for v in pool:

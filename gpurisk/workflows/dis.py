@@ -80,7 +80,7 @@ def dis_with(frame, keys: Sequence[str], design: Design, run: Run, reading: Read
     inp = inputs(frame, keys, design, reading, columns=extra_cols)
     if state is not None:
         from gpurisk.io import check_output_file
-        check_output_file(state, None, "--state")   # before the work
+        check_output_file(state, None, "{arg:--state|state}")   # before the work
     frames = inp.read()
     if inp.distributed:
         codes, categories, extra = _distributed_codes(inp, frames, keys, extra_cols)
