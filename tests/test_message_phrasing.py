@@ -164,3 +164,15 @@ def test_a_reason_made_for_a_measure_left_out_is_phrased_both_ways():
     t = ("it fits a log-linear model; Name it ({arg:--measures matches_ll,...|measures=['matches_ll', ...]})")
     assert phrase(t, "cli").endswith("(--measures matches_ll,...)")
     assert phrase(t, "python").endswith("(measures=['matches_ll', ...])")
+
+
+def test_a_page_says_what_to_give_where_it_was_written():
+    """The report page's hints name ``policy=FILE`` when the Python API writes it and
+    ``--policy FILE`` when ``gpurisk report`` does (the command runs under the command line's side)."""
+    from gpurisk.core.messages import side
+    from gpurisk.report.policy import overall
+    assert overall([])[1] == ("No policy was given (policy=FILE or thresholds): the page shows the "
+                              "numbers but no verdict.")
+    with side("cli"):
+        assert overall([])[1] == ("No policy was given (--policy FILE or thresholds): the page "
+                                  "shows the numbers but no verdict.")

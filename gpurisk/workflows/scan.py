@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from gpurisk.core.settings import Design, Reading, Run, inputs
-from gpurisk.core.messages import bad_input
+from gpurisk.core.messages import bad_input, phrase
 from gpurisk.freq.lattice import Lattice
 from gpurisk.io.lock import locked
 from gpurisk.measure import Context
@@ -141,7 +141,7 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
         root, pi, source = counted.table, counted.fraction, counted.fraction_source
         t_build, t_recode = counted.timings["build_s"], counted.timings["recode_s"]
         notes = list(counted.notes)
-    notes += [f"{m} was not run: {why}" for m, why in kept_out.items()]
+    notes += [phrase(f"{m} was not run: {why}") for m, why in kept_out.items()]
     columns = inp.column_values(frames, col_opts)
     del frames
     settings = {
