@@ -65,6 +65,29 @@ def test_no_message_outside_the_command_line_quotes_a_bare_flag():
     assert bare_flags(roots) == []
 
 
+def raw_placeholders(roots) -> list[str]:
+    """``file:line`` of each ``BadInput(text)`` whose text holds a placeholder: raised as it is, the
+    user would read ``{arg:--sep|sep}`` (``bad_input(text)`` phrases it)."""
+    from gpurisk.core.messages import has_placeholder
+    found = []
+    for root in roots:
+        for path in sorted(Path(root).rglob("*.py")):
+            for call in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not (isinstance(call, ast.Call) and call.args):
+                    continue
+                f = call.func
+                if (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)) != "BadInput":
+                    continue
+                if has_placeholder(_text(call.args[0])):
+                    found.append(f"{path.relative_to(Path(root).parent)}:{call.lineno}")
+    return found
+
+
+def test_no_error_shows_a_placeholder_unphrased():
+    roots = [ROOT / "gpurisk", *sorted((ROOT / "plugins").glob("*/src"))]
+    assert raw_placeholders(roots) == []
+
+
 def test_the_check_finds_a_bare_flag(tmp_path):
     pkg = tmp_path / "pkg"
     pkg.mkdir()
@@ -82,6 +105,10 @@ def test_the_check_finds_a_bare_flag(tmp_path):
     (pkg / "cli" / "c.py").write_text('raise BadInput("--sep is the command line\'s own")\n')
     found = bare_flags([pkg])
     assert [s.split(":")[1] for s in found] == ["2", "4", "9"]
+    (pkg / "n.py").write_text('raise BadInput(f"{{arg:--sep|sep}} {x!r}: not phrased")\n'
+                              'raise bad_input(f"{{arg:--sep|sep}} {x!r}: phrased")\n'
+                              'raise BadInput(f"options map names to {{option: value}}")\n')
+    assert [s.split(":")[1] for s in raw_placeholders([pkg])] == ["1"]
 
 
 @pytest.fixture(scope="module")

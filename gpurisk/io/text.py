@@ -61,7 +61,7 @@ def check_encoding(encoding) -> str:
 def _not_text(p, encoding, exc) -> BadInput:
     where = f" at byte {exc.start}" if isinstance(exc, UnicodeDecodeError) else ""
     reason = getattr(exc, "reason", None) or type(exc).__name__
-    return BadInput(f"{p}: not {encoding} text ({reason}{where}); give the file's encoding with "
+    return bad_input(f"{p}: not {encoding} text ({reason}{where}); give the file's encoding with "
                     "{arg:--encoding|encoding}")
 
 

@@ -142,7 +142,7 @@ def _record_backend(backend: str | None) -> str:
     if backend in names() and not get_backend(backend).distributed:
         return backend
     if backend in names():
-        raise BadInput(f"protect on the {backend} backend: the release needs each record's cell, "
+        raise bad_input(f"protect on the {backend} backend: the release needs each record's cell, "
                        "which a distributed count keeps on its workers; use {backend_pandas} or cudf")
     local = [n for n in names() if not get_backend(n).distributed]
     raise BadInput(f"backend {backend!r} is not one of {', '.join([AUTO, *local])} (protect)")
