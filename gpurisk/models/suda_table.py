@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpurisk.errors import BadInput
 from gpurisk.core.messages import bad_input
 from gpurisk.models.suda import MsuSet, check_max_msu, find_msus, msu_by_size
 from gpurisk.models.suda_scores import Scores, check_dis_fraction, dis_q, dis_suda, pairs_records, \
