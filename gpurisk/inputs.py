@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.freq.engine import build_table
 from gpurisk.freq.table import FreqTable
 
@@ -28,17 +29,18 @@ MISSING_POLICIES = ("category", "error")
 def key_list(keys, what: str = "keys") -> list[str]:
     """``keys`` as a list of names: a list (or any iterable) of names, or one string ``"a,b,c"``."""
     if keys is None:
-        raise BadInput(f"no {what} given: name at least one key variable")
+        raise bad_input(f"no {what} given: name at least one key variable")
     if isinstance(keys, str):
         items = [k.strip() for k in keys.split(",")]
     else:
         items = [str(k).strip() for k in keys]
     items = [k for k in items if k]
     if not items:
-        raise BadInput(f"{what} are empty: name at least one key variable (e.g. --keys age,sex)")
+        raise bad_input(f"{what} are empty: name at least one key variable "
+                        "(e.g. {arg:--keys age,sex|keys=['age', 'sex']})")
     dup = sorted({k for k in items if items.count(k) > 1})
     if dup:
-        raise BadInput(f"{what} name {', '.join(map(repr, dup))} more than once")
+        raise bad_input(f"{what} name {', '.join(map(repr, dup))} more than once")
     return items
 
 
@@ -174,7 +176,7 @@ class Inputs:
         set_(self, "recode", tuple(parse_recodes(self.recode or None)))   # list, {key: spec} or str
         unused = [r.key for r in self.recode if r.key not in self.keys]
         if unused:
-            raise BadInput(f"--recode {unused[0]!r}: not one of the key variables "
+            raise bad_input(f"{{arg:--recode|recode}} {unused[0]!r}: not one of the key variables "
                            f"({', '.join(self.keys)})")
         name = resolve_backend(self.backend, self.data)
         require(name)
@@ -239,8 +241,8 @@ class Inputs:
 
         from gpurisk.freq.guards import check_cardinality
         if records and self.distributed:     # Dask tables never keep them: say so before any work
-            raise BadInput(f"{records} needs each record's cell, which the {self.backend} backend "
-                           "does not keep: use --backend pandas (or cudf)")
+            raise bad_input(f"{records} needs each record's cell, which the {self.backend} backend "
+                            "does not keep: use {backend_pandas} (or cudf)")
         frames = self.read() if frames is None else frames
         keys = list(self.keys) if keys is None else key_list(keys)
         counted = list(dict.fromkeys(keys + [str(c) for c in also]))
@@ -251,8 +253,8 @@ class Inputs:
         if table.n == 0:
             raise BadInput(f"the sample flag {self.sample_flag!r} marks no record as sampled")
         if records and table.record_locator is None:
-            raise BadInput(f"{records} needs each record's cell, which the {table.backend} backend "
-                           "does not keep: use --backend pandas (or cudf)")
+            raise bad_input(f"{records} needs each record's cell, which the {table.backend} backend "
+                            "does not keep: use {backend_pandas} (or cudf)")
         t1 = time.perf_counter()
         recodes = [r for r in self.recode if r.key in keys]
         if recodes:

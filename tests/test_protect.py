@@ -538,7 +538,7 @@ def test_plot_of_the_front(tiny, tmp_path):
     for crit, name in (("theta_hat.upper<=1", "a.png"), ("k_anonymity>=3", "b.png")):
         protect(data, ["a", "b"], h, [crit], fraction=0.5, plot=tmp_path / name)
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    with pytest.raises(BadInput, match="--plot 'c.jpg': name it with one of .png"):
+    with pytest.raises(BadInput, match="^plot 'c.jpg': name it with one of .png"):
         protect(data, ["a", "b"], h, ["k_anonymity>=3"], plot=tmp_path / "c.jpg")
 
 
@@ -775,5 +775,5 @@ def test_html_report(tiny, tmp_path):
         assert part in text, part
     # the before -> after rows: k from 1 to 3 on both scenarios
     assert p.before_after["after"].tolist() == [3, 3]
-    with pytest.raises(BadInput, match="--report 'r.txt'"):
+    with pytest.raises(BadInput, match="^report 'r.txt'"):
         protect(data, ["a", "b"], h, ["k_anonymity>=3"], report=tmp_path / "r.txt")

@@ -41,7 +41,7 @@ def test_plan_sizes_and_modes(tmp_path):
                                                ("employer", ("age", "occ"))]
     with pytest.raises(gpurisk.BadInput, match="nothing to scan"):
         build_plan()
-    with pytest.raises(gpurisk.BadInput, match="--plus-each"):
+    with pytest.raises(gpurisk.BadInput, match=r"^fundamental needs plus_each=True"):
         build_plan(["a"], fundamental=["b"])
     bad = tmp_path / "bad.toml"
     bad.write_text("[scenarios]\nx = 3\n")
@@ -112,7 +112,7 @@ def test_cli_scan_summary_and_output_hold_no_key_values(tmp_path, adult):
         assert v not in text, v
         assert not strings.str.contains(v, regex=False).any(), v
     # rerunning onto the same output needs --resume or --overwrite
-    with pytest.raises(gpurisk.BadInput, match="--resume"):
+    with pytest.raises(gpurisk.BadInput, match=r"already holds a scan; use resume=True to finish it or overwrite=True"):
         gpurisk.scan(path, keys=ADULT8[:6], max_size=2, fraction=0.1, output=out)
     other = run_cli("scan", path, "--keys", ",".join(ADULT8[:6]), "--max-size", "2", "--fraction",
                     "0.2", "-o", out, "--resume")

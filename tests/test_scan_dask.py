@@ -331,6 +331,10 @@ def test_default_scan_on_the_workers_leaves_the_log_linear_ranking_out_and_says_
     assert any("matches_ll" in w and "stay on the workers" in w and "matches_hat" in w
                for w in got.warnings)
     assert any(w.startswith("tau1_ll was not run") for w in got.warnings)
+    # phrased for the Python API: the parameters, not the flags (issue 28)
+    not_run = [w for w in got.warnings if " was not run: " in w]
+    assert any("with cells_on_workers=True" in w and "(measures=['tau1_ll', ...])" in w for w in not_run)
+    assert not any("--" in w for w in not_run)
     want = gpurisk.scan(adult, backend="pandas", **opts)
     assert want.rank_by == "matches_ll" and want.results["matches_ll"].notna().all()
     named = gpurisk.scan(adult, backend="dask", cells_on_workers=True,

@@ -304,7 +304,7 @@ def test_cli_bad_input(tmp_path):
 
 def test_lattice_too_large_is_refused_before_reading():
     keys = [f"k{i}" for i in range(40)]
-    with pytest.raises(BadInput, match="over the limit of .*lower --max-msu or use fewer keys"):
+    with pytest.raises(BadInput, match="over the limit of .*lower max_msu or use fewer keys"):
         suda("/nonexistent.csv", keys, max_msu=6)
     assert lattice_size(40, 6) > 65536 > lattice_size(40, 3)
     assert [len(s) for s in combinations(range(4), 2)] == [2] * 6

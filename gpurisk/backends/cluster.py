@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from gpurisk.backends.choose import (ENV_MEMORY_LIMIT, ENV_SCHEDULER, ENV_WORKERS, config,
                                      log, require)
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 
 
 # --- Dask clusters -----------------------------------------------------------------------------
@@ -38,9 +39,10 @@ def _check_local_workers(workers: int | None) -> None:
     contend for the cores (200 workers on 2 cores never finish starting), so they are refused."""
     cores = os.cpu_count() or 1
     if workers is not None and workers > cores:
-        raise BadInput(f"--workers {workers} is more than this machine's {cores} cores: a local "
-                       f"cluster runs at most one worker per core (give --workers {cores} or "
-                       "fewer, or --scheduler for a larger cluster)")
+        raise bad_input(f"{{arg:--workers {workers}|gpurisk.config.workers = {workers}}} is more than this "
+                        f"machine's {cores} cores: a local cluster runs at most one worker per core "
+                        f"(give {{arg:--workers {cores}|gpurisk.config.workers = {cores}}} or fewer, or "
+                        "{arg:--scheduler|gpurisk.config.scheduler} for a larger cluster)")
 
 
 #: the smallest memory limit of a local worker gpurisk accepts
@@ -152,7 +154,8 @@ def _local_client(gpu: bool, workers, limit):
         from dask_cuda import LocalCUDACluster
         gpus = _gpu_count()
         if workers and gpus and workers > gpus:
-            raise BadInput(f"--workers {workers} asks for more dask-cuda workers than this machine has "
+            raise bad_input(f"{{arg:--workers {workers}|gpurisk.config.workers = {workers}}} asks for more "
+                            "dask-cuda workers than this machine has "
                            f"GPUs ({gpus}): dask-cuda runs one worker per GPU")
         kw = {"n_workers": workers} if workers else {}
         if limit:
@@ -260,7 +263,8 @@ class _StallWatch:
         note = worker_memory_note()
         return (f"{self.stalled} for {self.limit:g} s, so the run cannot go on"
                 + (f"; {note}" if note else "")
-                + ": give the workers more memory (--memory-limit), use fewer --workers, or split "
+                + ": give the workers more memory ({arg:--memory-limit|gpurisk.config.memory_limit}), use "
+                  "fewer {arg:--workers|gpurisk.config.workers}, or split "
                   f"the data into smaller partitions (set {ENV_STALL} to wait longer)")
 
 
@@ -272,7 +276,7 @@ def _watched(client, owned: bool = False):
             yield client
     except Exception:
         if watch.stalled:   # its futures were cancelled: whatever the count raised, say why
-            raise BadInput(watch.message()) from None
+            raise bad_input(watch.message()) from None
         raise
 
 

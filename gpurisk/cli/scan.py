@@ -58,6 +58,29 @@ def _py(v):
     return v
 
 
+def _combo_name(r: dict) -> str:
+    name = ", ".join(r["keys"])
+    return f"{r['scenario']}: {name}" if r.get("scenario") else name
+
+
+def _summary_columns(by: str, top: list) -> list:
+    """(header, row -> shown text) for the table's columns after ``#`` and the combination: each
+    once (ranked by ``n1``, the ``n1`` column is the ranking)."""
+    first = top[0] if top else {}
+    cols = [(c, (lambda r, c=c: _fmt(r.get(c)))) for c in ("size", "cells", "n1", "n2", "N1")]
+    if by not in {c for c, _ in cols}:
+        cols.append((by, lambda r: _fmt(r.get(by))))
+    if f"{by}_upper" in first:
+        cols.append(("upper", lambda r: _fmt(r.get(f"{by}_upper"))))
+    if by == "matches_ll" and "matches_hat" in first:
+        cols.append(("θ̂·n1 (lower est.)", lambda r: _fmt(r.get("matches_hat"))))
+    if by != "theta_hat" and "theta_hat" in first:
+        cols.append(("theta_hat", lambda r: "not estimable" if r.get("theta_hat") is None
+                     and r.get("n2") == 0 else _fmt(r.get("theta_hat"))))
+        cols.append(("theta_hat upper", lambda r: _fmt(r.get("theta_hat_upper"))))
+    return cols
+
+
 def print_summary(doc: dict) -> None:
     from rich.table import Table
     con = console()
@@ -71,34 +94,19 @@ def print_summary(doc: dict) -> None:
     t = Table(title=f"riskiest combinations (key names only), ranked by "
                     f"{doc.get('ranked_by') or by}", show_header=True, header_style="bold")
     top = doc["top"]
-    cols = ["#", "combination", "size", "cells", "n1", "n2", "N1", by]
-    if top and f"{by}_upper" in top[0]:
-        cols.append("upper")
-    lower = bool(top) and by == "matches_ll" and "matches_hat" in top[0]
-    if lower:
-        cols.append("θ̂·n1 (lower est.)")
-    beside = bool(top) and by != "theta_hat" and "theta_hat" in top[0]
-    if beside:
-        cols += ["theta_hat", "theta_hat upper"]
-    for c in cols:
+    columns = _summary_columns(by, top)
+    rows = [[str(i), _combo_name(r)] + [get(r) for _, get in columns] for i, r in enumerate(top, 1)]
+    # a column with no value in any row is left out (N1 without a population), as compare does
+    keep = [j for j, (h, _) in enumerate(columns)
+            if h == by or any(row[2 + j] != "—" for row in rows)]
+    empty = [columns[j][0] for j in range(len(columns)) if j not in keep]
+    for c in ["#", "combination"] + [columns[j][0] for j in keep]:
         t.add_column(c, overflow="fold")
-    for i, r in enumerate(top, 1):
-        name = ", ".join(r["keys"])
-        if r.get("scenario"):
-            name = f"{r['scenario']}: {name}"
-        value = _fmt(r.get(by))
-        vals = [str(i), name, _fmt(r.get("size")), _fmt(r.get("cells")), _fmt(r.get("n1")),
-                _fmt(r.get("n2")), _fmt(r.get("N1")), value]
-        if "upper" in cols:
-            vals.append(_fmt(r.get(f"{by}_upper")))
-        if lower:
-            vals.append(_fmt(r.get("matches_hat")))
-        if beside:
-            th = r.get("theta_hat")
-            vals += ["not estimable" if th is None and r.get("n2") == 0 else _fmt(th),
-                     _fmt(r.get("theta_hat_upper"))]
-        t.add_row(*vals)
+    for row in rows:
+        t.add_row(*row[:2], *[row[2 + j] for j in keep])
     con.print(t)
+    if top and empty:
+        con.print(f"no value in any row, left out: {', '.join(empty)}", markup=False, highlight=False)
     if doc["output"]:
         con.print(f"results: {doc['output']} ({doc['combinations']} rows)")
     for w in doc.get("warnings", []):

@@ -9,7 +9,10 @@ It is written once, in a neutral form with named placeholders::
 
 :data:`SETTINGS` lists the placeholders; ``{option:MEASURE.NAME=VALUE}`` names a measure option
 (``--option MEASURE.NAME=VALUE``, ``options={'MEASURE': {'NAME': VALUE}}``); ``{arg:--flag|name}``
-names any other setting by its flag and its parameter (``{arg:--suppress-limit|suppress_limit}``).
+names any other setting by its flag and its parameter (``{arg:--suppress-limit|suppress_limit}``),
+or by both phrasings in full (``{arg:--keys age,sex|keys=['age', 'sex']}``,
+``{arg:gpurisk protect --plan|gpurisk.protect(plan=...)}``: the command line's side holds a ``--``;
+no ``{``, ``}`` or ``|`` inside).
 A text without placeholders is left as it is, so plugins' plain reasons keep working.
 
 Where each form goes:
@@ -43,7 +46,7 @@ SETTINGS = {
 SIDES = ("python", "cli")
 
 _PLACE = re.compile(r"\{(" + "|".join(SETTINGS) + r")\}|\{option:([\w-]+)\.([\w-]+)=([^{}]*)\}"
-                    r"|\{arg:(--[\w-]+)\|(\w+)\}")
+                    r"|\{arg:([^{}|]*--[^{}|]*)\|([^{}|]+)\}")
 _side = "python"
 
 

@@ -73,7 +73,7 @@ def _load_state(path: Path, fp: str) -> dict:
     return load_checked(path, fp, unreadable=f"state file {path} is not readable JSON",
                         mismatch=f"state file {path} was written for another run (data, keys, "
                                  "perturbations, seed or batch differ); remove it or name another "
-                                 "--state")
+                                 "{arg:--state|state}")
 
 
 def _save_state(path: Path, st: dict) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.freq.plan import check_columns
 
 
@@ -36,7 +37,8 @@ def to_cudf(data, columns, sep=None, where="the sample", **check):  # pragma: no
         return cudf.from_pandas(frame)
     kind = backend_of(data)
     if kind is not None and kind.distributed:
-        raise BadInput("a Dask DataFrame counts on --backend dask or dask-cudf, not cudf")
+        raise bad_input("a Dask DataFrame counts on {arg:--backend dask|backend='dask'} or "
+                        "{arg:--backend dask-cudf|backend='dask-cudf'}, not cudf")
     if kind is None or not hasattr(data, "columns"):   # a pandas or a cuDF frame
         raise BadInput(f"expected a DataFrame or a path, got {type(data).__name__}")
     check_columns(data.columns, **check, where=where)

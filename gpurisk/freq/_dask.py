@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.xp import is_cudf, namespace, scalar, to_host
 from gpurisk.freq import partial as P
 from gpurisk.freq.plan import check_columns, make_plan, merge_uniques, partition_uniques, uniques_to_pandas
@@ -107,18 +108,19 @@ def _compute(client, obj):
     except (TypeError, OverflowError) as exc:
         msg = str(exc)
         if "safely cast" in msg or "too large to convert" in msg or "out of bounds" in msg:
-            raise BadInput("CSV column type differs between blocks of the input: a column of whole "
-                           "numbers in the file's head holds other values later (or numbers beyond "
-                           "64 bits); convert the input to Parquet, or give --backend pandas") from None
+            raise bad_input("CSV column type differs between blocks of the input: a column of whole "
+                            "numbers in the file's head holds other values later (or numbers beyond "
+                            "64 bits); convert the input to Parquet, or give {backend_pandas}") from None
         raise
     except ValueError as exc:
         msg = str(exc)
         if "Mismatched dtypes" in msg or "dtype" in msg and "read_csv" in msg:
             cols = [ln.split("|")[1].strip() for ln in msg.splitlines()
                     if ln.count("|") >= 3 and "Column" not in ln and "---" not in ln]
-            raise BadInput("CSV column type differs between blocks of the input "
-                           f"(column(s) {', '.join(cols) or '?'}): a later block holds values the "
-                           "first block did not; convert the input to Parquet, or give --backend pandas") from None
+            raise bad_input("CSV column type differs between blocks of the input "
+                            f"(column(s) {', '.join(cols) or '?'}): a later block holds values the "
+                            "first block did not; convert the input to Parquet, or give "
+                            "{backend_pandas}") from None
         raise
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 
 #: integer columns whose value range is at most this are encoded by offset + bincount
 DENSE_RANGE_LIMIT = 1 << 24
@@ -215,10 +216,10 @@ def encode_keys(sample: pd.DataFrame, keys: list[str], population: pd.DataFrame 
 
 def check_keys(frame, keys, where: str) -> None:
     if not keys:
-        raise BadInput("no key variables given (--keys a,b,c)")
+        raise bad_input("no key variables given ({arg:--keys a,b,c|keys=['a', 'b', 'c']})")
     dup = sorted({k for k in keys if list(keys).count(k) > 1})
     if dup:
-        raise BadInput(f"key column(s) {', '.join(map(repr, dup))} named more than once in --keys")
+        raise bad_input(f"key column(s) {', '.join(map(repr, dup))} named more than once in {{arg:--keys|keys}}")
     cols = list(frame.columns)
     missing = [k for k in keys if k not in cols]
     if missing:

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.xp import scalar
 
 #: a key with more distinct values than this (and more than half as many as records) is refused
@@ -96,9 +97,10 @@ def check_cardinality(table, allow_high_cardinality: bool = False, keys=None) ->
             what = f"an identifier? {k / n:.0%} of the records have a value of their own"
         else:
             continue
-        raise BadInput(f"key column {key!r} has {k} distinct values in {n} records ({what}): "
-                       f"nearly every record would be unique; recode it into bands "
-                       f"(--recode {key}=bands:WIDTH) or pass --allow-high-cardinality")
+        raise bad_input(f"key column {key!r} has {k} distinct values in {n} records ({what}): "
+                        f"nearly every record would be unique; recode it into bands "
+                        f"({{arg:--recode {key}=bands:WIDTH|recode=['{key}=bands:WIDTH']}}) "
+                        "or pass {arg:--allow-high-cardinality|allow_high_cardinality=True}")
 
 
 def _non_integral(categories) -> bool:

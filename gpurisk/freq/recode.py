@@ -91,7 +91,7 @@ def _bands(key: str, args: str):
     integral = width.is_integer() and origin.is_integer()
 
     def label(v):
-        x = _number(v, f"--recode {key}=bands:{args}: value of {key!r}")
+        x = _number(v, f"{{arg:--recode|recode}} {key}=bands:{args}: value of {key!r}")
         lo = origin + math.floor((x - origin) / width) * width
         if integral and float(x).is_integer():
             return f"{_fmt(lo)}-{_fmt(lo + width - 1)}"
@@ -110,7 +110,7 @@ def _breaks(key: str, args: str):
         raise bad_input(f"{{arg:--recode|recode}} {key}=breaks:{args}: give increasing numbers, e.g. breaks:18,30,65")
 
     def label(v):
-        x = _number(v, f"--recode {key}=breaks:{args}: value of {key!r}")
+        x = _number(v, f"{{arg:--recode|recode}} {key}=breaks:{args}: value of {key!r}")
         i = int(np.searchsorted(cuts, x, side="right"))
         if i == 0:
             return f"<{_fmt(cuts[0])}"
@@ -132,9 +132,9 @@ def _read_csv_rows(path: Path, sep: str | None = None) -> list[list[str]]:
 def _check_file(path: Path, what: str | None = None) -> None:
     """A recode's file exists and is a file (a folder, a device: one line)."""
     if not path.exists():
-        raise BadInput(f"{what or 'file'} {str(path)!r} does not exist")
+        raise bad_input(f"{what or 'file'} {str(path)!r} does not exist")
     if not path.is_file():
-        raise BadInput(f"{what or 'file'} {str(path)!r} is not a file (a folder?)")
+        raise bad_input(f"{what or 'file'} {str(path)!r} is not a file (a folder?)")
 
 
 def _lookup(key: str, spec: str, table: dict[str, str]):
@@ -155,7 +155,7 @@ def _map(key: str, args: str):
     path = Path(args)
     if not path.exists():
         raise bad_input(f"{{arg:--recode|recode}} {key}=map:{args}: file does not exist")
-    _check_file(path, f"--recode {key}=map:")
+    _check_file(path, f"{{arg:--recode|recode}} {key}=map:")
     if path.suffix.lower() == ".toml":
         import tomllib
         try:

@@ -15,7 +15,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 
 
 def fingerprint(settings: Mapping, arrays: Iterable = (), named: Mapping | None = None) -> str:
@@ -36,7 +36,7 @@ def load_checked(path, fp: str, *, unreadable: str, mismatch: str) -> dict:
     try:
         doc = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise BadInput(f"{unreadable} ({exc})") from None
+        raise bad_input(f"{unreadable} ({exc})") from None
     if not isinstance(doc, dict) or doc.get("fingerprint") != fp:
-        raise BadInput(mismatch)
+        raise bad_input(mismatch)
     return doc

@@ -24,6 +24,7 @@ import stat
 from pathlib import Path
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.io.paths import input_paths, resolved
 
 #: files that mark a folder as another command's results
@@ -44,10 +45,10 @@ def refuse_input(path, inputs=(), what: str = "output") -> None:
     target = _resolved(path)
     for i in resolved(inputs or ()) | input_paths():
         if str(target) == i:
-            raise BadInput(f"{what} {str(path)!r} is an input of this run; writing it would destroy "
+            raise bad_input(f"{what} {str(path)!r} is an input of this run; writing it would destroy "
                            "the input: give another name")
         if Path(i) in target.parents and Path(i).is_dir():
-            raise BadInput(f"{what} {str(path)!r} is inside {i}, an input of this run (a Parquet "
+            raise bad_input(f"{what} {str(path)!r} is inside {i}, an input of this run (a Parquet "
                            "dataset folder): give a path outside it")
 
 
@@ -62,14 +63,14 @@ def check_target(path, inputs=(), what: str = "output", folder_ok: bool = False,
     if real.exists():
         mode = real.stat().st_mode
         if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-            raise BadInput(f"{what} {str(p)!r} is not a regular file (a device, pipe or socket); "
+            raise bad_input(f"{what} {str(p)!r} is not a regular file (a device, pipe or socket); "
                            "give a file name")
         if stat.S_ISDIR(mode) and not folder_ok:
-            raise BadInput(f"{what} {str(p)!r} is a folder")
+            raise bad_input(f"{what} {str(p)!r} is a folder")
     parent = real.parent
     for marker, whose in (RESULT_MARKERS.items() if others else ()):
         if (parent / marker).exists():
-            raise BadInput(f"{what} {str(p)!r} is inside {whose} result folder ({parent}); "
+            raise bad_input(f"{what} {str(p)!r} is inside {whose} result folder ({parent}); "
                            "give a path outside it")
     return p
 
@@ -80,14 +81,14 @@ def check_output_file(path, suffixes=None, what: str = "output", inputs=()) -> P
     another command's result folder, and (with ``suffixes``) its name ends in one of them."""
     p = Path(path)
     if suffixes and not p.name.lower().endswith(tuple(suffixes)):
-        raise BadInput(f"{what} {p.name!r}: name it with one of {', '.join(suffixes)}")
+        raise bad_input(f"{what} {p.name!r}: name it with one of {', '.join(suffixes)}")
     if not p.parent.is_dir():
-        raise BadInput(f"{what} folder {str(p.parent)!r} does not exist")
+        raise bad_input(f"{what} folder {str(p.parent)!r} does not exist")
     if p.is_dir():
-        raise BadInput(f"{what} {str(p)!r} is a folder")
+        raise bad_input(f"{what} {str(p)!r} is a folder")
     check_target(p, inputs, what)
     if not os.access(_resolved(p).parent, os.W_OK):
-        raise BadInput(f"{what} folder {str(p.parent)!r} is not writable")
+        raise bad_input(f"{what} folder {str(p.parent)!r} is not writable")
     clean_stale(p)
     return p
 
@@ -104,12 +105,12 @@ def check_output_dataset(path, suffixes=None, what: str = "output", inputs=()) -
     if p.is_dir():
         other = [c.name for c in p.iterdir() if not c.match(DATASET_PART)]
         if other:
-            raise BadInput(f"{what} {str(p)!r} is a folder holding other files than part.*.parquet "
+            raise bad_input(f"{what} {str(p)!r} is a folder holding other files than part.*.parquet "
                            f"(e.g. {other[0]!r}); give a new name")
         check_target(p, inputs, what, folder_ok=True)
         check_output_file(p.parent / (p.name + ".check"), None, what)
         if suffixes and not p.name.lower().endswith(tuple(suffixes)):
-            raise BadInput(f"{what} {p.name!r}: name it with one of {', '.join(suffixes)}")
+            raise bad_input(f"{what} {p.name!r}: name it with one of {', '.join(suffixes)}")
         return p
     return check_output_file(p, suffixes, what, inputs)
 

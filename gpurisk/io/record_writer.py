@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.xp import to_host
 
 
@@ -118,7 +119,7 @@ def add_id_columns(path, ids, by_row: bool = False) -> None:
     try:
         table = pa.RecordBatch.from_pandas(ids.reset_index(drop=True), preserve_index=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise BadInput(f"--id column(s) {', '.join(map(repr, ids.columns))} cannot be stored in "
+        raise bad_input(f"{{arg:--id|ids}} column(s) {', '.join(map(repr, ids.columns))} cannot be stored in "
                        f"Parquet ({type(exc).__name__}: mixed value types?)") from None
     schema = pa.schema(list(table.schema) + list(src.schema_arrow))
     tmp = temp_path(path)

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.io.paths import compression_of
 
 SEPARATORS = ",;\t|"
@@ -37,9 +38,9 @@ def check_sep(sep) -> str | None:
     if s in ("\\t", "tab", "TAB"):
         return "\t"
     if len(s) != 1:
-        raise BadInput(f"--sep {s!r}: give one character (or \\t for a tab)")
+        raise bad_input(f"{{arg:--sep|sep}} {s!r}: give one character (or \\t for a tab)")
     if s in "\r\n\"":
-        raise BadInput(f"--sep {s!r} cannot separate fields (a line end or the quote character)")
+        raise bad_input(f"{{arg:--sep|sep}} {s!r} cannot separate fields (a line end or the quote character)")
     return s
 
 
@@ -49,10 +50,10 @@ def check_encoding(encoding) -> str:
     try:
         info = codecs.lookup(str(encoding))
     except (LookupError, TypeError):
-        raise BadInput(f"unknown text encoding {encoding!r} (--encoding): e.g. utf-8, "
+        raise bad_input(f"unknown text encoding {encoding!r} ({{arg:--encoding|encoding}}): e.g. utf-8, "
                        "latin-1, cp1252") from None
     if not getattr(info, "_is_text_encoding", True):
-        raise BadInput(f"--encoding {encoding!r} is a codec, not a text encoding: e.g. utf-8, "
+        raise bad_input(f"{{arg:--encoding|encoding}} {encoding!r} is a codec, not a text encoding: e.g. utf-8, "
                        "latin-1, cp1252")
     return str(encoding)
 
@@ -60,8 +61,8 @@ def check_encoding(encoding) -> str:
 def _not_text(p, encoding, exc) -> BadInput:
     where = f" at byte {exc.start}" if isinstance(exc, UnicodeDecodeError) else ""
     reason = getattr(exc, "reason", None) or type(exc).__name__
-    return BadInput(f"{p}: not {encoding} text ({reason}{where}); give the file's encoding with "
-                    "--encoding")
+    return bad_input(f"{p}: not {encoding} text ({reason}{where}); give the file's encoding with "
+                    "{arg:--encoding|encoding}")
 
 
 @contextmanager

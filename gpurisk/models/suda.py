@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.freq.cellid import INT64_LIMIT, mixed_radix_ids, radix_space, smallest_id_dtype
 from gpurisk.freq.lattice import Lattice, cell_codes, regroup
 from gpurisk.xp import to_host
@@ -117,17 +118,17 @@ def check_lattice(keys, max_msu: int, candidates: int | None = None,
     M = len(keys)
     count = lattice_size(M, max_msu)
     if count > MAX_SUBSETS:
-        raise BadInput(f"suda: {M} keys up to max_msu {max_msu} make {count:,} key subsets to search, "
-                       f"over the limit of {MAX_SUBSETS:,}: lower --max-msu or use fewer keys")
+        raise bad_input(f"suda: {M} keys up to max_msu {max_msu} make {count:,} key subsets to search, "
+                       f"over the limit of {MAX_SUBSETS:,}: lower {{arg:--max-msu|max_msu}} or use fewer keys")
     if candidates is None:
         return
     limit = MEMORY_LIMIT if memory_limit is None else float(memory_limit)
     need = working_bytes(M, max_msu, candidates)
     if need > limit:
-        raise BadInput(f"suda: the MSU search over {M} keys up to max_msu {max_msu} for "
+        raise bad_input(f"suda: the MSU search over {M} keys up to max_msu {max_msu} for "
                        f"{candidates:,} sample-unique records needs about {need / 2**30:.2f} GiB, over "
-                       f"the memory limit of {limit / 2**30:.2f} GiB (--search-memory): lower "
-                       "--max-msu or use fewer keys")
+                       f"the memory limit of {limit / 2**30:.2f} GiB ({{arg:--search-memory|memory_limit}}): lower "
+                       "{arg:--max-msu|max_msu} or use fewer keys")
 
 
 def find_msus(table, max_msu: int | None = None, memory_limit: float | None = None,

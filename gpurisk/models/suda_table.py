@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.models.suda import MsuSet, check_max_msu, find_msus, msu_by_size
 from gpurisk.models.suda_scores import Scores, check_dis_fraction, dis_q, dis_suda, pairs_records, \
     score
@@ -28,9 +28,9 @@ def check_identifier_keys(table) -> None:
     cards = sample_categories(table, only=[v for v, k in enumerate(table.cards) if k >= n])
     bad = [key for key, k in zip(table.keys, cards) if k is not None and k >= n]
     if bad:
-        raise BadInput(f"suda: key(s) {', '.join(map(repr, bad))} take a different value in every one "
+        raise bad_input(f"suda: key(s) {', '.join(map(repr, bad))} take a different value in every one "
                        f"of the {n} records (an identifier?): every record would be a minimal sample "
-                       "unique on it alone; drop it from --keys or recode it into bands")
+                       "unique on it alone; drop it from {arg:--keys|keys} or recode it into bands")
 
 
 def msus(table, max_msu=None, memory_limit=None, threads: int = 0,

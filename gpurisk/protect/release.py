@@ -72,15 +72,15 @@ def check_release_output(output, fmt: dict, inputs=()) -> Path:
     """The release's path, checked before any work: writable, not one of ``inputs``, and named for
     the input's format."""
     if fmt["format"] == "parquet":
-        return check_output_file(output, PARQUET_SUFFIXES, "--output", inputs)
+        return check_output_file(output, PARQUET_SUFFIXES, "{arg:--output|output}", inputs)
     if fmt["format"] == "stata":
-        return check_output_file(output, STATA_SUFFIXES, "--output", inputs)
+        return check_output_file(output, STATA_SUFFIXES, "{arg:--output|output}", inputs)
     if fmt["format"] == "spss":
-        return check_output_file(output, SPSS_SUFFIXES, "--output", inputs)
+        return check_output_file(output, SPSS_SUFFIXES, "{arg:--output|output}", inputs)
     if fmt["format"] == "csv":
         suffixes = (".csv.gz", ".gz") if fmt["compression"] else CSV_SUFFIXES
-        return check_output_file(output, suffixes, "--output", inputs)
-    return check_output_file(output, CSV_SUFFIXES + PARQUET_SUFFIXES, "--output", inputs)
+        return check_output_file(output, suffixes, "{arg:--output|output}", inputs)
+    return check_output_file(output, CSV_SUFFIXES + PARQUET_SUFFIXES, "{arg:--output|output}", inputs)
 
 
 def record_groups(root: FreqTable, keys: Sequence[KeyLevels], node: Mapping[str, int]

@@ -34,8 +34,8 @@ class SearchState:
         if not self.path.exists():
             return caches
         doc = load_checked(self.path, self.fp,
-                           unreadable=f"--checkpoint {str(self.path)!r} is not a protect checkpoint",
-                           mismatch=f"--checkpoint {str(self.path)!r} was written for other data or "
+                           unreadable=f"{{arg:--checkpoint|checkpoint}} {str(self.path)!r} is not a protect checkpoint",
+                           mismatch=f"{{arg:--checkpoint|checkpoint}} {str(self.path)!r} was written for other data or "
                                     "settings (keys, scenarios, hierarchies, criteria, π); remove it "
                                     "or name another file")
         for s, rows in enumerate(doc.get("scenarios", [])[:n_scenarios]):

@@ -142,8 +142,8 @@ def _record_backend(backend: str | None) -> str:
     if backend in names() and not get_backend(backend).distributed:
         return backend
     if backend in names():
-        raise BadInput(f"protect on the {backend} backend: the release needs each record's cell, "
-                       "which a distributed count keeps on its workers; use --backend pandas or cudf")
+        raise bad_input(f"protect on the {backend} backend: the release needs each record's cell, "
+                       "which a distributed count keeps on its workers; use {backend_pandas} or cudf")
     local = [n for n in names() if not get_backend(n).distributed]
     raise BadInput(f"backend {backend!r} is not one of {', '.join([AUTO, *local])} (protect)")
 
@@ -324,15 +324,15 @@ def _check_plan_fields(doc: Mapping, plan) -> None:
     type (a plan edited by hand or cut short)."""
     for name, (kind, what) in _PLAN_FIELDS.items():
         if name not in doc:
-            raise BadInput(f"--from-plan {str(plan)!r}: the plan has no {name!r} ({what}); "
-                           "it was edited or cut short: write it again with protect --plan")
+            raise bad_input(f"{{arg:--from-plan|plan}} {str(plan)!r}: the plan has no {name!r} ({what}); "
+                           "it was edited or cut short: write it again with {arg:protect --plan|gpurisk.protect(plan=...)}")
         if not isinstance(doc[name], kind):
-            raise BadInput(f"--from-plan {str(plan)!r}: the plan's {name!r} ({what}) is a "
-                           f"{type(doc[name]).__name__}; write it again with protect --plan")
+            raise bad_input(f"{{arg:--from-plan|plan}} {str(plan)!r}: the plan's {name!r} ({what}) is a "
+                           f"{type(doc[name]).__name__}; write it again with {{arg:protect --plan|gpurisk.protect(plan=...)}}")
     if not isinstance(doc["format"].get("format"), str) or \
             not all(isinstance(k, str) for k in doc["keys"]):
-        raise BadInput(f"--from-plan {str(plan)!r}: the plan's 'format' or 'keys' is malformed; "
-                       "write it again with protect --plan")
+        raise bad_input(f"{{arg:--from-plan|plan}} {str(plan)!r}: the plan's 'format' or 'keys' is malformed; "
+                       "write it again with {arg:protect --plan|gpurisk.protect(plan=...)}")
 
 
 def apply_plan(plan, output=None, data=None) -> pd.DataFrame:

@@ -46,7 +46,7 @@ def _suda(suda) -> dict | None:
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise bad_input(f"{{arg:--suda|suda}} {Path(suda).name!r} is not readable JSON ({type(exc).__name__})") from None
     if not isinstance(doc, dict) or "dis_max" not in doc:
-        raise bad_input(f"{{arg:--suda|suda}} {Path(suda).name!r} is not the summary gpurisk suda --json prints")
+        raise bad_input(f"{{arg:--suda|suda}} {Path(suda).name!r} is not the summary {{arg:gpurisk suda --json|gpurisk.suda(...).to_dict()}} gives")
     return doc
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from gpurisk.errors import BadInput
-from gpurisk.core.messages import bad_input
+from gpurisk.core.messages import bad_input, phrase
 
 #: records in cells of r records are counted by the scan's n_r columns for these r
 _NR = {1: "n1", 2: "n2", 3: "n3"}
@@ -233,8 +233,9 @@ def evaluate(policy: Policy, df: pd.DataFrame, suda: dict | None = None) -> list
                                f"probability of a correct match of a record is {m:.3g} (SUDA on "
                                f"{', '.join(suda.get('keys', []))}).", m))
         else:
-            out.append(Verdict(crit, "not checked", "The scan holds no per-record risk; give a "
-                               "SUDA summary (gpurisk suda … --json) to check it."))
+            out.append(Verdict(crit, "not checked", phrase(
+                "The scan holds no per-record risk; give a SUDA summary ({arg:gpurisk suda … --json|"
+                "suda=SUMMARY.json}) to check it.")))
     t = policy.max_theta_upper
     if t is not None:
         crit = f"θ̂'s upper bound at most {t:g} in every combination"
@@ -260,8 +261,8 @@ def evaluate(policy: Policy, df: pd.DataFrame, suda: dict | None = None) -> list
 def overall(verdicts: list[Verdict]) -> tuple[str, str]:
     """(status, sentence) of the whole policy: "fails" when any criterion fails."""
     if not verdicts:
-        return "none", ("No policy was given (--policy FILE or thresholds): the page shows the "
-                        "numbers but no verdict.")
+        return "none", phrase("No policy was given ({arg:--policy FILE|policy=FILE} or thresholds): "
+                               "the page shows the numbers but no verdict.")
     bad = [v for v in verdicts if v.status == "fails"]
     unchecked = [v for v in verdicts if v.status == "not checked"]
     if bad:

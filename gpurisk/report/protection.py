@@ -26,7 +26,7 @@ def load_plan(plan) -> dict:
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise bad_input(f"{{arg:--plan|protection}} {p.name!r} is not a readable plan ({type(exc).__name__})") from None
     if not isinstance(doc, dict) or "gpurisk_protect_plan" not in doc or "node" not in doc:
-        raise bad_input(f"{{arg:--plan|protection}} {p.name!r} is not a plan written by gpurisk protect --plan")
+        raise bad_input(f"{{arg:--plan|protection}} {p.name!r} is not a plan written by {{arg:gpurisk protect --plan|gpurisk.protect(plan=...)}}")
     return doc
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from gpurisk.errors import BadInput
-from gpurisk.core.messages import bad_input
+from gpurisk.core.messages import bad_input, phrase
 from gpurisk.report.policy import Policy, Verdict, _num, evaluate, overall
 
 _CRIT = re.compile(r"^\s*([A-Za-z_]\w*)(?:\.(\w+))?\s*(<=|<|>=|>)\s*(\S+)\s*$")
@@ -52,7 +52,7 @@ def from_plan(policy: Policy, plan: dict, combos=None) -> list[Verdict]:
     outside = [c for c in combos if set(c) not in sets]
     where = (f"on protect's {len(scen)} scenario{'s' if len(scen) != 1 else ''} of key variables "
              f"({'; '.join(', '.join(s) for s in scen)}), from the plan")
-    how = "give the released file to the page (--release FILE) to assess it"
+    how = phrase("give the released file to the page ({arg:--release FILE|release=FILE}) to assess it")
     out = []
     x = policy.max_expected_matches
     if x is not None:
@@ -131,8 +131,9 @@ def release_verdicts(policy: Policy, plan: dict | None, release=None, settings: 
         verdicts = evaluate(policy, rows, None)
         for v in verdicts:
             if v.status == "not checked" and v.criterion.startswith("no record's risk"):
-                v.words = ("Not checked: the per-record risk needs a SUDA run on the released file "
-                           "(gpurisk suda RELEASE --json), which the page was not given.")
+                v.words = phrase("Not checked: the per-record risk needs a SUDA run on the released file "
+                                 "({arg:gpurisk suda RELEASE --json|gpurisk.suda(RELEASE)}), which the "
+                                 "page was not given.")
         ident = {} if isinstance(release, pd.DataFrame) else (file_identity(str(release)) or {})
         other = bool(plan and plan.get("release_sha256") and ident.get("sha256")
                      and ident["sha256"] != plan["release_sha256"])
@@ -149,7 +150,7 @@ def release_verdicts(policy: Policy, plan: dict | None, release=None, settings: 
     sentence = sentence.replace("The release", "The release after protection", 1)
     if verdicts and all(v.status == "not checked" for v in verdicts):
         sentence = (f"The release after protection: none of the {len(verdicts)} criteria could be "
-                    "checked from these inputs" + ("; give the released file (--release FILE)."
+                    "checked from these inputs" + (phrase("; give the released file ({arg:--release FILE|release=FILE}).")
                                                    if release is None else "."))
     return {"verdicts": verdicts, "status": status, "sentence": sentence, "source": source,
             "other_release": other}

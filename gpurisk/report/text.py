@@ -8,6 +8,7 @@ import shlex
 import numpy as np
 import pandas as pd
 
+from gpurisk.core.messages import phrase
 from gpurisk.scan.runner import top_combinations
 
 #: one sentence per column a scan can hold, in words a statistician reads to a manager; measures
@@ -67,8 +68,9 @@ def not_plotted(df: pd.DataFrame, col: str, top: int) -> list[str]:
             lines.append(f"{count} combination(s) have no {col}: {reason}.")
     shown = int(df[col].notna().sum())
     if shown > top:
-        lines.append(f"The top plot and table show the {top} highest of {shown} combinations with a "
-                     f"value (--top {top}); the plot by size shows all {shown}.")
+        lines.append(phrase(f"The top plot and table show the {top} highest of {shown} combinations "
+                            f"with a value ({{arg:--top {top}|top={top}}}); the plot by size shows all "
+                            f"{shown}."))
     if col != "theta_hat" and "theta_hat" in df.columns:
         none = int(df["theta_hat"].isna().sum())
         if none:

@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.freq.recode import Recode, parse_recodes
 from gpurisk.scan.runner import RANK_PREFERENCE
 
@@ -92,7 +92,7 @@ def parse_alternative(text: str | Sequence, index: int) -> Alternative:
         return text
     items = [s.strip() for s in text.split(";") if s.strip()] if isinstance(text, str) else list(text)
     if not items:
-        raise BadInput(f"alternative {index}: no recode given (e.g. --alt age=bands:5)")
+        raise bad_input(f"alternative {index}: no recode given (e.g. {{arg:--alt age=bands:5|'age=bands:5'}})")
     recodes = parse_recodes(items)
     return Alternative("; ".join(str(r) for r in recodes), recodes)
 

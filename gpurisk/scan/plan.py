@@ -72,7 +72,7 @@ def _count(n: int) -> str:
 
 
 def check_plan_size(count: int, what: str, limit: int | None = None,
-                    to_disk: bool = False, hint: str | None = "--max-combinations N") -> None:
+                    to_disk: bool = False, hint: str | None = "{arg:--max-combinations N|max_combinations=N}") -> None:
     """BadInput (one line: the count, the memory and time it would take, the limit and how to raise
     it) for a plan of more than ``limit`` combinations (default :data:`MAX_COMBINATIONS`)."""
     limit = MAX_COMBINATIONS if limit is None else limit
@@ -80,17 +80,17 @@ def check_plan_size(count: int, what: str, limit: int | None = None,
         return
     per = PLAN_BYTES + FRAME_BYTES + (0 if to_disk else ROW_BYTES)
     raise_it = f", or raise it with {hint}" if hint else ""
-    raise BadInput(f"the plan has {_count(count)} combinations ({what}): about "
+    raise bad_input(f"the plan has {_count(count)} combinations ({what}): about "
                    f"{_size(count * per)} of memory and at least "
                    f"{_duration(count * SECONDS_PER_COMBINATION)} at 1 ms a combination; the limit "
-                   f"is {limit:,} (give a smaller --max-size or fewer --keys{raise_it})")
+                   f"is {limit:,} (give a smaller {{arg:--max-size|max_size}} or fewer {{arg:--keys|keys}}{raise_it})")
 
 
 def check_max_combinations(value) -> int:
     """``max_combinations`` as a positive int (BadInput otherwise)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
             or value < 1 or int(value) != value:
-        raise BadInput(f"--max-combinations must be a whole number >= 1, got {value!r}")
+        raise bad_input(f"{{arg:--max-combinations|max_combinations}} must be a whole number >= 1, got {value!r}")
     return int(value)
 
 
@@ -118,22 +118,23 @@ def _check_names(keys: Sequence[str], what: str) -> tuple[str, ...]:
 
 def subsets(pool: Sequence[str], max_size: int | None = None, min_size: int = 1,
             limit: int | None = None, to_disk: bool = False,
-            hint: str | None = "--max-combinations N", already: int = 0) -> list[Combination]:
+            hint: str | None = "{arg:--max-combinations N|max_combinations=N}", already: int = 0) -> list[Combination]:
     """Every subset of ``pool`` (see the module docstring), counted first: a plan of more than
     ``limit`` combinations with the ``already`` planned is refused before any subset is listed."""
-    pool = _check_names(pool, "--keys")
+    pool = _check_names(pool, "{arg:--keys|keys}")
     if max_size is None and 2 ** len(pool) - 1 > MAX_UNBOUNDED:
         raise bad_input(f"{{arg:--keys|keys}} names {len(pool)} variables, "
                         f"{_count(2 ** len(pool) - 1)} subsets in all; give {{arg:--max-size|max_size}}")
     max_size = len(pool) if max_size is None else int(max_size)
     if min_size < 1:
-        raise BadInput(f"--min-size must be at least 1, got {min_size}")
+        raise bad_input(f"{{arg:--min-size|min_size}} must be at least 1, got {min_size}")
     if max_size < min_size:
-        raise BadInput(f"--max-size {max_size} is below --min-size {min_size}")
+        raise bad_input(f"{{arg:--max-size {max_size}|max_size={max_size}}} is below "
+                        f"{{arg:--min-size {min_size}|min_size={min_size}}}")
     max_size = min(max_size, len(pool))
     more = f" and {already:,} others" if already else ""
     check_plan_size(already + count_subsets(len(pool), max_size, min_size),   # before any is listed
-                    f"every subset of {len(pool)} --keys of size {min_size} to {max_size}{more}",
+                    f"every subset of {len(pool)} {{arg:--keys|keys}} of size {min_size} to {max_size}{more}",
                     limit, to_disk, hint)
     out = []
     for r in range(int(min_size), max_size + 1):
@@ -143,7 +144,7 @@ def subsets(pool: Sequence[str], max_size: int | None = None, min_size: int = 1,
 
 
 def plus_each(fundamental: Sequence[str], pool: Sequence[str]) -> list[Combination]:
-    fund = _check_names(fundamental, "--fundamental")
+    fund = _check_names(fundamental, "{arg:--fundamental|fundamental}")
     pool = tuple(pool or ())
     out = [Combination(fund, ",".join(fund), "fundamental")]
     for v in pool:
@@ -152,7 +153,8 @@ def plus_each(fundamental: Sequence[str], pool: Sequence[str]) -> list[Combinati
         keys = fund + (v,)
         out.append(Combination(keys, ",".join(keys), f"+{v}"))
     if len(out) == 1:
-        raise BadInput("--plus-each: the pool (--keys) has no variable outside the fundamental key")
+        raise bad_input("{arg:--plus-each|plus_each=True}: the pool ({arg:--keys|keys}) has no variable outside "
+                        "the fundamental key")
     return out
 
 
@@ -188,7 +190,7 @@ def load_scenarios(path) -> list[Combination]:
 def build_plan(pool: Sequence[str] | None = None, max_size: int | None = None, min_size: int = 1,
                scenarios=None, fundamental: Sequence[str] | None = None,
                plus_each_flag: bool = False, max_combinations: int | None = None,
-               to_disk: bool = False, hint: str | None = "--max-combinations N") -> list[Combination]:
+               to_disk: bool = False, hint: str | None = "{arg:--max-combinations N|max_combinations=N}") -> list[Combination]:
     """The combinations of one scan, in their reporting order, with unique ``combo`` ids. A plan of
     more than ``max_combinations`` (default :data:`MAX_COMBINATIONS`) is refused, counted before
     any subset is listed (:func:`check_plan_size`; ``to_disk``: the rows go to ``-o``)."""
@@ -196,10 +198,11 @@ def build_plan(pool: Sequence[str] | None = None, max_size: int | None = None, m
     combos: list[Combination] = []
     if fundamental:
         if not plus_each_flag:
-            raise BadInput("--fundamental needs --plus-each (evaluate the key plus each other variable)")
+            raise bad_input("{arg:--fundamental|fundamental} needs {arg:--plus-each|plus_each=True} (evaluate the key "
+                        "plus each other variable)")
         combos += plus_each(fundamental, pool or ())
     elif plus_each_flag:
-        raise BadInput("--plus-each needs --fundamental KEYS")
+        raise bad_input("{arg:--plus-each|plus_each=True} needs {arg:--fundamental KEYS|fundamental=KEYS}")
     if scenarios is not None:
         combos += scenarios if isinstance(scenarios, list) else load_scenarios(scenarios)
     check_plan_size(len(combos), "scenarios and the fundamental key plus each", limit, to_disk, hint)

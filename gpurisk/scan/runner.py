@@ -235,9 +235,9 @@ def _headline_kept_out(names, inp, cells_on_workers: bool, opts, rank_by, defaul
     from gpurisk.scan.distributed import cell_readers
     readers = set(cell_readers(names, inp, opts))
     return {m: ("it fits a log-linear model to each cell's key values, which stay on the workers "
-                "with --cells-on-workers" + ("; the scan is ranked by matches_hat (θ̂·n1, a lower "
+                "with {arg:--cells-on-workers|cells_on_workers=True}" + ("; the scan is ranked by matches_hat (θ̂·n1, a lower "
                                              "estimate of E)" if m == "matches_ll" else "")
-                + f". Name it (--measures {m},...) to bring the table of cells here")
+                + f". Name it ({{arg:--measures {m},...|measures=['{m}', ...]}}) to bring the table of cells here")
             for m in SCAN_HEADLINE if m in names and m in readers and m != rank_by}
 
 

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 
 MANIFEST = "_scan.json"
 PART_RE = re.compile(r"^part-(\d+)\.parquet$")
@@ -61,10 +62,10 @@ def _load_manifest(man: Path) -> dict:
     try:
         doc = json.loads(man.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadInput(f"{str(man)!r} is not a readable scan manifest ({type(exc).__name__}); "
-                       "use --overwrite to start the scan again") from None
+        raise bad_input(f"{str(man)!r} is not a readable scan manifest ({type(exc).__name__}); "
+                       "use {arg:--overwrite|overwrite=True} to start the scan again") from None
     if not isinstance(doc, dict):
-        raise BadInput(f"{str(man)!r} is not a scan manifest; use --overwrite to start again")
+        raise bad_input(f"{str(man)!r} is not a scan manifest; use {{arg:--overwrite|overwrite=True}} to start again")
     return doc
 
 
@@ -78,19 +79,20 @@ def check_output_path(path, resume: bool = False, overwrite: bool = False) -> No
     scan that is neither resumed nor overwritten."""
     p = Path(path)
     if p.name.lower().endswith(_FILE_SUFFIXES):
-        raise BadInput(f"--output {p.name!r}: a scan writes a Parquet dataset (a folder of part "
+        raise bad_input(f"{{arg:--output|output}} {p.name!r}: a scan writes a Parquet dataset (a folder of part "
                        "files); name it e.g. scan.parquet")
     if p.exists() and not p.is_dir():
-        raise BadInput(f"--output {str(p)!r} exists and is a file; a scan writes a directory")
+        raise bad_input(f"{{arg:--output|output}} {str(p)!r} exists and is a file; a scan writes a directory")
     if not p.exists() and not p.parent.is_dir():
         raise BadInput(f"output folder {str(p.parent)!r} does not exist")
     if p.is_dir() and _contents(p):
         if not (p / MANIFEST).exists():
-            raise BadInput(f"--output {str(p)!r} is a non-empty directory that is not a scan "
+            raise bad_input(f"{{arg:--output|output}} {str(p)!r} is a non-empty directory that is not a scan "
                            "(no _scan.json); choose another path")
         if not (resume or overwrite):
-            raise BadInput(f"--output {str(p)!r} already holds a scan; use --resume to finish it "
-                           "or --overwrite to start again")
+            raise bad_input(f"{{arg:--output|output}} {str(p)!r} already holds a scan; use "
+                           "{arg:--resume|resume=True} to finish it "
+                           "or {arg:--overwrite|overwrite=True} to start again")
 
 
 def _identity(name) -> dict | None:
@@ -121,9 +123,9 @@ def check_resume_inputs(path, data: str | None, population: str | None = None) -
         if (new["sha256"], new["bytes"]) != (old.get("sha256"), old.get("bytes")):
             sizes = (f"{old.get('bytes')} bytes then, {new['bytes']} now"
                      if old.get("bytes") != new["bytes"] else "same size, other content")
-            raise BadInput(f"--resume: the {role} file {new['name']!r} changed since the scan in "
+            raise bad_input(f"{{arg:--resume|resume=True}}: the {role} file {new['name']!r} changed since the scan in "
                            f"{str(path)!r} began ({sizes}: its sha256 differs); finishing it would "
-                           "mix rows of the old and the new data; use --overwrite to start again")
+                           "mix rows of the old and the new data; use {arg:--overwrite|overwrite=True} to start again")
 
 
 class ParquetSink:
@@ -144,7 +146,7 @@ class ParquetSink:
     def _open(self, resume: bool, overwrite: bool) -> None:
         p = self.path
         if p.exists() and not p.is_dir():
-            raise BadInput(f"--output {str(p)!r} exists and is a file; a scan writes a directory")
+            raise bad_input(f"{{arg:--output|output}} {str(p)!r} exists and is a file; a scan writes a directory")
         # a folder holding only what a killed first run left (temporary files) is a fresh start
         existing = p.is_dir() and bool(_contents(p))
         if p.is_dir() and not existing:
@@ -156,11 +158,12 @@ class ParquetSink:
         if existing:
             man = p / MANIFEST
             if not man.exists():
-                raise BadInput(f"--output {str(p)!r} is a non-empty directory that is not a scan "
+                raise bad_input(f"{{arg:--output|output}} {str(p)!r} is a non-empty directory that is not a scan "
                                "(no _scan.json); choose another path")
             if not resume:
-                raise BadInput(f"--output {str(p)!r} already holds a scan; use --resume to finish it "
-                               "or --overwrite to start again")
+                raise bad_input(f"{{arg:--output|output}} {str(p)!r} already holds a scan; use "
+                           "{arg:--resume|resume=True} to finish it "
+                               "or {arg:--overwrite|overwrite=True} to start again")
             old = _load_manifest(man)
             self._check_same(old.get("settings", {}))
             for tmp in p.glob(".part-*"):
@@ -180,7 +183,7 @@ class ParquetSink:
 
     def _clear(self) -> None:
         if not (self.path / MANIFEST).exists():
-            raise BadInput(f"--overwrite: {str(self.path)!r} is not a scan output (no _scan.json); "
+            raise bad_input(f"{{arg:--overwrite|overwrite=True}}: {str(self.path)!r} is not a scan output (no _scan.json); "
                            "not deleting it")
         for f in self.path.iterdir():
             if PART_RE.match(f.name) or f.name == MANIFEST or _is_leftover(f.name):
@@ -192,12 +195,12 @@ class ParquetSink:
         if diff:
             k = diff[0]
             if k == "counts_sha" and old.get(k) is not None:
-                raise BadInput(f"--resume: the data given as a frame differ from those the scan in "
+                raise bad_input(f"{{arg:--resume|resume=True}}: the data given as a frame differ from those the scan in "
                                f"{str(self.path)!r} began on (their counts differ); finishing it "
-                               "would mix rows of the old and the new data; use --overwrite")
-            raise BadInput(f"--resume: {str(self.path)!r} was written by a different scan "
+                               "would mix rows of the old and the new data; use {arg:--overwrite|overwrite=True}")
+            raise bad_input(f"{{arg:--resume|resume=True}}: {str(self.path)!r} was written by a different scan "
                            f"({k}: {old.get(k)!r} there, {new.get(k)!r} now); "
-                           "use --overwrite or another --output")
+                           "use {arg:--overwrite|overwrite=True} or another {arg:--output|output}")
 
     def finished(self) -> set[str]:
         files = sorted(f for f in self.path.iterdir() if PART_RE.match(f.name))
@@ -206,7 +209,7 @@ class ParquetSink:
             try:
                 col = pq.read_table(f, columns=["combo"]).column("combo").to_pylist()
             except (pa.ArrowException, OSError) as exc:
-                raise BadInput(f"{f}: unreadable part file ({exc}); delete it and --resume") from None
+                raise bad_input(f"{f}: unreadable part file ({exc}); delete it and {{arg:--resume|resume=True}}") from None
             done.update(col)
         return done
 

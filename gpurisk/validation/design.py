@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 
 KINDS = ("bernoulli", "srs", "systematic", "stratified")
 #: random numbers drawn per batch (replicates × population records); bounds a batch's memory
@@ -59,7 +60,8 @@ def parse_design(text: str | Design) -> Design:
     if kind not in KINDS:
         raise BadInput(f"design {text!r} is not one of bernoulli, srs, systematic[:COL], stratified:COL")
     if kind == "stratified" and not col:
-        raise BadInput("design 'stratified' needs its stratum column: --design stratified:COL")
+        raise bad_input("design 'stratified' needs its stratum column: "
+                        "{arg:--design stratified:COL|design='stratified:COL'}")
     if kind in ("bernoulli", "srs") and col:
         raise BadInput(f"design {kind!r} takes no column (got {text!r})")
     return Design(kind, col)
@@ -123,9 +125,10 @@ CELL_DESIGNS = ("bernoulli", "srs", "stratified")
 
 def check_cell_design(design: Design) -> None:
     if design.kind not in CELL_DESIGNS:
-        raise BadInput(f"design {design.label!r} draws records by their order, which drawing from "
+        raise bad_input(f"design {design.label!r} draws records by their order, which drawing from "
                        "cell counts (a population read by Dask workers) does not give: use "
-                       "--design bernoulli, srs or stratified:COL, or --backend pandas")
+                       "{arg:--design bernoulli, srs or stratified:COL|design='bernoulli', 'srs' or "
+                        "'stratified:COL'}, or {backend_pandas}")
 
 
 def cell_batches(design: Design, fraction: float, replicates: int, F: np.ndarray,

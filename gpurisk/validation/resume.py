@@ -16,6 +16,7 @@ from pathlib import Path
 
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.io import write_text_atomic
 from gpurisk.io.checkpoint import fingerprint, load_checked
 
@@ -30,7 +31,7 @@ class ChunkStore:
     def __init__(self, folder, settings: dict, F, cell_id):
         self.path = Path(folder)
         if self.path.exists() and not self.path.is_dir():
-            raise BadInput(f"--resume {str(self.path)!r} is a file, not a folder")
+            raise bad_input(f"{{arg:--resume|resume}} {str(self.path)!r} is a file, not a folder")
         self.path.mkdir(parents=True, exist_ok=True)
         fp = _fingerprint(settings, F, cell_id)
         meta = self.path / SETTINGS

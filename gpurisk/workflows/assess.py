@@ -158,7 +158,7 @@ def assess_with(frame, keys: Iterable[str], design: Design, run: Run,
                 if reg[m].cls.reads not in ("summary", "buckets") and _can_run(reg[m].cls, inp, options):
                     kept_out[m] = Result.not_applicable(
                         f"reads every cell: on the {inp.backend} backend it runs when named "
-                        f"(--measures {m}), which brings the table of cells to this process")
+                        f"({{arg:--measures {m}|measures=['{m}']}}), which brings the table of cells to this process")
             measures = [m for m in measures if m not in kept_out]
     chosen = [m for m in measures if m in reg]
     runnable = [m for m in chosen if _can_run(reg[m].cls, inp, options)]

@@ -11,7 +11,7 @@ from typing import Iterable, Mapping, Sequence
 import pandas as pd
 
 from gpurisk.core.settings import Design, Reading, Run, inputs
-from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.freq.lattice import Lattice, regroup
 from gpurisk.freq.recode import Recode, code_maps
 from gpurisk.measure import Context
@@ -65,7 +65,8 @@ def compare_with(data, keys: Sequence[str], design: Design, run: Run,
     keys = key_list(keys)
     alts = [parse_alternative(a, i + 1) for i, a in enumerate(alternatives)]
     if not alts:
-        raise BadInput("compare needs at least one alternative recode (--alt KEY=SPEC)")
+        raise bad_input("compare needs at least one alternative recode "
+                        "({arg:--alt KEY=SPEC|alternatives=['KEY=SPEC']})")
     if cumulative:
         merged: dict[str, Recode] = {}
         stacked = []
@@ -78,7 +79,8 @@ def compare_with(data, keys: Sequence[str], design: Design, run: Run,
     for a in alts:
         for r in a.recodes:
             if r.key not in rkeys:
-                raise BadInput(f"--alt {r}: {r.key!r} is not one of --keys ({', '.join(rkeys)})")
+                raise bad_input(f"{{arg:--alt|alternatives}} {r}: {r.key!r} is not one of {{arg:--keys|keys}} "
+                                f"({', '.join(rkeys)})")
     names = _measure_names(measures if measures is not None else list(DEFAULT_MEASURES))
     opts = _scan_options(names, options)
     rkeys = sorted(rkeys)            # as in scan: one cell order per key set

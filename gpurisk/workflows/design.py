@@ -63,7 +63,7 @@ def design_report_with(frame, keys: Sequence[str], design: Design, reading: Read
     keys = list(inp.keys)
     frames = inp.read()
     frame = frames.sample
-    table = inp.count(frames, records="design --cluster" if cluster else None).table
+    table = inp.count(frames, records="{arg:design --cluster|design_report(cluster=...)}" if cluster else None).table
     doc: dict[str, Any] = {"n": table.n, "keys": keys, "n1": table.n_r(1), "n2": table.n_r(2),
                            "warnings": []}
     if inp.fraction is not None:

@@ -22,7 +22,7 @@ def _distributed_codes(inp, frames, keys, extra_cols):
     codes equal the pandas backend's, so a seed gives the same pr(cm|um) on both."""
     if inp.recode:
         raise bad_input(f"dis with {{arg:--recode|recode}} on the {inp.backend} backend: the records' codes are "
-                       "taken before recoding; recode the data, or use --backend pandas (or cudf)")
+                       "taken before recoding; recode the data, or use {backend_pandas} (or cudf)")
     table = inp.count(frames, also=extra_cols).table
     cols = list(table.keys)
     allc = inp.backend_obj.record_codes(frames.sample, table, sep=inp.sep)
@@ -80,7 +80,7 @@ def dis_with(frame, keys: Sequence[str], design: Design, run: Run, reading: Read
     inp = inputs(frame, keys, design, reading, columns=extra_cols)
     if state is not None:
         from gpurisk.io import check_output_file
-        check_output_file(state, None, "--state")   # before the work
+        check_output_file(state, None, "{arg:--state|state}")   # before the work
     frames = inp.read()
     if inp.distributed:
         codes, categories, extra = _distributed_codes(inp, frames, keys, extra_cols)

@@ -142,14 +142,14 @@ def protect_with(data, keys, design: Design, run: Run, reading: Reading | None =
         check_release_output(output, fmt, inputs=(data, population))
     from gpurisk.io import check_output_file
     if plan is not None:
-        check_output_file(plan, (".json",), "--plan")
+        check_output_file(plan, (".json",), "{arg:--plan|plan}")
     if checkpoint is not None:
-        check_output_file(checkpoint, (".json",), "--checkpoint")
+        check_output_file(checkpoint, (".json",), "{arg:--checkpoint|checkpoint}")
     if report is not None:
-        check_output_file(report, (".html", ".htm"), "--report")
+        check_output_file(report, (".html", ".htm"), "{arg:--report|report}")
     if plot is not None:
         from gpurisk.protect.plot import require_matplotlib
-        check_output_file(plot, (".png",), "--plot")
+        check_output_file(plot, (".png",), "{arg:--plot|plot}")
         require_matplotlib()
     opts = dict(run.options)
     inp = inputs(data, keys, design, reading, backend=_record_backend(reading.backend),

@@ -12,6 +12,7 @@ from typing import Iterable
 
 from gpurisk.core.settings import Design, Reading, inputs
 from gpurisk.errors import BadInput, GpuriskWarning
+from gpurisk.core.messages import bad_input, phrase
 from gpurisk.freq.guards import sample_categories
 from gpurisk.measures import search_methods as sm
 from gpurisk.models.loglinear import MAX_CELLS, MAX_ITER, TOL
@@ -94,9 +95,9 @@ def record_risk_with(frame, keys, design: Design, reading: Reading | None = None
     if ids and output is None:
         raise BadInput("ids name columns to copy into the output; give an output file too")
     if inp.distributed and inp.recode:
-        raise BadInput(f"record-risk with --recode on the {inp.backend} backend: the records' cells "
-                       "are found among the counted cells before recoding; recode the data, or use "
-                       "--backend pandas (or cudf)")
+        raise bad_input(f"record-risk with {{arg:--recode|recode}} on the {inp.backend} backend: the "
+                        "records' cells are found among the counted cells before recoding; recode the "
+                        "data, or use {backend_pandas} (or cudf)")
     if output is not None:      # before the work, not after
         from gpurisk.io.atomic import check_output_dataset, check_output_file
         check = check_output_dataset if inp.distributed else check_output_file
@@ -117,7 +118,8 @@ def record_risk_with(frame, keys, design: Design, reading: Reading | None = None
     if not model.fit.converged:
         notes.append(f"IPF stopped after {model.fit.iterations} iterations with margin discrepancy "
                      f"{model.fit.discrepancy:.3g} > tol = {model.fit.tol:g}; raise the iteration "
-                     "limit (max_iter, on the command line --max-iter)")
+                     "limit ({arg:--max-iter|max_iter})")
+    notes = [phrase(n) for n in notes]          # the flag on the command line, the parameter here
     doc["warnings"] = notes
     for note in notes:
         warnings.warn(note, GpuriskWarning, stacklevel=2)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from gpurisk.core.settings import Design, Reading, Run, inputs
-from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input, phrase
 from gpurisk.freq.lattice import Lattice
 from gpurisk.io.lock import locked
 from gpurisk.measure import Context
@@ -121,7 +121,7 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
             check_resume_inputs(output, data_name,
                                 pop_name if isinstance(population, (str, Path)) else None)
     elif resume:
-        raise BadInput("--resume needs --output (the scan directory to finish)")
+        raise bad_input("{arg:--resume|resume=True} needs {arg:--output|output} (the scan directory to finish)")
     frames = inp.read()
     t0 = time.perf_counter()
     if summary_path(names, inp, cells_on_workers, opts):   # the cells stay on the workers
@@ -141,7 +141,7 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
         root, pi, source = counted.table, counted.fraction, counted.fraction_source
         t_build, t_recode = counted.timings["build_s"], counted.timings["recode_s"]
         notes = list(counted.notes)
-    notes += [f"{m} was not run: {why}" for m, why in kept_out.items()]
+    notes += [phrase(f"{m} was not run: {why}") for m, why in kept_out.items()]
     columns = inp.column_values(frames, col_opts)
     del frames
     settings = {
@@ -163,7 +163,7 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
                            batch_rows=batch_rows, flush_seconds=flush_seconds)
         done = sink.finished() if resume else set()
     elif resume:
-        raise BadInput("--resume needs --output (the scan directory to finish)")
+        raise bad_input("{arg:--resume|resume=True} needs {arg:--output|output} (the scan directory to finish)")
     skip = {i for i, c in enumerate(combos) if c.combo in done}
 
     lattice = None if summ is not None else Lattice(root)

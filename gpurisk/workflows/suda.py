@@ -89,7 +89,7 @@ def suda_with(data, keys, design: Design, reading: Reading | None = None, *,
         check_output_file(output, (".parquet", ".pq"), "suda output (the rows are written as Parquet)")
     if report is not None:
         from gpurisk.io import check_output_file
-        check_output_file(report, (".html", ".htm"), "suda --report")
+        check_output_file(report, (".html", ".htm"), "{arg:suda --report|suda(report=...)}")
     t0 = time.perf_counter()
     frames = inp.read()
     t1 = time.perf_counter()

@@ -13,6 +13,7 @@ import pandas as pd
 
 from gpurisk.core.settings import Reading, Run, inputs
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 from gpurisk.freq.table import FreqTable
 from gpurisk.io.lock import locked
 from gpurisk.measure import Context
@@ -84,8 +85,9 @@ def validate_with(data, keys, run: Run, reading: Reading | None = None, *,
     if draw not in ("records", "cells"):
         raise BadInput(f"draw={draw!r} is not 'records' or 'cells'")
     if draw == "records" and inp.distributed:
-        raise BadInput(f"draw='records' needs each record's cell, which the {inp.backend} backend "
-                       "does not keep: use draw='cells' (bernoulli, srs) or --backend pandas")
+        raise bad_input(f"{{arg:--draw records|draw='records'}} needs each record's cell, which the "
+                        f"{inp.backend} backend does not keep: use {{arg:--draw cells|draw='cells'}} "
+                        "(bernoulli, srs) or {backend_pandas}")
     if draw == "cells":
         dz.check_cell_design(dsg)
     frames = inp.read()

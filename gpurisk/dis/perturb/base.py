@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import numpy as np
 
 from gpurisk.errors import BadInput
+from gpurisk.core.messages import bad_input
 
 
 class Perturbation:
@@ -88,16 +89,16 @@ def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
     """``"swap:fraction=0.1,geo=state,pairing=age+sex"`` -> ("swap", {"fraction": "0.1", ...})."""
     spec = spec.strip()
     if not spec:
-        raise BadInput("empty --perturb specification")
+        raise bad_input("empty {arg:--perturb|perturb} specification")
     name, _, rest = spec.partition(":")
     name = name.strip()
     opts: dict[str, str] = {}
     for part in filter(None, (p.strip() for p in rest.split(","))):
         if "=" not in part:
-            raise BadInput(f"--perturb {spec!r}: {part!r} is not OPTION=VALUE")
+            raise bad_input(f"{{arg:--perturb|perturb}} {spec!r}: {part!r} is not OPTION=VALUE")
         k, v = part.split("=", 1)
         if k.strip() in opts:
-            raise BadInput(f"--perturb {spec!r}: option {k.strip()!r} given twice")
+            raise bad_input(f"{{arg:--perturb|perturb}} {spec!r}: option {k.strip()!r} given twice")
         opts[k.strip()] = v.strip()
     return name, opts
 
