@@ -4,15 +4,16 @@ tests/conftest.py.
 ``python -m pytest -q`` runs the whole suite (or any folder, or three or more test files) on one
 worker process per core, at most :data:`MAX_WORKERS`, as ``-n auto --dist loadscope`` would. One or
 two test files, or named tests, run in this process: starting workers (each imports gpurisk, pandas
-and Dask afresh) costs more than it saves there. Whatever is given on the command line wins: ``-n 2``
-to distribute a single file, ``-n 0`` or ``-p no:xdist`` (or pytest-xdist not installed) to run in
-one process, ``--pdb`` runs in one process too. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` sets the count.
+and Dask afresh) costs more than it saves there; so do ``--pdb`` and ``-m gpu`` (the GPU tests share
+one device). The command line wins: ``-n 2`` distributes a single file, ``-n 0`` or ``-p no:xdist``
+(or pytest-xdist not installed) runs in one process; ``PYTEST_XDIST_AUTO_NUM_WORKERS`` sets the
+count.
 
-Work is handed out a module at a time (``loadscope``): a module's tests share module-scoped fixtures
-(a file many tests read, the outputs of a batch of commands, a kept Dask cluster), built once that
-way, not once per worker; the modules with the most tests go first. A worker is a process of its own,
-with its own session fixtures (tests/conftest.py: one Dask cluster per worker, on ports the system picks) and its
-own temporary folders (tmp_path), so that no two workers write the same path.
+Work is handed out a module at a time (``loadscope``): a module's tests share module-scoped
+fixtures (a file many tests read, the outputs of a batch of commands, a kept Dask cluster), built
+once that way, not once per worker; the modules with the most tests go first. A worker is a process
+of its own, with its own session fixtures (tests/conftest.py: one Dask cluster per worker, on ports
+the system picks) and its own temporary folders (tmp_path), so no two workers write the same path.
 """
 from __future__ import annotations
 
@@ -77,8 +78,8 @@ def pytest_xdist_auto_num_workers(config):
     """-n auto: 0 for a small run, else the cores this process may use, at most MAX_WORKERS."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None                 # xdist reads it
-    if _is_small_run(config):
-        return 0
+    if _is_small_run(config) or "gpu" in (config.option.markexpr or ""):
+        return 0                    # (-m gpu: the GPU tests share one device, one at a time)
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:          # not on Linux
