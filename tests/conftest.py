@@ -39,19 +39,23 @@ class CliRun:
 
 
 def run_cli(*args: str, check: bool = False, env: dict | None = None, timeout: float = 300,
-            cwd: str | Path | None = None, subprocess: bool = False) -> CliRun:
+            cwd: str | Path | None = None, subprocess: bool = False,
+            keep_clusters: bool = False) -> CliRun:
     """Run ``gpurisk ARGS`` as a user would; returns its exit code, standard output and error.
 
     By default the command runs in this process, through :func:`gpurisk.cli.main` (what ``python -m
     gpurisk`` runs) with its own captured stdout/stderr and SystemExit caught, isolated as a new
     process would be (see :func:`cli_isolated`); ``timeout`` is then not enforced. ``subprocess=True``
     runs ``python -m gpurisk ARGS`` in a real process: for the tests that prove something about
-    processes (exit at the process level, signals, kill/resume, pipes, interpreter exit)."""
+    processes (exit at the process level, signals, kill/resume, pipes, interpreter exit).
+    ``keep_clusters`` (in this process only) keeps a local Dask cluster the command starts for the
+    next command that asks for the same one, as the commands of one process share it; the caller
+    closes it (``gpurisk.backends._close_local()``)."""
     args = tuple(map(str, args))
     if subprocess:
         run = _run_subprocess(args, env, timeout, cwd)
     else:
-        with cli_isolated(env=env, cwd=cwd):
+        with cli_isolated(env=env, cwd=cwd, keep_clusters=keep_clusters):
             run = _run_in_process(args)
     if check and run.returncode != 0:
         raise AssertionError(f"gpurisk {' '.join(args)} failed ({run.returncode}):\n"

@@ -73,12 +73,22 @@ REACHES = {"flag not boolean": "is not boolean", "weights not numbers": "is not 
            "strata fractions miss one": "<withheld: a value of 1 record>"}
 
 
+@pytest.fixture(scope="module")
+def local_cluster_kept():
+    """The local Dask cluster that ``--backend dask --workers 1`` starts, started by the first such
+    command and kept for the later ones (as the commands of one process share it), closed after the
+    module: one cluster start instead of one per case."""
+    from gpurisk import backends
+    yield
+    backends._close_local()
+
+
 @pytest.mark.parametrize("name", NAMES)
-def test_no_message_quotes_a_value_of_one_record(planted, name):
+def test_no_message_quotes_a_value_of_one_record(planted, local_cluster_kept, name):
     args = cases(planted)[name]
     for backend in (["--backend", "pandas"], ["--backend", "dask", "--workers", "1"]) \
             if args[0] == "assess" else ([],):
-        p = run_cli(*args, *backend)
+        p = run_cli(*args, *backend, keep_clusters=True)
         if name in REACHES:
             assert p.returncode == 2 and REACHES[name] in p.stderr, (name, backend, p.stderr[-500:])
         else:

@@ -250,6 +250,7 @@ def _oracle(df, maps, scenarios, pi):
     """Every node, recounted from the records with pandas: losses, θ̂ upper per scenario, k."""
     heights = [len(maps[k]) for k in ADULT_KEYS]
     n, K = len(df), len(ADULT_KEYS)
+    orig = {k: df.groupby(k)[k].transform("size") for k in ADULT_KEYS}   # the same for every node
     rows = []
     for node in itertools.product(*[range(h + 1) for h in heights]):
         g = pd.DataFrame({k: (df[k] if lev == 0 else df[k].map(maps[k][lev - 1]))
@@ -258,9 +259,8 @@ def _oracle(df, maps, scenarios, pi):
         prec = np.mean([[lev / h for lev, h in zip(node, heights)]] * n)
         ent = 0.0
         for k in ADULT_KEYS:
-            orig = df.groupby(k)[k].transform("size")
             gen = g.groupby(k)[k].transform("size")
-            ent += float(np.sum(-np.log2(orig / gen)))
+            ent += float(np.sum(-np.log2(orig[k] / gen)))
         disc = float((g.groupby(ADULT_KEYS).size() ** 2).sum())
         ups, ks = [], []
         for s in scenarios:

@@ -146,16 +146,20 @@ def test_limit_is_the_finite_expectation_as_n_grows():
 
 
 def _crp_continue(rng, sizes, theta, alpha, N):
-    """Continue the Chinese restaurant process from table sizes ``sizes`` to N customers."""
-    sizes = list(sizes)
-    for m in range(sum(sizes), N):
-        w = np.array([s - alpha for s in sizes] + [theta + alpha * len(sizes)])
-        k = rng.choice(len(w), p=w / w.sum())
-        if k == len(sizes):
-            sizes.append(1)
+    """Continue the Chinese restaurant process from table sizes ``sizes`` to N customers: customer
+    m + 1 sits at table k with probability (s_k − α)/(m + θ), at a new table with (θ + αK)/(m + θ)."""
+    table = np.zeros(N, dtype=float)
+    K = len(sizes)
+    table[:K] = sizes
+    for m in range(int(sum(sizes)), N):
+        u = rng.random() * (m + theta)             # the weights (s_k − α, …, θ + αK) sum to m + θ
+        k = int(np.searchsorted(np.cumsum(table[:K] - alpha), u, side="right"))
+        if k >= K:
+            table[K] = 1
+            K += 1
         else:
-            sizes[k] += 1
-    return sizes
+            table[k] += 1
+    return [int(s) for s in table[:K]]
 
 
 def test_conditional_expectation_against_simulation():
