@@ -108,7 +108,7 @@ def test_stratified_cells_keep_every_stratum_size():
 
 def test_cells_refuse_designs_that_need_records():
     for design in ("systematic", "systematic:sex"):
-        with pytest.raises(BadInput, match="bernoulli, srs or stratified"):
+        with pytest.raises(BadInput, match="use design='bernoulli', 'srs' or 'stratified:COL'"):
             gpurisk.validate("example:adult", "age,race", design=design, draw="cells",
                              fractions=[0.1], replicates=2)
     with pytest.raises(BadInput, match="draw="):
@@ -154,7 +154,7 @@ def test_dask_validate_stratified_equals_pandas_cell_draws(client):
 
 def test_dask_validate_of_a_records_design_is_one_line(client):
     pop = pd.read_csv(data_path("arx_genetic/fars_int.csv"), sep=";")
-    with pytest.raises(BadInput, match="bernoulli, srs or stratified"):
+    with pytest.raises(BadInput, match="use design='bernoulli', 'srs' or 'stratified:COL'"):
         gpurisk.validate(dd.from_pandas(pop, npartitions=3), ["iage", "isex"], backend="dask",
                          design="systematic", fractions=[0.1])
     with pytest.raises(BadInput, match="does not keep"):

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 import gpurisk
+from gpurisk.core.messages import phrase
 from gpurisk import BadInput, Context, Measure, Result
 from gpurisk.workflows.assess import option_columns
 from gpurisk.measure import missing_needs
@@ -95,7 +96,9 @@ def test_assess_passes_only_the_sample_rows_of_the_named_column(peek):
 
 def test_missing_needs_for_column_options(peek):
     table = gpurisk.build_table(pd.DataFrame({"k": [1, 2]}), ["k"])
-    assert "--option peek_test.col=COLUMN" in missing_needs(Peek, table, Context())
+    why = missing_needs(Peek, table, Context())        # phrased for the side asking: Python here
+    assert "options={'peek_test': {'col': COLUMN}}" in why
+    assert "--option peek_test.col=COLUMN" in phrase(why, "cli")
     why = missing_needs(Peek, table, Context(options={"peek_test": {"col": "hh"}}))
     assert "'hh'" in why and "not passed" in why
     assert missing_needs(Peek, table, Context(options={"peek_test": {"col": "hh"}},
