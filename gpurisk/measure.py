@@ -237,6 +237,9 @@ class Measure:
     needs: ClassVar[frozenset[str]] = frozenset()
     level: ClassVar[str] = "file"  # "file" or "record"
     reference: ClassVar[str] = ""
+    #: one line: what the value estimates and under which intruder scenario (``gpurisk assess``
+    #: prints it under "what each figure answers"), e.g. "k: the smallest cell of the release; ..."
+    scenario: ClassVar[str | None] = None
     #: options, each a :class:`gpurisk.Option` (type, default, range, help) or a plain default, e.g.
     #: ``{"K": Option(int, 100_000, min=1)}`` or ``{"K": 100_000}``. Turned into an
     #: :class:`~gpurisk.options.OptionSpecs` when the class is made: ``options["K"]`` is the default,

@@ -22,7 +22,7 @@ SCENARIOS = {
     "matches": "E: expected correct matches if an intruder matches each sample unique to one random "
                "population record of its key cell (true value, from the population)",
     "matches_hat": "n1²/ΣF: sample uniques over their mean population count, a lower estimate of E "
-                   "(θ̂·n1; the ranking scan uses)",
+                   "(θ̂·n1; scan ranks by it only where Ê cannot run)",
     "theta_hat": "θ: the share of correct matches among an intruder's unique matches, pooled over "
                  "all sample uniques",
     "theta": "θ: the share of correct matches among unique matches (true value)",
@@ -56,5 +56,9 @@ SCENARIOS = {
 
 
 def scenario(name: str) -> str | None:
-    """The one-line intruder scenario of measure ``name``, or None when none is written down."""
-    return SCENARIOS.get(name)
+    """The one-line intruder scenario of measure ``name``: the measure class's own ``scenario``
+    (how a plugin declares it), else the line written here, or None when none is written down."""
+    from gpurisk.plugins import measure_registry
+    reg = measure_registry().get(name)
+    own = getattr(reg.cls, "scenario", None) if reg is not None else None
+    return own or SCENARIOS.get(name)

@@ -35,6 +35,8 @@ PREFIX = {"pitman": "pitman", "zayatz": "zayatz", "snb": "snb"}
 
 class PopUniqueness(Measure):
     name = "pop_uniqueness"
+    scenario = ("N1: people unique in the population on the keys, estimated from the sample (a "
+                "spontaneous-recognition or fishing intruder; log-linear model of the cells)")
     description = ("population uniques N1 estimated from the sample, with an interval (a log-linear "
                    "Poisson-gamma model of the cells by default; Pitman by maximum likelihood, Zayatz, "
                    "SNB, Dankar's rule; rule=arx: ARX's numbers)")

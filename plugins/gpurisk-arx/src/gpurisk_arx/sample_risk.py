@@ -82,6 +82,8 @@ def _result(d: dict) -> Result:
 
 class Prosecutor(Measure):
     name = "prosecutor"
+    scenario = ("1/min f: the highest risk of a record when the intruder knows the person is in the "
+                "release (prosecutor) and matches on the keys")
     description = "ARX prosecutor model: highest record risk 1/min f_j (extras: average J/n, share above threshold)"
     needs = frozenset()
     level = "file"
@@ -134,6 +136,8 @@ def population_reduce(parts: list, n: int, J: int, t: float) -> dict:
 
 class Journalist(Measure):
     name = "journalist"
+    scenario = ("1/min F: the highest risk of a record when the intruder does not know who is in "
+                "the release and matches it to the population (journalist)")
     description = "ARX journalist model: highest record risk 1/min F_j (extras: average, share above threshold)"
     needs = frozenset()
     level = "file"
@@ -162,6 +166,8 @@ class Journalist(Measure):
 
 class Marketer(Measure):
     name = "marketer"
+    scenario = ("Σ f/F / n: the share of the release an intruder re-identifies on average by "
+                "matching every record to a random population record of its cell (marketer)")
     description = "ARX marketer model: expected share of records re-identified, Σ (f_j/F_j) / n"
     needs = frozenset()
     level = "file"

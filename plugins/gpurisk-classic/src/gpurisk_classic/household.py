@@ -46,6 +46,8 @@ def household_of_records(record_risk, codes, households: int):
 
 class HouseholdRisk(Measure):
     name = "household_risk"
+    scenario = ("households: the risk that a household is re-identified through any one of its "
+                "members (1 − Π(1 − r_i)), each matched as indiv_risk matches")
     description = "hierarchical risk: a household is re-identified when any member is (1 - Π(1 - r_i))"
     needs = frozenset({"records", "columns"})
     level = "record"

@@ -43,6 +43,8 @@ def cell_diversity(table, values, name: str = "sensitive") -> tuple[np.ndarray, 
 
 class LDiversity(Measure):
     name = "l_diversity"
+    scenario = ("l: the fewest distinct values of the sensitive variable in a cell; an intruder who "
+                "places a person in a cell learns it with probability up to 1/l (attribute disclosure)")
     description = "distinct and entropy l-diversity of a sensitive variable (smallest over cells)"
     needs = frozenset({"records", "columns"})
     level = "record"
