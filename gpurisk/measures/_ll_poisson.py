@@ -52,7 +52,7 @@ from gpurisk.options import Option
 from gpurisk.xp import scalar, to_host
 
 #: the log-linear models offered (option ``model``): margins fitted
-MODELS = ("independence", "two_way")
+MODELS = ("independence", "two_way", "auto_cv")
 #: how the cells may vary around the model (option ``dispersion``)
 DISPERSIONS = ("moment", "none")
 SHARED = "loglinear_risk"      # option namespace read by tau1_ll and matches_ll
@@ -194,7 +194,7 @@ def model_margins(model: str, d: int) -> list[tuple[int, ...]] | None:
     """The margins of a model over d keys (None: every pair, the default of fit_two_way)."""
     if model == "two_way":
         return None
-    if model == "independence":
+    if model in ("independence", "auto_cv"):
         return [(v,) for v in range(d)]
     raise BadInput(f"log-linear model {model!r} is not one of {', '.join(MODELS)}")
 
@@ -208,6 +208,24 @@ def sample_unique_means(table, model="two_way", tol=TOL, max_iter=MAX_ITER, max_
     if model == "independence":
         return table.cached("_ll_independence", lambda: _means(table, model, tol, max_iter, max_cells))
     return _means(table, model, tol, max_iter, max_cells)
+
+
+def auto_cv_means(table, splits: int = 1, seed: int = 0):
+    """(μ̂ of the sample-unique cells, α̂, the chosen pair of key indices or None) under the model
+    chosen by the split-sample criterion of :mod:`gpurisk.models.model_choice` (main effects, or
+    main effects + the one two-way interaction with the best held-out log-likelihood); on the host,
+    closed form, no K-cell array."""
+    def make():
+        from gpurisk.freq.rollup import kept_codes
+        from gpurisk.models.model_choice import choose_pair, pair_model_means
+        codes = [np.asarray(to_host(c)) for c in kept_codes(table)]
+        f = np.asarray(to_host(table.f))
+        cards = [int(c) for c in table.cards]
+        pair, gains = choose_pair(codes, f, cards, splits, seed)
+        mu_all, sum_mu2 = pair_model_means(codes, f, cards, pair)
+        alpha = dispersion_moment(table, mu_all, sum_mu2)
+        return mu_all[f == 1], alpha, pair
+    return table.cached(f"_ll_auto_cv_{int(splits)}_{int(seed)}", make)
 
 
 def _means(table, model, tol, max_iter, max_cells):
@@ -245,7 +263,9 @@ class LoglinearPoisson(Measure):
         "model": Option(str, "independence", choices=MODELS,
                         help="log-linear model of the sample counts: independence = main effects "
                              "(closed form), two_way = main effects and all two-way interactions "
-                             "(IPF; Skinner & Shlomo's usual choice, which overfits sparse samples)"),
+                             "(IPF; Skinner & Shlomo's usual choice, which overfits sparse samples); "
+                             "auto_cv = main effects plus the one two-way interaction (if any) with "
+                             "the best held-out log-likelihood in split halves (exploratory)"),
         "dispersion": Option(str, "moment", choices=DISPERSIONS,
                              help="moment = a gamma-distributed cell effect around the model, its "
                                   "variance by moments (negative binomial); none = Poisson"),
@@ -254,6 +274,10 @@ class LoglinearPoisson(Measure):
         "model_error": Option(float, MODEL_ERROR, min=0.0,
                               help="relative model error added to the s.e.: se² = (se_factor · "
                                    "Poisson s.e.)² + (model_error · estimate)²"),
+        "cv_splits": Option(int, 1, min=1,
+                            help="model=auto_cv: random two-fold splits of the sample whose held-out "
+                                 "log-likelihoods are summed"),
+        "cv_seed": Option(int, 0, min=0, help="model=auto_cv: seed of the random splits"),
         "tol": Option(float, TOL, min=0.0, min_open=True, help="IPF tolerance, in records"),
         "max_iter": Option(int, MAX_ITER, min=1, help="IPF iteration limit"),
         "max_cells": Option(float, 1e30, min=1.0,
@@ -280,10 +304,17 @@ class LoglinearPoisson(Measure):
                            f"{', '.join(DISPERSIONS)}")
         extra["dispersion"] = dispersion
         try:
-            if model != "independence":      # the closed form forms no K-cell array
-                check_cells(sample_levels(table)[1], max_cells, table.keys)
-            mu, fit, alpha = sample_unique_means(table, model, float(self.opt(ctx, "tol")),
-                                          int(self.opt(ctx, "max_iter")), max_cells)
+            if model == "auto_cv":
+                fit = None
+                mu, alpha, pair = auto_cv_means(table, int(self.opt(ctx, "cv_splits")),
+                                                int(self.opt(ctx, "cv_seed")))
+                extra["interaction"] = (None if pair is None else
+                                        f"{table.keys[pair[0]]} x {table.keys[pair[1]]}")
+            else:
+                if model != "independence":      # the closed form forms no K-cell array
+                    check_cells(sample_levels(table)[1], max_cells, table.keys)
+                mu, fit, alpha = sample_unique_means(table, model, float(self.opt(ctx, "tol")),
+                                                     int(self.opt(ctx, "max_iter")), max_cells)
         except BadInput as exc:
             return Result.not_applicable(f"the log-linear fit is not available: {exc}", **extra)
         except MemoryError:

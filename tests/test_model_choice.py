@@ -1,0 +1,131 @@
+"""model=auto_cv of tau1_ll / matches_ll: the split-sample choice of one two-way interaction
+(gpurisk.models.model_choice).
+
+References not derived from the code: the held-out log-likelihood summed record by record in plain
+Python; the decomposable model's fit against IPF (gpurisk.models.loglinear, another algorithm) and
+Σ μ̂² against a dense sum; and simulations from populations with and without a known interaction.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpurisk
+from gpurisk.models import model_choice as mc
+from gpurisk.models.loglinear import fit_two_way
+
+
+def test_split_gain_by_hand_record_by_record():
+    rng = np.random.default_rng(3)
+    cards = [3, 4, 2]
+    K = 24
+    ids = np.arange(K)
+    codes = list(np.unravel_index(ids, cards))
+    train = rng.poisson(1.5, K)
+    test = rng.poisson(1.5, K)
+    a, b = 0, 1
+    # plain Python: one-way and pair counts of the training records, the KT-smoothed probabilities,
+    # then each test record's log-likelihood ratio
+    nt = int(train.sum())
+    ca, cb = {}, {}
+    cab = {}
+    for j in range(K):
+        x = (int(codes[0][j]), int(codes[1][j]))
+        ca[x[0]] = ca.get(x[0], 0) + int(train[j])
+        cb[x[1]] = cb.get(x[1], 0) + int(train[j])
+        cab[x] = cab.get(x, 0) + int(train[j])
+    total = 0.0
+    kappa = 0.5 * 3 * 4
+    for j in range(K):
+        x = (int(codes[0][j]), int(codes[1][j]))
+        pa = (ca[x[0]] + 0.5) / (nt + 0.5 * 3)
+        pb = (cb[x[1]] + 0.5) / (nt + 0.5 * 4)
+        pab = (cab[x] + kappa * pa * pb) / (nt + kappa)
+        for _ in range(int(test[j])):
+            total += math.log(pab) - math.log(pa * pb)
+    assert mc.split_gain(codes, cards, train, test, a, b) == pytest.approx(total, rel=1e-12)
+
+
+def test_pair_model_matches_ipf_and_a_dense_sum():
+    rng = np.random.default_rng(5)
+    cards = (4, 3, 5, 2)
+    K = int(np.prod(cards))
+    f = rng.poisson(0.8, K)
+    codes = list(np.unravel_index(np.arange(K), cards))
+    sampled = f > 0
+    for pair in [(0, 2), (1, 3), None]:
+        mu, s2 = mc.pair_model_means([c[sampled] for c in codes], f[sampled], cards, pair)
+        margins = ([pair] if pair else []) + [(v,) for v in range(4) if v not in (pair or ())]
+        fit = fit_two_way([c[sampled] for c in codes], f[sampled], cards, tol=1e-10, max_iter=500,
+                          margins=margins, sparse=False)
+        dense = fit.mu.reshape(-1)
+        assert np.allclose(mu, dense[sampled], rtol=1e-8, atol=1e-10)
+        assert s2 == pytest.approx(float(np.sum(dense ** 2)), rel=1e-8)
+
+
+def _population(N, interaction, seed):
+    """Keys a (6), b (6), c (5), d (4); with ``interaction`` b equals a in half of the records."""
+    rng = np.random.default_rng(seed)
+    a = rng.choice(6, N, p=[0.3, 0.25, 0.2, 0.1, 0.1, 0.05])
+    b = rng.choice(6, N, p=[0.1, 0.1, 0.2, 0.2, 0.2, 0.2])
+    if interaction:
+        same = rng.random(N) < 0.5
+        b = np.where(same, a, b)
+    c = rng.choice(5, N, p=[0.4, 0.3, 0.15, 0.1, 0.05])
+    d = rng.choice(4, N)
+    return a, b, c, d
+
+
+def _choices(interaction, reps=20, n=3000):
+    a, b, c, d = _population(200_000, interaction, 11)
+    codes_all = [a, b, c, d]
+    cards = [6, 6, 5, 4]
+    rng = np.random.default_rng(12)
+    out = []
+    for r in range(reps):
+        take = rng.choice(a.shape[0], n, replace=False)
+        ids = np.ravel_multi_index([x[take] for x in codes_all], cards)
+        cells, f = np.unique(ids, return_counts=True)
+        codes = list(np.unravel_index(cells, cards))
+        out.append(mc.choose_pair(codes, f, cards, seed=r)[0])
+    return out
+
+
+def test_picks_the_population_interaction():
+    picks = _choices(interaction=True)
+    assert sum(p == (0, 1) for p in picks) >= 18
+
+
+def test_keeps_main_effects_when_the_population_has_none():
+    picks = _choices(interaction=False)
+    assert sum(p is None for p in picks) >= 16
+
+
+def test_measure_reports_the_interaction_and_the_refit():
+    a, b, c, d = _population(100_000, True, 21)
+    pop = pd.DataFrame({"a": a, "b": b, "c": c, "d": d})
+    sample = pop.sample(frac=0.05, random_state=1)
+    keys = ["a", "b", "c", "d"]
+    r = gpurisk.assess(sample, keys, measures=["matches_ll", "tau1_ll"], fraction=0.05,
+                       options={"loglinear_risk": {"model": "auto_cv"}}).measures
+    assert r["matches_ll"].extra["interaction"] == "a x b"
+    # the refit by hand: μ̂ = n p_ab p_c p_d at the sample uniques, moment α̂ as matches_ll does
+    cnt = sample.groupby(keys).size()
+    n = float(len(sample))
+    pab = sample.groupby(["a", "b"]).size() / n
+    pc = sample["c"].value_counts() / n
+    pd_ = sample["d"].value_counts() / n
+    idx = cnt.index.to_frame(index=False)
+    mu = n * pab.reindex(pd.MultiIndex.from_frame(idx[["a", "b"]])).to_numpy() \
+        * pc.reindex(idx["c"]).to_numpy() * pd_.reindex(idx["d"]).to_numpy()
+    fobs = cnt.to_numpy(float)
+    s2 = n * n * float((pab ** 2).sum() * (pc ** 2).sum() * (pd_ ** 2).sum())
+    alpha = max((np.sum(fobs ** 2 - 2 * fobs * mu) + s2 - fobs.sum()) / s2, 0.0)
+    su = fobs == 1
+    from gpurisk.measures._ll_poisson import nb_terms
+    want = float(nb_terms(0.95 * mu[su] / 0.05, alpha, 0.05, "inverse")[0].sum())
+    assert r["matches_ll"].value == pytest.approx(want, rel=1e-9)
+    assert r["matches_ll"].extra["alpha"] == pytest.approx(alpha, rel=1e-9)
