@@ -87,7 +87,8 @@ ESTIMATORS = ["theta_hat", "tau1_hat", "theta", "tau1", "matches", "matches_ll",
 #: the two-way IPF stopped after 300 cycles: from sparse samples it converges sublinearly, 100 s a fit)
 LL_VARIANTS = {"two_way": {"model": "two_way", "dispersion": "none", "max_iter": 300},
                "indep_poisson": {"model": "independence", "dispersion": "none"},
-               "auto_cv": {"model": "auto_cv"}}     # main effects + one CV-chosen interaction
+               "auto_cv": {"model": "auto_cv"},     # main effects + one CV-chosen interaction
+               "auto_cv3": {"model": "auto_cv", "cv_splits": 3}}
 #: options of the base run: Benedetti-Franconi's F̂_k from the sampling fraction (not the population)
 BASE_OPTIONS = {"indiv_risk": {"Fk": "fraction"}}
 Z99 = 2.5758293035489004     # two-sided 99 %
