@@ -695,7 +695,6 @@ def _mount_tmpfs(path, opts) -> bool:
 @pytest.fixture
 def full_and_read_only(tmp_path):
     """A full filesystem (64 KiB tmpfs with a 62 000-byte filler) and a read-only one."""
-    import subprocess
     full, ro = tmp_path / "full", tmp_path / "ro"
     if not (_mount_tmpfs(full, "size=64k") and _mount_tmpfs(ro, "ro,size=64k")):
         _umount(full)
@@ -708,10 +707,21 @@ def full_and_read_only(tmp_path):
             _umount(p)
 
 
+def _each_fails_in_one_line_and_leaves_nothing(cmds, full, ro) -> None:
+    """Every command of ``cmds(folder)`` on the full and on the read-only filesystem: one line
+    naming the cause, and nothing (temporary or final) left on the full one but its filler."""
+    from _driver import run_many
+    for d, words in ((full, "No space left on device"), (ro, "")):
+        for args, p in zip(cmds(d), run_many(cmds(d))):
+            line = _one_error(p)
+            assert words in line or "not writable" in line or "Read-only" in line, (args, line)
+    left = [str(f.relative_to(full)) for f in full.rglob("*") if f.is_file()]
+    assert left == ["filler"], left
+
+
 def test_real_full_and_read_only_filesystems(files, full_and_read_only):
     """Every writing command on a full and on a read-only filesystem: one line, exit 2, and no
     file (temporary or final) left on the full one but the filler and empty folders."""
-    from _driver import run_many
     full, ro = full_and_read_only
     s, pq_ = str(files["ok.csv"]), str(files["ok.parquet"])
     cmds = lambda d: [  # noqa: E731
@@ -725,12 +735,7 @@ def test_real_full_and_read_only_filesystems(files, full_and_read_only):
         ["protect", s, "--keys", "age,sex", "--hierarchy", "age=bands:10", "--criterion",
          "theta_hat.upper<=0.9", "--fraction", "0.1", "-o", f"{d}/p.csv"],
     ]
-    for d, words in ((full, "No space left on device"), (ro, "")):
-        for args, p in zip(cmds(d), run_many(cmds(d))):
-            line = _one_error(p)
-            assert words in line or "not writable" in line or "Read-only" in line, (args, line)
-    left = [str(f.relative_to(full)) for f in full.rglob("*") if f.is_file()]
-    assert left == ["filler"], left
+    _each_fails_in_one_line_and_leaves_nothing(cmds, full, ro)
 
 
 def test_output_inside_an_input_dataset_folder_or_glob_refused(files, tmp_path):
@@ -909,7 +914,6 @@ def test_full_and_read_only_filesystems_on_dask(files, full_and_read_only, dask_
     """The commands that read records on Dask, writing to a full and to a read-only filesystem
     (real tmpfs): one line, exit 2, nothing left on the full one but the filler (record-risk's
     rows are written by the workers, one file per partition)."""
-    from _driver import run_many
     full, ro = full_and_read_only
     s, pq_ = str(files["ok.csv"]), str(files["ok.parquet"])
     dask = ["--backend", "dask", "--scheduler", dask_scheduler]
@@ -921,9 +925,4 @@ def test_full_and_read_only_filesystems_on_dask(files, full_and_read_only, dask_
         ["record-risk", pq_, "--keys", "age,sex", "--population-size", "10000", "-o",
          f"{d}/r.parquet", *dask],
     ]                      # suda -o on Dask is refused before the work (it needs records' cells)
-    for d, words in ((full, "No space left on device"), (ro, "")):
-        for args, p in zip(cmds(d), run_many(cmds(d))):
-            line = _one_error(p)
-            assert words in line or "not writable" in line or "Read-only" in line, (args, line)
-    left = [str(f.relative_to(full)) for f in full.rglob("*") if f.is_file()]
-    assert left == ["filler"], left
+    _each_fails_in_one_line_and_leaves_nothing(cmds, full, ro)
