@@ -269,6 +269,15 @@ def _chromium():
     return None
 
 
+@pytest.fixture
+def browser():
+    """Headless Chromium's path; the test is skipped, saying why, where there is none."""
+    found = _chromium()
+    if found is None:
+        pytest.skip("no chromium in PATH (apt-get install -y chromium)")
+    return found
+
+
 #: measures the layout and writes the results into the DOM, where --dump-dom reads them
 CHECK = """<script>
 window.addEventListener('load', function () {
@@ -326,10 +335,7 @@ def _screenshot(browser, page_html, width, tmp_path):
 
 
 @pytest.mark.parametrize("width", [1400, 800])
-def test_decision_page_in_headless_chromium(page, tmp_path, width):
-    browser = _chromium()
-    if browser is None:
-        pytest.skip("no chromium in PATH (apt-get install -y chromium)")
+def test_decision_page_in_headless_chromium(browser, page, tmp_path, width):
     res = _layout(browser, page / "page.html", width, tmp_path)
     assert len(res["tables"]) >= 6
     assert res["verdict"] is not None and res["identity"] is not None
@@ -339,7 +345,7 @@ def test_decision_page_in_headless_chromium(page, tmp_path, width):
 
 
 @pytest.mark.parametrize("width", [1400, 800])
-def test_protect_report_tables_fit_in_headless_chromium(page, tmp_path, width):
+def test_protect_report_tables_fit_in_headless_chromium(browser, page, tmp_path, width):
     """protect --report: the optimum, front and before/after tables scroll inside their box (they
     were cut off at 1 400 px), levels by their names, suppressed records with their share."""
     text = (page / "protect.html").read_text(encoding="utf-8")
@@ -349,9 +355,6 @@ def test_protect_report_tables_fit_in_headless_chromium(page, tmp_path, width):
     share = plan["suppress"]["records"] / n
     assert f"records ({share:.1%} of the release)" in text
     assert not re.search(r"\d\.?\d*e[+-]\d", re.sub(r"base64,[^'\"]+", "", text))
-    browser = _chromium()
-    if browser is None:
-        pytest.skip("no chromium in PATH (apt-get install -y chromium)")
     res = _layout(browser, page / "protect.html", width, tmp_path)
     assert len(res["tables"]) >= 4
     assert res["verdict"] is not None and res["verdict"] <= res["page"]["height"]
@@ -412,10 +415,7 @@ def test_suda_report_from_its_template(page):
 
 
 @pytest.mark.parametrize("width", [1400, 800])
-def test_suda_report_fits_in_headless_chromium(page, tmp_path, width):
-    browser = _chromium()
-    if browser is None:
-        pytest.skip("no chromium in PATH (apt-get install -y chromium)")
+def test_suda_report_fits_in_headless_chromium(browser, page, tmp_path, width):
     res = _layout(browser, page / "suda.html", width, tmp_path)
     assert len(res["tables"]) >= 3
     assert res["identity"] is not None and res["identity"] <= res["page"]["height"]
@@ -582,10 +582,7 @@ def test_policy_on_the_released_file_against_a_count_by_hand(page):
 
 
 @pytest.mark.parametrize("width", [1400, 800])
-def test_release_verdict_beside_the_file_verdict_on_the_first_screen(page, tmp_path, width):
-    browser = _chromium()
-    if browser is None:
-        pytest.skip("no chromium in PATH (apt-get install -y chromium)")
+def test_release_verdict_beside_the_file_verdict_on_the_first_screen(browser, page, tmp_path, width):
     res = _layout(browser, page / "release_page.html", width, tmp_path)
     for part in ("verdict", "release-verdict", "identity"):       # all on the first screen
         assert res[part] is not None and res[part] <= res["page"]["height"], part
