@@ -110,6 +110,17 @@ FRACTIONS = Param("fractions", "--fractions",
                          help="validate's sampling fractions"))
 
 
+CHECKPOINT_EVERY = Param("checkpoint_every", "--checkpoint-every",
+                         Option(float, 10.0, min=0.0, min_open=True),
+                         what="seconds between protect's checkpoints")
+#: record-risk's: each risk threshold (a probability), and the log-linear table's cell limit (NaN
+#: would switch that guard off)
+THRESHOLD = Param("thresholds", "--threshold", Option(float, None, min=0.0, max=1.0),
+                  what="a risk is a probability")
+CELL_LIMIT = Param("max_cells", "--max-cells", Option(float, 1e30, min=0.0, min_open=True),
+                  what="the log-linear table's cell limit")
+
+
 def suppress_limit(what: str) -> Param:
     """protect's --suppress-limit: a share of ``what`` (key values or records) in [0, 1)."""
     return Param("suppress_limit", "--suppress-limit",

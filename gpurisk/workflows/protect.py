@@ -6,11 +6,10 @@ plan, :func:`~gpurisk.protect.steps.apply_plan`) are in :mod:`gpurisk.protect`.
 from __future__ import annotations
 
 import json
-import math
 from typing import Callable, Mapping
 
 from gpurisk.core.messages import bad_input, stored
-from gpurisk.core.settings import Design, Reading, Run, inputs
+from gpurisk.core.settings import CHECKPOINT_EVERY, Design, Reading, Run, inputs
 from gpurisk.errors import BadInput
 from gpurisk.measure import Context, missing_needs
 from gpurisk.protect.criteria import parse_criteria
@@ -86,15 +85,7 @@ def protect_with(data, keys, design: Design, run: Run, reading: Reading | None =
     from gpurisk.inputs import key_list
     from gpurisk.plugins import measure_registry
     reading = reading or Reading()
-    try:
-        every = float(checkpoint_every)
-    except (TypeError, ValueError):
-        every = math.nan
-    if isinstance(checkpoint_every, bool) or not math.isfinite(every) or every <= 0:
-        raise BadInput(f"checkpoint_every={checkpoint_every!r} must be a finite number of seconds > 0",
-                       cli=f"--checkpoint-every {checkpoint_every} must be a finite number of "
-                           "seconds > 0")
-    checkpoint_every = every
+    checkpoint_every = CHECKPOINT_EVERY.check(checkpoint_every)
     if reading.recode:
         raise BadInput("protect recodes the keys through its hierarchies, not a Reading's recode",
                        cli="protect recodes the keys through --hierarchy, not --recode")

@@ -6,11 +6,10 @@ log-linear fit, the search methods, the summary and the writers) is in
 """
 from __future__ import annotations
 
-import math
 import warnings
 from typing import Iterable
 
-from gpurisk.core.settings import Design, Reading, inputs
+from gpurisk.core.settings import CELL_LIMIT, THRESHOLD, Design, Reading, inputs
 from gpurisk.errors import BadInput, GpuriskWarning
 from gpurisk.core.messages import bad_input, phrase
 from gpurisk.freq.guards import sample_categories
@@ -19,33 +18,6 @@ from gpurisk.models.loglinear import MAX_CELLS, MAX_ITER, TOL
 from gpurisk.models.record_model import (DEFAULT_THRESHOLDS, RecordRisk, _attach_rows,
                                          _distributed_rows, build_model, selected_records,
                                          summarize, write_records)
-
-
-def check_thresholds(thresholds) -> tuple[float, ...]:
-    """The risk thresholds as floats, each in [0, 1] (a risk is a probability); BadInput otherwise."""
-    out = []
-    for t in ([thresholds] if isinstance(thresholds, (int, float)) else thresholds):
-        try:
-            v = float(t)
-        except (TypeError, ValueError):
-            v = math.nan
-        if isinstance(t, bool) or not 0 <= v <= 1:
-            raise BadInput(f"thresholds: {t!r} is outside [0, 1] (a risk is a probability)",
-                           cli=f"--threshold {t} is outside [0, 1] (a risk is a probability)")
-        out.append(v)
-    return tuple(out)
-
-
-def check_max_cells(max_cells) -> float:
-    """The log-linear table's cell limit: a finite number > 0 (NaN would switch the guard off)."""
-    try:
-        v = float(max_cells)
-    except (TypeError, ValueError):
-        v = math.nan
-    if isinstance(max_cells, bool) or not math.isfinite(v) or v <= 0:
-        raise BadInput(f"max_cells={max_cells!r} must be a finite number > 0",
-                       cli=f"--max-cells {max_cells} must be a finite number > 0")
-    return v
 
 
 def record_risk(frame, keys, population_size=None, population=None, sample_flag=None,
@@ -88,8 +60,10 @@ def record_risk_with(frame, keys, design: Design, reading: Reading | None = None
     encoding). The model's and the output's arguments as in :func:`record_risk`."""
     if design.weights is not None:
         raise BadInput("record-risk takes no design weights: the model is fitted to the counts")
-    thresholds = check_thresholds(thresholds)            # before anything is read
-    max_cells = check_max_cells(max_cells)
+    # before anything is read
+    thresholds = tuple(THRESHOLD.check(t) for t in
+                       ([thresholds] if isinstance(thresholds, (int, float)) else thresholds))
+    max_cells = CELL_LIMIT.check(max_cells)
     reading = reading or Reading()
     inp = inputs(frame, keys, design, reading, columns=list(ids))
     if ids and output is None:
