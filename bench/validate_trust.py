@@ -87,8 +87,14 @@ ESTIMATORS = ["theta_hat", "tau1_hat", "theta", "tau1", "matches", "matches_ll",
 #: the two-way IPF stopped after 300 cycles: from sparse samples it converges sublinearly, 100 s a fit)
 LL_VARIANTS = {"two_way": {"model": "two_way", "dispersion": "none", "max_iter": 300},
                "indep_poisson": {"model": "independence", "dispersion": "none"},
-               "auto_cv": {"model": "auto_cv"},     # main effects + one CV-chosen interaction
-               "auto_cv3": {"model": "auto_cv", "cv_splits": 3}}
+               # the default before issue 27's third stop: main effects, plug-in λ̂
+               "main_plugin": {"model": "independence", "prior": "plugin"},
+               # the second stop's auto_cv: any positive held-out gain, plug-in λ̂
+               "auto_cv_plugin": {"model": "auto_cv", "prior": "plugin", "cv_z": 0.0},
+               "main_loo": {"model": "independence"},
+               "auto_cv3": {"model": "auto_cv", "cv_splits": 3},
+               # the default's Poisson s.e. alone (se_factor 1, no model error): for recalibrating
+               "raw_se": {"se_factor": 1.0, "model_error": 0.0}}
 #: options of the base run: Benedetti-Franconi's F̂_k from the sampling fraction (not the population)
 BASE_OPTIONS = {"indiv_risk": {"Fk": "fraction"}}
 Z99 = 2.5758293035489004     # two-sided 99 %

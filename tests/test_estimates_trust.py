@@ -29,7 +29,9 @@ def test_readme_assess_example_is_what_assess_prints():
         assert name in rows, name
         assert rows[name].split(None, 4)[:4] == [name, *fields][:4], (ln, rows[name])
     assert lines[2] in out and lines[2].startswith("headline expected correct matches E")
-    assert all(ln in out for ln in lines[3:5])                     # τ1 beside it; the scenario
+    head = lines.index(next(ln for ln in lines if ln.startswith(" measure")))
+    assert all(ln in out for ln in lines[3:head])     # τ1 beside it; the scenario; the model
+    assert any(ln.startswith("  model: log-linear") for ln in lines[3:head])
     answers = lines.index("what each figure answers")
     for ln in lines[answers + 1:]:
         assert ln in out, ln                                       # the scenario of each figure

@@ -16,7 +16,7 @@ from scipy import stats
 
 import gpurisk
 from gpurisk.measures import _ll_poisson as llp
-from gpurisk.measures._ll_poisson import inverse_terms, nb_terms, tau1_terms
+from gpurisk.measures._ll_poisson import SE_CALIBRATION, inverse_terms, nb_terms, tau1_terms
 from gpurisk.models import loglinear as ll
 
 
@@ -55,7 +55,16 @@ def test_se_adds_the_model_error_in_quadrature():
     m = run(tiny_sample(), ["a", "b"], fraction=0.2, model="two_way", dispersion="none")["matches_ll"]
     assert m.value == pytest.approx(base.value)
     assert m.extra["se_poisson"] == pytest.approx(base.se)
-    assert m.se == pytest.approx(math.sqrt((2.0 * base.se) ** 2 + (0.12 * base.value) ** 2))
+    k, c = SE_CALIBRATION["inverse"]               # matches_ll's defaults
+    assert (m.extra["se_factor"], m.extra["model_error"]) == (k, c)
+    assert m.se == pytest.approx(math.sqrt((k * base.se) ** 2 + (c * base.value) ** 2))
+    t = run(tiny_sample(), ["a", "b"], fraction=0.2, model="two_way", dispersion="none")["tau1_ll"]
+    assert (t.extra["se_factor"], t.extra["model_error"]) == SE_CALIBRATION["tau1"]
+    # one value in the shared namespace sets both measures'
+    both = run(tiny_sample(), ["a", "b"], fraction=0.2, model="two_way", dispersion="none",
+               se_factor=1.5, model_error=0.2)
+    assert all((both[x].extra["se_factor"], both[x].extra["model_error"]) == (1.5, 0.2)
+               for x in ("tau1_ll", "matches_ll"))
     assert m.extra["interval_lower"] == pytest.approx(max(m.value - 2.5758293035489004 * m.se, 0))
     assert m.upper == pytest.approx(min(m.value + 2.3263478740408408 * m.se, 3))
 
@@ -69,9 +78,41 @@ def test_independence_model_by_hand():
     mu = [fa[a] * fb[b] / n for a, b in uniques]
     want_t = sum(math.exp(-(1 - pi) * u / pi) for u in mu)
     want_e = sum((1 - math.exp(-(1 - pi) * u / pi)) / ((1 - pi) * u / pi) for u in mu)
-    m = run(frame, ["a", "b"], fraction=pi, model="independence", dispersion="none")
+    m = run(frame, ["a", "b"], fraction=pi, model="independence", dispersion="none",
+            prior="plugin")
     assert m["tau1_ll"].value == pytest.approx(want_t, rel=1e-9)
     assert m["matches_ll"].value == pytest.approx(want_e, rel=1e-9)
+
+
+def test_leave_one_out_prior_by_hand():
+    # each sample unique's λ from the other 7 records: margin counts without its own record plus
+    # Jeffreys' 1/2, s_a = f_a − 1/2, s_b = f_b − 1/2; prior mean μ̃ = 7 (s_a/7)(s_b/7) on the
+    # sample scale, relative variance α̃ = (1 + 1/s_a)(1 + 1/s_b) − 1 (α̂ = 0: dispersion none);
+    # given f = 1, Λ ~ Gamma(1/α̃ + 1, rate 1/(α̃ λ̃) + π), λ̃ = μ̃/π, so with c = (1 − π)/rate
+    # E I(F = 1) = (1 + c)^−(1/α̃ + 1) and E 1/F = ∫_0^1 (1 + c u)^−(1/α̃ + 1) du = α̃(1 − (1 + c)^−1/α̃)/c
+    frame = tiny_sample()
+    pi = 0.1
+    fa, fb = {0: 3, 1: 4, 2: 1}, {0: 2, 1: 6}
+    want_t = want_e = 0.0
+    for a, b in [(0, 0), (1, 0), (2, 1)]:
+        sa, sb = fa[a] - 0.5, fb[b] - 0.5
+        mu = 7 * (sa / 7) * (sb / 7)
+        al = (1 + 1 / sa) * (1 + 1 / sb) - 1
+        c = (1 - pi) / (1 / (al * mu / pi) + pi)
+        want_t += (1 + c) ** -(1 / al + 1)
+        want_e += al * (1 - (1 + c) ** (-1 / al)) / c
+    m = run(frame, ["a", "b"], fraction=pi, model="independence", dispersion="none")
+    assert m["tau1_ll"].extra["prior"] == "loo"
+    assert m["tau1_ll"].value == pytest.approx(want_t, rel=1e-9)
+    assert m["matches_ll"].value == pytest.approx(want_e, rel=1e-9)
+    # the integral form of E 1/F against the closed form, by the trapezoidal rule
+    u = np.linspace(0, 1, 200_001)
+    sa, sb = 2.5, 1.5
+    al = (1 + 1 / sa) * (1 + 1 / sb) - 1
+    c = (1 - pi) / (1 / (al * 7 * (sa / 7) * (sb / 7) / pi) + pi)
+    y = (1 + c * u) ** (-1 / al - 1)
+    integral = float(np.sum((y[1:] + y[:-1]) / 2) * (u[1] - u[0]))
+    assert al * (1 - (1 + c) ** (-1 / al)) / c == pytest.approx(integral, rel=1e-8)
 
 
 def test_dispersion_moment_by_hand():

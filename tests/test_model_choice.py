@@ -110,7 +110,7 @@ def test_measure_reports_the_interaction_and_the_refit():
     sample = pop.sample(frac=0.05, random_state=1)
     keys = ["a", "b", "c", "d"]
     r = gpurisk.assess(sample, keys, measures=["matches_ll", "tau1_ll"], fraction=0.05,
-                       options={"loglinear_risk": {"model": "auto_cv"}}).measures
+                       options={"loglinear_risk": {"model": "auto_cv", "prior": "plugin"}}).measures
     assert r["matches_ll"].extra["interaction"] == "a x b"
     # the refit by hand: μ̂ = n p_ab p_c p_d at the sample uniques, moment α̂ as matches_ll does
     cnt = sample.groupby(keys).size()
@@ -129,3 +129,42 @@ def test_measure_reports_the_interaction_and_the_refit():
     want = float(nb_terms(0.95 * mu[su] / 0.05, alpha, 0.05, "inverse")[0].sum())
     assert r["matches_ll"].value == pytest.approx(want, rel=1e-9)
     assert r["matches_ll"].extra["alpha"] == pytest.approx(alpha, rel=1e-9)
+    # the default prior (loo) reads the counts of the fitted margins, a x b's joint one included,
+    # without the unique's own record: s = count − 1/2 for (a, b), c and d
+    loo = gpurisk.assess(sample, keys, measures=["matches_ll"], fraction=0.05).measures["matches_ll"]
+    assert loo.extra["interaction"] == "a x b" and loo.extra["prior"] == "loo"
+    cab = sample.groupby(["a", "b"]).size().reindex(pd.MultiIndex.from_frame(idx[["a", "b"]]))
+    cc, cd = sample["c"].value_counts(), sample["d"].value_counts()
+    s = [cab.to_numpy(float)[su] - 0.5, cc.reindex(idx["c"]).to_numpy(float)[su] - 0.5,
+         cd.reindex(idx["d"]).to_numpy(float)[su] - 0.5]
+    mu_t = (n - 1) * np.prod([x / (n - 1) for x in s], axis=0)
+    al = (1 + alpha) * np.prod([1 + 1 / x for x in s], axis=0) - 1
+    c = 0.95 / (1 / (al * mu_t / 0.05) + 0.05)
+    assert loo.value == pytest.approx(float(np.sum(al * (1 - (1 + c) ** (-1 / al)) / c)), rel=1e-9)
+
+
+def test_same_estimate_whatever_the_key_order_row_order_or_table():
+    """The random halves follow the cells' categories and the keys' names, not where a table keeps
+    its cells: listing the keys in another order, shuffling the records, or rolling the table up from
+    a finer one (as a scan does) gives the same Ê, interaction included (real data: UCI Adult)."""
+    from conftest import data_path
+    df = pd.read_csv(data_path("uci_adult/adult_full_48842.csv")).sample(frac=0.05, random_state=3)
+    for keys in (["race", "native-country"], ["race", "marital-status", "native-country"],
+                 ["age", "sex", "race", "native-country"]):
+        _same_whatever_the_order(df, keys)
+
+
+def _same_whatever_the_order(df, keys):
+    opts = {"fraction": 0.05, "measures": ["matches_ll", "tau1_ll"]}
+    base = gpurisk.assess(df, keys, **opts).measures
+    shuffled = df.sample(frac=1.0, random_state=9)
+    for other in (gpurisk.assess(df, keys[::-1], **opts).measures,
+                  gpurisk.assess(shuffled, keys[1:] + keys[:1], **opts).measures):
+        for m in ("matches_ll", "tau1_ll"):
+            assert other[m].value == pytest.approx(base[m].value, rel=1e-12)
+            got, want = other[m].extra["interaction"], base[m].extra["interaction"]
+            assert (got is None and want is None) or set(got.split(" x ")) == set(want.split(" x "))
+    scan = gpurisk.scan(df, keys + ["education"], min_size=len(keys), max_size=len(keys),
+                        fraction=0.05, measures=["matches_ll"]).results
+    row = scan[scan["keys"].apply(lambda k: sorted(k) == sorted(keys))].iloc[0]
+    assert row["matches_ll"] == pytest.approx(base["matches_ll"].value, rel=1e-12)

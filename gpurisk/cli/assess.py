@@ -67,6 +67,8 @@ def print_headline(con, h: dict | None) -> None:
             con.print(f"  beside it: {b['scenario'].split(':')[0]} ≈ {b['value']:.3g}"
                       f"{_interval(b, level)} ({b['measure']})")
     con.print(f"  scenario: {h['scenario'].split(': ', 1)[-1]}")
+    if h.get("model"):
+        con.print(f"  model: {h['model']}")
 
 
 def register(cli: click.Group) -> None:

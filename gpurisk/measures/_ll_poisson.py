@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -55,17 +56,22 @@ from gpurisk.options import Option
 from gpurisk.xp import scalar, to_host
 
 #: the log-linear models offered (option ``model``): margins fitted
-MODELS = ("independence", "two_way", "auto_cv")
+MODELS = ("auto_cv", "independence", "two_way")
 #: how the cells may vary around the model (option ``dispersion``)
 DISPERSIONS = ("moment", "none")
+#: how a sample unique's λ is taken from the fit (option ``prior``)
+PRIORS = ("loo", "plugin")
+#: the leave-one-out prior's pseudo-count per fitted margin (Jeffreys' prior for a Poisson mean)
+LOO_PSEUDO = 0.5
 SHARED = "loglinear_risk"      # option namespace read by tau1_ll and matches_ll
-#: the s.e.'s calibration (module docstring): on 5 real populations × 3 key sets × π = 1, 5, 10 %
-#: (bench/validate_trust.py, 50 samples a cell) the Poisson terms' s.e. was 0.15-0.8 of the real
-#: sd and the model's bias reached 29 % (E) and 44 % (τ1); with these two the two-sided 99 %
-#: interval ± 2.576 s.e. covered the truth in ≥ 98 % of the samples of all 38 cells with median
-#: n2 ≥ 10, for both E and τ1 (calibrated on the same study: in-sample; docs/validation.md)
-SE_FACTOR = 2.0
-MODEL_ERROR = 0.12
+#: the s.e.'s calibration (module docstring), one pair per measure: (se_factor, model_error) of
+#: matches_ll and tau1_ll. Chosen on 5 real populations × 3 key sets × π = 1, 5, 10 %, 200 samples a
+#: cell (``bench/validate_trust.py --seed 23 --variants raw_se --replicates-csv``, then
+#: ``bench/calibrate_ll_se.py``) as the pair with the narrowest intervals whose two-sided 99 %
+#: interval ± 2.576 s.e. covers the truth in ≥ 98 % of the samples of every one of the 38 cells
+#: with median n2 ≥ 10. In-sample; left out one population at a time, see docs/validation.md.
+SE_CALIBRATION = {"inverse": (3.75, 0.04), "tau1": (1.5, 0.09)}
+SE_FACTOR, MODEL_ERROR = SE_CALIBRATION["inverse"]
 _EULER = 0.5772156649015329
 
 
@@ -153,7 +159,8 @@ def inverse_terms(m):
 def nb_terms(m, alpha, pi, kind):
     """(term, its variance) per sample unique under the Poisson-gamma model (option dispersion).
 
-    λ_j = λ̂_j γ_j, γ_j ~ Gamma(mean 1, variance α): given f_j = 1 the cell's Λ_j is
+    λ_j = λ̂_j γ_j, γ_j ~ Gamma(mean 1, variance α) (α a number, or one per cell as
+    :func:`loo_prior` gives): given f_j = 1 the cell's Λ_j is
     Gamma(shape a = 1/α + 1, rate b = 1/(α λ̂_j) + π), so with c = (1 − π)/b
 
         E[I(F_j = 1) | f_j = 1] = E e^{−(1−π)Λ} = (1 + c)^{−a}
@@ -162,8 +169,10 @@ def nb_terms(m, alpha, pi, kind):
     (both → the Poisson terms as α → 0). The variance of 1/F is the Poisson one at the posterior
     mean of (1 − π)Λ (an approximation; the study measures the s.e.'s coverage)."""
     lam_m = np.asarray(m, dtype=np.float64)           # (1 − π) λ̂
-    if alpha <= 1e-12:
+    alpha = np.asarray(alpha, dtype=np.float64)
+    if alpha.ndim == 0 and float(alpha) <= 1e-12:
         return (tau1_terms if kind == "tau1" else inverse_terms)(lam_m)
+    alpha = np.maximum(alpha, 1e-300)
     q = 1.0 - pi
     lam = lam_m / q if q > 0 else np.zeros_like(lam_m)
     with np.errstate(divide="ignore", over="ignore"):
@@ -177,6 +186,20 @@ def nb_terms(m, alpha, pi, kind):
     t = np.where(zero, 1.0, alpha * -np.expm1(-np.log1p(cs) / alpha) / cs)
     post = q * (1.0 / alpha + 1.0) / b                # E[(1 − π)Λ | f = 1]
     return t, inverse_terms(post)[1]
+
+
+def loo_prior(n: float, counts, alpha, a0: float = LOO_PSEUDO):
+    """(μ̃, α̃): each sample unique's prior mean (sample scale) and relative variance, from the other
+    n − 1 records (option ``prior=loo``, module docstring). ``counts``: per fitted margin, the sample
+    count of each unique's category of it (its own record included); ``alpha``: the cell effect's
+    variance α̂. μ̃ = (n − 1) Π_v s_v/(n − 1), α̃ = (1 + α̂) Π_v (1 + 1/s_v) − 1, s_v = c_v − 1 + a0."""
+    mu = np.full(np.shape(counts[0]), float(n - 1))
+    rv = np.full(np.shape(counts[0]), 1.0 + float(alpha))
+    for c in counts:
+        s = np.asarray(c, dtype=np.float64) - 1.0 + a0
+        mu *= s / float(n - 1)
+        rv *= 1.0 + 1.0 / s
+    return mu, rv - 1.0
 
 
 def dispersion_moment(table, mu_all, sum_mu2) -> float:
@@ -203,7 +226,8 @@ def model_margins(model: str, d: int) -> list[tuple[int, ...]] | None:
 
 
 def sample_unique_means(table, model="two_way", tol=TOL, max_iter=MAX_ITER, max_cells=MAX_CELLS):
-    """(μ̂ of the sample-unique cells as a host array, the fit or None, α̂); the two-way fit is
+    """(μ̂ of the sample-unique cells as a host array, the fit or None, α̂, the uniques' margin counts
+    for :func:`loo_prior`, or None for the two-way fit); the two-way fit is
     computed once per table and settings (shared with r1, ...); the independence model's μ̂ is
     closed-form, n Π_v (f_v(x_v) / n), computed once per table too (tau1_ll and matches_ll share it
     in a scan)."""
@@ -213,22 +237,26 @@ def sample_unique_means(table, model="two_way", tol=TOL, max_iter=MAX_ITER, max_
     return _means(table, model, tol, max_iter, max_cells)
 
 
-def auto_cv_means(table, splits: int = 1, seed: int = 0):
-    """(μ̂ of the sample-unique cells, α̂, the chosen pair of key indices or None) under the model
+def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = 2.0):
+    """(μ̂ of the sample-unique cells, α̂, the chosen pair of key indices or None, the uniques' margin
+    counts for :func:`loo_prior`) under the model
     chosen by the split-sample criterion of :mod:`gpurisk.models.model_choice` (main effects, or
     main effects + the one two-way interaction with the best held-out log-likelihood); on the host,
     closed form, no K-cell array."""
     def make():
         from gpurisk.freq.rollup import kept_codes
-        from gpurisk.models.model_choice import choose_pair, pair_model_means
+        from gpurisk.models.model_choice import (category_ranks, choose_pair, margin_counts,
+                                                 pair_model_means)
         codes = [np.asarray(to_host(c)) for c in kept_codes(table)]
         f = np.asarray(to_host(table.f))
         cards = [int(c) for c in table.cards]
-        pair, gains = choose_pair(codes, f, cards, splits, seed)
+        pair, gains = choose_pair(codes, f, cards, splits, seed, z, category_ranks(table.categories),
+                                  table.keys)
         mu_all, sum_mu2 = pair_model_means(codes, f, cards, pair)
         alpha = dispersion_moment(table, mu_all, sum_mu2)
-        return mu_all[f == 1], alpha, pair
-    return table.cached(f"_ll_auto_cv_{int(splits)}_{int(seed)}", make)
+        su = np.flatnonzero(f == 1)
+        return mu_all[su], alpha, pair, margin_counts(codes, f, cards, pair, su)
+    return table.cached(f"_ll_auto_cv_{int(splits)}_{int(seed)}_{float(z)!r}", make)
 
 
 def _means(table, model, tol, max_iter, max_cells):
@@ -239,10 +267,13 @@ def _means(table, model, tol, max_iter, max_cells):
         all_codes = kept_codes(table)            # a roll-up's parent keeps them: decoded once
         mu_all = xp.full(all_codes[0].shape[0], n, dtype=xp.float64)
         sum_mu2 = n * n
+        counts = []
         for c, margin in zip(all_codes, f_margins(table, all_codes)):   # a scan's: the root's
             p = margin / n
             mu_all *= p[c]
             sum_mu2 *= float(scalar((p * p).sum()))
+            counts.append(margin[c[su]])
+        counts = [np.asarray(to_host(c), dtype=np.float64) for c in counts]
         fit = None
     else:
         from gpurisk.models.record_model import cached_fit   # the fit r1, ... use: shared
@@ -250,9 +281,10 @@ def _means(table, model, tol, max_iter, max_cells):
         mu_all = fit.p_hat_codes(table.cell_codes()) * fit.n
         vals = fit.dense if fit.dense is not None else fit.mu_support
         sum_mu2 = float(scalar((vals * vals).sum()))
+        counts = None
     mu_all = np.asarray(to_host(mu_all), dtype=np.float64)
     alpha = dispersion_moment(table, mu_all, sum_mu2)
-    return mu_all[np.asarray(to_host(su))], fit, alpha
+    return mu_all[np.asarray(to_host(su))], fit, alpha, counts
 
 
 class LoglinearPoisson(Measure):
@@ -263,15 +295,20 @@ class LoglinearPoisson(Measure):
     reads = "cells"
     shared_options = SHARED
     options = {
-        "model": Option(str, "independence", choices=MODELS,
-                        help="log-linear model of the sample counts: independence = main effects "
-                             "(closed form), two_way = main effects and all two-way interactions "
-                             "(IPF; Skinner & Shlomo's usual choice, which overfits sparse samples); "
-                             "auto_cv = main effects plus the one two-way interaction (if any) with "
-                             "the best held-out log-likelihood in split halves (exploratory)"),
+        "model": Option(str, "auto_cv", choices=MODELS,
+                        help="log-linear model of the sample counts: auto_cv = main effects plus "
+                             "the one two-way interaction (if any) whose held-out log-likelihood "
+                             "gain in split halves passes a z test (closed form); independence = "
+                             "main effects only (closed form); two_way = main effects and all "
+                             "two-way interactions (IPF; Skinner & Shlomo's usual choice, which "
+                             "overfits sparse samples)"),
         "dispersion": Option(str, "moment", choices=DISPERSIONS,
                              help="moment = a gamma-distributed cell effect around the model, its "
                                   "variance by moments (negative binomial); none = Poisson"),
+        "prior": Option(str, "loo", choices=PRIORS,
+                        help="loo = each sample unique's λ from the margins of the other n - 1 "
+                             "records with their uncertainty (a gamma prior per cell); plugin = the "
+                             "fitted λ-hat itself (Skinner & Shlomo's plug-in; two_way always)"),
         "se_factor": Option(float, SE_FACTOR, min=1.0,
                             help="multiplies the Poisson terms' s.e. (which takes λ̂ as known)"),
         "model_error": Option(float, MODEL_ERROR, min=0.0,
@@ -281,6 +318,9 @@ class LoglinearPoisson(Measure):
                             help="model=auto_cv: random two-fold splits of the sample whose held-out "
                                  "log-likelihoods are summed"),
         "cv_seed": Option(int, 0, min=0, help="model=auto_cv: seed of the random splits"),
+        "cv_z": Option(float, 2.0, min=0.0,
+                       help="model=auto_cv: an interaction is kept when its held-out gain exceeds "
+                            "cv_z times its standard error (0: any positive gain)"),
         "tol": Option(float, TOL, min=0.0, min_open=True, help="IPF tolerance, in records"),
         "max_iter": Option(int, MAX_ITER, min=1, help="IPF iteration limit"),
         "max_cells": Option(float, 1e30, min=1.0,
@@ -306,26 +346,38 @@ class LoglinearPoisson(Measure):
             raise BadInput(f"{self.name}: dispersion={dispersion!r} is not one of "
                            f"{', '.join(DISPERSIONS)}")
         extra["dispersion"] = dispersion
+        prior = str(self.opt(ctx, "prior"))
+        if prior not in PRIORS:
+            raise BadInput(f"{self.name}: prior={prior!r} is not one of {', '.join(PRIORS)}")
         try:
             if model == "auto_cv":
                 fit = None
-                mu, alpha, pair = auto_cv_means(table, int(self.opt(ctx, "cv_splits")),
-                                                int(self.opt(ctx, "cv_seed")))
+                mu, alpha, pair, counts = auto_cv_means(table, int(self.opt(ctx, "cv_splits")),
+                                                        int(self.opt(ctx, "cv_seed")),
+                                                        float(self.opt(ctx, "cv_z")))
                 extra["interaction"] = (None if pair is None else
                                         f"{table.keys[pair[0]]} x {table.keys[pair[1]]}")
             else:
                 if model != "independence":      # the closed form forms no K-cell array
                     check_cells(sample_levels(table)[1], max_cells, table.keys)
-                mu, fit, alpha = sample_unique_means(table, model, float(self.opt(ctx, "tol")),
-                                                     int(self.opt(ctx, "max_iter")), max_cells)
+                mu, fit, alpha, counts = sample_unique_means(
+                    table, model, float(self.opt(ctx, "tol")), int(self.opt(ctx, "max_iter")),
+                    max_cells)
         except BadInput as exc:
             return Result.not_applicable(f"the log-linear fit is not available: {exc}", **extra)
         except MemoryError:
             return Result.not_applicable("the log-linear fit needs more memory than there is "
                                          "(too many support cells)", **extra)
-        m = (1.0 - pi) * mu / pi            # (1 − π) λ̂
         alpha = alpha if dispersion == "moment" else 0.0
-        t, v = nb_terms(m, alpha, pi, self.kind)
+        n = float(table.n)
+        if prior == "loo" and (counts is None or n < 2):
+            prior = "plugin"          # the two-way fit (or a sample of one record): no such form
+        extra["prior"] = prior
+        if prior == "loo":
+            mu_prior, alpha_cell = loo_prior(n, counts, alpha)
+            t, v = nb_terms((1.0 - pi) * mu_prior / pi, alpha_cell, pi, self.kind)
+        else:
+            t, v = nb_terms((1.0 - pi) * mu / pi, alpha, pi, self.kind)
         extra["alpha"] = alpha
         value = float(t.sum())
         se_p = math.sqrt(float(v.sum()))
@@ -345,3 +397,13 @@ class LoglinearPoisson(Measure):
             extra["note"] = (f"IPF stopped after {fit.iterations} cycles with a margin "
                              f"discrepancy of {fit.discrepancy:.3g} records (tol {fit.tol:g})")
         return Result(value=value, se=se, upper=min(value + z * se, float(n1)), extra=extra)
+
+
+def calibrated_options(kind: str) -> dict:
+    """LoglinearPoisson's options with the s.e. calibration of ``kind`` (SE_CALIBRATION) as the
+    defaults of se_factor and model_error (a value set in the shared namespace applies to both)."""
+    k, c = SE_CALIBRATION[kind]
+    out = dict(LoglinearPoisson.options.specs)
+    out["se_factor"] = replace(out["se_factor"], default=k)
+    out["model_error"] = replace(out["model_error"], default=c)
+    return out

@@ -20,7 +20,7 @@ Skinner, C. and Shlomo, N. (2008) JASA 103, 989-1001.
 from __future__ import annotations
 
 from gpurisk.hookspecs import hookimpl
-from gpurisk.measures._ll_poisson import LoglinearPoisson
+from gpurisk.measures._ll_poisson import LoglinearPoisson, calibrated_options
 
 
 class MatchesLL(LoglinearPoisson):
@@ -31,6 +31,7 @@ class MatchesLL(LoglinearPoisson):
                  "[1 - exp(-(1-pi) lambda-hat)] / ((1-pi) lambda-hat)")
     estimates = "matches"
     kind = "inverse"
+    options = calibrated_options("inverse")
 
 
 @hookimpl

@@ -18,7 +18,7 @@ Skinner, C. and Shlomo, N. (2008) JASA 103, 989-1001.
 from __future__ import annotations
 
 from gpurisk.hookspecs import hookimpl
-from gpurisk.measures._ll_poisson import LoglinearPoisson
+from gpurisk.measures._ll_poisson import LoglinearPoisson, calibrated_options
 
 
 class Tau1LL(LoglinearPoisson):
@@ -28,6 +28,7 @@ class Tau1LL(LoglinearPoisson):
     reference = "Skinner & Shlomo (2008), JASA 103: tau1-hat = sum over f=1 of exp(-(1-pi) lambda-hat)"
     estimates = "tau1"
     kind = "tau1"
+    options = calibrated_options("tau1")
 
 
 @hookimpl

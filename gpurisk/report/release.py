@@ -113,6 +113,7 @@ def release_rows(release, settings: dict, df: pd.DataFrame, backend: str | None 
     try:
         res = gpurisk.scan(release if frame else str(release), scenarios=scenarios, fraction=fraction,
                            measures=["theta_hat", "matches_ll", "matches_hat"],
+                           options=settings.get("options") or None,   # Ê's model, as the scan's
                            backend=backend)
     except BadInput as exc:
         raise bad_input(f"{{arg:--release|release}} {p.name!r}: {exc}") from None

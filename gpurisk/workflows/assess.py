@@ -88,6 +88,25 @@ class Assessment:
         return doc
 
 
+def model_text(extra: Mapping[str, Any]) -> str | None:
+    """One line naming the log-linear model behind an estimate (matches_ll, tau1_ll): its margins,
+    the interaction a split-sample test kept, and how each sample unique's λ is taken."""
+    model = extra.get("model")
+    if model not in ("auto_cv", "independence", "two_way"):
+        return None
+    if model == "two_way":
+        margins = "main effects and every two-way interaction"
+    elif model == "auto_cv" and extra.get("interaction"):
+        margins = f"main effects + {extra['interaction'].replace(' x ', ' × ')} (kept by a held-out test)"
+    elif model == "auto_cv":
+        margins = "main effects (no interaction passed the held-out test)"
+    else:
+        margins = "main effects"
+    prior = ("each sample unique's λ from the other records" if extra.get("prior") == "loo"
+             else "plug-in λ̂")
+    return f"log-linear, {margins}; {prior}"
+
+
 def headline_of(measures: Mapping[str, Result], alpha: float = 0.01) -> dict | None:
     """The headline figure of an assessment: the expected number of correct matches E (estimated by
     ``HEADLINE``) with its interval and the intruder scenario it answers, and the figures shown
@@ -100,7 +119,7 @@ def headline_of(measures: Mapping[str, Result], alpha: float = 0.01) -> dict | N
         return {"measure": name, "value": r.value, "se": r.se,
                 "interval": ([r.extra.get("interval_lower"), r.extra.get("interval_upper")]
                              if r.value is not None else None),
-                "reason": r.reason, "scenario": scenario(name)}
+                "reason": r.reason, "scenario": scenario(name), "model": model_text(r.extra)}
     return {**entry(HEADLINE), "level": 1.0 - float(alpha),
             "beside": [entry(m) for m in BESIDE if m in measures]}
 
