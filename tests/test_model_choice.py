@@ -168,3 +168,23 @@ def _same_whatever_the_order(df, keys):
                         fraction=0.05, measures=["matches_ll"]).results
     row = scan[scan["keys"].apply(lambda k: sorted(k) == sorted(keys))].iloc[0]
     assert row["matches_ll"] == pytest.approx(base["matches_ll"].value, rel=1e-12)
+
+
+def test_a_population_in_the_table_changes_nothing():
+    """The choice and the fit read the sample's cells and categories only: assessed alone (π = n/N)
+    or flagged in the whole register (the table then also holds the population's cells and
+    categories, as in validate), KDD Cup's sample gives the same Ê and τ̂1. Before, the register's
+    unsampled categories entered the held-out test's smoothing and it kept pairs on no evidence
+    (MINRAMNT/STATE × NGIFTALL here), moving Ê by up to half."""
+    from conftest import data_path
+    d = pd.read_csv(data_path("arx_genetic/cup_int.csv"), sep=";")
+    rng = np.random.default_rng(5)
+    for keys in (["AGE", "STATE", "NGIFTALL"], ["GENDER", "INCOME", "MINRAMNT", "NGIFTALL"]):
+        m = rng.random(len(d)) < 0.01
+        alone = gpurisk.assess(d[m], keys, fraction=m.sum() / len(d),
+                               measures=["matches_ll", "tau1_ll"]).measures
+        flagged = gpurisk.assess(d.assign(flag=m), keys, sample_flag="flag",
+                                 measures=["matches_ll", "tau1_ll"]).measures
+        for name in ("matches_ll", "tau1_ll"):
+            assert flagged[name].value == pytest.approx(alone[name].value, rel=1e-12)
+            assert flagged[name].extra["interaction"] == alone[name].extra["interaction"]

@@ -8,23 +8,37 @@ X_j ~ Poisson(m_j), m_j = (1 − π) λ_j, and
     E[I(F_j = 1) | f_j = 1] = exp(−m_j)                        (the term of τ1)
     E[1/F_j | f_j = 1]      = (1 − exp(−m_j)) / m_j             (the term of τ2 = E)
 
-λ_j is estimated by λ̂_j = μ̂_j / π, μ̂ the maximum-likelihood fit of a log-linear model of the sample
-counts f_j: main effects only (``model=independence``, the default: μ̂_j = n Π_v f_v(x_jv)/n in
-closed form) or all two-way interactions (``two_way``: :mod:`gpurisk.models.loglinear`, IPF on the
-cells where every fitted margin is positive, never a dense K-cell array). Only the sample-unique
-cells' μ̂ are read. With ``dispersion=moment`` (default) a cell's λ_j varies around the model by a
-gamma factor whose variance α is estimated by moments (:func:`dispersion_moment`, :func:`nb_terms`:
-the negative-binomial smoothing of Rinott & Shlomo 2006 with a moment α). Which model: on 5 real
-populations (docs/validation.md) the two-way model overfits sparse samples (Ê 11-95 % low, τ̂1 23-100 % low), the
-independence model alone overstates (up to +41 %), and the gamma factor takes most of that
-back (median |bias| of Ê 3.8 %, worst +29 %). What is left is the main-effects model's, not the
-dispersion estimate's (bench/ll_bias_causes.py: no estimator of α removes it; the one two-way margin
-the population needs does, but choosing it from the sample by a simple rule overfits).
-Skinner & Shlomo's own model-choice criterion is not implemented (the paper's text is not at hand to
-check it against). ``model=auto_cv`` (exploratory) chooses main effects or main effects +
-one two-way interaction by a split-sample held-out log-likelihood (:mod:`gpurisk.models.model_choice`):
-24 → 32 of 38 cells within ±10 %, but the small key sets a little lower and 2 cells' coverage below
-98 % (docs/validation.md).
+The model of the sample counts (option ``model``): ``auto_cv`` (the default) is main effects plus
+the one two-way interaction, if any, whose held-out log-likelihood gain in random halves of the
+sample passes a z test (:mod:`gpurisk.models.model_choice`; closed form, a decomposable model);
+``independence`` main effects only, μ̂_j = n Π_v f_v(x_jv)/n; ``two_way`` all two-way interactions
+(:mod:`gpurisk.models.loglinear`, IPF on the cells where every fitted margin is positive, never a
+dense K-cell array). With ``dispersion=moment`` (default) a cell's λ_j varies around the model by a
+gamma factor of variance α, estimated by moments over every cell (:func:`dispersion_moment`: the
+negative-binomial smoothing of Rinott & Shlomo 2006 with a moment α). Only the sample uniques'
+cells are read.
+
+How a sample unique's λ_j is taken from the fit (option ``prior``). ``plugin`` is Skinner &
+Shlomo's λ̂_j = μ̂_j/π. But the unique's own record is in every margin μ̂_j is fitted from, which
+pulls μ̂_j up where those margins are small: on three-key sets Ê ran 10-17 % low. ``loo`` (the
+default) gives each sample unique the prior the other n − 1 records give its cell: with c_v the
+sample count of its category of each fitted margin v (a key's own, or the kept pair's joint one;
+its own record included) and s_v = c_v − 1 + 1/2 (Jeffreys' prior for a Poisson mean, so a margin
+the record is alone in still counts), the prior mean on the sample scale and its relative variance
+(each margin's posterior Gamma(s_v), independent, times the gamma cell effect; matched by its first
+two moments to one gamma, :func:`loo_prior`) are
+
+    μ̃_j = (n − 1) Π_v s_v/(n − 1),      α̃_j = (1 + α̂) Π_v (1 + 1/s_v) − 1,
+
+and the terms are those of :func:`nb_terms` at λ̃_j = μ̃_j/π with α̃_j. With ``two_way`` the plug-in
+is used (its margins are not in closed form).
+
+Which defaults: on 5 real populations × 3 key sets × π = 1, 5, 10 % (docs/validation.md,
+bench/validate_trust.py, 200 samples a cell) over the 38 cells with median n2 ≥ 10, Ê was within
+±10 % of E in 24 cells with main effects and the plug-in (worst +28 %), 32 with ``auto_cv`` without
+the test and the plug-in (worst −20 %), and in 37-38 with ``auto_cv`` and ``loo`` (worst −10.5 %).
+The two-way model overfits samples this sparse (Ê 11-95 % low). Skinner & Shlomo's own
+model-choice criterion is not implemented (the paper's text is not at hand to check it against).
 
 Variance. The Poisson terms, given λ: the cells are independent given λ, so
 Var(τ1 | f) = Σ_{f_j=1} e^{−m_j}(1 − e^{−m_j}) and Var(τ2 | f) = Σ_{f_j=1} [E(1/F_j²) − E(1/F_j)²] with
@@ -32,10 +46,10 @@ Var(τ1 | f) = Σ_{f_j=1} e^{−m_j}(1 − e^{−m_j}) and Var(τ2 | f) = Σ_{f_
     E[1/(1 + X)²] = e^{−m} (Ei(m) − γ − ln m) / m               (Σ_k m^k / (k! (k+1)²) summed)
 
 That is the spread of the true τ1, E around their model expectations, not the error of λ̂ nor the
-model's bias: on real populations it was 0.15-0.8 of the real sd (bench/validate_trust.py). The
-s.e. reported is therefore sqrt((k · s.e._Poisson)² + (c · estimate)²) with k = ``se_factor`` = 2
-and c = ``model_error`` = 0.12 (a relative model error), calibrated on that study (see SE_FACTOR);
-``se_poisson`` keeps the Poisson part. ``upper`` = estimate + z_{1−α} s.e.; ``interval_lower`` and
+model's bias, nor the model choice's spread. The s.e. reported is therefore
+sqrt((k · s.e._Poisson)² + (c · estimate)²), k = ``se_factor`` and c = ``model_error`` (a relative
+model error) calibrated per measure on that study (SE_CALIBRATION: 2.75 and 0.05 for E, 1.5 and
+0.11 for τ1); ``se_poisson`` keeps the Poisson part. ``upper`` = estimate + z_{1−α} s.e.; ``interval_lower`` and
 ``interval_upper`` the two-sided 1 − α interval, clipped to [0, n1].
 Skinner, C. and Shlomo, N. (2008) Assessing identification risk in survey microdata using log-linear
 models. J. Amer. Statist. Assoc. 103, 989-1001.
@@ -70,7 +84,7 @@ SHARED = "loglinear_risk"      # option namespace read by tau1_ll and matches_ll
 #: ``bench/calibrate_ll_se.py``) as the pair with the narrowest intervals whose two-sided 99 %
 #: interval ± 2.576 s.e. covers the truth in ≥ 98 % of the samples of every one of the 38 cells
 #: with median n2 ≥ 10. In-sample; left out one population at a time, see docs/validation.md.
-SE_CALIBRATION = {"inverse": (3.75, 0.04), "tau1": (1.5, 0.09)}
+SE_CALIBRATION = {"inverse": (2.75, 0.05), "tau1": (1.5, 0.11)}
 SE_FACTOR, MODEL_ERROR = SE_CALIBRATION["inverse"]
 _EULER = 0.5772156649015329
 
@@ -247,15 +261,24 @@ def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = 2.0):
         from gpurisk.freq.rollup import kept_codes
         from gpurisk.models.model_choice import (category_ranks, choose_pair, margin_counts,
                                                  pair_model_means)
-        codes = [np.asarray(to_host(c)) for c in kept_codes(table)]
-        f = np.asarray(to_host(table.f))
-        cards = [int(c) for c in table.cards]
-        pair, gains = choose_pair(codes, f, cards, splits, seed, z, category_ranks(table.categories),
-                                  table.keys)
-        mu_all, sum_mu2 = pair_model_means(codes, f, cards, pair)
+        f_all = np.asarray(to_host(table.f))
+        seen = np.flatnonzero(f_all > 0)
+        f = f_all[seen]
+        # the sample's cells and categories only: a table that also holds the population's cells
+        # and categories (validate, --population) must give what the sample alone gives
+        codes, cards, ranks = [], [], []
+        for c, r in zip(kept_codes(table), category_ranks(table.categories)):
+            used, inv = np.unique(np.asarray(to_host(c))[seen], return_inverse=True)
+            codes.append(inv.reshape(-1))
+            cards.append(int(used.shape[0]))
+            ranks.append(r[used])
+        pair, gains = choose_pair(codes, f, cards, splits, seed, z, ranks, table.keys)
+        mu, sum_mu2 = pair_model_means(codes, f, cards, pair)
+        mu_all = np.zeros(f_all.shape[0])
+        mu_all[seen] = mu
         alpha = dispersion_moment(table, mu_all, sum_mu2)
         su = np.flatnonzero(f == 1)
-        return mu_all[su], alpha, pair, margin_counts(codes, f, cards, pair, su)
+        return mu[su], alpha, pair, margin_counts(codes, f, cards, pair, su)
     return table.cached(f"_ll_auto_cv_{int(splits)}_{int(seed)}_{float(z)!r}", make)
 
 
