@@ -48,16 +48,25 @@ def width(k, c, sel) -> float:
                           for _, _, v, sp in sel]))
 
 
+TARGET = 0.98
+
+
 def best(sel):
-    good = [(width(k, c, sel), k, c) for k in KS for c in CS if coverage(k, c, sel).min() >= 0.98]
+    good = [(width(k, c, sel), k, c) for k in KS for c in CS if coverage(k, c, sel).min() >= TARGET]
     return min(good) if good else None
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("csv", help="validate_trust.py --replicates-csv output (with --variants raw_se)")
+    ap.add_argument("csv", nargs="+",
+                    help="validate_trust.py --replicates-csv output(s) (with --variants raw_se); "
+                         "several (other seeds) are pooled cell by cell")
+    ap.add_argument("--target", type=float, default=0.98,
+                    help="the coverage every cell must reach (default 0.98, the issue's)")
     a = ap.parse_args(argv)
-    d = pd.read_csv(a.csv)
+    global TARGET
+    TARGET = a.target
+    d = pd.concat([pd.read_csv(p) for p in a.csv], ignore_index=True)
     if "matches_ll@raw_se_se" not in d:
         sys.exit("the CSV has no raw_se columns: rerun validate_trust.py with --variants raw_se")
     for what, (truth, est, kind) in WHAT.items():

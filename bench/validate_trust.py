@@ -30,6 +30,17 @@ its draws depend on the seed, π and N only). Printed:
     python bench/validate_trust.py --population my.csv:age,sex,region --replicates 50
     python bench/validate_trust.py --only fars --json out.json
 
+Issue 27's check on key sets nothing was designed or calibrated on (docs/validation.md), D being
+../shared/data:
+
+    python bench/validate_trust.py --replicates 200 --rank-replicates 0 --no-theta --seed 31 \
+      --variants main_plugin,main_loo,z0,raw_se \
+      --population "D/uci_adult/adult_full_48842.csv:education,sex,race,workclass;age,occupation,sex;native-country,education,marital-status,workclass,occupation" \
+      --population "D/arx_genetic/fars_int.csv:iage,ideathmon,isex;irace,ihispanic,istatenum,iinjury,isex;iage,ideathday,istatenum" \
+      --population "D/arx_genetic/cup_int.csv:AGE,STATE,NGIFTALL;GENDER,INCOME,MINRAMNT,NGIFTALL" \
+      --population "D/arx_genetic/mach2019_int.csv:age,religion,familysize;gender,race,married,Q1A,Q2A,Q3A" \
+      --population "D/sdcmicro/free1.csv:REGION,SEX,AGE;SEX,AGE,MARSTAT,EDUC1"
+
 Writes bench/out/validate_trust.json (every number printed) unless --json names another file.
 """
 from __future__ import annotations
