@@ -5,7 +5,7 @@ For FARS (8 keys, every one of the 255 combinations, π = 1 %) and Adult (8 keys
 this times ``gpurisk.scan`` (one thread: ``threads=0``; no output file) with
 
 - ``default``: the default measures and options: Ê and τ̂1 with ``model=auto_cv`` (main effects plus
-  the one interaction a split-sample test keeps: every pair of keys scored on held-out halves) and
+  the interactions split-sample tests keep: every pair of keys scored on held-out halves) and
   ``prior=loo``;
 - ``main effects, plug-in``: the same with ``model=independence, prior=plugin`` (the default before
   issue 27's third stop; the obvious cheaper alternative, closed form);

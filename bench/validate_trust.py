@@ -101,9 +101,11 @@ LL_VARIANTS = {"two_way": {"model": "two_way", "dispersion": "none", "max_iter":
                # the default before issue 27's third stop: main effects, plug-in λ̂
                "main_plugin": {"model": "independence", "prior": "plugin"},
                # the second stop's auto_cv: any positive held-out gain, plug-in λ̂
-               "auto_cv_plugin": {"model": "auto_cv", "prior": "plugin", "cv_z": 0.0},
+               "auto_cv_plugin": {"model": "auto_cv", "prior": "plugin", "cv_z": 0.0,
+                                  "max_interactions": 1},
                "main_loo": {"model": "independence"},
                "z0": {"cv_z": 0.0},
+               "one_pair": {"max_interactions": 1},
                "auto_cv3": {"model": "auto_cv", "cv_splits": 3},
                # the default's Poisson s.e. alone (se_factor 1, no model error): for recalibrating
                "raw_se": {"se_factor": 1.0, "model_error": 0.0}}

@@ -9,8 +9,9 @@ X_j ~ Poisson(m_j), m_j = (1 − π) λ_j, and
     E[1/F_j | f_j = 1]      = (1 − exp(−m_j)) / m_j             (the term of τ2 = E)
 
 The model of the sample counts (option ``model``): ``auto_cv`` (the default) is main effects plus
-the one two-way interaction, if any, whose held-out log-likelihood gain in random halves of the
-sample passes a z test (:mod:`gpurisk.models.model_choice`; closed form, a decomposable model);
+the two-way interactions whose held-out log-likelihood gain in random halves of the sample passes a
+z test (:mod:`gpurisk.models.model_choice`), kept by decreasing gain while they form a forest
+(:mod:`gpurisk.models.forest`: a decomposable model, closed form; ``max_interactions`` caps them);
 ``independence`` main effects only, μ̂_j = n Π_v f_v(x_jv)/n; ``two_way`` all two-way interactions
 (:mod:`gpurisk.models.loglinear`, IPF on the cells where every fitted margin is positive, never a
 dense K-cell array). With ``dispersion=moment`` (default) a cell's λ_j varies around the model by a
@@ -51,8 +52,8 @@ Var(τ1 | f) = Σ_{f_j=1} e^{−m_j}(1 − e^{−m_j}) and Var(τ2 | f) = Σ_{f_
 That is the spread of the true τ1, E around their model expectations, not the error of λ̂ nor the
 model's bias, nor the model choice's spread. The s.e. reported is therefore
 sqrt((k · s.e._Poisson)² + (c · estimate)²), k = ``se_factor`` and c = ``model_error`` (a relative
-model error) calibrated per measure on that study (SE_CALIBRATION: 3.25 and 0.05 for E, 1.5 and
-0.12 for τ1); ``se_poisson`` keeps the Poisson part. ``upper`` = estimate + z_{1−α} s.e.; ``interval_lower`` and
+model error) calibrated per measure on that study (SE_CALIBRATION: 4.5 and 0.04 for E, 1.75 and
+0.10 for τ1); ``se_poisson`` keeps the Poisson part. ``upper`` = estimate + z_{1−α} s.e.; ``interval_lower`` and
 ``interval_upper`` the two-sided 1 − α interval, clipped to [0, n1].
 Skinner, C. and Shlomo, N. (2008) Assessing identification risk in survey microdata using log-linear
 models. J. Amer. Statist. Assoc. 103, 989-1001.
@@ -88,7 +89,7 @@ SHARED = "loglinear_risk"      # option namespace read by tau1_ll and matches_ll
 #: narrowest intervals whose two-sided 99 % interval ± 2.576 s.e. covers the truth in ≥ 98 % of the
 #: samples of every one of the 38 cells with median n2 ≥ 10. Checked on new samples (seed 24) and
 #: with one population left out at a time: docs/validation.md.
-SE_CALIBRATION = {"inverse": (3.25, 0.05), "tau1": (1.5, 0.12)}
+SE_CALIBRATION = {"inverse": (4.5, 0.04), "tau1": (1.75, 0.10)}
 SE_FACTOR, MODEL_ERROR = SE_CALIBRATION["inverse"]
 _EULER = 0.5772156649015329
 
@@ -211,12 +212,14 @@ def loo_prior(n: float, counts, alpha, a0: float = LOO_PSEUDO):
     n − 1 records (option ``prior=loo``, module docstring). ``counts``: per fitted margin, the sample
     count of each unique's category of it (its own record included); ``alpha``: the cell effect's
     variance α̂. μ̃ = (n − 1) Π_v s_v/(n − 1), α̃ = (1 + α̂) Π_v (1 + 1/s_v) − 1, s_v = c_v − 1 + a0."""
-    mu = np.full(np.shape(counts[0]), float(n - 1))
-    rv = np.full(np.shape(counts[0]), 1.0 + float(alpha))
-    for c in counts:
+    margins = [c if isinstance(c, tuple) else (c, 1, True) for c in counts]
+    mu = np.full(np.shape(margins[0][0]), float(n - 1))
+    rv = np.full(np.shape(margins[0][0]), 1.0 + float(alpha))
+    for c, power, counted in margins:
         s = np.asarray(c, dtype=np.float64) - 1.0 + a0
-        mu *= s / float(n - 1)
-        rv *= 1.0 + 1.0 / s
+        mu *= (s / float(n - 1)) ** power
+        if counted:
+            rv *= 1.0 + 1.0 / s
     return mu, rv - 1.0
 
 
@@ -255,16 +258,15 @@ def sample_unique_means(table, model="two_way", tol=TOL, max_iter=MAX_ITER, max_
     return _means(table, model, tol, max_iter, max_cells)
 
 
-def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = 2.0):
-    """(μ̂ of the sample-unique cells, α̂, the chosen pair of key indices or None, the uniques' margin
-    counts for :func:`loo_prior`) under the model
-    chosen by the split-sample criterion of :mod:`gpurisk.models.model_choice` (main effects, or
-    main effects + the one two-way interaction with the best held-out log-likelihood); on the host,
-    closed form, no K-cell array."""
+def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = 2.0, max_pairs=None):
+    """(μ̂ of the sample-unique cells, α̂, the kept pairs of key indices (a list, maybe empty), the
+    uniques' margin counts for :func:`loo_prior`) under main effects + the forest of interactions
+    the held-out tests keep (:mod:`gpurisk.models.forest`, at most ``max_pairs``; None: the
+    forest's limit); on the host, closed form, no K-cell array."""
     def make():
         from gpurisk.freq.rollup import kept_codes
-        from gpurisk.models.model_choice import (category_ranks, choose_pair, margin_counts,
-                                                 pair_model_means)
+        from gpurisk.models.forest import choose_forest, forest_counts, forest_means
+        from gpurisk.models.model_choice import category_ranks
         f_all = np.asarray(to_host(table.f))
         seen = np.flatnonzero(f_all > 0)
         f = f_all[seen]
@@ -276,14 +278,15 @@ def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = 2.0):
             codes.append(inv.reshape(-1))
             cards.append(int(used.shape[0]))
             ranks.append(r[used])
-        pair, gains = choose_pair(codes, f, cards, splits, seed, z, ranks, table.keys)
-        mu, sum_mu2 = pair_model_means(codes, f, cards, pair)
+        limit = len(codes) - 1 if max_pairs is None else int(max_pairs)
+        edges, gains = choose_forest(codes, f, cards, splits, seed, z, ranks, table.keys, limit)
+        mu, sum_mu2 = forest_means(codes, f, cards, edges)
         mu_all = np.zeros(f_all.shape[0])
         mu_all[seen] = mu
         alpha = dispersion_moment(table, mu_all, sum_mu2)
         su = np.flatnonzero(f == 1)
-        return mu[su], alpha, pair, margin_counts(codes, f, cards, pair, su)
-    return table.cached(f"_ll_auto_cv_{int(splits)}_{int(seed)}_{float(z)!r}", make)
+        return mu[su], alpha, edges, forest_counts(codes, f, cards, edges, su)
+    return table.cached(f"_ll_auto_cv_{int(splits)}_{int(seed)}_{float(z)!r}_{max_pairs}", make)
 
 
 def _means(table, model, tol, max_iter, max_cells):
@@ -324,8 +327,9 @@ class LoglinearPoisson(Measure):
     options = {
         "model": Option(str, "auto_cv", choices=MODELS,
                         help="log-linear model of the sample counts: auto_cv = main effects plus "
-                             "the one two-way interaction (if any) whose held-out log-likelihood "
-                             "gain in split halves passes a z test (closed form); independence = "
+                             "the two-way interactions whose held-out log-likelihood gains in "
+                             "split halves pass a z test, kept while they form a forest (closed "
+                             "form); independence = "
                              "main effects only (closed form); two_way = main effects and all "
                              "two-way interactions (IPF; Skinner & Shlomo's usual choice, which "
                              "overfits sparse samples)"),
@@ -345,6 +349,11 @@ class LoglinearPoisson(Measure):
                             help="model=auto_cv: random two-fold splits of the sample whose held-out "
                                  "log-likelihoods are summed"),
         "cv_seed": Option(int, 0, min=0, help="model=auto_cv: seed of the random splits"),
+        "max_interactions": Option(int, None, min=1,
+                                   help="model=auto_cv: at most this many two-way interactions "
+                                        "(default: no limit but the forest's, one fewer than the "
+                                        "keys), kept in order of held-out gain while they pass "
+                                        "the test and form no cycle (closed form)"),
         "cv_z": Option(float, 2.0, min=0.0,
                        help="model=auto_cv: an interaction is kept when its held-out gain exceeds "
                             "cv_z times its standard error (0: any positive gain)"),
@@ -381,9 +390,10 @@ class LoglinearPoisson(Measure):
                 fit = None
                 mu, alpha, pair, counts = auto_cv_means(table, int(self.opt(ctx, "cv_splits")),
                                                         int(self.opt(ctx, "cv_seed")),
-                                                        float(self.opt(ctx, "cv_z")))
-                extra["interaction"] = (None if pair is None else
-                                        f"{table.keys[pair[0]]} x {table.keys[pair[1]]}")
+                                                        float(self.opt(ctx, "cv_z")),
+                                                        self.opt(ctx, "max_interactions"))
+                extra["interaction"] = (", ".join(f"{table.keys[a]} x {table.keys[b]}"
+                                                  for a, b in pair) or None)
             else:
                 if model != "independence":      # the closed form forms no K-cell array
                     check_cells(sample_levels(table)[1], max_cells, table.keys)

@@ -7,14 +7,14 @@
 (Skinner & Shlomo 2008, the estimator of τ2 = Σ I(f_j = 1)/F_j under the Poisson log-linear model:
 E[1/F_j | f_j = 1] with F_j − 1 ~ Poisson((1 − π) λ_j).) E is Σ_{f=1} 1/F_j, the truth of
 ``match_prob_a`` times n1. μ̂ is the fit of a log-linear model of the sample counts (option
-``model``: by default main effects plus the one two-way interaction a held-out test keeps, in closed
+``model``: by default main effects plus the two-way interactions held-out tests keep, a forest in closed
 form; ``independence``; ``two_way``, IPF on the support cells, which was 11-95 % low on real
 populations), with a gamma cell effect whose variance is estimated by moments (option
 ``dispersion``), and each sample unique's λ taken from the other records' margins with their
 uncertainty (option ``prior``; :mod:`gpurisk.measures._ll_poisson` gives the formulas). Chosen as
 the headline on the validation of docs/validation.md: within ±10 % of E in 37-38 of 38 cells
 (median |relative bias| 2-3 %), against 0 for θ̂·n1. s.e.: the Poisson terms' variance
-Σ [E(1/F²) − E(1/F)²], its root times 3.25, with a 5 % relative model error added in quadrature
+Σ [E(1/F²) − E(1/F)²], its root times 4.5, with a 4 % relative model error added in quadrature
 (calibrated on real populations); ``upper`` = Ê + z_{1−α} s.e. (at most n1), ``lower`` in the
 extras. With π = 1 (a census) Ê = n1. Needs π; n1 = 0 gives 0.
 Skinner, C. and Shlomo, N. (2008) JASA 103, 989-1001.

@@ -21,13 +21,15 @@ draws, is V = Σ_j f_B,j l_j² − G²/n_B, summed over the halves like G. The p
 score G is chosen when G > z √V (``z`` = 2 by default: a held-out likelihood-ratio test), none
 (independence) otherwise; the chosen model is then refitted on the whole sample (unsmoothed ML, as
 above). Only the sample's cells and categories enter (a table that also holds a population's cells
-gives what the sample alone gives). The test guards against a pair kept on noise; on the
-validation of docs/validation.md it changes little (Ê within ±10 % in 37 of 38 design cells with it,
-36 without; 23 and 24 of 32 cells of held-out key sets). Work per pair: O(cells) (bincounts),
+gives what the sample alone gives). The test guards against a pair kept on noise: with one pair
+it changes little on the validation of docs/validation.md (Ê within ±10 % in 37 of 38 cells with
+it, 36 without), with a forest of pairs more (37 against 35, worst −10.5 against −22.7 %). Work per pair: O(cells) (bincounts),
 no K-cell array; Σ_j μ̂_j² over every cell (for the moment dispersion) is n² Σ p_ab² Π Σ p_v².
 
-The default model of tau1_ll/matches_ll (``model=auto_cv``; docs/validation.md gives its
-validation). This is not Skinner & Shlomo's (2008) own criterion (their paper is not at hand).
+Its scores choose the interactions of the default model of tau1_ll/matches_ll (``model=auto_cv``:
+as many pairs as pass the test and form a forest, :mod:`gpurisk.models.forest`; ``max_interactions=1``
+is the one pair of :func:`choose_pair`; docs/validation.md gives the validation). This is not Skinner
+& Shlomo's (2008) own criterion (their paper is not at hand).
 """
 from __future__ import annotations
 

@@ -97,7 +97,8 @@ def model_text(extra: Mapping[str, Any]) -> str | None:
     if model == "two_way":
         margins = "main effects and every two-way interaction"
     elif model == "auto_cv" and extra.get("interaction"):
-        margins = f"main effects + {extra['interaction'].replace(' x ', ' × ')} (kept by a held-out test)"
+        tests = "held-out tests" if "," in extra["interaction"] else "a held-out test"
+        margins = f"main effects + {extra['interaction'].replace(' x ', ' × ')} (kept by {tests})"
     elif model == "auto_cv":
         margins = "main effects (no interaction passed the held-out test)"
     else:

@@ -1,0 +1,147 @@
+"""Main effects plus a forest of two-way interactions, chosen by held-out tests (issue 27).
+
+A generalisation of :mod:`gpurisk.models.model_choice`'s one pair: a set E of pairs of keys that
+forms a forest (no cycle) gives a decomposable log-linear model with a closed-form ML fit,
+
+    μ̂_x = n Π_{(a,b) ∈ E} p_ab(x_a, x_b) Π_v p_v(x_v)^{1 − deg(v)},
+
+p the sample's margins over n, deg(v) the number of pairs of E holding key v (Lauritzen 1996,
+decomposable models: the cliques are the pairs and the lone keys, the separators the shared keys).
+
+Choice (Kruskal's algorithm on the held-out gains of :func:`pair_scores`): the pairs are taken by
+decreasing held-out gain G; a pair is kept when it passes the same test as the one pair,
+G > z √V, and joins two keys not yet connected by kept pairs, until ``max_pairs`` are kept. In a
+forest the held-out log-likelihood of the ML fit over main effects is the sum of its pairs' gains
+(log μ̂ is additive in the pairs' log p_ab/(p_a p_b)), which is why each pair is scored against main
+effects alone; the smoothing of the scores (module model_choice) makes that additivity approximate.
+
+Σ_x μ̂_x² over all K cells (the moment dispersion needs it) is n² times, per tree of the forest,
+Σ over that tree's keys of Π_e p_ab² Π_v p_v^{2(1 − deg)}, summed by passing messages from the leaves
+to a root over the observed pairs only (an unobserved pair has p_ab = 0), and Σ p_v² per lone key.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from gpurisk.models.model_choice import Z_CHOICE, _pair_index, pair_scores
+
+
+def choose_forest(codes, f, cards, splits: int = 1, seed: int = 0, z: float = Z_CHOICE,
+                  ranks=None, names=None, max_pairs: int = 2):
+    """(the kept pairs, sorted, as tuples of key indices; every pair's held-out gain)."""
+    scores = pair_scores(codes, f, cards, splits, seed, ranks, names)
+    parent = list(range(len(codes)))
+
+    def root(v):
+        while parent[v] != v:
+            parent[v] = parent[parent[v]]
+            v = parent[v]
+        return v
+    kept = []
+    for (a, b), (g, v) in sorted(scores.items(), key=lambda kv: -kv[1][0]):
+        if len(kept) >= max_pairs or g <= 0:
+            break
+        if g <= z * np.sqrt(v):
+            continue
+        ra, rb = root(a), root(b)
+        if ra == rb:
+            continue
+        parent[ra] = rb
+        kept.append((a, b))
+    return sorted(kept), {k: g for k, (g, _) in scores.items()}
+
+
+def _degrees(d: int, edges) -> list[int]:
+    deg = [0] * d
+    for a, b in edges:
+        deg[a] += 1
+        deg[b] += 1
+    return deg
+
+
+def forest_means(codes, f, cards, edges):
+    """(μ̂ of every cell given, Σ μ̂² over all K cells) of main effects + the forest ``edges``."""
+    f = np.asarray(f, dtype=np.float64)
+    n = float(f.sum())
+    codes = [np.asarray(c) for c in codes]
+    d = len(codes)
+    deg = _degrees(d, edges)
+    one = [np.bincount(c, weights=f, minlength=int(cards[v])) / n for v, c in enumerate(codes)]
+    mu = np.full(f.shape[0], n)
+    for v, c in enumerate(codes):
+        if deg[v] != 1:
+            mu *= one[v][c] ** (1 - deg[v])
+    pairs = {}
+    for a, b in edges:
+        inv, P = _pair_index(codes, cards, a, b, slice(None))
+        p = np.bincount(inv, weights=f, minlength=P) / n
+        mu *= p[inv]
+        pairs[(a, b)] = (inv, p)
+    return mu, n * n * _sum_squares(codes, one, pairs, deg)
+
+
+def _sum_squares(codes, one, pairs, deg) -> float:
+    """Σ over every cell of the key space of (μ̂/n)², a product over the forest's trees."""
+    d = len(codes)
+    adj = {v: [] for v in range(d)}
+    for a, b in pairs:
+        adj[a].append(b)
+        adj[b].append(a)
+    total, seen = 1.0, set()
+    for r in range(d):
+        if r in seen:
+            continue
+        if not adj[r]:
+            seen.add(r)
+            total *= float(np.sum(one[r] ** 2))
+            continue
+        order, stack, up = [], [(r, None)], {}
+        while stack:                                   # the tree's keys, parents before children
+            v, p = stack.pop()
+            seen.add(v)
+            up[v] = p
+            order.append(v)
+            stack.extend((w, v) for w in adj[v] if w != p)
+        msg = {}
+        for v in reversed(order):                      # children before parents
+            # at key v: p_v^{2(1 − deg)} times the messages from its children, per category of v
+            own = one[v] ** (2 * (1 - deg[v])) if deg[v] != 1 else np.ones_like(one[v])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                own = np.where(one[v] > 0, own, 0.0)
+            for w in adj[v]:
+                if w != up[v]:
+                    own = own * msg[w]
+            p = up[v]
+            if p is None:
+                total *= float(np.sum(own))
+                continue
+            # message to the parent: Σ_{x_v} p_{pv}(x_p, x_v)² own(x_v), over the observed pairs
+            key = (min(p, v), max(p, v))
+            inv, pp = pairs[key]
+            first = np.zeros(pp.shape[0], dtype=np.int64)
+            first[inv] = np.arange(inv.shape[0])        # one cell holding each observed pair
+            obs = np.flatnonzero(pp > 0)
+            cell = first[obs]
+            xp, xv = codes[p][cell], codes[v][cell]
+            msg[v] = np.bincount(xp, weights=pp[obs] ** 2 * own[xv], minlength=one[p].shape[0])
+    return total
+
+
+def forest_counts(codes, f, cards, edges, rows) -> list:
+    """Per factor of the fitted model, at the cells ``rows``: (the sample count of the cell's
+    category of that margin, its own record included; the factor's exponent; whether its
+    uncertainty enters the prior's variance). The pairs' (exponent 1, counted), the lone keys'
+    (1, counted), and the shared keys' (1 − deg, not counted: their counts are larger than their
+    pairs' and their error shares records with them)."""
+    f = np.asarray(f, dtype=np.float64)
+    codes = [np.asarray(c) for c in codes]
+    deg = _degrees(len(codes), edges)
+    out = []
+    for v, c in enumerate(codes):
+        if deg[v] != 1:
+            out.append((np.bincount(c, weights=f, minlength=int(cards[v]))[c[rows]],
+                        1 - deg[v], deg[v] == 0))
+    for a, b in edges:
+        inv, P = _pair_index(codes, cards, a, b, slice(None))
+        out.append((np.bincount(inv, weights=f, minlength=P)[inv[rows]], 1, True))
+    return out
