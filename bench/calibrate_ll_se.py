@@ -1,10 +1,11 @@
-"""Calibrate the s.e. of matches_ll and tau1_ll (issue 27): se² = (k · Poisson s.e.)² + (c · value)².
+"""Calibrate the s.e. of matches_ll and tau1_ll (issue 27): se² = (k · Poisson s.e.)² + (c · value)²
++ (the model choice's spread)².
 
 Reads the per-replicate CSV of ``bench/validate_trust.py`` run with the ``raw_se`` variant (the
 default model with se_factor 1 and model_error 0, so its s.e. column is the Poisson s.e. alone):
 
     python bench/validate_trust.py --replicates 200 --rank-replicates 0 --no-theta --seed 23 \\
-        --variants raw_se --replicates-csv bench/out/vt23.csv
+        --variants raw_se,raw_poisson --replicates-csv bench/out/vt23.csv
     python bench/calibrate_ll_se.py bench/out/vt23.csv
 
 For each of E (matches_ll) and τ1 (tau1_ll), over the cells with median n2 ≥ 10 (the issue's target
@@ -30,22 +31,34 @@ WHAT = {"E": ("matches", "matches_ll", "inverse"), "tau1": ("tau1", "tau1_ll", "
 
 
 def cells(d: pd.DataFrame, truth: str, est: str) -> list:
+    """Per target cell: (key, truth, estimate, Poisson s.e., the model choice's spread). With the
+    ``raw_poisson`` variant the spread is sqrt(raw_se² − raw_poisson²), else 0 (raw_se taken as
+    the Poisson s.e.)."""
     out = []
     for key, x in d.groupby(["population", "keyset", "fraction"]):
         if np.median(x["n2"]) >= 10:
-            out.append((key, x[truth].to_numpy(float), x[est].to_numpy(float),
-                        x[f"{est}@raw_se_se"].to_numpy(float)))
+            raw = x[f"{est}@raw_se_se"].to_numpy(float)
+            if f"{est}@raw_poisson_se" in x:
+                sp = x[f"{est}@raw_poisson_se"].to_numpy(float)
+                spread = np.sqrt(np.maximum(raw ** 2 - sp ** 2, 0.0))
+            else:
+                sp, spread = raw, np.zeros_like(raw)
+            out.append((key, x[truth].to_numpy(float), x[est].to_numpy(float), sp, spread))
     return out
 
 
+def _se(k, c, v, sp, spread):
+    return np.sqrt((k * sp) ** 2 + (c * v) ** 2 + spread ** 2)
+
+
 def coverage(k, c, sel) -> np.ndarray:
-    return np.array([np.mean(np.abs(v - t) <= Z * np.hypot(k * sp, c * v) + 1e-12)
-                     for _, t, v, sp in sel])
+    return np.array([np.mean(np.abs(v - t) <= Z * _se(k, c, v, sp, sd) + 1e-12)
+                     for _, t, v, sp, sd in sel])
 
 
 def width(k, c, sel) -> float:
-    return float(np.mean([np.mean(np.hypot(k * sp, c * v) / np.maximum(v, 1e-9))
-                          for _, _, v, sp in sel]))
+    return float(np.mean([np.mean(_se(k, c, v, sp, sd) / np.maximum(v, 1e-9))
+                          for _, _, v, sp, sd in sel]))
 
 
 TARGET = 0.98

@@ -108,7 +108,9 @@ LL_VARIANTS = {"two_way": {"model": "two_way", "dispersion": "none", "max_iter":
                "one_pair": {"max_interactions": 1},
                "auto_cv3": {"model": "auto_cv", "cv_splits": 3},
                # the default's Poisson s.e. alone (se_factor 1, no model error): for recalibrating
-               "raw_se": {"se_factor": 1.0, "model_error": 0.0}}
+               "raw_se": {"se_factor": 1.0, "model_error": 0.0},
+               # ... and without the model choice's spread: the Poisson s.e. alone
+               "raw_poisson": {"se_factor": 1.0, "model_error": 0.0, "choice_spread": False}}
 #: options of the base run: Benedetti-Franconi's F̂_k from the sampling fraction (not the population)
 BASE_OPTIONS = {"indiv_risk": {"Fk": "fraction"}}
 Z99 = 2.5758293035489004     # two-sided 99 %

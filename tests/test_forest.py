@@ -114,3 +114,44 @@ def test_estimate_under_a_chain_by_hand():
     want = float(np.sum(al * (1 - (1 + c) ** (-1 / al)) / c))
     assert r.extra["alpha"] == pytest.approx(alpha, rel=1e-9, abs=1e-12)
     assert r.value == pytest.approx(want, rel=1e-9)
+
+
+def test_doubtful_forests_and_their_weights_by_hand():
+    """The forests one test away and the chance that test goes the other way, Φ from scipy: a kept
+    pair (G = 10, V = 16, z = 2) is dropped with Φ(−(10 − 8)/4); a pair left out that could join
+    (G = 6, V = 9) is added with Φ(−(6 − 6)/3) = ½; one that would close a cycle is not offered;
+    a pair with no gain is not offered."""
+    from scipy.stats import norm
+    kept = [(0, 1), (1, 2)]
+    scores = {(0, 1): (10.0, 16.0), (1, 2): (30.0, 4.0), (0, 2): (9.0, 1.0),
+              (2, 3): (6.0, 9.0), (0, 3): (-1.0, 4.0), (1, 3): (1.0, 25.0)}
+    got = {tuple(e): w for w, e in forest.doubtful(kept, scores, z=2.0, least=0.0)}
+    want = {((1, 2),): norm.cdf(-(10 - 8) / 4), ((0, 1),): norm.cdf(-(30 - 4) / 2),
+            ((0, 1), (1, 2), (2, 3)): 0.5, ((0, 1), (1, 2), (1, 3)): norm.cdf(-(10 - 1) / 5)}
+    assert set(got) == set(want)
+    for k, w in want.items():
+        assert got[k] == pytest.approx(w, rel=1e-9, abs=1e-300)
+    # weights below 1 % dropped (dropping (1, 2): Φ(−13)); additions by decreasing weight
+    assert [e for _, e in forest.doubtful(kept, scores, z=2.0)] == [
+        [(1, 2)], [(0, 1), (1, 2), (2, 3)], [(0, 1), (1, 2), (1, 3)]]
+
+
+def test_the_choice_spread_adds_to_the_se_in_quadrature():
+    """On MACH 2019-like doubt (Adult, four keys, a 1 % sample: pairs near the test's threshold) the
+    s.e. is sqrt((k · Poisson s.e.)² + (c · Ê)² + spread²), the spread 0 when switched off."""
+    from conftest import data_path
+    df = pd.read_csv(data_path("uci_adult/adult_full_48842.csv"))
+    keys = ["age", "sex", "race", "marital-status"]
+    seen = 0
+    for seed in range(6):
+        sample = df.sample(frac=0.01, random_state=seed)
+        on = gpurisk.assess(sample, keys, fraction=0.01, measures=["matches_ll"]).measures["matches_ll"]
+        off = gpurisk.assess(sample, keys, fraction=0.01, measures=["matches_ll"],
+                             options={"loglinear_risk": {"choice_spread": False}}
+                             ).measures["matches_ll"]
+        k, c = on.extra["se_factor"], on.extra["model_error"]
+        assert off.extra["se_choice"] == 0.0 and off.value == on.value
+        assert off.se == pytest.approx(np.hypot(k * off.extra["se_poisson"], c * off.value), rel=1e-12)
+        assert on.se ** 2 == pytest.approx(off.se ** 2 + on.extra["se_choice"] ** 2, rel=1e-12)
+        seen += on.extra["se_choice"] > 0
+    assert seen >= 1

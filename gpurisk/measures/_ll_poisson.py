@@ -51,9 +51,12 @@ Var(τ1 | f) = Σ_{f_j=1} e^{−m_j}(1 − e^{−m_j}) and Var(τ2 | f) = Σ_{f_
 
 That is the spread of the true τ1, E around their model expectations, not the error of λ̂ nor the
 model's bias, nor the model choice's spread. The s.e. reported is therefore
-sqrt((k · s.e._Poisson)² + (c · estimate)²), k = ``se_factor`` and c = ``model_error`` (a relative
-model error) calibrated per measure on that study (SE_CALIBRATION: 4.5 and 0.04 for E, 1.75 and
-0.10 for τ1); ``se_poisson`` keeps the Poisson part. ``upper`` = estimate + z_{1−α} s.e.; ``interval_lower`` and
+sqrt((k · s.e._Poisson)² + (c · estimate)² + se_choice²), k = ``se_factor`` and c = ``model_error`` (a relative
+model error) calibrated per measure on that study (SE_CALIBRATION: 3.25 and 0.06 for E, 1.5 and
+0.10 for τ1), plus, with ``model=auto_cv``, the model choice's spread (``se_choice``, option
+``choice_spread``): Σ_m w_m (T_m − T)² over the forests m one held-out test away from the kept one,
+T_m the estimate under m and w_m the chance that test goes the other way
+(:func:`gpurisk.models.forest.doubtful`); ``se_poisson`` keeps the Poisson part. ``upper`` = estimate + z_{1−α} s.e.; ``interval_lower`` and
 ``interval_upper`` the two-sided 1 − α interval, clipped to [0, n1].
 Skinner, C. and Shlomo, N. (2008) Assessing identification risk in survey microdata using log-linear
 models. J. Amer. Statist. Assoc. 103, 989-1001.
@@ -85,11 +88,11 @@ SHARED = "loglinear_risk"      # option namespace read by tau1_ll and matches_ll
 #: the s.e.'s calibration (module docstring), one pair per measure: (se_factor, model_error) of
 #: matches_ll and tau1_ll. Chosen on 5 real populations × 3 key sets × π = 1, 5, 10 %, 400 samples a
 #: cell (``bench/validate_trust.py --seed 23`` and ``--seed 22``, each ``--replicates 200 --variants
-#: raw_se --replicates-csv``, then ``bench/calibrate_ll_se.py`` on both) as the pair with the
+#: raw_se,raw_poisson --replicates-csv``, then ``bench/calibrate_ll_se.py`` on both) as the pair with the
 #: narrowest intervals whose two-sided 99 % interval ± 2.576 s.e. covers the truth in ≥ 98 % of the
 #: samples of every one of the 38 cells with median n2 ≥ 10. Checked on new samples (seed 24) and
 #: with one population left out at a time: docs/validation.md.
-SE_CALIBRATION = {"inverse": (4.5, 0.04), "tau1": (1.75, 0.10)}
+SE_CALIBRATION = {"inverse": (3.25, 0.06), "tau1": (1.5, 0.10)}
 SE_FACTOR, MODEL_ERROR = SE_CALIBRATION["inverse"]
 _EULER = 0.5772156649015329
 
@@ -260,12 +263,14 @@ def sample_unique_means(table, model="two_way", tol=TOL, max_iter=MAX_ITER, max_
 
 def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = 2.0, max_pairs=None):
     """(μ̂ of the sample-unique cells, α̂, the kept pairs of key indices (a list, maybe empty), the
-    uniques' margin counts for :func:`loo_prior`) under main effects + the forest of interactions
-    the held-out tests keep (:mod:`gpurisk.models.forest`, at most ``max_pairs``; None: the
-    forest's limit); on the host, closed form, no K-cell array."""
+    uniques' margin counts for :func:`loo_prior`, the doubtful alternatives [(weight, μ̂, α̂,
+    counts)]) under main effects + the forest of interactions the held-out tests keep
+    (:mod:`gpurisk.models.forest`, at most ``max_pairs``; None: the forest's limit; the
+    alternatives: :func:`gpurisk.models.forest.doubtful`); on the host, closed form, no K-cell
+    array."""
     def make():
         from gpurisk.freq.rollup import kept_codes
-        from gpurisk.models.forest import choose_forest, forest_counts, forest_means
+        from gpurisk.models.forest import choose_forest, doubtful, forest_counts, forest_means
         from gpurisk.models.model_choice import category_ranks
         f_all = np.asarray(to_host(table.f))
         seen = np.flatnonzero(f_all > 0)
@@ -279,13 +284,18 @@ def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = 2.0, max_pai
             cards.append(int(used.shape[0]))
             ranks.append(r[used])
         limit = len(codes) - 1 if max_pairs is None else int(max_pairs)
-        edges, gains = choose_forest(codes, f, cards, splits, seed, z, ranks, table.keys, limit)
-        mu, sum_mu2 = forest_means(codes, f, cards, edges)
-        mu_all = np.zeros(f_all.shape[0])
-        mu_all[seen] = mu
-        alpha = dispersion_moment(table, mu_all, sum_mu2)
+        edges, scores = choose_forest(codes, f, cards, splits, seed, z, ranks, table.keys, limit)
         su = np.flatnonzero(f == 1)
-        return mu[su], alpha, edges, forest_counts(codes, f, cards, edges, su)
+
+        def model(es):
+            mu, sum_mu2 = forest_means(codes, f, cards, es)
+            mu_all = np.zeros(f_all.shape[0])
+            mu_all[seen] = mu
+            return (mu[su], dispersion_moment(table, mu_all, sum_mu2),
+                    forest_counts(codes, f, cards, es, su))
+        mu, alpha, counts = model(edges)
+        alts = [(w, *model(es)) for w, es in doubtful(edges, scores, z, limit)]
+        return mu, alpha, edges, counts, alts
     return table.cached(f"_ll_auto_cv_{int(splits)}_{int(seed)}_{float(z)!r}_{max_pairs}", make)
 
 
@@ -354,6 +364,10 @@ class LoglinearPoisson(Measure):
                                         "(default: no limit but the forest's, one fewer than the "
                                         "keys), kept in order of held-out gain while they pass "
                                         "the test and form no cycle (closed form)"),
+        "choice_spread": Option(bool, True,
+                                help="model=auto_cv: add to the s.e. the estimate's spread over "
+                                     "the models one held-out test away, each weighted by the "
+                                     "chance that test goes the other way"),
         "cv_z": Option(float, 2.0, min=0.0,
                        help="model=auto_cv: an interaction is kept when its held-out gain exceeds "
                             "cv_z times its standard error (0: any positive gain)"),
@@ -388,13 +402,14 @@ class LoglinearPoisson(Measure):
         try:
             if model == "auto_cv":
                 fit = None
-                mu, alpha, pair, counts = auto_cv_means(table, int(self.opt(ctx, "cv_splits")),
+                mu, alpha, pair, counts, alts = auto_cv_means(table, int(self.opt(ctx, "cv_splits")),
                                                         int(self.opt(ctx, "cv_seed")),
                                                         float(self.opt(ctx, "cv_z")),
                                                         self.opt(ctx, "max_interactions"))
                 extra["interaction"] = (", ".join(f"{table.keys[a]} x {table.keys[b]}"
                                                   for a, b in pair) or None)
             else:
+                alts = []
                 if model != "independence":      # the closed form forms no K-cell array
                     check_cells(sample_levels(table)[1], max_cells, table.keys)
                 mu, fit, alpha, counts = sample_unique_means(
@@ -410,16 +425,24 @@ class LoglinearPoisson(Measure):
         if prior == "loo" and (counts is None or n < 2):
             prior = "plugin"          # the two-way fit (or a sample of one record): no such form
         extra["prior"] = prior
-        if prior == "loo":
-            mu_prior, alpha_cell = loo_prior(n, counts, alpha)
-            t, v = nb_terms((1.0 - pi) * mu_prior / pi, alpha_cell, pi, self.kind)
-        else:
-            t, v = nb_terms((1.0 - pi) * mu / pi, alpha, pi, self.kind)
+        def terms(mu, alpha, counts):
+            alpha = alpha if dispersion == "moment" else 0.0
+            if prior == "loo":
+                mu_prior, alpha_cell = loo_prior(n, counts, alpha)
+                return nb_terms((1.0 - pi) * mu_prior / pi, alpha_cell, pi, self.kind)
+            return nb_terms((1.0 - pi) * mu / pi, alpha, pi, self.kind)
+        t, v = terms(mu, alpha, counts)
         extra["alpha"] = alpha
         value = float(t.sum())
         se_p = math.sqrt(float(v.sum()))
+        # the model choice's spread: the estimate under each forest one test away, weighted by the
+        # chance that test goes the other way (gpurisk.models.forest.doubtful)
+        spread = (math.sqrt(sum(w * (float(terms(*alt)[0].sum()) - value) ** 2
+                                for w, *alt in alts))
+                  if alts and bool(self.opt(ctx, "choice_spread")) else 0.0)
         k, c = float(self.opt(ctx, "se_factor")), float(self.opt(ctx, "model_error"))
-        se = math.hypot(k * se_p, c * value)
+        se = math.sqrt((k * se_p) ** 2 + (c * value) ** 2 + spread ** 2)
+        extra["se_choice"] = spread
         z = z_upper(ctx.alpha)
         z2 = z_upper(ctx.alpha / 2.0)
         extra |= {"se_poisson": se_p, "se_factor": k, "model_error": c,

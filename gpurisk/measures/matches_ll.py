@@ -14,7 +14,7 @@ populations), with a gamma cell effect whose variance is estimated by moments (o
 uncertainty (option ``prior``; :mod:`gpurisk.measures._ll_poisson` gives the formulas). Chosen as
 the headline on the validation of docs/validation.md: within ±10 % of E in 37-38 of 38 cells
 (median |relative bias| 2-3 %), against 0 for θ̂·n1. s.e.: the Poisson terms' variance
-Σ [E(1/F²) − E(1/F)²], its root times 4.5, with a 4 % relative model error added in quadrature
+Σ [E(1/F²) − E(1/F)²], its root times 3.25, with a 6 % relative model error and the model choice's spread added in quadrature
 (calibrated on real populations); ``upper`` = Ê + z_{1−α} s.e. (at most n1), ``lower`` in the
 extras. With π = 1 (a census) Ê = n1. Needs π; n1 = 0 gives 0.
 Skinner, C. and Shlomo, N. (2008) JASA 103, 989-1001.

@@ -11,7 +11,7 @@ dense table work, which was 23-100 % low on real populations: it overfits sparse
 gamma cell effect around it whose variance is estimated by moments (option ``dispersion``), and each
 sample unique's λ taken from the other records' margins (option ``prior``; see
 :mod:`gpurisk.measures._ll_poisson`). s.e.: the Poisson terms' variance Σ e^{−m}(1 − e^{−m}),
-m = (1 − π) λ̂, its root times 1.75, with a 10 % relative model error added in quadrature (calibrated
+m = (1 − π) λ̂, its root times 1.5, with a 10 % relative model error and the model choice's spread added in quadrature (calibrated
 on real populations: :mod:`gpurisk.measures._ll_poisson`); ``upper`` = τ̂1 + z_{1−α} s.e. (at most
 n1), ``lower`` in the extras. Not applicable (with the reason) where the fit cannot be formed; needs
 π. n1 = 0 gives 0.

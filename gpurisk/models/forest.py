@@ -21,6 +21,8 @@ to a root over the observed pairs only (an unobserved pair has p_ab = 0), and Σ
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from gpurisk.models.model_choice import Z_CHOICE, _pair_index, pair_scores
@@ -28,7 +30,7 @@ from gpurisk.models.model_choice import Z_CHOICE, _pair_index, pair_scores
 
 def choose_forest(codes, f, cards, splits: int = 1, seed: int = 0, z: float = Z_CHOICE,
                   ranks=None, names=None, max_pairs: int = 2):
-    """(the kept pairs, sorted, as tuples of key indices; every pair's held-out gain)."""
+    """(the kept pairs, sorted, as tuples of key indices; every pair's held-out (gain, variance))."""
     scores = pair_scores(codes, f, cards, splits, seed, ranks, names)
     parent = list(range(len(codes)))
 
@@ -48,7 +50,44 @@ def choose_forest(codes, f, cards, splits: int = 1, seed: int = 0, z: float = Z_
             continue
         parent[ra] = rb
         kept.append((a, b))
-    return sorted(kept), {k: g for k, (g, _) in scores.items()}
+    return sorted(kept), scores
+
+
+def _connected(edges, a: int, b: int) -> bool:
+    """Whether keys a and b are joined by a path of ``edges``."""
+    seen, todo = {a}, [a]
+    while todo:
+        v = todo.pop()
+        for x, y in edges:
+            for u, w in ((x, y), (y, x)):
+                if u == v and w not in seen:
+                    seen.add(w)
+                    todo.append(w)
+    return b in seen
+
+
+def doubtful(kept, scores, z: float = Z_CHOICE, max_pairs: int | None = None, most: int = 3,
+             least: float = 0.01) -> list:
+    """The forests one test away from ``kept``, with the chance that test goes the other way:
+    [(weight, edges)]. For a kept pair, the forest without it, weighted by Φ(−(G − z√V)/√V); for a
+    pair left out that could join the forest, the forest with it, weighted by Φ(−(z√V − G)/√V) (at
+    most ``most`` of these, the likeliest). Weights below ``least`` are dropped. The estimate's
+    spread over them measures how much the choice of the model moves it."""
+    out = []
+    for e in kept:
+        g, v = scores[e]
+        if v > 0:
+            w = 0.5 * math.erfc((g - z * math.sqrt(v)) / math.sqrt(2.0 * v))
+            out.append((w, [x for x in kept if x != e]))
+    added = []
+    if max_pairs is None or len(kept) < max_pairs:
+        for (a, b), (g, v) in scores.items():
+            if (a, b) in kept or g <= 0 or v <= 0 or _connected(kept, a, b):
+                continue
+            w = 0.5 * math.erfc((z * math.sqrt(v) - g) / math.sqrt(2.0 * v))
+            added.append((w, sorted(kept + [(a, b)])))
+    added.sort(key=lambda x: -x[0])
+    return [(w, e) for w, e in out + added[:most] if w >= least]
 
 
 def _degrees(d: int, edges) -> list[int]:
