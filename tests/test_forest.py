@@ -17,8 +17,8 @@ from gpurisk.models import forest
 from gpurisk.models.loglinear import fit_two_way
 
 
-@pytest.mark.parametrize("edges", [[(0, 1)], [(0, 1), (1, 2)], [(0, 1), (1, 2), (1, 3)],
-                                   [(0, 2), (1, 3)], []])
+@pytest.mark.parametrize("edges", [[(0, 1)], [(0, 2)], [(1, 3)], [(0, 1), (1, 2)],
+                                   [(0, 1), (1, 2), (1, 3)], [(0, 2), (1, 3)], []])
 def test_forest_fit_matches_ipf_and_a_dense_sum(edges):
     rng = np.random.default_rng(5)
     cards = (4, 3, 5, 2)

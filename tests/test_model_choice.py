@@ -2,8 +2,8 @@
 (gpurisk.models.model_choice).
 
 References not derived from the code: the held-out log-likelihood summed record by record in plain
-Python; the decomposable model's fit against IPF (gpurisk.models.loglinear, another algorithm) and
-Σ μ̂² against a dense sum; and simulations from populations with and without a known interaction.
+Python; simulations from populations with and without a known interaction (the closed-form fit of
+the kept pairs is checked against IPF in tests/test_forest.py).
 """
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import pytest
 
 import gpurisk
 from gpurisk.models import model_choice as mc
-from gpurisk.models.loglinear import fit_two_way
 
 
 def test_split_gain_by_hand_record_by_record():
@@ -47,23 +46,6 @@ def test_split_gain_by_hand_record_by_record():
         for _ in range(int(test[j])):
             total += math.log(pab) - math.log(pa * pb)
     assert mc.split_gain(codes, cards, train, test, a, b) == pytest.approx(total, rel=1e-12)
-
-
-def test_pair_model_matches_ipf_and_a_dense_sum():
-    rng = np.random.default_rng(5)
-    cards = (4, 3, 5, 2)
-    K = int(np.prod(cards))
-    f = rng.poisson(0.8, K)
-    codes = list(np.unravel_index(np.arange(K), cards))
-    sampled = f > 0
-    for pair in [(0, 2), (1, 3), None]:
-        mu, s2 = mc.pair_model_means([c[sampled] for c in codes], f[sampled], cards, pair)
-        margins = ([pair] if pair else []) + [(v,) for v in range(4) if v not in (pair or ())]
-        fit = fit_two_way([c[sampled] for c in codes], f[sampled], cards, tol=1e-10, max_iter=500,
-                          margins=margins, sparse=False)
-        dense = fit.mu.reshape(-1)
-        assert np.allclose(mu, dense[sampled], rtol=1e-8, atol=1e-10)
-        assert s2 == pytest.approx(float(np.sum(dense ** 2)), rel=1e-8)
 
 
 def _population(N, interaction, seed):

@@ -27,8 +27,9 @@ it, 36 without), with a forest of pairs more (37 against 35, worst −10.5 again
 no K-cell array; Σ_j μ̂_j² over every cell (for the moment dispersion) is n² Σ p_ab² Π Σ p_v².
 
 Its scores choose the interactions of the default model of tau1_ll/matches_ll (``model=auto_cv``:
-as many pairs as pass the test and form a forest, :mod:`gpurisk.models.forest`; ``max_interactions=1``
-is the one pair of :func:`choose_pair`; docs/validation.md gives the validation). This is not Skinner
+as many pairs as pass the test and form a forest, fitted in closed form by :mod:`gpurisk.models.forest`;
+``max_interactions=1`` keeps the one pair of :func:`choose_pair`; docs/validation.md gives the
+validation). This is not Skinner
 & Shlomo's (2008) own criterion (their paper is not at hand).
 """
 from __future__ import annotations
@@ -175,43 +176,3 @@ def choose_pair(codes, f, cards, splits: int = 1, seed: int = 0, z: float = Z_CH
     best = max(gains, key=gains.get)
     g, v = scores[best]
     return (best if g > 0 and g > z * np.sqrt(v) else None), gains
-
-
-def pair_model_means(codes, f, cards, pair):
-    """(μ̂ of every cell given, Σ μ̂² over all K cells) of main effects + the ``pair`` interaction
-    (None: main effects only), fitted on the counts ``f`` (closed form, maximum likelihood:
-    μ̂ = n p_ab Π_{v ∉ {a, b}} p_v). Smoothing p_ab toward independence by the amount with the best
-    held-out likelihood was tried and not kept (docs/validation.md)."""
-    f = np.asarray(f, dtype=np.float64)
-    n = float(f.sum())
-    codes = [np.asarray(c) for c in codes]
-    mu = np.full(f.shape[0], n)
-    sum2 = n * n
-    skip = set(pair or ())
-    for v, c in enumerate(codes):
-        if v in skip:
-            continue
-        p = np.bincount(c, weights=f, minlength=int(cards[v])) / n
-        mu *= p[c]
-        sum2 *= float(np.sum(p * p))
-    if pair is not None:
-        inv, P = _pair_index(codes, cards, pair[0], pair[1], slice(None))
-        p = np.bincount(inv, weights=f, minlength=P) / n
-        mu *= p[inv]
-        sum2 *= float(np.sum(p * p))
-    return mu, sum2
-
-
-def margin_counts(codes, f, cards, pair, rows) -> list:
-    """The sample counts of the margins the model fits (each key's own, the ``pair``'s joint one in
-    place of its two keys'), at the cells ``rows``: the counts a leave-one-out prior reads
-    (:func:`gpurisk.measures._ll_poisson.loo_prior`)."""
-    f = np.asarray(f, dtype=np.float64)
-    codes = [np.asarray(c) for c in codes]
-    skip = set(pair or ())
-    out = [np.bincount(c, weights=f, minlength=int(cards[v]))[c[rows]]
-           for v, c in enumerate(codes) if v not in skip]
-    if pair is not None:
-        inv, P = _pair_index(codes, cards, pair[0], pair[1], slice(None))
-        out.append(np.bincount(inv, weights=f, minlength=P)[inv[rows]])
-    return out
