@@ -18,6 +18,10 @@ effects alone; the smoothing of the scores (module model_choice) makes that addi
 Σ_x μ̂_x² over all K cells (the moment dispersion needs it) is n² times, per tree of the forest,
 Σ over that tree's keys of Π_e p_ab² Π_v p_v^{2(1 − deg)}, summed by passing messages from the leaves
 to a root over the observed pairs only (an unobserved pair has p_ab = 0), and Σ p_v² per lone key.
+
+:func:`doubtful` lists the forests one test away from the kept one, with the chance that the test
+goes the other way: the measures add the estimate's spread over them to its s.e. (the model
+choice's own uncertainty, which the Poisson terms do not see).
 """
 from __future__ import annotations
 
