@@ -17,7 +17,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from validate_trust import DEFAULT, POPULATIONS, find_data  # noqa: E402
 
-from gpurisk.models.model_choice import choose_pair  # noqa: E402
+from gpurisk.models.forest import choose_pair  # noqa: E402
 
 
 def main(argv=None):

@@ -15,6 +15,7 @@ import pytest
 
 import gpurisk
 from gpurisk.models import model_choice as mc
+from gpurisk.models.forest import choose_pair
 
 
 def test_split_gain_by_hand_record_by_record():
@@ -72,7 +73,7 @@ def _choices(interaction, reps=20, n=3000):
         ids = np.ravel_multi_index([x[take] for x in codes_all], cards)
         cells, f = np.unique(ids, return_counts=True)
         codes = list(np.unravel_index(cells, cards))
-        out.append(mc.choose_pair(codes, f, cards, seed=r)[0])
+        out.append(choose_pair(codes, f, cards, seed=r)[0])
     return out
 
 

@@ -73,6 +73,7 @@ from gpurisk.errors import BadInput
 from gpurisk.measure import Context, Measure, Result
 from gpurisk.measures._util import z_upper
 from gpurisk.models.loglinear import MAX_CELLS, MAX_ITER, TOL, check_cells, sample_levels
+from gpurisk.models.model_choice import Z_CHOICE
 from gpurisk.options import Option
 from gpurisk.xp import scalar, to_host
 
@@ -261,7 +262,7 @@ def sample_unique_means(table, model="two_way", tol=TOL, max_iter=MAX_ITER, max_
     return _means(table, model, tol, max_iter, max_cells)
 
 
-def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = 2.0, max_pairs=None):
+def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = Z_CHOICE, max_pairs=None):
     """(μ̂ of the sample-unique cells, α̂, the kept pairs of key indices (a list, maybe empty), the
     uniques' margin counts for :func:`loo_prior`, the doubtful alternatives [(weight, μ̂, α̂,
     counts)]) under main effects + the forest of interactions the held-out tests keep
@@ -368,7 +369,7 @@ class LoglinearPoisson(Measure):
                                 help="model=auto_cv: add to the s.e. the estimate's spread over "
                                      "the models one held-out test away, each weighted by the "
                                      "chance that test goes the other way"),
-        "cv_z": Option(float, 2.0, min=0.0,
+        "cv_z": Option(float, Z_CHOICE, min=0.0,
                        help="model=auto_cv: an interaction is kept when its held-out gain exceeds "
                             "cv_z times its standard error (0: any positive gain)"),
         "tol": Option(float, TOL, min=0.0, min_open=True, help="IPF tolerance, in records"),

@@ -57,6 +57,14 @@ def choose_forest(codes, f, cards, splits: int = 1, seed: int = 0, z: float = Z_
     return sorted(kept), scores
 
 
+def choose_pair(codes, f, cards, splits: int = 1, seed: int = 0, z: float = Z_CHOICE, ranks=None,
+                names=None):
+    """(the chosen pair or None for independence, every pair's gain): :func:`choose_forest` with
+    at most one pair, i.e. the pair of largest held-out gain G among those with G > max(z √V, 0)."""
+    kept, scores = choose_forest(codes, f, cards, splits, seed, z, ranks, names, max_pairs=1)
+    return (kept[0] if kept else None), {k: g for k, (g, _) in scores.items()}
+
+
 def _connected(edges, a: int, b: int) -> bool:
     """Whether keys a and b are joined by a path of ``edges``."""
     seen, todo = {a}, [a]

@@ -28,7 +28,7 @@ no K-cell array; Σ_j μ̂_j² over every cell (for the moment dispersion) is n�
 
 Its scores choose the interactions of the default model of tau1_ll/matches_ll (``model=auto_cv``:
 as many pairs as pass the test and form a forest, fitted in closed form by :mod:`gpurisk.models.forest`;
-``max_interactions=1`` keeps the one pair of :func:`choose_pair`; docs/validation.md gives the
+``max_interactions=1`` keeps one pair, :func:`gpurisk.models.forest.choose_pair`; docs/validation.md gives the
 validation). This is not Skinner
 & Shlomo's (2008) own criterion (their paper is not at hand).
 """
@@ -59,16 +59,11 @@ def _pair_index(codes, cards, a, b, rows):
     return inv.reshape(-1), int(uniq.shape[0])
 
 
-def pair_gains(codes, f, cards, splits: int = 1, seed: int = 0, ranks=None) -> dict:
-    """{(a, b): held-out log-likelihood gain of the (a, b) interaction over independence} summed over
-    ``splits`` random two-fold splits (module docstring). ``codes``: per key the host code of each
-    cell; ``f``: its sample count; ``cards``: categories per key."""
-    return {k: g for k, (g, _) in pair_scores(codes, f, cards, splits, seed, ranks).items()}
-
-
 def pair_scores(codes, f, cards, splits: int = 1, seed: int = 0, ranks=None, names=None) -> dict:
-    """{(a, b): (G, V)}: the held-out gain of :func:`pair_gains` and its variance (module
-    docstring), each summed over the halves. The random halves are drawn cell by cell in the order
+    """{(a, b): (G, V)}: the held-out log-likelihood gain of the (a, b) interaction over independence
+    and its variance (module docstring), each summed over the halves of ``splits`` random two-fold
+    splits. ``codes``: per key the host code of each cell; ``f``: its sample count; ``cards``:
+    categories per key. The random halves are drawn cell by cell in the order
     of the cells' categories: ``ranks`` (per key, each code's rank among its categories: see
     :func:`category_ranks`) or the codes themselves, the keys taken in the order of their ``names``
     when given, so that the split of a cell does not depend on where the table keeps it or in which
@@ -163,16 +158,3 @@ def category_ranks(categories) -> list:
         r[order] = np.arange(len(cats))
         out.append(r)
     return out
-
-
-def choose_pair(codes, f, cards, splits: int = 1, seed: int = 0, z: float = Z_CHOICE, ranks=None,
-                names=None):
-    """(the chosen pair or None for independence, the gains): the pair with the largest held-out
-    gain G when G > max(z √V, 0) (module docstring)."""
-    scores = pair_scores(codes, f, cards, splits, seed, ranks, names)
-    gains = {k: g for k, (g, _) in scores.items()}
-    if not gains:
-        return None, gains
-    best = max(gains, key=gains.get)
-    g, v = scores[best]
-    return (best if g > 0 and g > z * np.sqrt(v) else None), gains
