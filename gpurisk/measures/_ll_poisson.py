@@ -271,7 +271,8 @@ def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = Z_CHOICE, ma
     array."""
     def make():
         from gpurisk.freq.rollup import kept_codes
-        from gpurisk.models.forest import choose_forest, doubtful, forest_counts, forest_means
+        from gpurisk.models.forest import (Margins, choose_forest, doubtful, forest_counts,
+                                           forest_means)
         from gpurisk.models.model_choice import category_ranks
         f_all = np.asarray(to_host(table.f))
         seen = np.flatnonzero(f_all > 0)
@@ -287,13 +288,14 @@ def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = Z_CHOICE, ma
         limit = len(codes) - 1 if max_pairs is None else int(max_pairs)
         edges, scores = choose_forest(codes, f, cards, splits, seed, z, ranks, table.keys, limit)
         su = np.flatnonzero(f == 1)
+        margins = Margins(codes, f, cards)           # shared by the kept forest and the doubtful
 
         def model(es):
-            mu, sum_mu2 = forest_means(codes, f, cards, es)
+            mu, sum_mu2 = forest_means(codes, f, cards, es, margins)
             mu_all = np.zeros(f_all.shape[0])
             mu_all[seen] = mu
             return (mu[su], dispersion_moment(table, mu_all, sum_mu2),
-                    forest_counts(codes, f, cards, es, su))
+                    forest_counts(codes, f, cards, es, su, margins))
         mu, alpha, counts = model(edges)
         alts = [(w, *model(es)) for w, es in doubtful(edges, scores, z, limit)]
         return mu, alpha, edges, counts, alts

@@ -110,22 +110,46 @@ def _degrees(d: int, edges) -> list[int]:
     return deg
 
 
-def forest_means(codes, f, cards, edges):
+class Margins:
+    """The sample counts of each key's and each pair's categories, each computed once and shared by
+    every forest fitted on the same cells (the kept one and those :func:`doubtful` lists)."""
+
+    def __init__(self, codes, f, cards):
+        self.codes = [np.asarray(c) for c in codes]
+        self.f = np.asarray(f, dtype=np.float64)
+        self.cards = [int(c) for c in cards]
+        self.n = float(self.f.sum())
+        self._one: dict = {}
+        self._pair: dict = {}
+
+    def one(self, v: int) -> np.ndarray:
+        """Count per category of key v."""
+        if v not in self._one:
+            self._one[v] = np.bincount(self.codes[v], weights=self.f, minlength=self.cards[v])
+        return self._one[v]
+
+    def pair(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """(each cell's index of its (a, b) categories, count per index)."""
+        if (a, b) not in self._pair:
+            inv, P = _pair_index(self.codes, self.cards, a, b, slice(None))
+            self._pair[(a, b)] = (inv, np.bincount(inv, weights=self.f, minlength=P))
+        return self._pair[(a, b)]
+
+
+def forest_means(codes, f, cards, edges, margins: Margins | None = None):
     """(μ̂ of every cell given, Σ μ̂² over all K cells) of main effects + the forest ``edges``."""
-    f = np.asarray(f, dtype=np.float64)
-    n = float(f.sum())
-    codes = [np.asarray(c) for c in codes]
-    d = len(codes)
-    deg = _degrees(d, edges)
-    one = [np.bincount(c, weights=f, minlength=int(cards[v])) / n for v, c in enumerate(codes)]
-    mu = np.full(f.shape[0], n)
+    m = Margins(codes, f, cards) if margins is None else margins
+    n, codes = m.n, m.codes
+    deg = _degrees(len(codes), edges)
+    one = [m.one(v) / n for v in range(len(codes))]
+    mu = np.full(m.f.shape[0], n)
     for v, c in enumerate(codes):
         if deg[v] != 1:
             mu *= one[v][c] ** (1 - deg[v])
     pairs = {}
     for a, b in edges:
-        inv, P = _pair_index(codes, cards, a, b, slice(None))
-        p = np.bincount(inv, weights=f, minlength=P) / n
+        inv, counts = m.pair(a, b)
+        p = counts / n
         mu *= p[inv]
         pairs[(a, b)] = (inv, p)
     return mu, n * n * _sum_squares(codes, one, pairs, deg)
@@ -178,21 +202,17 @@ def _sum_squares(codes, one, pairs, deg) -> float:
     return total
 
 
-def forest_counts(codes, f, cards, edges, rows) -> list:
+def forest_counts(codes, f, cards, edges, rows, margins: Margins | None = None) -> list:
     """Per factor of the fitted model, at the cells ``rows``: (the sample count of the cell's
     category of that margin, its own record included; the factor's exponent; whether its
     uncertainty enters the prior's variance). The pairs' (exponent 1, counted), the lone keys'
     (1, counted), and the shared keys' (1 − deg, not counted: their counts are larger than their
     pairs' and their error shares records with them)."""
-    f = np.asarray(f, dtype=np.float64)
-    codes = [np.asarray(c) for c in codes]
-    deg = _degrees(len(codes), edges)
-    out = []
-    for v, c in enumerate(codes):
-        if deg[v] != 1:
-            out.append((np.bincount(c, weights=f, minlength=int(cards[v]))[c[rows]],
-                        1 - deg[v], deg[v] == 0))
+    m = Margins(codes, f, cards) if margins is None else margins
+    deg = _degrees(len(m.codes), edges)
+    out = [(m.one(v)[c[rows]], 1 - deg[v], deg[v] == 0)
+           for v, c in enumerate(m.codes) if deg[v] != 1]
     for a, b in edges:
-        inv, P = _pair_index(codes, cards, a, b, slice(None))
-        out.append((np.bincount(inv, weights=f, minlength=P)[inv[rows]], 1, True))
+        inv, counts = m.pair(a, b)
+        out.append((counts[inv[rows]], 1, True))
     return out

@@ -54,8 +54,8 @@ RANK_MEANING = {
 #: both: the held-out tests score every pair of the combination's keys on two halves of its cells
 #: (O(pairs × cells)), then the kept forest, the few forests one test away (the s.e.'s choice
 #: spread) and each sample unique's prior are closed form. It is the costliest default measure
-#: (docs/scan.md, bench/bench_scan_headline.py: 2.39 s of one thread for the 255 combinations of
-#: FARS's 8 keys, against 0.56 s with main effects alone and 0.25 s without Ê and τ̂1).
+#: (docs/scan.md, bench/bench_scan_headline.py: 2.25 s of one thread for the 255 combinations of
+#: FARS's 8 keys, against 0.52 s with main effects alone and 0.24 s without Ê and τ̂1).
 SCAN_HEADLINE = ("matches_ll", "tau1_ll")
 
 
