@@ -423,19 +423,20 @@ class LoglinearPoisson(Measure):
         except MemoryError:
             return Result.not_applicable("the log-linear fit needs more memory than there is "
                                          "(too many support cells)", **extra)
-        alpha = alpha if dispersion == "moment" else 0.0
         n = float(table.n)
         if prior == "loo" and (counts is None or n < 2):
             prior = "plugin"          # the two-way fit (or a sample of one record): no such form
         extra["prior"] = prior
+
         def terms(mu, alpha, counts):
+            """Per sample unique, the term and its variance under one fitted model."""
             alpha = alpha if dispersion == "moment" else 0.0
             if prior == "loo":
                 mu_prior, alpha_cell = loo_prior(n, counts, alpha)
                 return nb_terms((1.0 - pi) * mu_prior / pi, alpha_cell, pi, self.kind)
             return nb_terms((1.0 - pi) * mu / pi, alpha, pi, self.kind)
         t, v = terms(mu, alpha, counts)
-        extra["alpha"] = alpha
+        extra["alpha"] = alpha if dispersion == "moment" else 0.0
         value = float(t.sum())
         se_p = math.sqrt(float(v.sum()))
         # the model choice's spread: the estimate under each forest one test away, weighted by the
