@@ -137,7 +137,7 @@ def test_doubtful_forests_and_their_weights_by_hand():
 
 
 def test_the_choice_spread_adds_to_the_se_in_quadrature():
-    """On MACH 2019-like doubt (Adult, four keys, a 1 % sample: pairs near the test's threshold) the
+    """Where the choice is in doubt (Adult, four keys, 1 % samples: pairs near the test's threshold) the
     s.e. is sqrt((k · Poisson s.e.)² + (c · Ê)² + spread²), the spread 0 when switched off."""
     from conftest import data_path
     df = pd.read_csv(data_path("uci_adult/adult_full_48842.csv"))
