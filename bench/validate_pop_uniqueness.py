@@ -60,6 +60,7 @@ ESTIMATORS = {
     "gp:snb": dict(rule="gpurisk", model="snb"),
     "gp:zayatz": dict(rule="gpurisk", model="zayatz"),
     "gp:loglinear": dict(loglinear="loglinear"),
+    "gp:loglinear_forest": dict(loglinear="loglinear_forest"),
     "gp:loglinear_main": dict(loglinear="loglinear_main"),
     "gp:bethlehem": dict(loglinear="bethlehem"),
     "ll:main": dict(loglinear="main"),
@@ -69,6 +70,11 @@ ESTIMATORS = {
     "ll:bethlehem-cal": dict(loglinear="none", dispersion="calibrated"),
     "ll:tempered": dict(loglinear="tempered", dispersion="calibrated"),
     "ll:tempered-half": dict(loglinear="tempered", dispersion="calibrated", target="half"),
+    "ll:forest": dict(loglinear="forest", dispersion="calibrated"),
+    "ll:forest-t": dict(loglinear="forest_tempered", dispersion="calibrated"),
+    "ll:forest-s": dict(loglinear="forest", dispersion="calibrated", kappa=0.5),
+    "ll:forest-ts": dict(loglinear="forest_tempered", dispersion="calibrated", kappa=0.5),
+    "ll:forest-s1": dict(loglinear="forest", dispersion="calibrated", kappa=0.1),
 }
 
 
@@ -100,7 +106,7 @@ def run_one(kw: dict, sm, f, codes, pi: float):
         from scipy.stats import norm
         r = LL.estimate([codes[s, v] for v in range(codes.shape[1])], f[s], sm.N,
                         margins=kw["loglinear"], dispersion=kw.get("dispersion", "moment"),
-                        target=kw.get("target", "n2"))
+                        target=kw.get("target", "n2"), kappa=kw.get("kappa", 0.0))
         lo_cap, hi_cap = bounds(sm)
         v = min(max(r.value, lo_cap), hi_cap)
         se = math.sqrt(r.process_var + r.param_var + (LL.MODEL_ERROR * v) ** 2)

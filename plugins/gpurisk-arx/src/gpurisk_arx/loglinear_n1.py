@@ -33,10 +33,26 @@ main effects put too little mass on the combinations a population does hold and 
 (often impossible) rest, and the sample's n1 and n2 measure how much. ``dispersion="moment"`` is
 α̂ = max(0, [Σ(f − μ̂)² − Σ f] / Σ μ̂²) over all K cells (``gpurisk.measures._ll_poisson``'s estimator).
 
+Main effects plus a forest of two-way interactions (``margins="forest"``, the measure's default,
+model ``loglinear_forest``; ``"forest_tempered"`` adds the β above): s_j = log p̂(x_j) of the
+decomposable model p̂(x) = Π_{(a,b) ∈ E} p̂_ab(x_a, x_b) Π_v p̂_v(x_v)^{1 − deg(v)} (the closed-form ML
+fit, p̂ the sample's margins), E the pairs of keys that :func:`gpurisk.models.forest.choose_forest`
+keeps by a split-sample held-out likelihood-ratio test, forming a forest (no cycle), as Ê's default
+(``gpurisk.measures._ll_poisson``, ``model=auto_cv``); β = 1 and α calibrated to n1. log p̂ is a sum of
+one term per tree of the forest and per lone key, so the distribution of s over all K cells is again a
+convolution: of the binned log-probabilities of each tree's table (every combination of its keys'
+sampled categories, enumerated: a pair is kept only while its tree has at most ``TREE_MAX``
+combinations) and each lone key's log p̂_v (:func:`forest_space`). A combination holding a pair of
+categories of E that the sample lacks has p̂ = 0 (λ = 0) and leaves the key space (``kappa`` > 0 smooths
+the pair tables towards independence instead, p̃_ab = (m_ab + κ p̂_a p̂_b)/(n + κ), κ = kappa · c_a c_b,
+a diagnostic). The forest is chosen once, at the sample's own counts (the delta method below does
+not refit it), and its choice's own uncertainty is not in the s.e.
+
 Key space (the assumption): the cells are the combinations of the categories some sample record has.
 A category no sample record has is taken to have no population record either (its population uniques
 are missed), and every combination of sampled categories is taken to be possible: a structural zero
-(a combination no population can hold) still gets λ̂ > 0 and adds its P(F = 1 | f = 0) to the sum.
+(a combination no population can hold) still gets λ̂ > 0 and adds its P(F = 1 | f = 0) to the sum
+(under the forest, unless one of its pairs of categories of E is absent from the sample).
 
 Variance (what ``se`` holds, :func:`fit`): the process variance Σ_j p_j (1 − p_j) over all K cells
 (given the fitted model, the cells' I(F_j = 1) are independent Bernoulli variables); plus the
@@ -56,7 +72,9 @@ import numpy as np
 EXACT_MAX = 20_000
 #: bin width of the convolution in log λ
 BIN_WIDTH = 0.002
-MARGINS = ("main", "none", "tempered")
+MARGINS = ("main", "none", "tempered", "forest", "forest_tempered")
+#: at most this many cells in one tree of the forest (its table is enumerated)
+TREE_MAX = 8_000_000
 
 
 @dataclass
@@ -70,6 +88,7 @@ class LLN1:
     expected_n1: float     # the model's expected number of sample uniques (to compare with n1)
     beta: float = 1.0      # λ_j ∝ e^{β Σ_v log p̂_v}: 1 main effects, 0 one λ for every cell
     param_var: float = 0.0  # the delta method's variance of the fit through n1 and n2
+    edges: tuple = ()       # the forest's pairs of keys (margins="forest*")
 
 
 def prob_one(lam, f, alpha: float, pi: float):
@@ -127,6 +146,80 @@ def _all_cells(logs, base: float, exact_max: float, h: float = BIN_WIDTH):
     return np.exp(base + lo + h * np.flatnonzero(keep)), hist[keep]
 
 
+def forest_space(logs, idx, f, kappa: float = 0.0, seed: int = 0, tree_max: int = TREE_MAX,
+                 ranks=None, names=None):
+    """The key space under main effects + a forest of two-way interactions
+    (:func:`gpurisk.models.forest.choose_forest`), as components for :func:`_all_cells`: per lone key
+    its log p̂_v, per tree of the forest the log-probability of each of its keys' combinations,
+    log p̂_tree = Σ_pairs log p̃_ab + Σ_keys (1 − deg_v) log p̂_v; and the sampled cells' log p̂.
+    p̃_ab = (m_ab + κ p̂_a p̂_b)/(n + κ) with κ = kappa · c_a c_b (0: the ML fit, an unseen pair's
+    combinations get probability 0 and leave the key space). A pair is kept only while its tree
+    has at most ``tree_max`` combinations. ``ranks``, ``names``: as choose_forest takes them (per key
+    each sampled category's rank, here indexed like ``logs``; the keys' names), so that the held-out
+    split does not depend on how a table coded the categories. (components, s_obs, edges)."""
+    from gpurisk.models.forest import choose_forest
+    d = len(logs)
+    cards = [lp.size for lp in logs]
+    f = np.asarray(f, dtype=float)
+    n = float(f.sum())
+    kept, scores = choose_forest(idx, f, cards, seed=seed, max_pairs=d - 1, ranks=ranks,
+                                 names=names)
+    # keep pairs (by decreasing held-out gain) while every tree stays enumerable
+    edges, comp = [], list(range(d))
+    size = {v: cards[v] for v in range(d)}
+    for a, b in sorted(kept, key=lambda e: -scores[e][0]):
+        ra, rb = comp[a], comp[b]
+        if size[ra] * size[rb] > tree_max:
+            continue
+        for v in range(d):
+            if comp[v] == rb:
+                comp[v] = ra
+        size[ra] *= size.pop(rb)
+        edges.append((a, b))
+    edges.sort()
+    deg = [0] * d
+    for a, b in edges:
+        deg[a] += 1
+        deg[b] += 1
+    s_obs = np.zeros(f.shape[0])
+    comps = []
+    for r in sorted(set(comp)):
+        keys = [v for v in range(d) if comp[v] == r]
+        if len(keys) == 1:
+            comps.append(logs[r])
+            s_obs += logs[r][idx[r]]
+            continue
+        pos = {v: i for i, v in enumerate(keys)}
+        grid = np.zeros([cards[v] for v in keys])
+        obs = np.zeros(f.shape[0])
+        for v in keys:
+            shape = [1] * len(keys)
+            shape[pos[v]] = cards[v]
+            grid = grid + (1 - deg[v]) * logs[v].reshape(shape)
+            obs += (1 - deg[v]) * logs[v][idx[v]]
+        for a, b in edges:
+            if a not in pos:
+                continue
+            m = np.zeros((cards[a], cards[b]))
+            np.add.at(m, (idx[a], idx[b]), f)
+            k = kappa * cards[a] * cards[b]
+            pab = (m + k * np.exp(logs[a])[:, None] * np.exp(logs[b])[None, :]) / (n + k)
+            with np.errstate(divide="ignore"):
+                lab = np.log(pab)
+            shape = [1] * len(keys)
+            shape[pos[a]], shape[pos[b]] = cards[a], cards[b]
+            if pos[a] > pos[b]:
+                lab = lab.T
+                shape = [1] * len(keys)
+                shape[pos[b]], shape[pos[a]] = cards[b], cards[a]
+            grid = grid + lab.reshape(shape)
+            obs += np.log(pab[idx[a], idx[b]])
+        g = grid.ravel()
+        comps.append(g[np.isfinite(g)])
+        s_obs += obs
+    return comps, s_obs, tuple(edges)
+
+
 def prob_sample_one(lam, alpha: float, pi: float):
     """P(f_j = 1) under the model: f_j is negative binomial with mean πλ_j and shape 1/α."""
     m = pi * np.asarray(lam, dtype=float)
@@ -143,20 +236,33 @@ def _log_lambda(beta: float, s_grid, counts, N: float):
 
 def estimate(codes, f, N: float, margins: str = "main", dispersion: str = "moment",
              exact_max: int = EXACT_MAX, h: float = BIN_WIDTH, target: str = "n2",
-             space=None) -> LLN1:
+             space=None, kappa: float = 0.0, seed: int = 0, ranks=None, names=None) -> LLN1:
     """E[N1 | sample] under the log-linear Poisson–gamma model (module docstring).
 
     ``codes``: per key, the category (any integers) of each sampled cell (cells with f > 0 only, one
     row per cell); ``f``: their counts; ``N``: the population size (π = n/N). ``space``: a key
     space other than all K combinations (a diagnostic: bench/diagnose_pop_uniqueness.py), a callable
     (per-key log p̂_v, per-key index of each sampled cell's category) → (s of its cells, their counts),
-    which must hold the sampled cells."""
+    which must hold the sampled cells. ``kappa``, ``seed``, ``ranks`` (per key, each code's rank
+    among the key's categories: ``gpurisk.models.model_choice.category_ranks``), ``names``: the
+    forest's (:func:`forest_space`)."""
     f = np.asarray(f, dtype=float)
     logs, idx = _log_probs(codes, f, float(f.sum()))
     if margins not in MARGINS:
         raise ValueError(f"margins={margins!r} is not one of {MARGINS}")
     s_obs = sum(lp[i] for lp, i in zip(logs, idx))          # observed cells' Σ_v log p̂_v
     K = float(np.prod([float(lp.size) for lp in logs]))
+    if margins.startswith("forest"):
+        if ranks is not None:             # each sampled category's rank, indexed like logs
+            ranks = [np.asarray(r)[np.unique(np.asarray(c))] for r, c in zip(ranks, codes)]
+        comps, s_obs, edges = forest_space(logs, idx, f, kappa=kappa, seed=seed, ranks=ranks,
+                                           names=names)
+        s_grid, counts = _all_cells(comps, 0.0, exact_max, h)
+        s_grid = np.log(s_grid)
+        r = _fit_space(f, s_obs, s_grid, counts, N, "tempered" if margins == "forest_tempered"
+                       else "main", dispersion, target, float(np.prod([float(c.size) for c in comps])))
+        r.edges = edges
+        return r
     if space is None:
         s_grid, counts = _all_cells(logs, 0.0, exact_max, h)
         s_grid = np.log(s_grid)
@@ -311,8 +417,17 @@ def calibrated_alpha(grid, counts, pi: float, n1: int) -> float:
 
 #: the measure's models (option ``model``) and how each is fitted: (margins, dispersion)
 LL_MODELS = {"loglinear": ("tempered", "calibrated"),
+             "loglinear_forest": ("forest", "calibrated"),
              "loglinear_main": ("main", "calibrated"),
              "bethlehem": ("none", "calibrated")}
+#: what the key space of each model holds (the measure's extra ``key_space``)
+KEY_SPACE = {None: "the combinations of the categories the sample has; a combination no population "
+                   "can hold (a structural zero) is still counted as possible",
+             "loglinear_forest": "the combinations of the categories the sample has whose every "
+                                 "pair of categories of an interaction in the forest the sample has "
+                                 "too (the fitted pair tables give the others probability 0); any "
+                                 "other combination no population can hold (a structural zero) is "
+                                 "still counted as possible"}
 #: relative model error added to the s.e. (module docstring): with it the 95 % interval covered N1
 #: in ≥ 90 % of the samples of every cell of bench/validate_pop_uniqueness.py at π = 5 and 10 %
 #: except adult-b at 5 % (68 %, where the estimate is 26 % low); 0.10 left adult at 10 % at 88 %
@@ -321,7 +436,7 @@ MODEL_ERROR = 0.15
 
 
 def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
-        model_error: float = MODEL_ERROR):
+        model_error: float = MODEL_ERROR, ranks=None, names=None):
     """A :class:`~gpurisk_arx.uniqueness.Fit` of N1 under ``model`` (LL_MODELS): the estimate within
     [n1 − (N − n), N − (n − n1)], s.e. = √(process variance + delta-method variance through n1, n2 +
     (model_error · estimate)²), the normal interval at ``level`` clipped to those bounds; no value
@@ -339,7 +454,8 @@ def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
         return Fit(model, 0.0, params={"note": "n1 = 0"})
     margins, dispersion = LL_MODELS[model]
     keep = f > 0
-    r = estimate([np.asarray(c)[keep] for c in codes], f[keep], N, margins, dispersion)
+    r = estimate([np.asarray(c)[keep] for c in codes], f[keep], N, margins, dispersion,
+                 ranks=ranks, names=names)
     lo_cap, hi_cap = bounds(sm)
     v = min(max(r.value, lo_cap), hi_cap)
     se = math.sqrt(r.process_var + r.param_var + (model_error * v) ** 2)
@@ -348,6 +464,8 @@ def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
               "unobserved_part": r.unobserved, "expected_n1": r.expected_n1,
               "se_process": math.sqrt(r.process_var), "se_fit": math.sqrt(r.param_var),
               "model_error": model_error}
+    if margins.startswith("forest"):
+        params["interactions"] = tuple(r.edges)
     if v != r.value:
         params["capped_from"] = r.value
     return Fit(model, v, params=params, se=se, lower=max(v - z * se, lo_cap),
