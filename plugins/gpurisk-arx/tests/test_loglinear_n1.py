@@ -340,3 +340,50 @@ def test_forest_fit_recovers_N1_under_a_chain_model():
     assert abs(np.mean(errs)) < 0.10 * t
     assert abs(np.mean(errs)) < abs(np.mean(main_errs))
     assert cover / reps >= 0.85
+
+
+def test_tree_cells_against_the_dense_table():
+    """A tree of four keys (pairs 0–1, 1–2, 1–3): the combinations that the sparse join lists, and
+    their log p̂ = Σ log p̂_ab + Σ (1 − deg) log p̂_v, equal the finite entries of the dense
+    c0·c1·c2·c3 table built by broadcasting (κ = 0, where unseen pairs give −∞), and with κ > 0 all
+    the combinations; the counting messages give the same number."""
+    rng = np.random.default_rng(1)
+    cards = (6, 5, 7, 4)
+    n_cells = 60
+    codes = [rng.integers(0, k, n_cells) for k in cards]
+    codes = [np.concatenate([c, np.arange(7) % k]) for c, k in zip(codes, cards)]  # every category seen
+    f = rng.integers(1, 4, codes[0].size).astype(float)
+    n = f.sum()
+    logs = [np.log(np.bincount(c, weights=f, minlength=k) / n) for c, k in zip(codes, cards)]
+    edges = [(0, 1), (1, 2), (1, 3)]
+    deg = [1, 3, 1, 1]
+    for kappa in (0.0, 0.5):
+        pairs = {e: LL._pair_table(logs, codes, f, n, *e, kappa) for e in edges}
+        got = np.sort(LL._tree_cells([0, 1, 2, 3], edges, pairs, logs, deg))
+        dense = sum((1 - deg[v]) * logs[v].reshape([-1 if u == v else 1 for u in range(4)])
+                    for v in range(4))
+        for a, b in edges:
+            t = np.full((cards[a], cards[b]), -np.inf)
+            xa, xb, lp = pairs[(a, b)]
+            t[xa, xb] = lp
+            dense = dense + t.reshape([cards[u] if u in (a, b) else 1 for u in range(4)])
+        want = np.sort(dense[np.isfinite(dense)].ravel())
+        assert (kappa > 0) == (want.size == math.prod(cards))
+        assert got.shape == want.shape and np.allclose(got, want, rtol=0, atol=1e-12)
+        assert LL._tree_size([0, 1, 2, 3], edges, pairs, list(cards)) == want.size
+        # the tables are probabilities: Σ over the tree's combinations of p̂ is 1
+        assert np.exp(got).sum() == pytest.approx(1.0, rel=1e-12)
+
+
+def test_tree_max_drops_the_pair_that_would_overgrow_a_tree():
+    """With ``tree_max`` below the chain's size the pair of smaller held-out gain is left out, and
+    the estimate is the one of the forest without it."""
+    F, f, codes = next(_chain_populations(1, seed=8, alpha=1.0))
+    s = f > 0
+    codes, f = [c[s] for c in codes], f[s]
+    logs, idx = LL._log_probs(codes, f.astype(float), float(f.sum()))
+    _, _, full = LL.forest_space(logs, idx, f)
+    assert (0, 1) in full and (1, 2) in full
+    pair_sizes = [len(LL._pair_table(logs, idx, f, f.sum(), *e, 0.0)[0]) for e in [(0, 1), (1, 2)]]
+    _, _, cut = LL.forest_space(logs, idx, f, tree_max=max(pair_sizes) * 2)
+    assert len(cut) < len(full)

@@ -40,9 +40,10 @@ fit, p̂ the sample's margins), E the pairs of keys that :func:`gpurisk.models.f
 keeps by a split-sample held-out likelihood-ratio test, forming a forest (no cycle), as Ê's default
 (``gpurisk.measures._ll_poisson``, ``model=auto_cv``); β = 1 and α calibrated to n1. log p̂ is a sum of
 one term per tree of the forest and per lone key, so the distribution of s over all K cells is again a
-convolution: of the binned log-probabilities of each tree's table (every combination of its keys'
-sampled categories, enumerated: a pair is kept only while its tree has at most ``TREE_MAX``
-combinations) and each lone key's log p̂_v (:func:`forest_space`). A combination holding a pair of
+convolution: of the binned log-probabilities of each tree's combinations of positive probability
+(listed by joining the pair tables along the tree, never the product of its keys' categories; a pair
+is kept only while its tree has at most ``TREE_MAX`` of them) and each lone key's log p̂_v
+(:func:`forest_space`). A combination holding a pair of
 categories of E that the sample lacks has p̂ = 0 (λ = 0) and leaves the key space (``kappa`` > 0 smooths
 the pair tables towards independence instead, p̃_ab = (m_ab + κ p̂_a p̂_b)/(n + κ), κ = kappa · c_a c_b,
 a diagnostic). The forest is chosen once, at the sample's own counts (the delta method below does
@@ -73,7 +74,7 @@ EXACT_MAX = 20_000
 #: bin width of the convolution in log λ
 BIN_WIDTH = 0.002
 MARGINS = ("main", "none", "tempered", "forest", "forest_tempered")
-#: at most this many cells in one tree of the forest (its table is enumerated)
+#: at most this many combinations of positive probability in one tree of the forest (each is listed)
 TREE_MAX = 8_000_000
 
 
@@ -146,17 +147,84 @@ def _all_cells(logs, base: float, exact_max: float, h: float = BIN_WIDTH):
     return np.exp(base + lo + h * np.flatnonzero(keep)), hist[keep]
 
 
+def _pair_table(logs, idx, f, n: float, a: int, b: int, kappa: float):
+    """The (a, b) pairs of categories of positive probability and log p̃_ab of each, as
+    (x_a, x_b, log p̃): κ = 0 the pairs some sample cell has (p̂_ab = m_ab/n), else every pair."""
+    ca, cb = logs[a].size, logs[b].size
+    if kappa <= 0:
+        ids, inv = np.unique(idx[a].astype(np.int64) * cb + idx[b], return_inverse=True)
+        m = np.bincount(inv.reshape(-1), weights=f)
+        return ids // cb, ids % cb, np.log(m / n)
+    k = kappa * ca * cb
+    xa, xb = np.divmod(np.arange(ca * cb, dtype=np.int64), cb)
+    m = np.zeros(ca * cb)
+    np.add.at(m, idx[a].astype(np.int64) * cb + idx[b], f)
+    return xa, xb, np.log((m + k * np.exp(logs[a][xa] + logs[b][xb])) / (n + k))
+
+
+def _tree_order(keys, edges):
+    """The tree's edges as (parent, child), each parent reached before its child (root keys[0])."""
+    out, seen, todo = [], {keys[0]}, [keys[0]]
+    while todo:
+        v = todo.pop()
+        for a, b in edges:
+            for p, c in ((a, b), (b, a)):
+                if p == v and c not in seen:
+                    seen.add(c)
+                    todo.append(c)
+                    out.append((p, c))
+    return out
+
+
+def _tree_size(keys, edges, pairs, cards) -> float:
+    """The number of the tree's combinations of positive probability (every pair of E among them
+    of positive probability), by counting messages from the leaves to the root."""
+    order = _tree_order(keys, edges)
+    count = {v: np.ones(cards[v]) for v in keys}
+    for p, c in reversed(order):
+        xa, xb, _ = pairs[(min(p, c), max(p, c))]
+        xp, xc = (xa, xb) if p < c else (xb, xa)
+        count[p] = count[p] * np.bincount(xp, weights=count[c][xc], minlength=cards[p])
+    return float(count[keys[0]].sum())
+
+
+def _tree_cells(keys, edges, pairs, logs, deg):
+    """log p̂_tree of each of the tree's combinations of positive probability: the combinations
+    grown key by key along the tree, each row of the parent joined to the child categories its
+    pair table holds (no product of the keys' categories)."""
+    r = keys[0]
+    rows = {r: np.arange(logs[r].size)}
+    val = (1 - deg[r]) * logs[r]
+    for p, c in _tree_order(keys, edges):
+        xa, xb, lp = pairs[(min(p, c), max(p, c))]
+        xp, xc = (xa, xb) if p < c else (xb, xa)
+        o = np.argsort(xp, kind="stable")
+        xp, xc, lp = xp[o], xc[o], lp[o]
+        start = np.searchsorted(xp, np.arange(logs[p].size))
+        cnt = np.bincount(xp, minlength=logs[p].size)
+        rep = cnt[rows[p]]
+        first = np.repeat(np.cumsum(rep) - rep, rep)
+        at = np.arange(int(rep.sum())) - first + np.repeat(start[rows[p]], rep)
+        keep = np.repeat(np.arange(rep.size), rep)
+        rows = {v: x[keep] for v, x in rows.items()}
+        rows[c] = xc[at]
+        val = val[keep] + lp[at] + (1 - deg[c]) * logs[c][xc[at]]
+    return val
+
+
 def forest_space(logs, idx, f, kappa: float = 0.0, seed: int = 0, tree_max: int = TREE_MAX,
                  ranks=None, names=None):
     """The key space under main effects + a forest of two-way interactions
     (:func:`gpurisk.models.forest.choose_forest`), as components for :func:`_all_cells`: per lone key
-    its log p̂_v, per tree of the forest the log-probability of each of its keys' combinations,
-    log p̂_tree = Σ_pairs log p̃_ab + Σ_keys (1 − deg_v) log p̂_v; and the sampled cells' log p̂.
-    p̃_ab = (m_ab + κ p̂_a p̂_b)/(n + κ) with κ = kappa · c_a c_b (0: the ML fit, an unseen pair's
-    combinations get probability 0 and leave the key space). A pair is kept only while its tree
-    has at most ``tree_max`` combinations. ``ranks``, ``names``: as choose_forest takes them (per key
-    each sampled category's rank, here indexed like ``logs``; the keys' names), so that the held-out
-    split does not depend on how a table coded the categories. (components, s_obs, edges)."""
+    its log p̂_v, per tree of the forest the log-probability of each of its keys' combinations of
+    positive probability, log p̂_tree = Σ_pairs log p̃_ab + Σ_keys (1 − deg_v) log p̂_v; and the
+    sampled cells' log p̂. p̃_ab = (m_ab + κ p̂_a p̂_b)/(n + κ) with κ = kappa · c_a c_b (0: the ML
+    fit, p̂_ab = m_ab/n: a combination holding an unseen pair has probability 0 and leaves the key
+    space). The kept pairs are taken by decreasing held-out gain, each only while its tree has at
+    most ``tree_max`` combinations of positive probability. ``ranks``, ``names``: as choose_forest
+    takes them (per key each sampled category's rank, here indexed like ``logs``; the keys' names),
+    so that the held-out split does not depend on how a table coded the categories.
+    (components, s_obs, edges)."""
     from gpurisk.models.forest import choose_forest
     d = len(logs)
     cards = [lp.size for lp in logs]
@@ -164,59 +232,30 @@ def forest_space(logs, idx, f, kappa: float = 0.0, seed: int = 0, tree_max: int 
     n = float(f.sum())
     kept, scores = choose_forest(idx, f, cards, seed=seed, max_pairs=d - 1, ranks=ranks,
                                  names=names)
-    # keep pairs (by decreasing held-out gain) while every tree stays enumerable
+    pairs = {e: _pair_table(logs, idx, f, n, e[0], e[1], kappa) for e in kept}
     edges, comp = [], list(range(d))
-    size = {v: cards[v] for v in range(d)}
     for a, b in sorted(kept, key=lambda e: -scores[e][0]):
         ra, rb = comp[a], comp[b]
-        if size[ra] * size[rb] > tree_max:
+        keys = [v for v in range(d) if comp[v] in (ra, rb)]
+        if _tree_size(keys, edges + [(a, b)], pairs, cards) > tree_max:
             continue
-        for v in range(d):
-            if comp[v] == rb:
-                comp[v] = ra
-        size[ra] *= size.pop(rb)
+        comp = [ra if x == rb else x for x in comp]
         edges.append((a, b))
     edges.sort()
     deg = [0] * d
     for a, b in edges:
         deg[a] += 1
         deg[b] += 1
-    s_obs = np.zeros(f.shape[0])
+    s_obs = sum((1 - deg[v]) * logs[v][idx[v]] for v in range(d))
+    for a, b in edges:                       # every sampled cell's pairs have positive probability
+        xa, xb, lp = pairs[(a, b)]
+        s_obs = s_obs + lp[np.searchsorted(xa * cards[b] + xb,
+                                           idx[a].astype(np.int64) * cards[b] + idx[b])]
     comps = []
     for r in sorted(set(comp)):
         keys = [v for v in range(d) if comp[v] == r]
-        if len(keys) == 1:
-            comps.append(logs[r])
-            s_obs += logs[r][idx[r]]
-            continue
-        pos = {v: i for i, v in enumerate(keys)}
-        grid = np.zeros([cards[v] for v in keys])
-        obs = np.zeros(f.shape[0])
-        for v in keys:
-            shape = [1] * len(keys)
-            shape[pos[v]] = cards[v]
-            grid = grid + (1 - deg[v]) * logs[v].reshape(shape)
-            obs += (1 - deg[v]) * logs[v][idx[v]]
-        for a, b in edges:
-            if a not in pos:
-                continue
-            m = np.zeros((cards[a], cards[b]))
-            np.add.at(m, (idx[a], idx[b]), f)
-            k = kappa * cards[a] * cards[b]
-            pab = (m + k * np.exp(logs[a])[:, None] * np.exp(logs[b])[None, :]) / (n + k)
-            with np.errstate(divide="ignore"):
-                lab = np.log(pab)
-            shape = [1] * len(keys)
-            shape[pos[a]], shape[pos[b]] = cards[a], cards[b]
-            if pos[a] > pos[b]:
-                lab = lab.T
-                shape = [1] * len(keys)
-                shape[pos[b]], shape[pos[a]] = cards[b], cards[a]
-            grid = grid + lab.reshape(shape)
-            obs += np.log(pab[idx[a], idx[b]])
-        g = grid.ravel()
-        comps.append(g[np.isfinite(g)])
-        s_obs += obs
+        comps.append(logs[r] if len(keys) == 1 else
+                     _tree_cells(keys, [e for e in edges if e[0] in keys], pairs, logs, deg))
     return comps, s_obs, tuple(edges)
 
 
