@@ -53,6 +53,9 @@ def test_fars_sample_cli(fars):
     assert m["marketer"]["value"] == pytest.approx(want["J"] / len(fars), rel=1e-12)
     pu = m["pop_uniqueness"]
     assert pu["model"] == "loglinear_forest" and pu["reason"] is None     # the default model (issue 27)
+    # its forest names the keys: race and injury severity are far from independent in FARS (the
+    # held-out gain of that pair is ~100 times its threshold in bench/validate_pop_uniqueness.py)
+    assert "irace x iinjury" in pu["interactions"].split(", ")
     assert pu["lower"] <= pu["value"] <= pu["upper"] and pu["se"] > 0
     assert pu["n1"] == want["n1"] and pu["N"] == pytest.approx(len(fars) / 0.05)
     assert 0 < pu["share"] < 1 and pu["value"] == pytest.approx(pu["share"] * pu["N"])
