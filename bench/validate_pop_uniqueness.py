@@ -61,6 +61,7 @@ ESTIMATORS = {
     "gp:zayatz": dict(rule="gpurisk", model="zayatz"),
     "gp:loglinear": dict(loglinear="loglinear"),
     "gp:loglinear_forest": dict(loglinear="loglinear_forest"),
+    "gp:loglinear_forest-nochoice": dict(loglinear="loglinear_forest", choice_spread=False),
     "gp:loglinear_main": dict(loglinear="loglinear_main"),
     "gp:bethlehem": dict(loglinear="bethlehem"),
     "ll:main": dict(loglinear="main"),
@@ -100,7 +101,8 @@ def run_one(kw: dict, sm, f, codes, pi: float):
     if "loglinear" in kw:
         s = f > 0
         if kw["loglinear"] in LL.LL_MODELS:          # the measure's own fit
-            r = LL.fit([codes[s, v] for v in range(codes.shape[1])], f[s], sm.N, kw["loglinear"])
+            r = LL.fit([codes[s, v] for v in range(codes.shape[1])], f[s], sm.N, kw["loglinear"],
+                       choice_spread=kw.get("choice_spread", True))
             ROW_EXTRA["se_base"] = math.hypot(r.params.get("se_process", 0.0), r.params.get("se_fit", 0.0))
             return r.value, r.se, r.lower, r.upper, r.model
         from scipy.stats import norm

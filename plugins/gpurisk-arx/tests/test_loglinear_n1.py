@@ -382,8 +382,31 @@ def test_tree_max_drops_the_pair_that_would_overgrow_a_tree():
     s = f > 0
     codes, f = [c[s] for c in codes], f[s]
     logs, idx = LL._log_probs(codes, f.astype(float), float(f.sum()))
-    _, _, full = LL.forest_space(logs, idx, f)
+    _, _, full, _ = LL.forest_space(logs, idx, f)
     assert (0, 1) in full and (1, 2) in full
     pair_sizes = [len(LL._pair_table(logs, idx, f, f.sum(), *e, 0.0)[0]) for e in [(0, 1), (1, 2)]]
-    _, _, cut = LL.forest_space(logs, idx, f, tree_max=max(pair_sizes) * 2)
+    _, _, cut, _ = LL.forest_space(logs, idx, f, tree_max=max(pair_sizes) * 2)
     assert len(cut) < len(full)
+
+
+def test_forest_choice_spread_in_the_se():
+    """The s.e.'s choice term: the fit with it and without it differ by exactly
+    Σ w (N̂1(E′) − N̂1)² in se², E′ the doubtful forests (gpurisk.models.forest.doubtful, recomputed
+    here from the pair scores) each estimated with its pairs fixed; the value is the same."""
+    from gpurisk.models.forest import choose_forest, doubtful
+    F, f, codes = next(_chain_populations(1, seed=12, alpha=1.0, pi=0.05))
+    s = f > 0
+    codes, f, N = [c[s] for c in codes], f[s], F.sum()
+    on = LL.fit(codes, f, N, "loglinear_forest")
+    off = LL.fit(codes, f, N, "loglinear_forest", choice_spread=False)
+    assert on.value == off.value
+    idx = [np.unique(c, return_inverse=True)[1] for c in codes]
+    kept, scores = choose_forest(idx, f, [i.max() + 1 for i in idx], max_pairs=3)
+    alts = doubtful(kept, scores, max_pairs=3)
+    assert alts                                    # some test is close enough to count
+    base = LL.estimate(codes, f, N, "forest", "calibrated").value
+    want = sum(w * (LL.estimate(codes, f, N, "forest", "calibrated", edges=e).value - base) ** 2
+               for w, e in alts)
+    assert want > 0
+    assert on.se ** 2 - off.se ** 2 == pytest.approx(want, rel=1e-9)
+    assert on.params["se_choice"] == pytest.approx(math.sqrt(want), rel=1e-9)

@@ -47,7 +47,7 @@ is kept only while its tree has at most ``TREE_MAX`` of them) and each lone key'
 categories of E that the sample lacks has p̂ = 0 (λ = 0) and leaves the key space (``kappa`` > 0 smooths
 the pair tables towards independence instead, p̃_ab = (m_ab + κ p̂_a p̂_b)/(n + κ), κ = kappa · c_a c_b,
 a diagnostic). The forest is chosen once, at the sample's own counts (the delta method below does
-not refit it), and its choice's own uncertainty is not in the s.e.
+not refit it); its choice's own uncertainty enters the s.e. as below.
 
 Key space (the assumption): the cells are the combinations of the categories some sample record has.
 A category no sample record has is taken to have no population record either (its population uniques
@@ -60,7 +60,9 @@ Variance (what ``se`` holds, :func:`fit`): the process variance Σ_j p_j (1 − 
 delta-method variance of the fit, which reads the sample through n1 and n2 (their covariance under
 the fitted model, the cells independent; the numerical gradient of the estimate in them; the margins
 p̂_v are taken as known); plus a relative model error (``model_error`` · estimate)², which neither
-sees. ``MODEL_ERROR`` was set on bench/validate_pop_uniqueness.py (in-sample; docs/arx.md).
+sees; under the forest plus the spread of its choice, Σ w (N̂1(E′) − N̂1)² over the forests E′ one
+held-out test away (:func:`gpurisk.models.forest.doubtful`, w the chance the test goes the other way),
+as Ê's s.e. takes it (``gpurisk.measures._ll_poisson``; ``choice_spread=False`` leaves it out). ``MODEL_ERROR`` was set on bench/validate_pop_uniqueness.py (in-sample; docs/arx.md).
 """
 from __future__ import annotations
 
@@ -90,6 +92,7 @@ class LLN1:
     beta: float = 1.0      # λ_j ∝ e^{β Σ_v log p̂_v}: 1 main effects, 0 one λ for every cell
     param_var: float = 0.0  # the delta method's variance of the fit through n1 and n2
     edges: tuple = ()       # the forest's pairs of keys (margins="forest*")
+    alts: list = ()         # the forests one held-out test away: [(weight, pairs)]
 
 
 def prob_one(lam, f, alpha: float, pi: float):
@@ -213,7 +216,7 @@ def _tree_cells(keys, edges, pairs, logs, deg):
 
 
 def forest_space(logs, idx, f, kappa: float = 0.0, seed: int = 0, tree_max: int = TREE_MAX,
-                 ranks=None, names=None):
+                 ranks=None, names=None, edges=None):
     """The key space under main effects + a forest of two-way interactions
     (:func:`gpurisk.models.forest.choose_forest`), as components for :func:`_all_cells`: per lone key
     its log p̂_v, per tree of the forest the log-probability of each of its keys' combinations of
@@ -223,15 +226,19 @@ def forest_space(logs, idx, f, kappa: float = 0.0, seed: int = 0, tree_max: int 
     space). The kept pairs are taken by decreasing held-out gain, each only while its tree has at
     most ``tree_max`` combinations of positive probability. ``ranks``, ``names``: as choose_forest
     takes them (per key each sampled category's rank, here indexed like ``logs``; the keys' names),
-    so that the held-out split does not depend on how a table coded the categories.
-    (components, s_obs, edges)."""
-    from gpurisk.models.forest import choose_forest
+    so that the held-out split does not depend on how a table coded the categories. ``edges``: these
+    pairs instead of the chosen ones. (components, s_obs, edges, the forests one held-out test
+    away: [(weight, pairs)], :func:`gpurisk.models.forest.doubtful`)."""
+    from gpurisk.models.forest import choose_forest, doubtful
     d = len(logs)
     cards = [lp.size for lp in logs]
     f = np.asarray(f, dtype=float)
     n = float(f.sum())
-    kept, scores = choose_forest(idx, f, cards, seed=seed, max_pairs=d - 1, ranks=ranks,
-                                 names=names)
+    if edges is None:
+        kept, scores = choose_forest(idx, f, cards, seed=seed, max_pairs=d - 1, ranks=ranks,
+                                     names=names)
+    else:
+        kept, scores = list(edges), {e: (1.0, 0.0) for e in edges}
     pairs = {e: _pair_table(logs, idx, f, n, e[0], e[1], kappa) for e in kept}
     edges, comp = [], list(range(d))
     for a, b in sorted(kept, key=lambda e: -scores[e][0]):
@@ -256,7 +263,8 @@ def forest_space(logs, idx, f, kappa: float = 0.0, seed: int = 0, tree_max: int 
         keys = [v for v in range(d) if comp[v] == r]
         comps.append(logs[r] if len(keys) == 1 else
                      _tree_cells(keys, [e for e in edges if e[0] in keys], pairs, logs, deg))
-    return comps, s_obs, tuple(edges)
+    alts = doubtful(edges, scores, max_pairs=d - 1) if len(scores) > len(kept) else []
+    return comps, s_obs, tuple(edges), alts
 
 
 def prob_sample_one(lam, alpha: float, pi: float):
@@ -275,7 +283,8 @@ def _log_lambda(beta: float, s_grid, counts, N: float):
 
 def estimate(codes, f, N: float, margins: str = "main", dispersion: str = "moment",
              exact_max: int = EXACT_MAX, h: float = BIN_WIDTH, target: str = "n2",
-             space=None, kappa: float = 0.0, seed: int = 0, ranks=None, names=None) -> LLN1:
+             space=None, kappa: float = 0.0, seed: int = 0, ranks=None, names=None,
+             edges=None) -> LLN1:
     """E[N1 | sample] under the log-linear Poisson–gamma model (module docstring).
 
     ``codes``: per key, the category (any integers) of each sampled cell (cells with f > 0 only, one
@@ -294,13 +303,13 @@ def estimate(codes, f, N: float, margins: str = "main", dispersion: str = "momen
     if margins.startswith("forest"):
         if ranks is not None:             # each sampled category's rank, indexed like logs
             ranks = [np.asarray(r)[np.unique(np.asarray(c))] for r, c in zip(ranks, codes)]
-        comps, s_obs, edges = forest_space(logs, idx, f, kappa=kappa, seed=seed, ranks=ranks,
-                                           names=names)
+        comps, s_obs, edges, alts = forest_space(logs, idx, f, kappa=kappa, seed=seed,
+                                                 ranks=ranks, names=names, edges=edges)
         s_grid, counts = _all_cells(comps, 0.0, exact_max, h)
         s_grid = np.log(s_grid)
         r = _fit_space(f, s_obs, s_grid, counts, N, "tempered" if margins == "forest_tempered"
                        else "main", dispersion, target, float(np.prod([float(c.size) for c in comps])))
-        r.edges = edges
+        r.edges, r.alts = edges, alts
         return r
     if space is None:
         s_grid, counts = _all_cells(logs, 0.0, exact_max, h)
@@ -475,10 +484,11 @@ MODEL_ERROR = 0.15
 
 
 def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
-        model_error: float = MODEL_ERROR, ranks=None, names=None):
+        model_error: float = MODEL_ERROR, ranks=None, names=None, choice_spread: bool = True):
     """A :class:`~gpurisk_arx.uniqueness.Fit` of N1 under ``model`` (LL_MODELS): the estimate within
     [n1 − (N − n), N − (n − n1)], s.e. = √(process variance + delta-method variance through n1, n2 +
-    (model_error · estimate)²), the normal interval at ``level`` clipped to those bounds; no value
+    (model_error · estimate)² + the forest's choice spread (forest models, ``choice_spread``)), the
+    normal interval at ``level`` clipped to those bounds; no value
     (a reason) when every sample record is unique; 0 when no sample record is."""
     from scipy.stats import norm
 
@@ -493,15 +503,20 @@ def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
         return Fit(model, 0.0, params={"note": "n1 = 0"})
     margins, dispersion = LL_MODELS[model]
     keep = f > 0
-    r = estimate([np.asarray(c)[keep] for c in codes], f[keep], N, margins, dispersion,
-                 ranks=ranks, names=names)
+    kept = [np.asarray(c)[keep] for c in codes]
+    r = estimate(kept, f[keep], N, margins, dispersion, ranks=ranks, names=names)
     lo_cap, hi_cap = bounds(sm)
     v = min(max(r.value, lo_cap), hi_cap)
-    se = math.sqrt(r.process_var + r.param_var + (model_error * v) ** 2)
+    # the forest's choice: the estimate under each forest one held-out test away, weighted by the
+    # chance that test goes the other way (gpurisk.models.forest.doubtful, as Ê's s.e. takes it)
+    choice_var = sum(w * (estimate(kept, f[keep], N, margins, dispersion, edges=es).value
+                          - r.value) ** 2 for w, es in r.alts) if choice_spread else 0.0
+    se = math.sqrt(r.process_var + r.param_var + (model_error * v) ** 2 + choice_var)
     z = float(norm.ppf(0.5 + level / 2.0))
     params = {"beta": r.beta, "alpha": r.alpha, "K": r.K, "sample_unique_part": r.observed,
               "unobserved_part": r.unobserved, "expected_n1": r.expected_n1,
               "se_process": math.sqrt(r.process_var), "se_fit": math.sqrt(r.param_var),
+              "se_choice": math.sqrt(choice_var),
               "model_error": model_error}
     if margins.startswith("forest"):
         params["interactions"] = tuple(r.edges)
