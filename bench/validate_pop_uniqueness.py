@@ -8,10 +8,13 @@ the same code ``pop_uniqueness`` runs. Estimators, all on the same samples:
 
   arx:dankar     ARX's decision rule with ARX's fits (rule=arx, model=dankar; ARX's default, the anchor)
   arx:pitman     ARX's Pitman (Newton from ARX's start, N → ∞ expectation)
-  gp:pitman      gpurisk's rule: Pitman at its likelihood's maximum, E[N1 | sample] (the default)
+  gp:pitman      gpurisk's rule: Pitman at its likelihood's maximum, E[N1 | sample]
   gp:pitman-fin  the same fit, the unconditional finite-N expectation N (θ+α)_{N−1}/(θ+1)_{N−1}
   gp:dankar      Dankar's decision rule over gpurisk's fits
   gp:snb         SNB with the root scan (π > 0.1 in Dankar's rule)
+  gp:loglinear_forest   the log-linear Poisson–gamma model, main effects + a forest of held-out-tested
+                 pairs (the default; gp:loglinear the tempered main effects, the default before;
+                 ll:* the same family's variants, docs/arx.md)
 
 Printed per (population, key set, π): the mean true N1, for each estimator the number of samples
 with a value ("def"), bias and sd of N̂1 − N1 in % of N1, the share of samples within ±25 % of N1
