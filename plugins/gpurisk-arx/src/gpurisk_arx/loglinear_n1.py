@@ -62,7 +62,8 @@ the fitted model, the cells independent; the numerical gradient of the estimate 
 p̂_v are taken as known); plus a relative model error (``model_error`` · estimate)², which neither
 sees; under the forest plus the spread of its choice, Σ w (N̂1(E′) − N̂1)² over the forests E′ one
 held-out test away (:func:`gpurisk.models.forest.doubtful`, w the chance the test goes the other way),
-as Ê's s.e. takes it (``gpurisk.measures._ll_poisson``; ``choice_spread=False`` leaves it out). ``MODEL_ERROR`` was set on bench/validate_pop_uniqueness.py (in-sample; docs/arx.md).
+as Ê's s.e. takes it (``gpurisk.measures._ll_poisson``; ``choice_spread=False`` leaves it out).
+``MODEL_ERROR`` was set on bench/validate_pop_uniqueness.py (in-sample; docs/arx.md).
 """
 from __future__ import annotations
 
