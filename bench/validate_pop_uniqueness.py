@@ -8,10 +8,13 @@ the same code ``pop_uniqueness`` runs. Estimators, all on the same samples:
 
   arx:dankar     ARX's decision rule with ARX's fits (rule=arx, model=dankar; ARX's default, the anchor)
   arx:pitman     ARX's Pitman (Newton from ARX's start, N → ∞ expectation)
-  gp:pitman      gpurisk's rule: Pitman at its likelihood's maximum, E[N1 | sample] (the default)
+  gp:pitman      gpurisk's rule: Pitman at its likelihood's maximum, E[N1 | sample]
   gp:pitman-fin  the same fit, the unconditional finite-N expectation N (θ+α)_{N−1}/(θ+1)_{N−1}
   gp:dankar      Dankar's decision rule over gpurisk's fits
   gp:snb         SNB with the root scan (π > 0.1 in Dankar's rule)
+  gp:loglinear_forest   the log-linear Poisson–gamma model, main effects + a forest of held-out-tested
+                 pairs (the default; gp:loglinear the tempered main effects, the default before;
+                 ll:* the same family's variants, docs/arx.md)
 
 Printed per (population, key set, π): the mean true N1, for each estimator the number of samples
 with a value ("def"), bias and sd of N̂1 − N1 in % of N1, the share of samples within ±25 % of N1
@@ -60,6 +63,8 @@ ESTIMATORS = {
     "gp:snb": dict(rule="gpurisk", model="snb"),
     "gp:zayatz": dict(rule="gpurisk", model="zayatz"),
     "gp:loglinear": dict(loglinear="loglinear"),
+    "gp:loglinear_forest": dict(loglinear="loglinear_forest"),
+    "gp:loglinear_forest-nochoice": dict(loglinear="loglinear_forest", choice_spread=False),
     "gp:loglinear_main": dict(loglinear="loglinear_main"),
     "gp:bethlehem": dict(loglinear="bethlehem"),
     "ll:main": dict(loglinear="main"),
@@ -69,6 +74,11 @@ ESTIMATORS = {
     "ll:bethlehem-cal": dict(loglinear="none", dispersion="calibrated"),
     "ll:tempered": dict(loglinear="tempered", dispersion="calibrated"),
     "ll:tempered-half": dict(loglinear="tempered", dispersion="calibrated", target="half"),
+    "ll:forest": dict(loglinear="forest", dispersion="calibrated"),
+    "ll:forest-t": dict(loglinear="forest_tempered", dispersion="calibrated"),
+    "ll:forest-s": dict(loglinear="forest", dispersion="calibrated", kappa=0.5),
+    "ll:forest-ts": dict(loglinear="forest_tempered", dispersion="calibrated", kappa=0.5),
+    "ll:forest-s1": dict(loglinear="forest", dispersion="calibrated", kappa=0.1),
 }
 
 
@@ -94,13 +104,14 @@ def run_one(kw: dict, sm, f, codes, pi: float):
     if "loglinear" in kw:
         s = f > 0
         if kw["loglinear"] in LL.LL_MODELS:          # the measure's own fit
-            r = LL.fit([codes[s, v] for v in range(codes.shape[1])], f[s], sm.N, kw["loglinear"])
+            r = LL.fit([codes[s, v] for v in range(codes.shape[1])], f[s], sm.N, kw["loglinear"],
+                       choice_spread=kw.get("choice_spread", True))
             ROW_EXTRA["se_base"] = math.hypot(r.params.get("se_process", 0.0), r.params.get("se_fit", 0.0))
             return r.value, r.se, r.lower, r.upper, r.model
         from scipy.stats import norm
         r = LL.estimate([codes[s, v] for v in range(codes.shape[1])], f[s], sm.N,
                         margins=kw["loglinear"], dispersion=kw.get("dispersion", "moment"),
-                        target=kw.get("target", "n2"))
+                        target=kw.get("target", "n2"), kappa=kw.get("kappa", 0.0))
         lo_cap, hi_cap = bounds(sm)
         v = min(max(r.value, lo_cap), hi_cap)
         se = math.sqrt(r.process_var + r.param_var + (LL.MODEL_ERROR * v) ** 2)

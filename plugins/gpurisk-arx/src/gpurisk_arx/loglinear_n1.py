@@ -33,17 +33,37 @@ main effects put too little mass on the combinations a population does hold and 
 (often impossible) rest, and the sample's n1 and n2 measure how much. ``dispersion="moment"`` is
 α̂ = max(0, [Σ(f − μ̂)² − Σ f] / Σ μ̂²) over all K cells (``gpurisk.measures._ll_poisson``'s estimator).
 
+Main effects plus a forest of two-way interactions (``margins="forest"``, the measure's default,
+model ``loglinear_forest``; ``"forest_tempered"`` adds the β above): s_j = log p̂(x_j) of the
+decomposable model p̂(x) = Π_{(a,b) ∈ E} p̂_ab(x_a, x_b) Π_v p̂_v(x_v)^{1 − deg(v)} (the closed-form ML
+fit, p̂ the sample's margins), E the pairs of keys that :func:`gpurisk.models.forest.choose_forest`
+keeps by a split-sample held-out likelihood-ratio test, forming a forest (no cycle), as Ê's default
+(``gpurisk.measures._ll_poisson``, ``model=auto_cv``); β = 1 and α calibrated to n1. log p̂ is a sum of
+one term per tree of the forest and per lone key, so the distribution of s over all K cells is again a
+convolution: of the binned log-probabilities of each tree's combinations of positive probability
+(listed by joining the pair tables along the tree, never the product of its keys' categories; a pair
+is kept only while its tree has at most ``TREE_MAX`` of them) and each lone key's log p̂_v
+(:func:`forest_space`). A combination holding a pair of
+categories of E that the sample lacks has p̂ = 0 (λ = 0) and leaves the key space (``kappa`` > 0 smooths
+the pair tables towards independence instead, p̃_ab = (m_ab + κ p̂_a p̂_b)/(n + κ), κ = kappa · c_a c_b,
+a diagnostic). The forest is chosen once, at the sample's own counts (the delta method below does
+not refit it); its choice's own uncertainty enters the s.e. as below.
+
 Key space (the assumption): the cells are the combinations of the categories some sample record has.
 A category no sample record has is taken to have no population record either (its population uniques
 are missed), and every combination of sampled categories is taken to be possible: a structural zero
-(a combination no population can hold) still gets λ̂ > 0 and adds its P(F = 1 | f = 0) to the sum.
+(a combination no population can hold) still gets λ̂ > 0 and adds its P(F = 1 | f = 0) to the sum
+(under the forest, unless one of its pairs of categories of E is absent from the sample).
 
 Variance (what ``se`` holds, :func:`fit`): the process variance Σ_j p_j (1 − p_j) over all K cells
 (given the fitted model, the cells' I(F_j = 1) are independent Bernoulli variables); plus the
 delta-method variance of the fit, which reads the sample through n1 and n2 (their covariance under
 the fitted model, the cells independent; the numerical gradient of the estimate in them; the margins
 p̂_v are taken as known); plus a relative model error (``model_error`` · estimate)², which neither
-sees. ``MODEL_ERROR`` was set on bench/validate_pop_uniqueness.py (in-sample; docs/arx.md).
+sees; under the forest plus the spread of its choice, Σ w (N̂1(E′) − N̂1)² over the forests E′ one
+held-out test away (:func:`gpurisk.models.forest.doubtful`, w the chance the test goes the other way),
+as Ê's s.e. takes it (``gpurisk.measures._ll_poisson``; ``choice_spread=False`` leaves it out).
+``MODEL_ERROR`` was set on bench/validate_pop_uniqueness.py (in-sample; docs/arx.md).
 """
 from __future__ import annotations
 
@@ -56,7 +76,9 @@ import numpy as np
 EXACT_MAX = 20_000
 #: bin width of the convolution in log λ
 BIN_WIDTH = 0.002
-MARGINS = ("main", "none", "tempered")
+MARGINS = ("main", "none", "tempered", "forest", "forest_tempered")
+#: at most this many combinations of positive probability in one tree of the forest (each is listed)
+TREE_MAX = 8_000_000
 
 
 @dataclass
@@ -70,6 +92,8 @@ class LLN1:
     expected_n1: float     # the model's expected number of sample uniques (to compare with n1)
     beta: float = 1.0      # λ_j ∝ e^{β Σ_v log p̂_v}: 1 main effects, 0 one λ for every cell
     param_var: float = 0.0  # the delta method's variance of the fit through n1 and n2
+    edges: tuple = ()       # the forest's pairs of keys (margins="forest*")
+    alts: list = ()         # the forests one held-out test away: [(weight, pairs)]
 
 
 def prob_one(lam, f, alpha: float, pi: float):
@@ -127,6 +151,123 @@ def _all_cells(logs, base: float, exact_max: float, h: float = BIN_WIDTH):
     return np.exp(base + lo + h * np.flatnonzero(keep)), hist[keep]
 
 
+def _pair_table(logs, idx, f, n: float, a: int, b: int, kappa: float):
+    """The (a, b) pairs of categories of positive probability and log p̃_ab of each, as
+    (x_a, x_b, log p̃): κ = 0 the pairs some sample cell has (p̂_ab = m_ab/n), else every pair."""
+    ca, cb = logs[a].size, logs[b].size
+    if kappa <= 0:
+        ids, inv = np.unique(idx[a].astype(np.int64) * cb + idx[b], return_inverse=True)
+        m = np.bincount(inv.reshape(-1), weights=f)
+        return ids // cb, ids % cb, np.log(m / n)
+    k = kappa * ca * cb
+    xa, xb = np.divmod(np.arange(ca * cb, dtype=np.int64), cb)
+    m = np.zeros(ca * cb)
+    np.add.at(m, idx[a].astype(np.int64) * cb + idx[b], f)
+    return xa, xb, np.log((m + k * np.exp(logs[a][xa] + logs[b][xb])) / (n + k))
+
+
+def _tree_order(keys, edges):
+    """The tree's edges as (parent, child), each parent reached before its child (root keys[0])."""
+    out, seen, todo = [], {keys[0]}, [keys[0]]
+    while todo:
+        v = todo.pop()
+        for a, b in edges:
+            for p, c in ((a, b), (b, a)):
+                if p == v and c not in seen:
+                    seen.add(c)
+                    todo.append(c)
+                    out.append((p, c))
+    return out
+
+
+def _tree_size(keys, edges, pairs, cards) -> float:
+    """The number of the tree's combinations of positive probability (every pair of E among them
+    of positive probability), by counting messages from the leaves to the root."""
+    order = _tree_order(keys, edges)
+    count = {v: np.ones(cards[v]) for v in keys}
+    for p, c in reversed(order):
+        xa, xb, _ = pairs[(min(p, c), max(p, c))]
+        xp, xc = (xa, xb) if p < c else (xb, xa)
+        count[p] = count[p] * np.bincount(xp, weights=count[c][xc], minlength=cards[p])
+    return float(count[keys[0]].sum())
+
+
+def _tree_cells(keys, edges, pairs, logs, deg):
+    """log p̂_tree of each of the tree's combinations of positive probability: the combinations
+    grown key by key along the tree, each row of the parent joined to the child categories its
+    pair table holds (no product of the keys' categories)."""
+    r = keys[0]
+    rows = {r: np.arange(logs[r].size)}
+    val = (1 - deg[r]) * logs[r]
+    for p, c in _tree_order(keys, edges):
+        xa, xb, lp = pairs[(min(p, c), max(p, c))]
+        xp, xc = (xa, xb) if p < c else (xb, xa)
+        o = np.argsort(xp, kind="stable")
+        xp, xc, lp = xp[o], xc[o], lp[o]
+        start = np.searchsorted(xp, np.arange(logs[p].size))
+        cnt = np.bincount(xp, minlength=logs[p].size)
+        rep = cnt[rows[p]]
+        first = np.repeat(np.cumsum(rep) - rep, rep)
+        at = np.arange(int(rep.sum())) - first + np.repeat(start[rows[p]], rep)
+        keep = np.repeat(np.arange(rep.size), rep)
+        rows = {v: x[keep] for v, x in rows.items()}
+        rows[c] = xc[at]
+        val = val[keep] + lp[at] + (1 - deg[c]) * logs[c][xc[at]]
+    return val
+
+
+def forest_space(logs, idx, f, kappa: float = 0.0, seed: int = 0, tree_max: int = TREE_MAX,
+                 ranks=None, names=None, edges=None):
+    """The key space under main effects + a forest of two-way interactions
+    (:func:`gpurisk.models.forest.choose_forest`), as components for :func:`_all_cells`: per lone key
+    its log p̂_v, per tree of the forest the log-probability of each of its keys' combinations of
+    positive probability, log p̂_tree = Σ_pairs log p̃_ab + Σ_keys (1 − deg_v) log p̂_v; and the
+    sampled cells' log p̂. p̃_ab = (m_ab + κ p̂_a p̂_b)/(n + κ) with κ = kappa · c_a c_b (0: the ML
+    fit, p̂_ab = m_ab/n: a combination holding an unseen pair has probability 0 and leaves the key
+    space). The kept pairs are taken by decreasing held-out gain, each only while its tree has at
+    most ``tree_max`` combinations of positive probability. ``ranks``, ``names``: as choose_forest
+    takes them (per key each sampled category's rank, here indexed like ``logs``; the keys' names),
+    so that the held-out split does not depend on how a table coded the categories. ``edges``: these
+    pairs instead of the chosen ones. (components, s_obs, edges, the forests one held-out test
+    away: [(weight, pairs)], :func:`gpurisk.models.forest.doubtful`)."""
+    from gpurisk.models.forest import choose_forest, doubtful
+    d = len(logs)
+    cards = [lp.size for lp in logs]
+    f = np.asarray(f, dtype=float)
+    n = float(f.sum())
+    if edges is None:
+        kept, scores = choose_forest(idx, f, cards, seed=seed, max_pairs=d - 1, ranks=ranks,
+                                     names=names)
+    else:
+        kept, scores = list(edges), {e: (1.0, 0.0) for e in edges}
+    pairs = {e: _pair_table(logs, idx, f, n, e[0], e[1], kappa) for e in kept}
+    edges, comp = [], list(range(d))
+    for a, b in sorted(kept, key=lambda e: -scores[e][0]):
+        ra, rb = comp[a], comp[b]
+        keys = [v for v in range(d) if comp[v] in (ra, rb)]
+        if _tree_size(keys, edges + [(a, b)], pairs, cards) > tree_max:
+            continue
+        comp = [ra if x == rb else x for x in comp]
+        edges.append((a, b))
+    edges.sort()
+    deg = [0] * d
+    for a, b in edges:
+        deg[a] += 1
+        deg[b] += 1
+    s_obs = sum((1 - deg[v]) * logs[v][idx[v]] for v in range(d))
+    for a, b in edges:                       # every sampled cell's pairs have positive probability
+        xa, xb, lp = pairs[(a, b)]
+        s_obs = s_obs + lp[np.searchsorted(xa * cards[b] + xb,
+                                           idx[a].astype(np.int64) * cards[b] + idx[b])]
+    comps = []
+    for r in sorted(set(comp)):
+        keys = [v for v in range(d) if comp[v] == r]
+        comps.append(logs[r] if len(keys) == 1 else
+                     _tree_cells(keys, [e for e in edges if e[0] in keys], pairs, logs, deg))
+    alts = doubtful(edges, scores, max_pairs=d - 1) if len(scores) > len(kept) else []
+    return comps, s_obs, tuple(edges), alts
+
+
 def prob_sample_one(lam, alpha: float, pi: float):
     """P(f_j = 1) under the model: f_j is negative binomial with mean πλ_j and shape 1/α."""
     m = pi * np.asarray(lam, dtype=float)
@@ -143,20 +284,34 @@ def _log_lambda(beta: float, s_grid, counts, N: float):
 
 def estimate(codes, f, N: float, margins: str = "main", dispersion: str = "moment",
              exact_max: int = EXACT_MAX, h: float = BIN_WIDTH, target: str = "n2",
-             space=None) -> LLN1:
+             space=None, kappa: float = 0.0, seed: int = 0, ranks=None, names=None,
+             edges=None) -> LLN1:
     """E[N1 | sample] under the log-linear Poisson–gamma model (module docstring).
 
     ``codes``: per key, the category (any integers) of each sampled cell (cells with f > 0 only, one
     row per cell); ``f``: their counts; ``N``: the population size (π = n/N). ``space``: a key
     space other than all K combinations (a diagnostic: bench/diagnose_pop_uniqueness.py), a callable
     (per-key log p̂_v, per-key index of each sampled cell's category) → (s of its cells, their counts),
-    which must hold the sampled cells."""
+    which must hold the sampled cells. ``kappa``, ``seed``, ``ranks`` (per key, each code's rank
+    among the key's categories: ``gpurisk.models.model_choice.category_ranks``), ``names``: the
+    forest's (:func:`forest_space`)."""
     f = np.asarray(f, dtype=float)
     logs, idx = _log_probs(codes, f, float(f.sum()))
     if margins not in MARGINS:
         raise ValueError(f"margins={margins!r} is not one of {MARGINS}")
     s_obs = sum(lp[i] for lp, i in zip(logs, idx))          # observed cells' Σ_v log p̂_v
     K = float(np.prod([float(lp.size) for lp in logs]))
+    if margins.startswith("forest"):
+        if ranks is not None:             # each sampled category's rank, indexed like logs
+            ranks = [np.asarray(r)[np.unique(np.asarray(c))] for r, c in zip(ranks, codes)]
+        comps, s_obs, edges, alts = forest_space(logs, idx, f, kappa=kappa, seed=seed,
+                                                 ranks=ranks, names=names, edges=edges)
+        s_grid, counts = _all_cells(comps, 0.0, exact_max, h)
+        s_grid = np.log(s_grid)
+        r = _fit_space(f, s_obs, s_grid, counts, N, "tempered" if margins == "forest_tempered"
+                       else "main", dispersion, target, float(np.prod([float(c.size) for c in comps])))
+        r.edges, r.alts = edges, alts
+        return r
     if space is None:
         s_grid, counts = _all_cells(logs, 0.0, exact_max, h)
         s_grid = np.log(s_grid)
@@ -311,8 +466,17 @@ def calibrated_alpha(grid, counts, pi: float, n1: int) -> float:
 
 #: the measure's models (option ``model``) and how each is fitted: (margins, dispersion)
 LL_MODELS = {"loglinear": ("tempered", "calibrated"),
+             "loglinear_forest": ("forest", "calibrated"),
              "loglinear_main": ("main", "calibrated"),
              "bethlehem": ("none", "calibrated")}
+#: what the key space of each model holds (the measure's extra ``key_space``)
+KEY_SPACE = {None: "the combinations of the categories the sample has; a combination no population "
+                   "can hold (a structural zero) is still counted as possible",
+             "loglinear_forest": "the combinations of the categories the sample has whose every "
+                                 "pair of categories of an interaction in the forest the sample has "
+                                 "too (the fitted pair tables give the others probability 0); any "
+                                 "other combination no population can hold (a structural zero) is "
+                                 "still counted as possible"}
 #: relative model error added to the s.e. (module docstring): with it the 95 % interval covered N1
 #: in ≥ 90 % of the samples of every cell of bench/validate_pop_uniqueness.py at π = 5 and 10 %
 #: except adult-b at 5 % (68 %, where the estimate is 26 % low); 0.10 left adult at 10 % at 88 %
@@ -321,10 +485,11 @@ MODEL_ERROR = 0.15
 
 
 def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
-        model_error: float = MODEL_ERROR):
+        model_error: float = MODEL_ERROR, ranks=None, names=None, choice_spread: bool = True):
     """A :class:`~gpurisk_arx.uniqueness.Fit` of N1 under ``model`` (LL_MODELS): the estimate within
     [n1 − (N − n), N − (n − n1)], s.e. = √(process variance + delta-method variance through n1, n2 +
-    (model_error · estimate)²), the normal interval at ``level`` clipped to those bounds; no value
+    (model_error · estimate)² + the forest's choice spread (forest models, ``choice_spread``)), the
+    normal interval at ``level`` clipped to those bounds; no value
     (a reason) when every sample record is unique; 0 when no sample record is."""
     from scipy.stats import norm
 
@@ -339,15 +504,23 @@ def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
         return Fit(model, 0.0, params={"note": "n1 = 0"})
     margins, dispersion = LL_MODELS[model]
     keep = f > 0
-    r = estimate([np.asarray(c)[keep] for c in codes], f[keep], N, margins, dispersion)
+    kept = [np.asarray(c)[keep] for c in codes]
+    r = estimate(kept, f[keep], N, margins, dispersion, ranks=ranks, names=names)
     lo_cap, hi_cap = bounds(sm)
     v = min(max(r.value, lo_cap), hi_cap)
-    se = math.sqrt(r.process_var + r.param_var + (model_error * v) ** 2)
+    # the forest's choice: the estimate under each forest one held-out test away, weighted by the
+    # chance that test goes the other way (gpurisk.models.forest.doubtful, as Ê's s.e. takes it)
+    choice_var = sum(w * (estimate(kept, f[keep], N, margins, dispersion, edges=es).value
+                          - r.value) ** 2 for w, es in r.alts) if choice_spread else 0.0
+    se = math.sqrt(r.process_var + r.param_var + (model_error * v) ** 2 + choice_var)
     z = float(norm.ppf(0.5 + level / 2.0))
     params = {"beta": r.beta, "alpha": r.alpha, "K": r.K, "sample_unique_part": r.observed,
               "unobserved_part": r.unobserved, "expected_n1": r.expected_n1,
               "se_process": math.sqrt(r.process_var), "se_fit": math.sqrt(r.param_var),
+              "se_choice": math.sqrt(choice_var),
               "model_error": model_error}
+    if margins.startswith("forest"):
+        params["interactions"] = tuple(r.edges)
     if v != r.value:
         params["capped_from"] = r.value
     return Fit(model, v, params=params, se=se, lower=max(v - z * se, lo_cap),

@@ -1,7 +1,8 @@
 """``pop_uniqueness``: the population uniques estimated from the sample (SPEC §10, issue 27).
 
-Default (``model=auto`` under ``rule=gpurisk``): ``loglinear``, E[N1 | sample] under a log-linear
-Poisson–gamma model of the cells, summed over every cell of the key space
+Default (``model=auto`` under ``rule=gpurisk``): ``loglinear_forest``, E[N1 | sample] under a
+log-linear Poisson–gamma model of the cells (main effects plus a forest of two-way interactions, each
+kept by a held-out test), summed over every cell of the key space
 (:mod:`gpurisk_arx.loglinear_n1`, which gives the formulas and the key-space assumption); it reads each
 cell's categories, so the measure reads cells. The ARX models below read only the frequencies of
 frequencies.
@@ -53,8 +54,10 @@ class PopUniqueness(Measure):
         "model": Option(str, "auto", choices=("auto",) + U.MODELS + U.LL_MODELS,
                         help="auto (rule gpurisk: " + U.GPURISK_DEFAULT_MODEL + "; rule arx: dankar), "
                              "dankar (ARX's decision rule), pitman, zayatz, snb; rule gpurisk also "
-                             "loglinear (Poisson-gamma cells, main effects tempered to the sample's "
-                             "n1 and n2), loglinear_main (untempered main effects) or bethlehem "
+                             "loglinear_forest (Poisson-gamma cells, main effects plus the two-way "
+                             "interactions a held-out test keeps, as a forest), loglinear (main "
+                             "effects tempered to the sample's n1 and n2), loglinear_main "
+                             "(untempered main effects) or bethlehem "
                              "(one rate for every cell)"),
         "expectation": Option(str, "conditional", choices=("conditional", "finite", "limit"),
                               help="rule gpurisk, Pitman's N1: conditional (given the sample), finite "
@@ -123,16 +126,21 @@ class PopUniqueness(Measure):
         from . import loglinear_n1 as LL
         f = np.asarray(to_host(table.f), dtype=np.int64)
         codes = [np.asarray(to_host(c)) for c in table.cell_codes()]
+        from gpurisk.models.model_choice import category_ranks
+        ranks = category_ranks(table.categories)
         fit = table.cached(f"gpurisk_arx.pop_uniqueness.{model}.{N!r}.{level!r}",
-                           lambda: LL.fit(codes, f, N, model, level))
+                           lambda: LL.fit(codes, f, N, model, level, ranks=ranks,
+                                          names=list(table.keys)))
         extra = {"model": model, "rule": "gpurisk", "decision": model, "N": N,
                  "fraction": float(ctx.fraction), "n1": int((f == 1).sum()),
                  "n2": int((f == 2).sum()), "classes": int((f > 0).sum()),
-                 "key_space": "the combinations of the categories the sample has; a combination "
-                              "no population can hold (a structural zero) is still counted as "
-                              "possible"}
+                 "key_space": LL.KEY_SPACE.get(model, LL.KEY_SPACE[None])}
+        if "interactions" in fit.params:
+            names = [str(k) for k in table.keys]
+            extra["interactions"] = ", ".join(f"{names[a]} x {names[b]}"
+                                              for a, b in fit.params["interactions"]) or "none"
         extra.update({f"{model}_{k}": float(v) for k, v in fit.params.items()
-                      if not isinstance(v, str)})
+                      if not isinstance(v, (str, tuple))})
         if fit.value is None:
             return Result.not_applicable(fit.reason, **extra)
         extra["share"] = fit.value / N
