@@ -25,8 +25,8 @@ unobserved cells' sum is the all-cell sum minus the observed cells' own terms.
 
 Fitting (α, β) to what the sample shows of its small cells (``dispersion="calibrated"``): α such
 that the model's expected number of sample uniques Σ_all P(f_j = 1) equals the observed n1 (f_j is
-negative binomial, mean πλ_j, shape 1/α); with ``margins="tempered"`` (the measure's default,
-model ``loglinear``) also β ∈ [0, 1] such that the model expects the observed n2 sample cells of size
+negative binomial, mean πλ_j, shape 1/α); with ``margins="tempered"`` (model ``loglinear``, the
+measure's default until the forest below replaced it) also β ∈ [0, 1] such that the model expects the observed n2 sample cells of size
 2 (``target="n2"``; ``target="half"`` matches instead the expected uniques of a half subsample,
 Σ_k J_k k 2^{−k}). β < 1 tempers the main effects towards a flatter table: on real populations the
 main effects put too little mass on the combinations a population does hold and too much on the
