@@ -72,31 +72,56 @@ def pair_scores(codes, f, cards, splits: int = 1, seed: int = 0, ranks=None, nam
     when given, so that the split of a cell does not depend on where the table keeps it or in which
     order it lists the keys (a scan lists them sorted). ``margins``, when given: the
     :class:`gpurisk.models.forest.Margins` of these cells (every f > 0), whose counts of each
-    key's and pair's categories are shared (a half's counts are the other half's subtracted from
-    them: exact, sums of whole numbers).
+    key's and pair's categories are shared.
 
     Each record's log-ratio is a function of its (a, b) categories, so it is computed once per
     pair of categories (or once per cell where the cells are fewer) and gathered at the cells: the
     same numbers, operation for operation, as computing it at every cell (tests/test_model_choice.py
-    checks equality with :func:`split_score`)."""
+    checks equality with :func:`split_score`). Counts are sums of whole numbers, exact in any
+    order: a half's are the sample's less the other half's, a key's are summed from a pair's."""
     if margins is not None and int(np.count_nonzero(np.asarray(f) > 0)) != len(margins.f):
         margins = None
-    totals = None if margins is None else [margins.one(v) for v in range(len(codes))]
-    sub, off, fs, splits = _split(codes, f, cards, splits, seed, ranks, names, totals)
-    out = {}
-    buf = np.empty((2, sub.shape[1]))      # the cells' log-ratios and their products, reused
-    for a, b in itertools.combinations(range(len(sub)), 2):
+    sub, fs, splits = _split(codes, f, cards, splits, seed, ranks, names)
+    pairs = list(itertools.combinations(range(len(sub)), 2))
+    if not pairs:
+        return {}
+    # first every pair's index and the first half's counts of its pairs of categories, from which
+    # each key's one-way counts are summed (whole numbers: the same sums as over the cells)
+    k = np.asarray([int(c) for c in cards], dtype=np.int64)
+    off = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(k)])
+    index, first = {}, [[None] * len(sub) for _ in splits]
+    for a, b in pairs:
         inv, mf = (margins.pair(a, b) if margins is not None else
                    _pair_counts(sub, cards, a, b, fs))
         P = mf.shape[0]
-        kappa = PSEUDO * float(cards[a]) * float(cards[b])
         slots = P <= inv.shape[0]   # per pair of categories, gathered at the cells; else per cell
-        xa, xb = _slot_codes(sub, cards, a, b, inv, P) if slots else (sub[a], sub[b])
+        xa, xb = _slot_codes(sub, cards, a, b, inv, P) if slots else (None, None)
+        ma = [np.bincount(inv, weights=h[0], minlength=P) for h in splits]
+        index[(a, b)] = (inv, mf, slots, xa, xb, ma)
+        for s, m in enumerate(ma):
+            for v, x, axis in ((a, xa, 1), (b, xb, 0)):
+                if first[s][v] is None:
+                    first[s][v] = (np.bincount(x, weights=m, minlength=int(k[v])) if slots else
+                                   m.reshape(int(k[a]), int(k[b])).sum(axis=axis))
+    total = np.concatenate([margins.one(v) for v in range(len(sub))] if margins is not None else
+                           _counts(sub, cards, fs))
+    card = np.repeat(k, k)
+    halves = []                     # per split, its halves' smoothed one-way margins and logs
+    for (fa, fb, na, nb), c in zip(splits, first):
+        ca = np.concatenate(c)
+        one = [_smoothed(ca, card, na), _smoothed(total - ca, card, nb)]
+        halves.append([(fa, fb, na, nb, one[0], np.log(one[0])),
+                       (fb, fa, nb, na, one[1], np.log(one[1]))])
+    out = {}
+    buf = np.empty((2, fs.shape[0]))       # the cells' log-ratios and their products, reused
+    for a, b in pairs:
+        inv, mf, slots, xa, xb, ma = index.pop((a, b))
+        kappa = PSEUDO * float(cards[a]) * float(cards[b])
+        xa, xb = (xa, xb) if slots else (sub[a], sub[b])
         xa, xb = xa + off[a], xb + off[b]       # in the stacked one-way margins
         scores = []
-        for halves in splits:
-            ma = np.bincount(inv, weights=halves[0][0], minlength=P)
-            for (train, test, nt, nb, one, logs), m in zip(halves, (ma, mf - ma)):
+        for split, m_a in zip(halves, ma):
+            for (train, test, nt, nb, one, logs), m in zip(split, (m_a, mf - m_a)):
                 lr = _log_ratio(m if slots else m[inv], kappa, nt, one[xa], one[xb], logs[xa],
                                 logs[xb])
                 lr = np.take(lr, inv, out=buf[0], mode="clip") if slots else lr  # unbuffered
@@ -123,17 +148,15 @@ def _slot_codes(codes, cards, a, b, inv, P):
     return codes[a][rep], codes[b][rep]
 
 
-def _split(codes, f, cards, splits, seed, ranks, names, totals=None):
-    """(the observed cells' codes (keys × cells, int64), each key's first index among every key's
-    categories stacked, the cells' counts f (float64), per split its two halves, each (train,
-    test, n_train, n_test, p̃ of those categories, their logs)) for :func:`pair_scores`;
-    ``totals``: per key the count of each category (None: counted here)."""
+def _split(codes, f, cards, splits, seed, ranks, names):
+    """(the observed cells' codes (a list per key, int64), their counts f (float64), per split
+    the halves' counts (A, B, n_A, n_B), float64) for :func:`pair_scores`."""
     f = np.asarray(f, dtype=np.int64)
     rows = np.flatnonzero(f > 0)
-    fs = f if rows.shape[0] == f.shape[0] else f[rows]
-    sub = np.zeros((len(codes), fs.shape[0]), dtype=np.int64)    # one row per key
-    for v, c in enumerate(codes):
-        sub[v] = np.asarray(c) if rows.shape[0] == f.shape[0] else np.asarray(c)[rows]
+    every = rows.shape[0] == f.shape[0]
+    fs = f if every else f[rows]
+    sub = [np.asarray(c).astype(np.int64, copy=False) if every else
+           np.asarray(c)[rows].astype(np.int64, copy=False) for c in codes]
     rng = np.random.default_rng(seed)
     # the draws follow the cells' order by their codes, not their order in the table, so that a
     # table rolled up from a finer one (a scan) splits its cells as one counted directly does
@@ -141,26 +164,13 @@ def _split(codes, f, cards, splits, seed, ranks, names, totals=None):
     if names is not None:           # the keys' order too: by name, whatever order the table has
         by = [by[v] for v in sorted(range(len(by)), key=lambda v: str(names[v]))]
     order = lex_order(by, fs.shape[0])
-    fsf = fs.astype(np.float64)
-    if totals is None:
-        totals = _counts(sub, cards, fsf)
-    k = np.asarray([int(c) for c in cards], dtype=np.int64)
-    off = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(k)])
-    total = np.concatenate(totals) if len(sub) else np.zeros(0)
     out = []
     for _ in range(int(splits)):
         fa = np.empty_like(fs)
         fa[order] = rng.binomial(fs[order], 0.5)
         a, b = fa.astype(np.float64), (fs - fa).astype(np.float64)
-        na, nb = float(a.sum()), float(b.sum())
-        ca = np.concatenate(_counts(sub, cards, a)) if len(sub) else np.zeros(0)
-        # per half: the train counts' smoothed one-way margins, every key's stacked, their logs
-        halves = []
-        for train, test, nt, nv, c in ((a, b, na, nb, ca), (b, a, nb, na, total - ca)):
-            one = _smoothed(c, np.repeat(k, k), nt)
-            halves.append((train, test, nt, nv, one, np.log(one)))
-        out.append(halves)
-    return sub, off, fsf, out
+        out.append((a, b, float(a.sum()), float(b.sum())))
+    return sub, fs.astype(np.float64), out
 
 
 def lex_order(by, n: int):
