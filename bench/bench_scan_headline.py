@@ -15,14 +15,25 @@ and checks that every column other than matches_ll's and tau1_ll's is equal in t
 of ``--repeat`` runs; the machine's load average is printed beside the table (a shared machine:
 compare numbers of the same run).
 
-    python bench/bench_scan_headline.py                 # FARS and Adult, best of 5
-    python bench/bench_scan_headline.py --repeat 3 --datasets fars
+With ``--before REV`` (default: BEFORE, the commit before Ê's model choice was made cheaper) the
+default and the without-Ê scans are also run by that revision's code (``git archive`` of its
+``gpurisk/`` into a temporary folder, imported by a child process that serves the scans one at a
+time, in turn with this process's), every column of its default scan is checked equal to this
+code's (floats exactly), and the table gives what Ê and τ̂1 add to a scan under each code.
+``--synthetic N`` adds a synthetic register of N records: the 8 int8 keys of bench_backends' CARDS,
+KEYS[1] tied to KEYS[0] (an interaction), a 1 % Bernoulli sample flag (as bench/bench_scan_gpu.py).
+
+    python bench/bench_scan_headline.py                 # FARS and Adult, best of 5, before/after
+    python bench/bench_scan_headline.py --repeat 3 --datasets fars --synthetic 3e6,1e7
+    python bench/bench_scan_headline.py --before none   # this code only
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -31,17 +42,37 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+# a child serving --before imports that revision's package from the folder it was extracted to
+sys.path.insert(0, os.environ.get("GPURISK_BENCH_TREE", str(ROOT)))
+sys.path.insert(1, str(ROOT / "bench"))
 os.environ.setdefault("GPURISK_DISABLE_PLUGIN_AUTOLOAD", "1")
 
 import gpurisk  # noqa: E402
 from gpurisk.scan.runner import SCAN_HEADLINE, _measure_names  # noqa: E402
 
 MAIN_PLUGIN = {"loglinear_risk": {"model": "independence", "prior": "plugin"}}
+#: the code before Ê's model choice was made cheaper (same values, fewer passes): --before's default
+BEFORE = "275a65e"
+SYNTHETIC = "synthetic:"
 
 
 # --- data and timing --------------------------------------------------------------------------------
+def synthetic(rows: int) -> pd.DataFrame:
+    """The register of ``--synthetic``: 8 int8 keys, KEYS[1] tied to KEYS[0], a 1 % sample flag."""
+    from bench_backends import CARDS, KEYS
+    rng = np.random.default_rng(5)
+    cols = {k: rng.integers(0, c, rows).astype("int8") for k, c in zip(KEYS, CARDS)}
+    cols[KEYS[1]] = ((cols[KEYS[0]].astype(int) * 37 + rng.integers(0, 8, rows))
+                     % CARDS[1]).astype("int8")
+    frame = pd.DataFrame(cols)
+    frame["s"] = rng.random(rows) < 0.01
+    return frame
+
+
 def data(name: str) -> tuple[pd.DataFrame, list[str]]:
+    if name.startswith(SYNTHETIC):
+        from bench_backends import KEYS
+        return synthetic(int(float(name[len(SYNTHETIC):]))), list(KEYS)
     from gpurisk.testing.data import find_shared_data
     d = find_shared_data(ROOT)
     if d is None:
@@ -54,9 +85,15 @@ def data(name: str) -> tuple[pd.DataFrame, list[str]]:
                 "occupation"]
 
 
+class Timed(tuple):
+    """(value, wall s, CPU s) of a run timed elsewhere (the --before child)."""
+
+
 def timed(fn):
     w, c = time.perf_counter(), time.process_time()
     out = fn()
+    if isinstance(out, Timed):
+        return tuple(out)
     return out, time.perf_counter() - w, time.process_time() - c
 
 
@@ -72,51 +109,160 @@ def rounds(variants: dict, repeat: int) -> dict:
                 min(x[2] for x in v)) for k, v in runs.items()}
 
 
-def bench(name: str, repeat: int, fraction: float) -> list:
+def scanner(name: str, fraction: float):
+    """(variant -> a function running that scan, the variants' measure lists)."""
     df, keys = data(name)
     names = _measure_names(None)
     without = [m for m in names if m not in SCAN_HEADLINE]
+    synth = name.startswith(SYNTHETIC)
 
     def run(ms, options=None):
-        return gpurisk.scan(df, keys=keys, fraction=fraction, measures=ms, threads=0, options=options)
+        how = {"sample_flag": "s"} if synth else {"fraction": fraction}
+        return gpurisk.scan(df, keys=keys, measures=ms, threads=0, options=options, **how)
+    return {"default": lambda: run(names), "main": lambda: run(names, MAIN_PLUGIN),
+            "without": lambda: run(without)}
+
+
+class Before:
+    """The scans of ``--before``'s revision, run by a child process (:func:`serve`) on request."""
+
+    def __init__(self, rev: str, fraction: float, tmp: Path):
+        import subprocess
+        import tarfile
+        tree = tmp / "before"
+        tree.mkdir()
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "gpurisk"],
+                                 check=True, capture_output=True).stdout
+        import io
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            if hasattr(tarfile, "data_filter"):        # Python >= 3.10.12 / 3.11.4
+                tar.extractall(tree, filter="data")
+            else:
+                tar.extractall(tree)
+        env = dict(os.environ, GPURISK_BENCH_TREE=str(tree))
+        self.tmp, self.rev = tmp, rev
+        self.proc = subprocess.Popen([sys.executable, __file__, "--serve", "--fraction",
+                                      str(fraction)], env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        self.calls = 0
+
+    def __call__(self, name: str, variant: str):
+        self.calls += 1
+        out = self.tmp / f"before_{self.calls}.pkl"
+        self.proc.stdin.write(json.dumps([name, variant, str(out)]) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit("the --before child ended")
+        wall, cpu = json.loads(line)
+        return Timed((pd.read_pickle(out), wall, cpu))
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def serve(fraction: float):
+    """The child of ``--before``: for each line [data, variant, path] on stdin, run that scan, write
+    its rows to path and answer [wall s, CPU s]."""
+    import gpurisk as code
+    assert Path(code.__file__).resolve().is_relative_to(Path(os.environ["GPURISK_BENCH_TREE"]))
+    runs: dict = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        run(names)                                            # warm: imports, scipy
-        got = rounds({"new": lambda: run(names), "main": lambda: run(names, MAIN_PLUGIN),
-                      "without": lambda: run(without)}, repeat)
-    a, b = got["new"][0].results, got["main"][0].results
+        for line in sys.stdin:
+            name, variant, path = json.loads(line)
+            if name not in runs:
+                runs = {name: scanner(name, fraction)}
+                runs[name]["default"]()                       # warm: imports, scipy
+            res, wall, cpu = timed(runs[name][variant])
+            res.results.to_pickle(path)
+            print(json.dumps([wall, cpu]), flush=True)
+
+
+def bench(name: str, repeat: int, fraction: float, before=None) -> list:
+    runs = scanner(name, fraction)
+    variants = {"new": runs["default"], "main": runs["main"], "without": runs["without"]}
+    if before is not None:
+        variants |= {"before": lambda: before(name, "default"),
+                     "before without": lambda: before(name, "without")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runs["default"]()                                     # warm: imports, scipy
+        got = rounds(variants, repeat)
+    result = {k: (getattr(v[0], "results", v[0]),) + v[1:] for k, v in got.items()}
+    a, b = result["new"][0], result["main"][0]
     same = [c for c in a.columns if not c.startswith(tuple(SCAN_HEADLINE))]
     pd.testing.assert_frame_equal(a[same], b[same], check_exact=True)
     combos = len(a)
-    picked = int(got["new"][0].results["matches_ll"].notna().sum())
-    print(f"[{name}] {combos} combinations, Ê given in {picked}; other columns equal", flush=True)
-    return [(name, combos, "default (auto_cv, loo)") + got["new"][1:],
-            (name, combos, "main effects, plug-in") + got["main"][1:],
-            (name, combos, "without matches_ll, tau1_ll") + got["without"][1:]]
+    picked = int(a["matches_ll"].notna().sum())
+    print(f"[{name}] {combos} combinations, Ê given in {picked}; other columns equal to the main "
+          "effects' scan", flush=True)
+    rows = [(name, combos, "default (auto_cv, loo)", "new") + result["new"][1:],
+            (name, combos, "main effects, plug-in", "new") + result["main"][1:],
+            (name, combos, "without matches_ll, tau1_ll", "new") + result["without"][1:]]
+    if before is not None:
+        pd.testing.assert_frame_equal(result["before"][0], a, check_exact=True)
+        print(f"[{name}] every column of the default scan equal to {before.rev}'s (floats exactly)",
+              flush=True)
+        rows += [(name, combos, "default (auto_cv, loo)", before.rev) + result["before"][1:],
+                 (name, combos, "without matches_ll, tau1_ll", before.rev)
+                 + result["before without"][1:]]
+    return rows
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--datasets", default="fars,adult")
+    ap.add_argument("--synthetic", default="", help="comma-separated record counts (e.g. 3e6,1e7) "
+                    "of synthetic registers to add")
     ap.add_argument("--repeat", type=int, default=5, help="best of N")
-    ap.add_argument("--fraction", type=float, default=0.01, help="sampling fraction π")
+    ap.add_argument("--fraction", type=float, default=0.01, help="sampling fraction π (real data)")
+    ap.add_argument("--before", default=BEFORE, help="a git revision whose code runs the default "
+                    "and without-Ê scans too ('none': skip)")
+    ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.serve:
+        return serve(args.fraction)
     print("default measures:", ", ".join(_measure_names(None)))
+    names = [n for n in args.datasets.split(",") if n]
+    names += [SYNTHETIC + n for n in args.synthetic.split(",") if n]
     rows = []
-    for name in args.datasets.split(","):
-        rows += bench(name, args.repeat, args.fraction)
+    with tempfile.TemporaryDirectory() as tmp:
+        before = None if args.before == "none" else Before(args.before, args.fraction, Path(tmp))
+        try:
+            for name in names:
+                rows += bench(name, args.repeat, args.fraction, before)
+        finally:
+            if before is not None:
+                before.close()
     load = os.getloadavg()
-    hdr = (f"{'data':6s} {'combos':>6s} {'measures':28s} {'best s':>7s} {'median s':>8s} "
-           f"{'CPU s':>6s} {'x without':>9s}")
-    print(f"\nscan, one thread, π = {args.fraction:g}; wall: best and median of {args.repeat} (the "
-          f"variants in turn), CPU: best; 'x without': best wall over the scan without Ê, τ̂1; load "
-          f"average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs")
+    hdr = (f"{'data':16s} {'combos':>6s} {'measures':28s} {'code':8s} {'best s':>7s} "
+           f"{'median s':>8s} {'CPU s':>6s} {'x without':>9s} {'Ê,τ̂1 add s':>11s}")
+    print(f"\nscan, one thread, π = {args.fraction:g} (synthetic: its 1 % flag); wall: best and median "
+          f"of {args.repeat} (the variants in turn), CPU: best; 'x without': best wall over the same "
+          f"code's scan without Ê, τ̂1, 'Ê,τ̂1 add': the difference; load average {load[0]:.1f} "
+          f"{load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs")
     print(hdr + "\n" + "-" * len(hdr))
     for name in dict.fromkeys(r[0] for r in rows):
-        mine = [r for r in rows if r[0] == name]
-        wo = mine[-1][3]
-        for _, combos, lab, w, med, cpu in mine:
-            print(f"{name:6s} {combos:>6d} {lab:28s} {w:>7.2f} {med:>8.2f} {cpu:>6.2f} {w / wo:>9.2f}")
+        for code in dict.fromkeys(r[3] for r in rows if r[0] == name):
+            mine = [r for r in rows if r[0] == name and r[3] == code]
+            wo = mine[-1][4]
+            for _, combos, lab, _, w, med, cpu in mine:
+                add = f"{w - wo:>11.2f}" if lab.startswith("default") else " " * 11
+                print(f"{name:16s} {combos:>6d} {lab:28s} {code:8s} {w:>7.2f} {med:>8.2f} "
+                      f"{cpu:>6.2f} {w / wo:>9.2f} {add}")
+    adds = {}
+    for name in dict.fromkeys(r[0] for r in rows):
+        got = {(r[2], r[3]): r[4] for r in rows if r[0] == name}
+        if before is not None:
+            new = got[("default (auto_cv, loo)", "new")] - got[("without matches_ll, tau1_ll", "new")]
+            old = (got[("default (auto_cv, loo)", args.before)]
+                   - got[("without matches_ll, tau1_ll", args.before)])
+            adds[name] = (old, new)
+    for name, (old, new) in adds.items():
+        print(f"{name}: Ê, τ̂1 add {old:.2f} s with {args.before}'s code, {new:.2f} s now "
+              f"({new / old if old > 0 else float('nan'):.2f}x)")
 
 
 if __name__ == "__main__":

@@ -171,3 +171,64 @@ def test_a_population_in_the_table_changes_nothing():
         for name in ("matches_ll", "tau1_ll"):
             assert flagged[name].value == pytest.approx(alone[name].value, rel=1e-12)
             assert flagged[name].extra["interaction"] == alone[name].extra["interaction"]
+
+
+def _reference_scores(codes, f, cards, splits, seed, ranks, names):
+    """pair_scores' definition, pair by pair: the halves drawn with np.lexsort's order of the cells
+    by (the ranks of) their categories, keys by name; each pair's (G, V) from split_score."""
+    rows = np.flatnonzero(f > 0)
+    fs, sub = f[rows], [c[rows] for c in codes]
+    by = [r[c] for r, c in zip(ranks, sub)]
+    by = [by[v] for v in sorted(range(len(by)), key=lambda v: names[v])]
+    order = np.lexsort(by[::-1])
+    rng = np.random.default_rng(seed)
+    halves = []
+    for _ in range(splits):
+        fa = np.empty_like(fs)
+        fa[order] = rng.binomial(fs[order], 0.5)
+        halves += [(fa, fs - fa), (fs - fa, fa)]
+    out = {}
+    for a in range(len(sub)):
+        for b in range(a + 1, len(sub)):
+            got = [mc.split_score(sub, cards, tr, te, a, b) for tr, te in halves]
+            out[(a, b)] = (sum(g for g, _ in got), sum(v for _, v in got))
+    return out
+
+
+@pytest.mark.parametrize("splits", [1, 2])
+def test_pair_scores_are_split_scores_exactly(splits):
+    """pair_scores computes each pair's log-ratios once per pair of categories, scores both halves
+    of a split from one count, and orders the cells by one sort of a combined key: the numbers must
+    be those of split_score on the halves drawn in np.lexsort's order, bit for bit (a scan's Ê and
+    choice may not move). Cards from 2 to 3000: dense pair indices, np.unique's, and pairs with more
+    categories than cells (scored per cell); cells with f = 0 left out; the forest's Margins passed
+    or not."""
+    from gpurisk.models.forest import Margins
+    rng = np.random.default_rng(4)
+    cards = [2, 7, 40, 3000, 5]
+    n = 900
+    codes = [rng.integers(0, c, n) for c in cards]
+    codes[1] = (codes[0] * 3 + rng.integers(0, 2, n)) % 7          # an interaction
+    ids = np.ravel_multi_index(codes, cards)
+    ids, first = np.unique(ids, return_index=True)
+    codes = [c[first] for c in codes]
+    f = rng.poisson(1.2, ids.shape[0])
+    ranks = [rng.permutation(c) for c in cards]
+    names = ["e", "b", "d", "a", "c"]
+    want = _reference_scores(codes, f, cards, splits, 7, ranks, names)
+    assert mc.pair_scores(codes, f, cards, splits, 7, ranks, names) == want
+    seen = f > 0
+    sub = [c[seen] for c in codes]
+    got = mc.pair_scores(sub, f[seen], cards, splits, 7, [r for r in ranks], names,
+                         Margins(sub, f[seen], cards))
+    assert got == want
+
+
+def test_lex_order_is_lexsort():
+    rng = np.random.default_rng(2)
+    for n, hi, lo in ((1, 5, 0), (50, 3, 0), (1000, 40, -7), (1000, 10**6, 0), (500, 2**40, 0)):
+        by = [rng.integers(lo, hi, n) for _ in range(4)]      # ties, negative codes, huge spans
+        assert np.array_equal(mc.lex_order(by, n), np.lexsort(by[::-1]))
+    by = [np.unique(rng.integers(0, 10**9, 2000))[:1000]]     # distinct: any sort, the same order
+    assert np.array_equal(mc.lex_order(by, 1000), np.arange(1000))
+    assert mc.lex_order([], 3).tolist() == [0, 1, 2]

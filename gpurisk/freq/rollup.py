@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from gpurisk.errors import BadInput
-from gpurisk.xp import namespace, readonly
+from gpurisk.xp import namespace, readonly, to_host
 from gpurisk.freq.cellid import INT64_LIMIT, decode_radix, mixed_radix_ids, smallest_id_dtype, surrogate_ids
 from gpurisk.freq.table import FreqTable
 
@@ -55,7 +55,11 @@ def cell_codes(table: FreqTable) -> list:
     if table.stored_cell_codes is not None:
         return [xp.asarray(c).astype(_smallest_int(k), copy=False)
                 for c, k in zip(table.stored_cell_codes, cards)]
-    ids = table.cell_id
+    return _decode(table.cell_id, cards, xp)
+
+
+def _decode(ids, cards, xp) -> list:
+    """Per key, the code in the mixed-radix ``ids`` (of ``cards``), as :func:`cell_codes` gives."""
     space = math.prod(cards)
     if xp is not np or space >= 2**50:
         return [c.astype(_smallest_int(k)) for c, k in zip(decode_radix(ids, cards), cards)]
@@ -95,6 +99,25 @@ def kept_codes(table: FreqTable, codes: list | None = None) -> tuple:
     lattice decodes a parent's cells to roll it up, and its measures read the same codes."""
     return table.cached(CODES, lambda: tuple(readonly(c) for c in
                                              (cell_codes(table) if codes is None else codes)))
+
+
+def codes_at(table: FreqTable, rows) -> list:
+    """Per key, the codes of the cells ``rows`` (an index in ``table.xp``) as host arrays: taken from
+    the table's cached codes (:func:`kept_codes`: a lattice's parent) or stored codes, else decoded
+    from those cells' ids alone (a table holding a population's cells may have many more)."""
+    got = table._memo.get(CODES)
+    if got is None:
+        got = table.stored_cell_codes
+    if got is not None:
+        return [to_host(c[rows]) for c in got]
+    return [to_host(c) for c in _decode(table.cell_id[rows], table.cards, table.xp)]
+
+
+def known_margins(table: FreqTable) -> list | None:
+    """:func:`f_margins` of ``table`` when its cache already holds every key's (a scan's roll-ups
+    are handed them), else None: nothing is summed."""
+    got = [table._memo.get(MARGIN + key) for key in table.keys]
+    return None if any(g is None for g in got) else got
 
 
 def f_margins(table: FreqTable, codes: Sequence | None = None) -> list:

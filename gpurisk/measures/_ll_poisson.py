@@ -237,6 +237,11 @@ def dispersion_moment(table, mu_all, sum_mu2) -> float:
     fs, ms = f, np.asarray(mu_all, dtype=np.float64)
     if not s.all():             # cells seen in the population only (no copy when every f_j > 0)
         fs, ms = fs[s], ms[s]
+    return _moment(fs, ms, sum_mu2)
+
+
+def _moment(fs, ms, sum_mu2) -> float:
+    """:func:`dispersion_moment` from the sampled cells' f_j (float64) and μ̂_j, in their order."""
     num = float(np.sum(fs * fs) - 2.0 * np.sum(fs * ms) + sum_mu2 - fs.sum())
     return max(num / sum_mu2, 0.0) if sum_mu2 > 0 else 0.0
 
@@ -270,31 +275,39 @@ def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = Z_CHOICE, ma
     alternatives: :func:`gpurisk.models.forest.doubtful`); on the host, closed form, no K-cell
     array."""
     def make():
-        from gpurisk.freq.rollup import kept_codes
+        from gpurisk.freq.rollup import codes_at, known_margins
         from gpurisk.models.forest import (Margins, choose_forest, doubtful, forest_counts,
                                            forest_means)
         from gpurisk.models.model_choice import category_ranks
-        f_all = np.asarray(to_host(table.f))
-        seen = np.flatnonzero(f_all > 0)
-        f = f_all[seen]
+        seen = table.xp.flatnonzero(table.f > 0)
+        f = to_host(table.f[seen])
         # the sample's cells and categories only: a table that also holds the population's cells
         # and categories (validate, --population) must give what the sample alone gives
-        codes, cards, ranks = [], [], []
-        for c, r in zip(kept_codes(table), category_ranks(table.categories)):
-            used, inv = np.unique(np.asarray(to_host(c))[seen], return_inverse=True)
-            codes.append(inv.reshape(-1))
+        codes, cards, ranks, kept = [], [], [], []
+        for c, r in zip(codes_at(table, seen), category_ranks(table.categories)):
+            present = np.bincount(c, minlength=r.shape[0]) > 0     # the categories seen, in order
+            used = np.flatnonzero(present)
+            codes.append(c.astype(np.int64) if used.shape[0] == r.shape[0] else
+                         (np.cumsum(present) - 1)[c])
             cards.append(int(used.shape[0]))
             ranks.append(r[used])
+            kept.append(used)
         limit = len(codes) - 1 if max_pairs is None else int(max_pairs)
-        edges, scores = choose_forest(codes, f, cards, splits, seed, z, ranks, table.keys, limit)
+        # each key's counts: the table's margins of f where it has them (a scan's), at the seen
+        # categories (whole numbers: the same sums), shared by the scores, the kept forest, the
+        # doubtful
+        known = known_margins(table)
+        margins = Margins(codes, f, cards, None if known is None else
+                          [np.asarray(to_host(m), dtype=np.float64)[u] for m, u in zip(known, kept)])
+        edges, scores = choose_forest(codes, f, cards, splits, seed, z, ranks, table.keys, limit,
+                                      margins)
         su = np.flatnonzero(f == 1)
-        margins = Margins(codes, f, cards)           # shared by the kept forest and the doubtful
+        fs = f.astype(np.float64)
 
         def model(es):
+            # α̂ over the sampled cells (a cell seen in the population only adds μ̂² alone)
             mu, sum_mu2 = forest_means(codes, f, cards, es, margins)
-            mu_all = np.zeros(f_all.shape[0])
-            mu_all[seen] = mu
-            return (mu[su], dispersion_moment(table, mu_all, sum_mu2),
+            return (mu[su], _moment(fs, mu, sum_mu2),
                     forest_counts(codes, f, cards, es, su, margins))
         mu, alpha, counts = model(edges)
         alts = [(w, *model(es)) for w, es in doubtful(edges, scores, z, limit)]
@@ -405,14 +418,14 @@ class LoglinearPoisson(Measure):
         try:
             if model == "auto_cv":
                 fit = None
-                mu, alpha, pair, counts, alts = auto_cv_means(table, int(self.opt(ctx, "cv_splits")),
-                                                        int(self.opt(ctx, "cv_seed")),
-                                                        float(self.opt(ctx, "cv_z")),
-                                                        self.opt(ctx, "max_interactions"))
+                choice = (int(self.opt(ctx, "cv_splits")), int(self.opt(ctx, "cv_seed")),
+                          float(self.opt(ctx, "cv_z")), self.opt(ctx, "max_interactions"))
+                mu, alpha, pair, counts, alts = auto_cv_means(table, *choice)
+                model_key = f"{model}_{choice}"
                 extra["interaction"] = (", ".join(f"{table.keys[a]} x {table.keys[b]}"
                                                   for a, b in pair) or None)
             else:
-                alts = []
+                alts, model_key = [], model
                 if model != "independence":      # the closed form forms no K-cell array
                     check_cells(sample_levels(table)[1], max_cells, table.keys)
                 mu, fit, alpha, counts = sample_unique_means(
@@ -428,11 +441,12 @@ class LoglinearPoisson(Measure):
             prior = "plugin"          # the two-way fit (or a sample of one record): no such form
         extra["prior"] = prior
 
-        def terms(mu, alpha, counts):
-            """Per sample unique, the term and its variance under one fitted model."""
+        def terms(mu, alpha, counts, i=0):
+            """Per sample unique, the term and its variance under fitted model i (0: the kept)."""
             alpha = alpha if dispersion == "moment" else 0.0
-            if prior == "loo":
-                mu_prior, alpha_cell = loo_prior(n, counts, alpha)
+            if prior == "loo":          # the same for tau1_ll and matches_ll: computed once
+                mu_prior, alpha_cell = table.cached(f"_ll_loo_{model_key}_{i}_{alpha!r}",
+                                                    lambda: loo_prior(n, counts, alpha))
                 return nb_terms((1.0 - pi) * mu_prior / pi, alpha_cell, pi, self.kind)
             return nb_terms((1.0 - pi) * mu / pi, alpha, pi, self.kind)
         t, v = terms(mu, alpha, counts)
@@ -441,8 +455,8 @@ class LoglinearPoisson(Measure):
         se_p = math.sqrt(float(v.sum()))
         # the model choice's spread: the estimate under each forest one test away, weighted by the
         # chance that test goes the other way (gpurisk.models.forest.doubtful)
-        spread = (math.sqrt(sum(w * (float(terms(*alt)[0].sum()) - value) ** 2
-                                for w, *alt in alts))
+        spread = (math.sqrt(sum(w * (float(terms(*alt, i + 1)[0].sum()) - value) ** 2
+                                for i, (w, *alt) in enumerate(alts)))
                   if alts and bool(self.opt(ctx, "choice_spread")) else 0.0)
         k, c = float(self.opt(ctx, "se_factor")), float(self.opt(ctx, "model_error"))
         se = math.sqrt((k * se_p) ** 2 + (c * value) ** 2 + spread ** 2)

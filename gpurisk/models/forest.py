@@ -33,9 +33,11 @@ from gpurisk.models.model_choice import Z_CHOICE, _pair_index, pair_scores
 
 
 def choose_forest(codes, f, cards, splits: int = 1, seed: int = 0, z: float = Z_CHOICE,
-                  ranks=None, names=None, max_pairs: int = 2):
-    """(the kept pairs, sorted, as tuples of key indices; every pair's held-out (gain, variance))."""
-    scores = pair_scores(codes, f, cards, splits, seed, ranks, names)
+                  ranks=None, names=None, max_pairs: int = 2, margins: Margins | None = None):
+    """(the kept pairs, sorted, as tuples of key indices; every pair's held-out (gain, variance)).
+    ``margins``: the cells' :class:`Margins`, when the caller keeps them (their counts are shared
+    with the scores)."""
+    scores = pair_scores(codes, f, cards, splits, seed, ranks, names, margins)
     parent = list(range(len(codes)))
 
     def root(v):
@@ -114,12 +116,13 @@ class Margins:
     """The sample counts of each key's and each pair's categories, each computed once and shared by
     every forest fitted on the same cells (the kept one and those :func:`doubtful` lists)."""
 
-    def __init__(self, codes, f, cards):
+    def __init__(self, codes, f, cards, one=None):
+        """``one``: per key, the count of each category when the caller knows them already."""
         self.codes = [np.asarray(c) for c in codes]
         self.f = np.asarray(f, dtype=np.float64)
         self.cards = [int(c) for c in cards]
         self.n = float(self.f.sum())
-        self._one: dict = {}
+        self._one: dict = {} if one is None else dict(enumerate(one))
         self._pair: dict = {}
 
     def one(self, v: int) -> np.ndarray:

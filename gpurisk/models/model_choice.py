@@ -35,6 +35,7 @@ validation). This is not Skinner
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
@@ -51,7 +52,8 @@ def _pair_index(codes, cards, a, b, rows):
     c_a·c_b is at most DENSE_PAIR_FACTOR slots per cell (or 65 536), else np.unique's dense
     0..P−1 (no c_a·c_b array when that product is large). Equal pairs get equal indices either way,
     which is all the scores need."""
-    ids = codes[a][rows].astype(np.int64) * int(cards[b]) + codes[b][rows].astype(np.int64)
+    ids = (codes[a][rows].astype(np.int64, copy=False) * int(cards[b])
+           + codes[b][rows].astype(np.int64, copy=False))
     size = int(cards[a]) * int(cards[b])
     if size <= max(DENSE_PAIR_FACTOR * ids.shape[0], 1 << 16):
         return ids, size
@@ -59,7 +61,8 @@ def _pair_index(codes, cards, a, b, rows):
     return inv.reshape(-1), int(uniq.shape[0])
 
 
-def pair_scores(codes, f, cards, splits: int = 1, seed: int = 0, ranks=None, names=None) -> dict:
+def pair_scores(codes, f, cards, splits: int = 1, seed: int = 0, ranks=None, names=None,
+                margins=None) -> dict:
     """{(a, b): (G, V)}: the held-out log-likelihood gain of the (a, b) interaction over independence
     and its variance (module docstring), each summed over the halves of ``splits`` random two-fold
     splits. ``codes``: per key the host code of each cell; ``f``: its sample count; ``cards``:
@@ -67,62 +70,160 @@ def pair_scores(codes, f, cards, splits: int = 1, seed: int = 0, ranks=None, nam
     of the cells' categories: ``ranks`` (per key, each code's rank among its categories: see
     :func:`category_ranks`) or the codes themselves, the keys taken in the order of their ``names``
     when given, so that the split of a cell does not depend on where the table keeps it or in which
-    order it lists the keys (a scan lists them sorted)."""
-    sub, prepared = _split(codes, f, cards, splits, seed, ranks, names)
+    order it lists the keys (a scan lists them sorted). ``margins``, when given: the
+    :class:`gpurisk.models.forest.Margins` of these cells (every f > 0), whose counts of each
+    key's and pair's categories are shared.
+
+    Each record's log-ratio is a function of its (a, b) categories, so it is computed once per
+    pair of categories (or once per cell where the cells are fewer) and gathered at the cells: the
+    same numbers, operation for operation, as computing it at every cell (tests/test_model_choice.py
+    checks equality with :func:`split_score`). Counts are sums of whole numbers, exact in any
+    order: a half's are the sample's less the other half's, a key's are summed from a pair's."""
+    if margins is not None and int(np.count_nonzero(np.asarray(f) > 0)) != len(margins.f):
+        margins = None
+    sub, fs, splits = _split(codes, f, cards, splits, seed, ranks, names)
+    pairs = list(itertools.combinations(range(len(sub)), 2))
+    if not pairs:
+        return {}
+    # first every pair's index and the first half's counts of its pairs of categories, from which
+    # each key's one-way counts are summed (whole numbers: the same sums as over the cells)
+    k = np.asarray([int(c) for c in cards], dtype=np.int64)
+    off = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(k)])
+    index, first = {}, [[None] * len(sub) for _ in splits]
+    for a, b in pairs:
+        inv, mf = (margins.pair(a, b) if margins is not None else
+                   _pair_counts(sub, cards, a, b, fs))
+        P = mf.shape[0]
+        slots = P <= inv.shape[0]   # per pair of categories, gathered at the cells; else per cell
+        xa, xb = _slot_codes(sub, cards, a, b, inv, P) if slots else (None, None)
+        ma = [np.bincount(inv, weights=h[0], minlength=P) for h in splits]
+        index[(a, b)] = (inv, mf, slots, xa, xb, ma)
+        for s, m in enumerate(ma):
+            for v, x, axis in ((a, xa, 1), (b, xb, 0)):
+                if first[s][v] is None:
+                    first[s][v] = (np.bincount(x, weights=m, minlength=int(k[v])) if slots else
+                                   m.reshape(int(k[a]), int(k[b])).sum(axis=axis))
+    total = np.concatenate([margins.one(v) for v in range(len(sub))] if margins is not None else
+                           _counts(sub, cards, fs))
+    card = np.repeat(k, k)
+    halves = []                     # per split, its halves' smoothed one-way margins and logs
+    for (fa, fb, na, nb), c in zip(splits, first):
+        ca = np.concatenate(c)
+        one = [_smoothed(ca, card, na), _smoothed(total - ca, card, nb)]
+        halves.append([(fa, fb, na, nb, one[0], np.log(one[0])),
+                       (fb, fa, nb, na, one[1], np.log(one[1]))])
     out = {}
-    for a, b in itertools.combinations(range(len(sub)), 2):
-        inv, P = _pair_index(sub, cards, a, b, slice(None))
+    buf = np.empty((2, fs.shape[0]))       # the cells' log-ratios and their products, reused
+    for a, b in pairs:
+        inv, mf, slots, xa, xb, ma = index.pop((a, b))
         kappa = PSEUDO * float(cards[a]) * float(cards[b])
-        scores = [_score(inv, P, kappa, train, nt, test, one[a], one[b], logs[a] + logs[b])
-                  for train, test, nt, one, logs in prepared]
+        xa, xb = (xa, xb) if slots else (sub[a], sub[b])
+        xa, xb = xa + off[a], xb + off[b]       # in the stacked one-way margins
+        scores = []
+        for split, m_a in zip(halves, ma):
+            for (train, test, nt, nb, one, logs), m in zip(split, (m_a, mf - m_a)):
+                lr = _log_ratio(m if slots else m[inv], kappa, nt, one[xa], one[xb], logs[xa],
+                                logs[xb])
+                lr = np.take(lr, inv, out=buf[0], mode="clip") if slots else lr  # unbuffered
+                tl = np.multiply(test, lr, out=buf[1])  # no BLAS call (np.dot): one thread
+                g = float(tl.sum())
+                scores.append(_finish(g, float(np.multiply(tl, lr, out=tl).sum()), nb))
         out[(a, b)] = (sum(g for g, _ in scores), sum(v for _, v in scores))
     return out
 
 
+def _pair_counts(codes, cards, a, b, f):
+    """(:func:`_pair_index` of the (a, b) categories, the count ``f`` of each)."""
+    inv, P = _pair_index(codes, cards, a, b, slice(None))
+    return inv, np.bincount(inv, weights=f, minlength=P)
+
+
+def _slot_codes(codes, cards, a, b, inv, P):
+    """(x_a, x_b) of each index 0..P−1 of :func:`_pair_index` (any codes where no cell has it)."""
+    if P == int(cards[a]) * int(cards[b]):          # the index is x_a·c_b + x_b itself
+        cb = int(cards[b])
+        return np.repeat(np.arange(int(cards[a])), cb), np.tile(np.arange(cb), int(cards[a]))
+    rep = np.zeros(P, dtype=np.int64)
+    rep[inv] = np.arange(inv.shape[0])              # a cell of each pair of categories
+    return codes[a][rep], codes[b][rep]
+
+
 def _split(codes, f, cards, splits, seed, ranks, names):
-    """(the observed cells' codes, per half (train, test, n_train, one-way p̃ at each cell, their
-    logs)) for :func:`pair_scores`."""
+    """(the observed cells' codes (a list per key, int64), their counts f (float64), per split
+    the halves' counts (A, B, n_A, n_B), float64) for :func:`pair_scores`."""
     f = np.asarray(f, dtype=np.int64)
     rows = np.flatnonzero(f > 0)
-    fs = f[rows]
-    sub = [np.asarray(c)[rows] for c in codes]
+    every = rows.shape[0] == f.shape[0]
+    fs = f if every else f[rows]
+    sub = [np.asarray(c).astype(np.int64, copy=False) if every else
+           np.asarray(c)[rows].astype(np.int64, copy=False) for c in codes]
     rng = np.random.default_rng(seed)
     # the draws follow the cells' order by their codes, not their order in the table, so that a
     # table rolled up from a finer one (a scan) splits its cells as one counted directly does
     by = sub if ranks is None else [np.asarray(r)[c] for r, c in zip(ranks, sub)]
     if names is not None:           # the keys' order too: by name, whatever order the table has
         by = [by[v] for v in sorted(range(len(by)), key=lambda v: str(names[v]))]
-    order = np.lexsort(by[::-1]) if by else np.arange(fs.shape[0])
-    halves = []
+    order = lex_order(by, fs.shape[0])
+    out = []
     for _ in range(int(splits)):
         fa = np.empty_like(fs)
         fa[order] = rng.binomial(fs[order], 0.5)
-        halves += [(fa, fs - fa), (fs - fa, fa)]
-    # per half: the train counts' smoothed one-way margins at each cell, and their logs, once
-    prepared = []
-    for train, test in halves:
-        train = train.astype(np.float64)
-        one = _one_way(sub, cards, train)
-        prepared.append((train, test.astype(np.float64), float(train.sum()), one,
-                         [np.log(p) for p in one]))
-    return sub, prepared
+        a, b = fa.astype(np.float64), (fs - fa).astype(np.float64)
+        out.append((a, b, float(a.sum()), float(b.sum())))
+    return sub, fs.astype(np.float64), out
+
+
+def lex_order(by, n: int):
+    """``np.lexsort(by[::-1])`` (the cells ordered by ``by[0]``, then ``by[1]``, ...; ties kept in
+    their order) for integer keys: one sort of a combined mixed-radix key when it fits in int64
+    (quicksort where the combined keys are distinct, as a table's cells are: a unique order)."""
+    if len(by) == 0 or n == 0:
+        return np.arange(n)
+    if any(b.dtype.kind not in "iub" for b in by):
+        return np.lexsort(by[::-1])
+    lo = [int(b.min()) for b in by]
+    span = [int(b.max()) - x + 1 for b, x in zip(by, lo)]
+    if math.prod(span) >= 2**62:
+        return np.lexsort(by[::-1])
+    key = np.zeros(n, dtype=np.int64)
+    for b, x, s in zip(by, lo, span):
+        key *= s
+        key += b
+        if x:
+            key -= x
+    order = np.argsort(key)
+    k = key[order]
+    if k.shape[0] > 1 and bool((k[1:] == k[:-1]).any()):    # ties: keep their order
+        order = np.argsort(key, kind="stable")
+    return order
+
+
+def _counts(codes, cards, w) -> list:
+    """Per key, the sum of the cells' ``w`` over each category."""
+    return [np.bincount(c, weights=w, minlength=int(k)) for c, k in zip(codes, cards)]
+
+
+def _smoothed(counts, card, nt: float):
+    """The smoothed margin p̃ = (count + 1/2) / (n_A + c/2) (module docstring) of categories with
+    the train ``counts``, each of a key of ``card`` categories (arrays alike)."""
+    return (counts + PSEUDO) / (nt + PSEUDO * card)
 
 
 def _one_way(codes, cards, train) -> list:
-    """Per key, the train counts' smoothed margin p̃_v (module docstring) at each cell."""
+    """Per key, the train counts' smoothed margin p̃_v (module docstring) of each category."""
     nt = float(train.sum())
-    return [((np.bincount(c, weights=train, minlength=int(k)) + PSEUDO) / (nt + PSEUDO * int(k)))[c]
-            for c, k in zip(codes, cards)]
+    return [_smoothed(c, int(k), nt) for c, k in zip(_counts(codes, cards, train), cards)]
 
 
-def _score(inv, P, kappa, train, nt, test, pa, pb, log_ind) -> tuple[float, float]:
-    """(G, V) of one pair on one half (:func:`split_score`), the one-way margins given."""
-    m = np.bincount(inv, weights=train, minlength=P)[inv]
-    lr = np.log((m + kappa * (pa * pb)) / (nt + kappa)) - log_ind
-    tl = test * lr                  # no BLAS call (np.dot): one thread, as the scan asks
-    g = float(tl.sum())
-    nb = float(test.sum())
-    var = float((tl * lr).sum()) - (g * g / nb if nb > 0 else 0.0)
+def _log_ratio(m, kappa, nt, pa, pb, la, lb):
+    """log p̃_ab / (p̃_a p̃_b), element by element: m the train count of the (a, b) categories, pa,
+    pb their smoothed one-way margins, la, lb the margins' logs."""
+    return np.log((m + kappa * (pa * pb)) / (nt + kappa)) - (la + lb)
+
+
+def _finish(g: float, gl2: float, nb: float) -> tuple[float, float]:
+    """(G, V) of one pair on one half from G = Σ test·l and Σ test·l² (module docstring)."""
+    var = gl2 - (g * g / nb if nb > 0 else 0.0)
     return g, max(var, 0.0)
 
 
@@ -138,9 +239,14 @@ def split_score(codes, cards, train, test, a: int, b: int, index=None) -> tuple[
     train = np.asarray(train, dtype=np.float64)
     test = np.asarray(test, dtype=np.float64)
     inv, P = _pair_index(codes, cards, a, b, slice(None)) if index is None else index
-    pa, pb = _one_way([codes[a], codes[b]], [cards[a], cards[b]], train)
+    pa, pb = (p[c] for p, c in zip(_one_way([codes[a], codes[b]], [cards[a], cards[b]], train),
+                                   (codes[a], codes[b])))
     kappa = PSEUDO * float(cards[a]) * float(cards[b])
-    return _score(inv, P, kappa, train, float(train.sum()), test, pa, pb, np.log(pa) + np.log(pb))
+    nt = float(train.sum())
+    lr = _log_ratio(np.bincount(inv, weights=train, minlength=P)[inv], kappa, nt, pa, pb,
+                    np.log(pa), np.log(pb))
+    tl = test * lr
+    return _finish(float(tl.sum()), float((tl * lr).sum()), float(test.sum()))
 
 
 #: the held-out likelihood-ratio test's z (module docstring)
@@ -149,12 +255,28 @@ Z_CHOICE = 2.0
 
 def category_ranks(categories) -> list:
     """Per key, each code's rank among the key's categories ordered by (type name, str(value)): the
-    same order whichever codes a table gave its categories (a scan's roll-up keeps its parent's)."""
+    same order whichever codes a table gave its categories (a scan's roll-up keeps its parent's).
+    A key's ranks are kept for its list of categories (the tables of a scan share their root's
+    lists, which a table never changes: :class:`gpurisk.freq.table.FreqTable`)."""
     out = []
     for cats in categories:
-        cats = list(cats)
-        order = sorted(range(len(cats)), key=lambda i: (type(cats[i]).__name__, str(cats[i])))
-        r = np.empty(len(cats), dtype=np.int64)
-        r[order] = np.arange(len(cats))
-        out.append(r)
+        got = _RANKS.get(id(cats))
+        if got is None or got[0] is not cats or got[1].shape[0] != len(cats):
+            got = (cats, _ranks(list(cats)))
+            if len(_RANKS) >= 256:
+                _RANKS.clear()
+            _RANKS[id(cats)] = got
+        out.append(got[1])
     return out
+
+
+#: category_ranks' ranks per list of categories (by id, the list kept so that its id stays its own)
+_RANKS: dict = {}
+
+
+def _ranks(cats: list) -> np.ndarray:
+    keys = [(type(c).__name__, str(c)) for c in cats]
+    r = np.empty(len(cats), dtype=np.int64)
+    r[sorted(range(len(cats)), key=keys.__getitem__)] = np.arange(len(cats))
+    r.flags.writeable = False
+    return r
