@@ -232,3 +232,18 @@ def test_lex_order_is_lexsort():
     by = [np.unique(rng.integers(0, 10**9, 2000))[:1000]]     # distinct: any sort, the same order
     assert np.array_equal(mc.lex_order(by, 1000), np.arange(1000))
     assert mc.lex_order([], 3).tolist() == [0, 1, 2]
+
+
+def test_category_ranks_by_type_then_text_and_the_cache_bounded(monkeypatch):
+    """Ranks order a key's categories by (type name, str(value)), as written out here by hand; the
+    cache of ranks per list is emptied before it holds more categories than its limit, so that old
+    tables' lists are not kept alive without bound."""
+    cats = [10, "b", 2, "a", 1.5]          # float '1.5' < int '10' < int '2' < str 'a' < str 'b'
+    assert mc.category_ranks([cats])[0].tolist() == [1, 4, 2, 3, 0]
+    monkeypatch.setattr(mc, "RANKS_MAX_ITEMS", 25)
+    mc._RANKS.clear()
+    lists = [list(range(10)) for _ in range(3)]
+    for c in lists:
+        assert mc.category_ranks([c])[0].tolist() == list(range(10))   # '0' < '1' < ... < '9'
+        assert sum(v[1].shape[0] for v in mc._RANKS.values()) <= 25
+    assert id(lists[2]) in mc._RANKS and id(lists[0]) not in mc._RANKS

@@ -263,15 +263,20 @@ def category_ranks(categories) -> list:
         got = _RANKS.get(id(cats))
         if got is None or got[0] is not cats or got[1].shape[0] != len(cats):
             got = (cats, _ranks(list(cats)))
-            if len(_RANKS) >= 256:
+            held = sum(v[1].shape[0] for v in _RANKS.values())
+            if len(_RANKS) >= RANKS_MAX_LISTS or held + len(cats) > RANKS_MAX_ITEMS:
                 _RANKS.clear()
             _RANKS[id(cats)] = got
         out.append(got[1])
     return out
 
 
-#: category_ranks' ranks per list of categories (by id, the list kept so that its id stays its own)
+#: category_ranks' ranks per list of categories (by id, the list kept so that its id stays its own);
+#: emptied before it holds more than RANKS_MAX_LISTS lists or RANKS_MAX_ITEMS categories in all, so
+#: that a long session (a notebook running scan after scan) keeps no old tables' large lists alive
 _RANKS: dict = {}
+RANKS_MAX_LISTS = 256
+RANKS_MAX_ITEMS = 2_000_000
 
 
 def _ranks(cats: list) -> np.ndarray:
