@@ -59,6 +59,10 @@ def test_measure_note_reads_fields_by_name():
     assert measure_note({"threshold": 0.2, "records_above_threshold": 7,
                          "expected_reidentifications": 1234.56}) == \
         "threshold 0.2: 7 records above; expected re-identifications 1235"
+    assert measure_note({"value": 358.2, "lower": 236.01, "upper": 480.46, "level": 0.95,
+                         "interactions": "age x sex, race x sex"}) == \
+        "95 % interval 236 to 480; main effects + age × sex, race × sex"
+    assert measure_note({"value": 0.5, "upper": 0.6}) == ""      # a one-sided bound alone: no interval
 
 
 def test_compare_says_why_a_cell_has_no_value(runs):

@@ -1,7 +1,8 @@
 """The note column of ``gpurisk assess``: what a threshold-based measure's value was computed with.
 
 A count such as 674 records violating k-anonymity means nothing without its k; indiv_risk = 0.0054 is easier to act
-on as "24.8 expected re-identifications". The measures put these in their ``extra`` fields (the JSON
+on as "24.8 expected re-identifications"; an estimate with a two-sided interval (``lower``, ``upper``
+at ``level``) says so, and a log-linear model names the interactions it kept. The measures put these in their ``extra`` fields (the JSON
 shows them all); :func:`measure_note` turns the ones a statistician acts on into one short text.
 Fields are read by name, so a third-party measure that uses the same names gets the same note.
 """
@@ -47,6 +48,11 @@ def measure_note(m: dict) -> str:
                     if re.fullmatch(r"above_[0-9.eE+-]+", k) and v is not None), key=lambda t: t[0])
     if above:
         parts.append("records with risk " + ", ".join(f"> {_num(t)}: {_num(v)}" for t, v in above))
+    if m.get("lower") is not None and m.get("level") is not None and m.get("upper") is not None:
+        parts.append(f"{_pct(float(m['level']))} interval {_num(float(m['lower']))} to "
+                     f"{_num(float(m['upper']))}")
+    if isinstance(m.get("interactions"), str) and m["interactions"]:
+        parts.append("main effects + " + m["interactions"].replace(" x ", " × "))
     if m.get("expected_reidentifications") is not None:
         parts.append(f"expected re-identifications {_num(float(m['expected_reidentifications']))}")
     if m.get("reason"):
