@@ -24,11 +24,17 @@ its draws depend on the seed, π and N only). Printed:
    share of the attainable τ1 caught by the top 10 (Σ τ1 of the top 10 by the ranking over
    Σ τ1 of the 10 largest τ1), mean and range over the samples. Also how often the top combination
    has n2 = 0.
+4. Estimators of E and of τ1 (issue 27) against their truths, per cell (4a, 4b).
+5. With ``--n1-replicates R`` (needs the gpurisk-arx plugin): population uniques N̂1
+   (``pop_uniqueness``: the default, the tempered main effects, Dankar's rule over gpurisk's fits,
+   ARX's rule) against N1, per cell: bias, sd, s.e./sd, the share within ±25 % and the coverage of
+   the 95 % interval (bench/_trust_n1.py).
 
     python bench/validate_trust.py                       # five populations, 20 replicates (seconds)
     python bench/validate_trust.py --replicates 200 --rank-replicates 100   # the issue's size
     python bench/validate_trust.py --population my.csv:age,sex,region --replicates 50
     python bench/validate_trust.py --only fars --json out.json
+    python bench/validate_trust.py --replicates 20 --no-theta --rank-replicates 0 --n1-replicates 40
 
 Issue 27's check on key sets nothing was designed or calibrated on (docs/validation.md), D being
 ../shared/data:
@@ -56,6 +62,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+import _trust_n1
 import gpurisk
 from gpurisk.measures._util import z_upper
 from gpurisk.measures.theta_hat import theta_hat as theta_hat_eq7
@@ -532,6 +539,9 @@ def main(argv=None):
                          "('' for none)")
     ap.add_argument("--keysets", default=None,
                     help="which key sets of each population, e.g. S,M (default: all)")
+    ap.add_argument("--n1-replicates", type=int, default=0,
+                    help="samples per (key set, π) for section 4, N̂1 against N1 (needs the "
+                         "gpurisk-arx plugin; 0 skips it; issue 27's study: 40)")
     ap.add_argument("--replicates-csv", default=None,
                     help="also write every replicate's numbers (for recalibrating) to this CSV")
     ap.add_argument("--json", default=str(OUT / "validate_trust.json"), help="write every number here")
@@ -558,8 +568,10 @@ def main(argv=None):
         if not sets:
             raise SystemExit(f"--population {spec!r}: name its key sets, FILE:K1,K2;K1,K2,K3")
         pops[Path(path).stem] = (Path(path), None, sets, sets[-1])
+    if a.n1_replicates > 0 and (why := _trust_n1.available()):
+        raise SystemExit(f"--n1-replicates: {why}")
     t0 = time.perf_counter()
-    theta_rows, tau_rows, et_rows, rank, allreps = [], [], [], {}, []
+    theta_rows, tau_rows, et_rows, rank, allreps, n1_rows = [], [], [], {}, [], []
     for name, (path, sep, sets, pool) in pops.items():
         frame = load(path, sep)
         for si, keys in enumerate(sets):
@@ -575,6 +587,10 @@ def main(argv=None):
                 et_rows.append(tag | et_cell(g))
             if a.replicates_csv:
                 allreps.append(df.assign(population=name, keyset=si))
+            if a.n1_replicates > 0:
+                n1_rows += _trust_n1.n1_rows(
+                    _trust_n1.n1_replicates(frame, keys, fractions, a.n1_replicates, a.seed),
+                    {"population": name, "keyset": label, "keys": keys})
         if a.rank_replicates > 0:
             rank[name] = ranking(frame, pool, a.rank_replicates, a.seed, fraction=a.rank_fraction)
         print(f"[{name}: done at {time.perf_counter() - t0:.0f} s]", flush=True)
@@ -591,11 +607,13 @@ def main(argv=None):
         pd.concat(allreps, ignore_index=True).to_csv(a.replicates_csv, index=False)
     if rank:
         print_rank(rank)
+    _trust_n1.print_n1(n1_rows)
     print(f"\n({time.perf_counter() - t0:.0f} s)")
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
         Path(a.json).write_text(json.dumps({"theta": theta_rows, "tau1": tau_rows, "ranking": rank,
-                                            "estimators": et_rows,
+                                            "estimators": et_rows, "n1": n1_rows,
+                                            "n1_replicates": a.n1_replicates,
                                             "replicates": a.replicates,
                                             "rank_replicates": a.rank_replicates, "seed": a.seed},
                                            indent=1, default=str))

@@ -47,3 +47,27 @@ def test_numbers_are_those_of_the_replicates(study):
     assert cell["E"]["matches_ll"]["cover99"] == pytest.approx(cover)
     # the truth E = Σ_{f=1} 1/F lies in (0, n1]
     assert ((reps["matches"] > 0) & (reps["matches"] <= reps["n1"] + 1e-9)).all()
+
+
+def test_n1_section_against_the_population_and_its_replicates():
+    """Section 5 (--n1-replicates): the truth is the population's count of uniques, counted here with
+    pandas; the default's bias and coverage are recomputed here from its replicates' values, and
+    ARX's rule, with no s.e., has no coverage."""
+    pytest.importorskip("gpurisk_arx")
+    sys.path.insert(0, str(ROOT / "bench"))
+    import _trust_n1
+    td = data_path("sdcmicro/testdata.csv")
+    keys = ["urbrur", "water", "sex", "age"]
+    pop = pd.read_csv(td)
+    n1_true = int((pop.groupby(keys, dropna=False).size() == 1).sum())
+    reps = _trust_n1.n1_replicates(pop, keys, [0.1], 6, seed=5)
+    assert set(reps["estimator"]) == set(_trust_n1.N1_ESTIMATORS)
+    assert (reps["N1"] == n1_true).all()
+    rows = {r["estimator"]: r for r in _trust_n1.n1_rows(reps, {"population": "testdata"})}
+    d = reps[reps["estimator"] == "default"]
+    assert rows["default"]["bias"] == pytest.approx(((d["value"] - n1_true) / n1_true).mean())
+    cover = np.mean(np.abs(d["value"] - n1_true) <= 1.959963984540054 * d["se"])
+    assert rows["default"]["cover"] == pytest.approx(cover)
+    assert np.isnan(rows["ARX (rule=arx)"]["cover"])
+    # every value within what the sample allows: N1 ≤ N − (n − n1)
+    assert (reps["value"] <= len(pop)).all()

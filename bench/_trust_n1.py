@@ -1,0 +1,95 @@
+"""Section 5 of bench/validate_trust.py: population uniques N1 against the truth (``--n1-replicates``).
+
+Each estimator is the measure ``pop_uniqueness`` of the gpurisk-arx plugin with its options (the
+same samples for all: ``gpurisk.validate`` with one seed); the truth N1 = #{F_j = 1} is the measure
+``pop_uniques`` on the population. Per (population, key set, π): the mean true N1, and per
+estimator the share of samples with a value, the bias and sd of N̂1 − N1 in % of N1, the mean s.e.
+over the sd, the share of samples within ±25 % of N1, and the coverage of the two-sided interval
+N̂1 ± z s.e. at the measure's level (0.95: issue 27 asks ≥ 90 % where π ≥ 5 %).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+
+import gpurisk
+
+#: name: options of pop_uniqueness (the default first; ARX's rule is the anchor to beat)
+N1_ESTIMATORS = {"default": {},
+                 "tempered main effects": {"model": "loglinear"},
+                 "Dankar, gpurisk's fits": {"model": "dankar"},
+                 "ARX (rule=arx)": {"rule": "arx"}}
+LEVEL = 0.95
+Z = 1.959963984540054       # two-sided 95 %
+
+
+def available() -> str | None:
+    """None when pop_uniqueness is registered, else why not."""
+    from gpurisk.plugins import measure_registry
+    return None if "pop_uniqueness" in measure_registry() else \
+        "pop_uniqueness is not registered (pip install -e ./plugins/gpurisk-arx)"
+
+
+def n1_replicates(frame, keys, fractions, R: int, seed: int) -> pd.DataFrame:
+    """One row per (estimator, fraction, replicate): N̂1, its s.e., the true N1."""
+    out = []
+    for name, opts in N1_ESTIMATORS.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            v = gpurisk.validate(frame, keys, fractions=fractions, replicates=R, design="bernoulli",
+                                 measures=["pop_uniqueness", "pop_uniques"], seed=seed,
+                                 options={"pop_uniqueness": opts} if opts else None,
+                                 allow_high_cardinality=True)
+        reps = v.replicates
+        est = reps[reps["measure"] == "pop_uniqueness"].set_index(["fraction", "replicate"])
+        tru = reps[reps["measure"] == "pop_uniques"].set_index(["fraction", "replicate"])
+        out.append(pd.DataFrame({"estimator": name, "value": est["value"], "se": est["se"],
+                                 "N1": tru["value"]}).reset_index())
+    return pd.concat(out, ignore_index=True)
+
+
+def n1_cell(g: pd.DataFrame) -> dict:
+    """The numbers of one (estimator, population, key set, π) (module docstring)."""
+    truth = g["N1"].to_numpy(float)
+    val = g["value"].to_numpy(float)
+    se = g["se"].to_numpy(float)
+    ok = np.isfinite(val) & np.isfinite(truth) & (truth > 0)
+    rel = (val[ok] - truth[ok]) / truth[ok]
+    sd = float(np.std(val[ok] - truth[ok], ddof=1)) if ok.sum() > 2 else math.nan
+    has = ok & np.isfinite(se)
+    cover = np.abs(val[has] - truth[has]) <= Z * se[has]
+    return {"N1": float(np.mean(truth)), "given": float(np.mean(np.isfinite(val))),
+            "bias": float(np.mean(rel)) if rel.size else math.nan,
+            "sd": sd / float(np.mean(truth)) if sd == sd else math.nan,
+            "se_over_sd": float(np.mean(se[has]) / sd) if has.any() and sd > 0 else math.nan,
+            "within25": float(np.mean(np.abs(rel) <= 0.25)) if rel.size else math.nan,
+            "cover": float(np.mean(cover)) if has.any() else math.nan}
+
+
+def n1_rows(df: pd.DataFrame, tag: dict) -> list[dict]:
+    return [tag | {"estimator": e, "fraction": float(f)} | n1_cell(g)
+            for (e, f), g in df.groupby(["estimator", "fraction"], sort=False)]
+
+
+def print_n1(rows: list[dict]) -> None:
+    if not rows:
+        return
+    print(f"\n5. N̂1 (pop_uniqueness) against N1 = #(F = 1); bias and sd in % of N1; "
+          f"cover = the {LEVEL:.0%} interval N̂1 ± {Z:.2f} s.e. holds N1")
+    print(f"{'pop':<9} {'set':>3} {'π':>5} {'N1':>8}  {'estimator':<24} {'given':>5} {'bias %':>7} "
+          f"{'sd %':>6} {'se/sd':>6} {'±25 %':>6} {'cover':>6}")
+
+    def f(x, d=1):
+        return "—" if x is None or x != x else f"{x:.{d}f}"
+    for r in rows:
+        print(f"{r['population']:<9} {r['keyset']:>3} {r['fraction']:>5g} {r['N1']:>8.0f}  "
+              f"{r['estimator']:<24} {f(r['given'], 2):>5} {f(100 * r['bias']):>7} "
+              f"{f(100 * r['sd']):>6} {f(r['se_over_sd'], 2):>6} {f(r['within25'], 2):>6} "
+              f"{f(r['cover'], 2):>6}")
+    at5 = [r for r in rows if r["estimator"] == "default" and r["fraction"] >= 0.05]
+    if at5:
+        good = sum(abs(r["bias"]) <= 0.25 and r["cover"] >= 0.90 for r in at5)
+        print(f"   default at π ≥ 5 %: within ±25 % with coverage ≥ 90 % in {good} of {len(at5)} cells")
