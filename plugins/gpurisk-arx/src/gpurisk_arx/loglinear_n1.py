@@ -43,10 +43,11 @@ one term per tree of the forest and per lone key, so the distribution of s over 
 convolution: of the binned log-probabilities of each tree's combinations of positive probability
 (listed by joining the pair tables along the tree, never the product of its keys' categories; a pair
 is kept only while its tree has at most ``TREE_MAX`` of them) and each lone key's log p̂_v
-(:func:`forest_space`). A combination holding a pair of
-categories of E that the sample lacks has p̂ = 0 (λ = 0) and leaves the key space (``kappa`` > 0 smooths
-the pair tables towards independence instead, p̃_ab = (m_ab + κ p̂_a p̂_b)/(n + κ), κ = kappa · c_a c_b,
-a diagnostic). The forest is chosen once, at the sample's own counts (the delta method below does
+(:func:`forest_space`). The pair tables are smoothed towards independence,
+p̃_ab = (m_ab + κ p̂_a p̂_b)/(n + κ), κ = kappa · c_a c_b (``FOREST_KAPPA`` = ¼ in :func:`fit`): with
+the maximum-likelihood tables (kappa = 0) a combination holding a pair of categories of E that the
+sample lacks has p̂ = 0 and leaves the key space, which missed the population uniques such pairs
+hold (UCI Adult age, sex, race, marital status at π = 5 %: −32 %, docs/arx.md). The forest is chosen once, at the sample's own counts (the delta method below does
 not refit it); its choice's own uncertainty enters the s.e. as below.
 
 Key space (the assumption): the cells are the combinations of the categories some sample record has.
@@ -472,11 +473,16 @@ LL_MODELS = {"loglinear": ("tempered", "calibrated"),
 #: what the key space of each model holds (the measure's extra ``key_space``)
 KEY_SPACE = {None: "the combinations of the categories the sample has; a combination no population "
                    "can hold (a structural zero) is still counted as possible",
-             "loglinear_forest": "the combinations of the categories the sample has whose every "
-                                 "pair of categories of an interaction in the forest the sample has "
-                                 "too (the fitted pair tables give the others probability 0); any "
-                                 "other combination no population can hold (a structural zero) is "
-                                 "still counted as possible"}
+             "loglinear_forest": "the combinations of the categories the sample has, those with "
+                                 "a pair of categories of a kept interaction that the sample lacks "
+                                 "made rarer (the pair tables smoothed towards independence); a "
+                                 "combination no population can hold (a structural zero) is still "
+                                 "counted as possible"}
+#: the forest's pair tables' smoothing towards independence, in records per pair of categories
+#: (``kappa`` of :func:`forest_space`): chosen among 0, 0.1, 0.25 and 0.5 on the cells at π = 5 and
+#: 10 % of bench/validate_pop_uniqueness.py and of bench/validate_trust.py --n1-replicates (in-sample;
+#: 0.5, the held-out test's own smoothing, put FARS at +24 %; 0 left Adult's four keys at −32 %)
+FOREST_KAPPA = 0.25
 #: relative model error added to the s.e. (module docstring): with it the 95 % interval covered N1
 #: in ≥ 90 % of the samples of every cell of bench/validate_pop_uniqueness.py at π = 5 and 10 %
 #: except adult-b at 5 % (68 %, where the estimate is 26 % low); 0.10 left adult at 10 % at 88 %
@@ -505,12 +511,14 @@ def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
     margins, dispersion = LL_MODELS[model]
     keep = f > 0
     kept = [np.asarray(c)[keep] for c in codes]
-    r = estimate(kept, f[keep], N, margins, dispersion, ranks=ranks, names=names)
+    kappa = FOREST_KAPPA if margins.startswith("forest") else 0.0
+    r = estimate(kept, f[keep], N, margins, dispersion, ranks=ranks, names=names, kappa=kappa)
     lo_cap, hi_cap = bounds(sm)
     v = min(max(r.value, lo_cap), hi_cap)
     # the forest's choice: the estimate under each forest one held-out test away, weighted by the
     # chance that test goes the other way (gpurisk.models.forest.doubtful, as Ê's s.e. takes it)
-    choice_var = sum(w * (estimate(kept, f[keep], N, margins, dispersion, edges=es).value
+    choice_var = sum(w * (estimate(kept, f[keep], N, margins, dispersion, edges=es,
+                                   kappa=kappa).value
                           - r.value) ** 2 for w, es in r.alts) if choice_spread else 0.0
     se = math.sqrt(r.process_var + r.param_var + (model_error * v) ** 2 + choice_var)
     z = float(norm.ppf(0.5 + level / 2.0))
