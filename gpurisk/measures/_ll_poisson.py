@@ -316,31 +316,39 @@ def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = Z_CHOICE, ma
 
 
 def _means(table, model, tol, max_iter, max_cells):
-    su = table.f == 1
-    xp, n = table.xp, float(table.n)
-    if model == "independence":   # closed form: μ̂_j = n Π_v f_v(x_jv) / n (one-way margins)
-        from gpurisk.freq.rollup import f_margins, kept_codes
-        all_codes = kept_codes(table)            # a roll-up's parent keeps them: decoded once
-        mu_all = xp.full(all_codes[0].shape[0], n, dtype=xp.float64)
-        sum_mu2 = n * n
-        counts = []
-        for c, margin in zip(all_codes, f_margins(table, all_codes)):   # a scan's: the root's
-            p = margin / n
-            mu_all *= p[c]
-            sum_mu2 *= float(scalar((p * p).sum()))
-            counts.append(margin[c[su]])
-        counts = [np.asarray(to_host(c), dtype=np.float64) for c in counts]
-        fit = None
-    else:
-        from gpurisk.models.record_model import cached_fit   # the fit r1, ... use: shared
-        fit = cached_fit(table, tol, max_iter, max_cells)
-        mu_all = fit.p_hat_codes(table.cell_codes()) * fit.n
-        vals = fit.dense if fit.dense is not None else fit.mu_support
-        sum_mu2 = float(scalar((vals * vals).sum()))
-        counts = None
-    mu_all = np.asarray(to_host(mu_all), dtype=np.float64)
-    alpha = dispersion_moment(table, mu_all, sum_mu2)
-    return mu_all[np.asarray(to_host(su))], fit, alpha, counts
+    if model == "independence":
+        return _independence_means(table, float(table.n))
+    from gpurisk.models.record_model import cached_fit   # the fit r1, ... use: shared
+    fit = cached_fit(table, tol, max_iter, max_cells)
+    mu_all = np.asarray(to_host(fit.p_hat_codes(table.cell_codes()) * fit.n), dtype=np.float64)
+    vals = fit.dense if fit.dense is not None else fit.mu_support
+    alpha = dispersion_moment(table, mu_all, float(scalar((vals * vals).sum())))
+    return mu_all[np.asarray(to_host(table.f == 1))], fit, alpha, None
+
+
+def _independence_means(table, n: float):
+    """:func:`_means` of main effects, closed form, μ̂_j = n Π_v f_v(x_jv) / n, on the host over the
+    sampled cells alone (a table that also holds a population's cells, validate or a sample flag,
+    may have many more: they add μ̂² to Σ μ̂² only, which is Π_v Σ p_v² n² in closed form); each
+    key's margin of f is the table's where a scan handed it on, else summed over the sampled cells
+    (whole numbers: the same sums)."""
+    from gpurisk.freq.rollup import codes_at, known_margins
+    seen = table.xp.flatnonzero(table.f > 0)
+    f = np.asarray(to_host(table.f[seen]), dtype=np.float64)
+    codes = codes_at(table, seen)
+    known = known_margins(table)
+    margins = ([np.asarray(to_host(m), dtype=np.float64) for m in known] if known is not None else
+               [np.bincount(c, weights=f, minlength=int(k)) for c, k in zip(codes, table.cards)])
+    su = f == 1
+    mu = np.full(f.shape[0], n)
+    sum_mu2 = n * n
+    counts = []
+    for c, margin in zip(codes, margins):
+        p = margin / n
+        mu *= p[c]
+        sum_mu2 *= float((p * p).sum())
+        counts.append(margin[c[su]])
+    return mu[su], None, _moment(f, mu, sum_mu2), counts
 
 
 class LoglinearPoisson(Measure):
