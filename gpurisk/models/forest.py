@@ -67,9 +67,10 @@ def choose_pair(codes, f, cards, splits: int = 1, seed: int = 0, z: float = Z_CH
     return (kept[0] if kept else None), {k: g for k, (g, _) in scores.items()}
 
 
-def _connected(edges, a: int, b: int) -> bool:
-    """Whether keys a and b are joined by a path of ``edges``."""
-    seen, todo = {a}, [a]
+def tree_order(root: int, edges) -> list:
+    """The edges reachable from key ``root`` as (parent, child), each parent reached before its
+    children (a depth-first walk of the forest ``edges``)."""
+    out, seen, todo = [], {root}, [root]
     while todo:
         v = todo.pop()
         for x, y in edges:
@@ -77,7 +78,13 @@ def _connected(edges, a: int, b: int) -> bool:
                 if u == v and w not in seen:
                     seen.add(w)
                     todo.append(w)
-    return b in seen
+                    out.append((u, w))
+    return out
+
+
+def _connected(edges, a: int, b: int) -> bool:
+    """Whether keys a and b are joined by a path of ``edges``."""
+    return a == b or any(w == b for _, w in tree_order(a, edges))
 
 
 def doubtful(kept, scores, z: float = Z_CHOICE, max_pairs: int | None = None, most: int = 3,

@@ -169,16 +169,8 @@ def _pair_table(logs, idx, f, n: float, a: int, b: int, kappa: float):
 
 def _tree_order(keys, edges):
     """The tree's edges as (parent, child), each parent reached before its child (root keys[0])."""
-    out, seen, todo = [], {keys[0]}, [keys[0]]
-    while todo:
-        v = todo.pop()
-        for a, b in edges:
-            for p, c in ((a, b), (b, a)):
-                if p == v and c not in seen:
-                    seen.add(c)
-                    todo.append(c)
-                    out.append((p, c))
-    return out
+    from gpurisk.models.forest import tree_order
+    return tree_order(keys[0], edges)
 
 
 def _tree_size(keys, edges, pairs, cards) -> float:
