@@ -51,8 +51,9 @@ def test_numbers_are_those_of_the_replicates(study):
 
 def test_n1_section_against_the_population_and_its_replicates():
     """Section 5 (--n1-replicates): the truth is the population's count of uniques, counted here with
-    pandas; the default's bias and coverage are recomputed here from its replicates' values, and
-    ARX's rule, with no s.e., has no coverage."""
+    pandas; the default's bias and coverage are recomputed here from its replicates' values and
+    reported interval (the log-scale one, checked against its formula), and ARX's rule, with no
+    interval, has no coverage."""
     pytest.importorskip("gpurisk_arx")
     sys.path.insert(0, str(ROOT / "bench"))
     import _trust_n1
@@ -66,8 +67,12 @@ def test_n1_section_against_the_population_and_its_replicates():
     rows = {r["estimator"]: r for r in _trust_n1.n1_rows(reps, {"population": "testdata"})}
     d = reps[reps["estimator"] == "default"]
     assert rows["default"]["bias"] == pytest.approx(((d["value"] - n1_true) / n1_true).mean())
-    cover = np.mean(np.abs(d["value"] - n1_true) <= 1.959963984540054 * d["se"])
+    cover = np.mean((d["lower"] <= n1_true) & (n1_true <= d["upper"]))
     assert rows["default"]["cover"] == pytest.approx(cover)
+    # the default's interval is the log-scale one: N̂1 · exp(± 1.96 s.e./N̂1), here never clipped
+    z = 1.959963984540054
+    np.testing.assert_allclose(d["lower"], d["value"] * np.exp(-z * d["se"] / d["value"]), rtol=1e-12)
+    np.testing.assert_allclose(d["upper"], d["value"] * np.exp(z * d["se"] / d["value"]), rtol=1e-12)
     assert np.isnan(rows["ARX (rule=arx)"]["cover"])
     # every value within what the sample allows: N1 ≤ N − (n − n1)
     assert (reps["value"] <= len(pop)).all()

@@ -40,9 +40,11 @@ CHUNK = 5
 #: is the estimator's own value, also where the measure withholds it from display (a Result whose
 #: ``extra["raw_value"]`` keeps a value outside the quantity's range: validation judges the estimator,
 #: not what is printed); ``shown`` is what the measure reports (NaN where withheld); ``upper`` its
-#: upper bound; n1, n2, n3 the replicate's numbers of sample cells of size 1, 2, 3.
+#: upper bound; ``lower`` the lower end of its two-sided interval where it reports one (an extra
+#: ``lower`` with its ``level``, as pop_uniqueness does; else NaN); n1, n2, n3 the replicate's numbers
+#: of sample cells of size 1, 2, 3.
 REPLICATE_COLUMNS = ["fraction", "replicate", "n", "n1", "n2", "n3", "measure", "value", "shown",
-                     "se", "upper", "reliable", "reason"]
+                     "se", "upper", "lower", "reliable", "reason"]
 
 
 @dataclass(repr=False)
@@ -162,7 +164,10 @@ def _run_one(table, ctx, names, frac, r, caught):
         rel = m.extra.get("reliable")
         out.append({"fraction": frac, "replicate": r, "n": n, "n1": fof[1], "n2": fof[2],
                     "n3": fof[3], "measure": name, "value": v, "shown": shown, "se": _float(m.se),
-                    "upper": _float(m.upper), "reliable": None if rel is None else bool(rel),
+                    "upper": _float(m.upper),
+                    "lower": (_float(m.extra.get("lower")) if m.extra.get("level") is not None
+                              else math.nan),
+                    "reliable": None if rel is None else bool(rel),
                     "reason": m.reason})
     return out
 

@@ -411,3 +411,20 @@ def test_forest_choice_spread_in_the_se():
     assert want > 0
     assert on.se ** 2 - off.se ** 2 == pytest.approx(want, rel=1e-9)
     assert on.params["se_choice"] == pytest.approx(math.sqrt(want), rel=1e-9)
+
+
+def test_interval_on_the_log_scale_and_a_tiny_estimate():
+    """The interval is N̂1 · exp(± z s.e./N̂1) clipped to what the sample allows (so lower · upper =
+    N̂1² where neither end is clipped), and an estimate near 0 with a large relative s.e. gives the
+    cap as its upper end instead of overflowing (a first version did, on FARS's race key alone)."""
+    from scipy.stats import norm
+    F, f, codes = next(_chain_populations(1, seed=12, alpha=1.0, pi=0.05))
+    fit = LL.fit(codes, f, F.sum(), "loglinear_forest")
+    z = norm.ppf(0.975)
+    assert fit.lower == pytest.approx(fit.value * math.exp(-z * fit.se / fit.value), rel=1e-12)
+    assert fit.upper == pytest.approx(fit.value * math.exp(z * fit.se / fit.value), rel=1e-12)
+    # one key, one sample unique among 3 501 records at π = 0.05: N̂1 is about 6e-9, its s.e. 0.012
+    n, N = 3501, 70000.0
+    tiny = LL.fit([np.arange(4)], np.array([2000, 1000, 500, 1]), N, "loglinear_forest")
+    assert 0 < tiny.value < 1e-6 and tiny.se > 1e-3
+    assert 0 <= tiny.lower <= tiny.value and tiny.upper == N - (n - 1)   # the cap, no overflow

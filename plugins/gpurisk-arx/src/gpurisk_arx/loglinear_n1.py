@@ -487,7 +487,7 @@ def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
     """A :class:`~gpurisk_arx.uniqueness.Fit` of N1 under ``model`` (LL_MODELS): the estimate within
     [n1 − (N − n), N − (n − n1)], s.e. = √(process variance + delta-method variance through n1, n2 +
     (model_error · estimate)² + the forest's choice spread (forest models, ``choice_spread``)), the
-    normal interval at ``level`` clipped to those bounds; no value
+    interval at ``level`` on the log scale, N̂1 · exp(± z s.e./N̂1), clipped to those bounds; no value
     (a reason) when every sample record is unique; 0 when no sample record is."""
     from scipy.stats import norm
 
@@ -523,5 +523,8 @@ def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
         params["interactions"] = tuple(r.edges)
     if v != r.value:
         params["capped_from"] = r.value
-    return Fit(model, v, params=params, se=se, lower=max(v - z * se, lo_cap),
-               upper=min(v + z * se, hi_cap))
+    # the interval on the log scale, N̂1 · exp(± z s.e./N̂1): the error is relative (the model-error
+    # term is), and a symmetric interval shrank where the estimate was low, which is where it missed
+    w = min(z * se / v, 700.0) if v > 0 else math.nan      # (a tiny N̂1: the upper end is the cap)
+    lo, hi = (v * math.exp(-w), v * math.exp(w)) if v > 0 else (v - z * se, v + z * se)
+    return Fit(model, v, params=params, se=se, lower=max(lo, lo_cap), upper=min(hi, hi_cap))
