@@ -58,6 +58,20 @@ KEYS = [f"k{i}" for i in range(len(CARDS))]
 ROWS_PER_FILE = 1_000_000
 
 
+def tied_register(rows: int, seed: int = 5):
+    """A register of ``rows`` records over KEYS (uniform, fixed seed) with KEYS[1] tied to KEYS[0]
+    (k1 = 37·k0 + U{0..7} mod 100: an interaction for a model choice to find) and a 1 % Bernoulli
+    sample flag ``s``: the data of bench_scan_gpu.py and bench_scan_headline.py --synthetic."""
+    import pandas as pd
+    rng = np.random.default_rng(seed)
+    cols = {k: rng.integers(0, c, rows).astype("int8") for k, c in zip(KEYS, CARDS)}
+    tied = (cols[KEYS[0]].astype(np.int64) * 37 + rng.integers(0, 8, rows)) % CARDS[1]
+    cols[KEYS[1]] = tied.astype("int8")
+    frame = pd.DataFrame(cols)
+    frame["s"] = rng.random(rows) < 0.01
+    return frame
+
+
 def make_dataset(root: Path, rows: int, seed: int = 0, layout: str = "files") -> Path:
     """``rows`` records (int8 keys) in files of ROWS_PER_FILE rows, or (``layout="onefile"``) in one
     file of ROWS_PER_FILE-row row groups; reused when already there."""

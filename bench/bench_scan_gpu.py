@@ -29,21 +29,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_backends import CARDS, KEYS  # noqa: E402
+from bench_backends import KEYS, tied_register  # noqa: E402
 
 import gpurisk  # noqa: E402
 from gpurisk.scan.runner import SCAN_HEADLINE, _measure_names  # noqa: E402
-
-
-def register(rows: int, seed: int = 5) -> pd.DataFrame:
-    """The synthetic register of the module docstring."""
-    rng = np.random.default_rng(seed)
-    cols = {k: rng.integers(0, c, rows).astype("int8") for k, c in zip(KEYS, CARDS)}
-    tied = (cols[KEYS[0]].astype(np.int64) * 37 + rng.integers(0, 8, rows)) % CARDS[1]
-    cols[KEYS[1]] = tied.astype("int8")
-    frame = pd.DataFrame(cols)
-    frame["s"] = rng.random(rows) < 0.01
-    return frame
 
 
 def same_rows(a: pd.DataFrame, b: pd.DataFrame) -> list[str]:
@@ -61,7 +50,7 @@ def same_rows(a: pd.DataFrame, b: pd.DataFrame) -> list[str]:
 
 
 def bench(rows: int, repeat: int) -> list[dict]:
-    frame = register(rows)
+    frame = tied_register(rows)
     names = _measure_names(None)
     without = [m for m in names if m not in SCAN_HEADLINE]
     frames = {"pandas": frame}

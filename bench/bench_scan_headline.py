@@ -57,22 +57,10 @@ SYNTHETIC = "synthetic:"
 
 
 # --- data and timing --------------------------------------------------------------------------------
-def synthetic(rows: int) -> pd.DataFrame:
-    """The register of ``--synthetic``: 8 int8 keys, KEYS[1] tied to KEYS[0], a 1 % sample flag."""
-    from bench_backends import CARDS, KEYS
-    rng = np.random.default_rng(5)
-    cols = {k: rng.integers(0, c, rows).astype("int8") for k, c in zip(KEYS, CARDS)}
-    cols[KEYS[1]] = ((cols[KEYS[0]].astype(int) * 37 + rng.integers(0, 8, rows))
-                     % CARDS[1]).astype("int8")
-    frame = pd.DataFrame(cols)
-    frame["s"] = rng.random(rows) < 0.01
-    return frame
-
-
 def data(name: str) -> tuple[pd.DataFrame, list[str]]:
     if name.startswith(SYNTHETIC):
-        from bench_backends import KEYS
-        return synthetic(int(float(name[len(SYNTHETIC):]))), list(KEYS)
+        from bench_backends import KEYS, tied_register
+        return tied_register(int(float(name[len(SYNTHETIC):]))), list(KEYS)
     from gpurisk.testing.data import find_shared_data
     d = find_shared_data(ROOT)
     if d is None:
