@@ -162,8 +162,7 @@ def _pair_table(logs, idx, f, n: float, a: int, b: int, kappa: float):
         return ids // cb, ids % cb, np.log(m / n)
     k = kappa * ca * cb
     xa, xb = np.divmod(np.arange(ca * cb, dtype=np.int64), cb)
-    m = np.zeros(ca * cb)
-    np.add.at(m, idx[a].astype(np.int64) * cb + idx[b], f)
+    m = np.bincount(idx[a].astype(np.int64) * cb + idx[b], weights=f, minlength=ca * cb)
     return xa, xb, np.log((m + k * np.exp(logs[a][xa] + logs[b][xb])) / (n + k))
 
 
