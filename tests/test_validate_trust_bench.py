@@ -45,6 +45,9 @@ def test_numbers_are_those_of_the_replicates(study):
     assert cell["E"]["matches_ll"]["rel_bias"] == pytest.approx(err.mean() / reps["matches"].mean())
     cover = np.mean(np.abs(err) <= 2.5758293035489004 * reps["matches_ll_se"] + 1e-9)
     assert cell["E"]["matches_ll"]["cover99"] == pytest.approx(cover)
+    # the bias's Monte Carlo s.e.: the sd of the errors over √R, relative to the mean truth
+    mc = err.std(ddof=1) / (np.sqrt(len(err)) * reps["matches"].mean())
+    assert cell["E"]["matches_ll"]["rel_bias_mc"] == pytest.approx(mc)
     # the truth E = Σ_{f=1} 1/F lies in (0, n1]
     assert ((reps["matches"] > 0) & (reps["matches"] <= reps["n1"] + 1e-9)).all()
 
@@ -69,6 +72,9 @@ def test_n1_section_against_the_population_and_its_replicates():
     assert rows["default"]["bias"] == pytest.approx(((d["value"] - n1_true) / n1_true).mean())
     cover = np.mean((d["lower"] <= n1_true) & (n1_true <= d["upper"]))
     assert rows["default"]["cover"] == pytest.approx(cover)
+    rel = (d["value"] - n1_true) / n1_true
+    assert rows["default"]["bias_mc"] == pytest.approx(rel.std(ddof=1) / np.sqrt(len(rel)))
+    assert rows["default"]["cover_mc"] == pytest.approx(np.sqrt(cover * (1 - cover) / len(d)))
     # the default's interval is the log-scale one: N̂1 · exp(± 1.96 s.e./N̂1), here never clipped
     z = 1.959963984540054
     np.testing.assert_allclose(d["lower"], d["value"] * np.exp(-z * d["se"] / d["value"]), rtol=1e-12)
@@ -76,3 +82,20 @@ def test_n1_section_against_the_population_and_its_replicates():
     assert np.isnan(rows["ARX (rule=arx)"]["cover"])
     # every value within what the sample allows: N1 ≤ N − (n − n1)
     assert (reps["value"] <= len(pop)).all()
+
+
+def test_ranking_shares_and_their_monte_carlo_error():
+    """Section 3's reported mean, minimum and Monte Carlo s.e. of the top-10 share are those of the
+    per-sample shares it lists, each a share of the attainable total, in (0, 1]."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import validate_trust as vt
+    pop = pd.read_csv(data_path("sdcmicro/testdata.csv"))
+    pool = ["urbrur", "roof", "walls", "water", "sex", "age"]
+    out = vt.ranking(pop, pool, 3, seed=4, sizes=(1, 2), fraction=0.1)
+    assert out["combinations"] == 6 + 15 and out["samples"] == 3
+    for name in ("default", "default vs E", "n1", "tau1_ll"):
+        each = np.array(out[name]["top10_each"])
+        assert each.size == 3 and ((each > 0) & (each <= 1 + 1e-12)).all()
+        assert out[name]["top10_mean"] == pytest.approx(each.mean())
+        assert out[name]["top10_min"] == pytest.approx(each.min())
+        assert out[name]["top10_mc"] == pytest.approx(each.std(ddof=1) / np.sqrt(3))
