@@ -146,3 +146,30 @@ def test_a_scan_without_measures_runs_only_default_measures(fars):
     res = gpurisk.scan(fars, keys=["iage", "isex"], max_size=1, fraction=0.05)
     assert "theta_hat" in res.measures
     assert not {"prosecutor", "journalist", "marketer", "pop_uniqueness"} & set(res.measures)
+
+
+def test_unseen_categories_part_on_a_real_register(tmp_path):
+    """MACH 2019 (age, gender, race), a 5 % sample: the default adds the uniques in categories no
+    sample record has (its extra equals the difference the CLI option turns off), and the sample
+    does miss categories that hold population uniques (counted here with pandas)."""
+    keys = ["age", "gender", "race"]
+    reg = pd.read_csv(data_path("arx_genetic/mach2019_int.csv"), sep=";")
+    s = reg[np.random.default_rng(4).random(len(reg)) < 0.05]
+    unique = reg.groupby(keys)["age"].transform("size") == 1
+    missing = np.zeros(len(reg), dtype=bool)
+    for k in keys:
+        missing |= ~reg[k].isin(s[k].unique()).to_numpy()
+    assert int((unique & missing).sum()) > 10            # population uniques the cells cannot hold
+    path = tmp_path / "sample.csv"
+    s[keys].to_csv(path, index=False)
+    out = {}
+    for opt in ("true", "false"):
+        p = run_cli("assess", str(path), "--keys", ",".join(keys), "--fraction", "0.05",
+                    "--measures", "pop_uniqueness", "--option",
+                    f"pop_uniqueness.unseen_categories={opt}", "--json")
+        assert p.returncode == 0, p.stderr
+        out[opt] = json.loads(p.stdout)["measures"]["pop_uniqueness"]
+    part = out["true"]["loglinear_forest_unseen_categories_part"]
+    assert part > 0 and out["false"]["loglinear_forest_unseen_categories_part"] == 0.0
+    assert out["true"]["value"] == pytest.approx(out["false"]["value"] + part, rel=1e-9)
+    assert out["true"]["se"] > out["false"]["se"]

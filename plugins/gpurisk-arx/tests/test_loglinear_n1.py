@@ -428,3 +428,85 @@ def test_interval_on_the_log_scale_and_a_tiny_estimate():
     tiny = LL.fit([np.arange(4)], np.array([2000, 1000, 500, 1]), N, "loglinear_forest")
     assert 0 < tiny.value < 1e-6 and tiny.se > 1e-3
     assert 0 <= tiny.lower <= tiny.value and tiny.upper == N - (n - 1)   # the cap, no overflow
+
+
+def _rare_population(rng, N=1500):
+    """Three keys with long tails of rare categories (many held by one to a few records)."""
+    a = rng.zipf(1.6, N) % 60
+    b = rng.choice(6, size=N, p=[0.4, 0.25, 0.15, 0.1, 0.06, 0.04])
+    c = np.where(rng.random(N) < 0.85, rng.choice(5, size=N), 5 + rng.integers(0, 300, N))
+    return np.column_stack([a, b, c])
+
+
+def _cell_counts(rows):
+    """Each row's count among ``rows`` of its combination of the columns."""
+    _, inv, cnt = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
+    return cnt[inv.reshape(-1)]
+
+
+def test_unseen_part_is_unbiased_by_simulation():
+    """N̂1_unseen with the true P(F = 1 | f = 1) (1 for a population unique, 0 otherwise) against
+    its target Σ_i I(F_i = 1) P(some category of i is missing from the sample), the probability
+    written out by inclusion–exclusion over the keys, P(all of S missing) = (1 − π)^|∪_S C_v(i)|
+    with |∪| from the population's counts of each combination of keys; the mean over 3 000
+    Bernoulli samples is within 4 Monte Carlo s.e. of it (measured: 282.4 ± 0.8 against 282.0), and
+    the reported variance is not below the estimates' own (2 541 against 1 942). Counting a record
+    once per key it is alone in, instead of once, gives 305."""
+    rng = np.random.default_rng(31)
+    pop = _rare_population(rng)
+    pi = 0.1
+    unique = _cell_counts(pop) == 1
+    miss_all = np.zeros(pop.shape[0])
+    for size in (1, 2, 3):
+        for S in itertools.combinations(range(3), size):
+            union = sum((-1) ** (len(T) + 1) * _cell_counts(pop[:, list(T)])
+                        for t in range(1, len(S) + 1) for T in itertools.combinations(S, t))
+            miss_all += (-1) ** (size + 1) * (1 - pi) ** union
+    target = float(miss_all[unique].sum())
+    assert target > 20                                   # rare categories hold many uniques here
+    est, var, naive = [], [], []
+    for _ in range(3000):
+        s = rng.random(pop.shape[0]) < pi
+        cells, first, f = np.unique(pop[s], axis=0, return_index=True, return_counts=True)
+        p1 = unique[np.flatnonzero(s)[first]][f == 1].astype(float)
+        e, v = LL.unseen_part([cells[:, k] for k in range(3)], f, p1, pi)
+        est.append(e)
+        var.append(v)
+        # a record counted once per key whose category it is alone in (no union)
+        y = np.zeros(f.size)
+        y[f == 1] = p1
+        alone_in = [np.array([f[cells[:, k] == x].sum() == 1 for x in cells[:, k]])
+                    for k in range(3)]
+        naive.append((1 - pi) / pi * sum(y[a].sum() for a in alone_in))
+    est, naive = np.asarray(est), np.asarray(naive)
+    mc = est.std(ddof=1) / math.sqrt(est.size)
+    assert abs(est.mean() - target) < 4 * mc
+    assert np.mean(var) >= est.var(ddof=1)
+    # the union matters here: the per-key count overshoots the target by far more than its noise
+    assert naive.mean() - target > 8 * naive.std(ddof=1) / math.sqrt(naive.size)
+
+
+def test_fit_adds_the_unseen_part_by_hand():
+    """fit(unseen=True) − fit(unseen=False) is (1 − π)/π Σ P(F = 1 | f = 1) over the sampled cells
+    alone in one of their categories, counted here with pandas-free loops over the cells; the
+    variance adds ((1 − π)/π)² Σ P²; the default is on."""
+    rng = np.random.default_rng(8)
+    pop = _rare_population(rng, 4000)
+    s = rng.random(pop.shape[0]) < 0.05
+    cells, f = np.unique(pop[s], axis=0, return_counts=True)
+    codes = [cells[:, k] for k in range(3)]
+    N = float(pop.shape[0])
+    off = LL.fit(codes, f, N, "loglinear_forest", unseen=False)
+    on = LL.fit(codes, f, N, "loglinear_forest")
+    r = LL.estimate(codes, f, N, "forest", "calibrated", kappa=LL.FOREST_KAPPA)
+    pi = f.sum() / N
+    p1 = dict(zip(np.flatnonzero(f == 1), r.p1))
+    alone = [j for j in range(len(f))
+             if any(f[codes[k] == codes[k][j]].sum() == 1 for k in range(3))]
+    assert alone and all(f[j] == 1 for j in alone)
+    want = (1 - pi) / pi * sum(p1[j] for j in alone)
+    assert on.params["unseen_categories_part"] == pytest.approx(want, rel=1e-12)
+    assert on.value == pytest.approx(off.value + want, rel=1e-12)
+    add_var = ((1 - pi) / pi) ** 2 * sum(p1[j] ** 2 for j in alone)
+    assert on.params["se_unseen"] == pytest.approx(math.sqrt(add_var), rel=1e-12)
+    assert off.params["unseen_categories_part"] == 0.0

@@ -50,11 +50,27 @@ sample lacks has p̂ = 0 and leaves the key space, which missed the population u
 hold (UCI Adult age, sex, race, marital status at π = 5 %: −32 %, docs/arx.md). The forest is chosen once, at the sample's own counts (the delta method below does
 not refit it); its choice's own uncertainty enters the s.e. as below.
 
-Key space (the assumption): the cells are the combinations of the categories some sample record has.
-A category no sample record has is taken to have no population record either (its population uniques
-are missed), and every combination of sampled categories is taken to be possible: a structural zero
-(a combination no population can hold) still gets λ̂ > 0 and adds its P(F = 1 | f = 0) to the sum
+Key space (the assumption): the cells are the combinations of the categories some sample record has,
+and every combination of sampled categories is taken to be possible: a structural zero (a
+combination no population can hold) still gets λ̂ > 0 and adds its P(F = 1 | f = 0) to the sum
 (under the forest, unless one of its pairs of categories of E is absent from the sample).
+
+Categories no sample record has (:func:`unseen_part`, ``unseen=True`` in :func:`fit`, the default):
+the model's cells cannot hold them, yet rare categories hold many population uniques (MACH 2019 age,
+gender, race at π = 5 %: 16 % of N1, 44 of 271). Under Bernoulli sampling a category with m
+population records is missing from the sample with probability (1 − π)^m and held by exactly one
+given record of it with probability π (1 − π)^{m−1}, so for any set S of keys and any population
+record i, E[I(i sampled and alone in the sample among the records sharing its categories of S)] ·
+(1 − π)/π = P(all its categories of S missing from the sample). By inclusion–exclusion over S, and
+because a record alone in each of its categories of S is alone in their union,
+
+    N1_unseen = Σ_i I(F_i = 1) P(some category of i missing)   is estimated without bias by
+    N̂1_unseen = (1 − π)/π · Σ_{j: alone in at least one of its categories} P(F_j = 1 | f_j = 1),
+
+a Horvitz–Thompson sum over the sample records alone in some category (all of them sample uniques),
+each weighted by the model's chance that it is a population unique (the chance itself is the
+model's: the sum is unbiased only as far as that chance is). Its variance is taken as
+((1 − π)/π)² Σ_j P(F_j = 1 | f_j = 1)² over the same records (each a rare event of its category).
 
 Variance (what ``se`` holds, :func:`fit`): the process variance Σ_j p_j (1 − p_j) over all K cells
 (given the fitted model, the cells' I(F_j = 1) are independent Bernoulli variables); plus the
@@ -95,6 +111,7 @@ class LLN1:
     param_var: float = 0.0  # the delta method's variance of the fit through n1 and n2
     edges: tuple = ()       # the forest's pairs of keys (margins="forest*")
     alts: list = ()         # the forests one held-out test away: [(weight, pairs)]
+    p1: np.ndarray | None = None   # P(F_j = 1 | f_j = 1) of each sample unique, in the cells' order
 
 
 def prob_one(lam, f, alpha: float, pi: float):
@@ -357,6 +374,7 @@ def _fit_space(f, s_obs, s_grid, counts, N: float, margins: str, dispersion: str
 
     beta, alpha, lam, grid = solve(n1, n2)
     est, var, obs, unobs = value(beta, alpha, lam, grid)
+    p1_each = prob_one(lam[ones], 1, alpha, pi)
     # delta method: the fit reads the sample through n1 (α calibrated) and n2 (β); their variances
     # and covariance under the fitted model (independent cells: n_k = Σ_j I(f_j = k))
     cov = _stat_cov(grid, counts, alpha, pi, target)
@@ -373,7 +391,29 @@ def _fit_space(f, s_obs, s_grid, counts, N: float, margins: str, dispersion: str
         lo = (max(n1 - d, 0.0), n2) if k == 0 else (n1, n2 - d if n2 < 0 else max(n2 - d, 0.0))
         grad[k] = (value(*solve(*hi))[0] - value(*solve(*lo))[0]) / (hi[k] - lo[k])
     param_var = float(grad @ cov @ grad)
-    return LLN1(est, var, alpha, K, obs, unobs, float((counts * P1).sum()), beta, param_var)
+    return LLN1(est, var, alpha, K, obs, unobs, float((counts * P1).sum()), beta, param_var,
+                p1=p1_each)
+
+
+def unseen_part(codes, f, p1, pi: float) -> tuple[float, float]:
+    """(N̂1_unseen, its variance): the population uniques in categories no sample record has
+    (module docstring), (1 − π)/π Σ_j P(F_j = 1 | f_j = 1) over the sampled cells whose record is
+    alone in the sample in at least one of its categories. ``codes``: per key, each sampled cell's
+    category; ``f``: the cells' counts (f > 0); ``p1``: P(F_j = 1 | f_j = 1) of the cells with f = 1,
+    in their order."""
+    f = np.asarray(f, dtype=np.float64)
+    if pi >= 1.0 or f.size == 0:
+        return 0.0, 0.0
+    alone = np.zeros(f.shape[0], dtype=bool)
+    for c in codes:
+        _, inv = np.unique(np.asarray(c), return_inverse=True)
+        inv = inv.reshape(-1)
+        alone |= np.bincount(inv, weights=f)[inv] == 1      # the category's only sample record
+    y = np.zeros(f.shape[0])
+    y[f == 1] = p1
+    y = y[alone]                                           # (alone in a category: f = 1)
+    w = (1.0 - pi) / pi
+    return w * float(y.sum()), w * w * float((y * y).sum())
 
 
 def _stat_cov(grid, counts, alpha: float, pi: float, target: str, kmax: int = 40) -> np.ndarray:
@@ -463,12 +503,14 @@ LL_MODELS = {"loglinear": ("tempered", "calibrated"),
              "bethlehem": ("none", "calibrated")}
 #: what the key space of each model holds (the measure's extra ``key_space``)
 KEY_SPACE = {None: "the combinations of the categories the sample has; a combination no population "
-                   "can hold (a structural zero) is still counted as possible",
+                   "can hold (a structural zero) is still counted as possible; the uniques in "
+                   "categories the sample lacks are estimated apart (unseen_categories)",
              "loglinear_forest": "the combinations of the categories the sample has, those with "
                                  "a pair of categories of a kept interaction that the sample lacks "
                                  "made rarer (the pair tables smoothed towards independence); a "
                                  "combination no population can hold (a structural zero) is still "
-                                 "counted as possible"}
+                                 "counted as possible; the uniques in categories the sample lacks "
+                                 "are estimated apart (unseen_categories)"}
 #: the forest's pair tables' smoothing towards independence, in records per pair of categories
 #: (``kappa`` of :func:`forest_space`): chosen among 0, 0.1, 0.25 and 0.5 on the cells at π = 5 and
 #: 10 % of bench/validate_pop_uniqueness.py and of bench/validate_trust.py --n1-replicates (in-sample;
@@ -482,9 +524,12 @@ MODEL_ERROR = 0.15
 
 
 def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
-        model_error: float = MODEL_ERROR, ranks=None, names=None, choice_spread: bool = True):
-    """A :class:`~gpurisk_arx.uniqueness.Fit` of N1 under ``model`` (LL_MODELS): the estimate within
-    [n1 − (N − n), N − (n − n1)], s.e. = √(process variance + delta-method variance through n1, n2 +
+        model_error: float = MODEL_ERROR, ranks=None, names=None, choice_spread: bool = True,
+        unseen: bool = True):
+    """A :class:`~gpurisk_arx.uniqueness.Fit` of N1 under ``model`` (LL_MODELS): the model's sum
+    plus, with ``unseen``, the uniques in categories no sample record has (:func:`unseen_part`), the
+    estimate within [n1 − (N − n), N − (n − n1)], s.e. = √(process variance (the unseen part's
+    included) + delta-method variance through n1, n2 +
     (model_error · estimate)² + the forest's choice spread (forest models, ``choice_spread``)), the
     interval at ``level`` on the log scale, N̂1 · exp(± z s.e./N̂1), clipped to those bounds; no value
     (a reason) when every sample record is unique; 0 when no sample record is."""
@@ -505,23 +550,27 @@ def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
     kappa = FOREST_KAPPA if margins.startswith("forest") else 0.0
     r = estimate(kept, f[keep], N, margins, dispersion, ranks=ranks, names=names, kappa=kappa)
     lo_cap, hi_cap = bounds(sm)
-    v = min(max(r.value, lo_cap), hi_cap)
+    add, add_var = (unseen_part(kept, f[keep], r.p1, float(f.sum()) / float(N)) if unseen
+                    else (0.0, 0.0))
+    total = r.value + add
+    v = min(max(total, lo_cap), hi_cap)
     # the forest's choice: the estimate under each forest one held-out test away, weighted by the
     # chance that test goes the other way (gpurisk.models.forest.doubtful, as Ê's s.e. takes it)
     choice_var = sum(w * (estimate(kept, f[keep], N, margins, dispersion, edges=es,
                                    kappa=kappa).value
                           - r.value) ** 2 for w, es in r.alts) if choice_spread else 0.0
-    se = math.sqrt(r.process_var + r.param_var + (model_error * v) ** 2 + choice_var)
+    se = math.sqrt(r.process_var + add_var + r.param_var + (model_error * v) ** 2 + choice_var)
     z = float(norm.ppf(0.5 + level / 2.0))
     params = {"beta": r.beta, "alpha": r.alpha, "K": r.K, "sample_unique_part": r.observed,
-              "unobserved_part": r.unobserved, "expected_n1": r.expected_n1,
+              "unobserved_part": r.unobserved, "unseen_categories_part": add,
+              "se_unseen": math.sqrt(add_var), "expected_n1": r.expected_n1,
               "se_process": math.sqrt(r.process_var), "se_fit": math.sqrt(r.param_var),
               "se_choice": math.sqrt(choice_var),
               "model_error": model_error}
     if margins.startswith("forest"):
         params["interactions"] = tuple(r.edges)
-    if v != r.value:
-        params["capped_from"] = r.value
+    if v != total:
+        params["capped_from"] = total
     # the interval on the log scale, N̂1 · exp(± z s.e./N̂1): the error is relative (the model-error
     # term is), and a symmetric interval shrank where the estimate was low, which is where it missed
     w = min(z * se / v, 700.0) if v > 0 else math.nan      # (a tiny N̂1: the upper end is the cap)

@@ -63,6 +63,12 @@ class PopUniqueness(Measure):
                               help="rule gpurisk, Pitman's N1: conditional (given the sample), finite "
                                    "(N (θ+α)_{N−1}/(θ+1)_{N−1}) or limit (Γ(θ+1)/Γ(θ+α) N^α, ARX's)"),
         "level": Option(float, 0.95, help="rule gpurisk: level of the interval for N1 (lower, upper)"),
+        "unseen_categories": Option(bool, True,
+                                    help="log-linear models: add the population uniques in "
+                                         "categories no sample record has, (1-pi)/pi times the "
+                                         "model's P(F = 1 | f = 1) summed over the sample records "
+                                         "alone in one of their categories (a Horvitz-Thompson "
+                                         "sum); false: the model's cells only"),
         "k_estimator": Option(str, "sh3", choices=U.K_ESTIMATORS,
                               help="SNB's number of population classes: sh3 (Haas et al. 1995, as "
                                    "published), shlosser (1981) or arx (Sh3 as ARX computes it)"),
@@ -128,9 +134,10 @@ class PopUniqueness(Measure):
         codes = [np.asarray(to_host(c)) for c in table.cell_codes()]
         from gpurisk.models.model_choice import category_ranks
         ranks = category_ranks(table.categories)
-        fit = table.cached(f"gpurisk_arx.pop_uniqueness.{model}.{N!r}.{level!r}",
+        unseen = bool(ctx.option(self.name, "unseen_categories", True))
+        fit = table.cached(f"gpurisk_arx.pop_uniqueness.{model}.{N!r}.{level!r}.{unseen}",
                            lambda: LL.fit(codes, f, N, model, level, ranks=ranks,
-                                          names=list(table.keys)))
+                                          names=list(table.keys), unseen=unseen))
         extra = {"model": model, "rule": "gpurisk", "decision": model, "N": N,
                  "fraction": float(ctx.fraction), "n1": int((f == 1).sum()),
                  "n2": int((f == 2).sum()), "classes": int((f > 0).sum()),
