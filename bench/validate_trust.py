@@ -30,6 +30,10 @@ its draws depend on the seed, π and N only). Printed:
    ARX's rule) against N1, per cell: bias, sd, s.e./sd, the share within ±25 % and the coverage of
    the 95 % interval (bench/_trust_n1.py).
 
+Sections 3-5 print each mean's Monte Carlo s.e. beside it (``± MC``: the sd over the samples / √R,
+for a bias relative to the mean truth), so that a cell at a target's edge can be told from one
+that misses it; the summaries count the misses by more than 2 Monte Carlo s.e.
+
     python bench/validate_trust.py                       # five populations, 20 replicates (seconds)
     python bench/validate_trust.py --replicates 200 --rank-replicates 100   # the size
     python bench/validate_trust.py --population my.csv:age,sex,region --replicates 50
