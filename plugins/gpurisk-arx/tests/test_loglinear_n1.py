@@ -510,3 +510,21 @@ def test_fit_adds_the_unseen_part_by_hand():
     add_var = ((1 - pi) / pi) ** 2 * sum(p1[j] ** 2 for j in alone)
     assert on.params["se_unseen"] == pytest.approx(math.sqrt(add_var), rel=1e-12)
     assert off.params["unseen_categories_part"] == 0.0
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int32, np.int64, np.uint64])
+def test_category_index_is_numpy_unique(dtype):
+    """The bincount route gives np.unique's sorted values and inverse, value for value; negative or
+    far-spread values take np.unique itself."""
+    rng = np.random.default_rng(3)
+    for c in (rng.integers(0, 200, 5000), rng.integers(0, 7, 13), np.array([5, 5, 5]),
+              rng.integers(0, 10**9, 300)):
+        c = c.astype(dtype)
+        cats, inv = LL._category_index(c)
+        want_cats, want_inv = np.unique(c, return_inverse=True)
+        np.testing.assert_array_equal(cats, want_cats)
+        np.testing.assert_array_equal(inv, want_inv.reshape(-1))
+    neg = np.array([-3, 4, -3, 0])
+    cats, inv = LL._category_index(neg)
+    np.testing.assert_array_equal(cats, [-3, 0, 4])
+    np.testing.assert_array_equal(inv, [0, 2, 0, 1])

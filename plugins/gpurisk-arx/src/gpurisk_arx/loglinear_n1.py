@@ -130,11 +130,24 @@ def prob_one(lam, f, alpha: float, pi: float):
     return np.where(f == 1, p1, p0)
 
 
+def _category_index(c):
+    """(the distinct values of ``c``, sorted; each row's index among them): ``np.unique``'s answer,
+    by one bincount when the values are small non-negative integers (a table's category codes), so
+    a register's millions of cells cost O(cells), not a sort, per key."""
+    c = np.asarray(c)
+    if c.dtype.kind in "iu" and c.size and int(c.min()) >= 0 and int(c.max()) < 4 * c.size + 1024:
+        c = c.astype(np.intp, copy=False)
+        present = np.bincount(c) > 0
+        return np.flatnonzero(present), (np.cumsum(present) - 1)[c]
+    cats, inv = np.unique(c, return_inverse=True)
+    return cats, inv.reshape(-1)
+
+
 def _log_probs(codes, f, n):
     """Per key, log p̂_v of the categories the sample has, and each sampled cell's per-key index."""
     logs, idx = [], []
     for c in codes:
-        cats, inv = np.unique(np.asarray(c), return_inverse=True)
+        cats, inv = _category_index(c)
         p = np.bincount(inv, weights=f, minlength=cats.size) / n
         logs.append(np.log(p))
         idx.append(inv)
@@ -312,7 +325,7 @@ def estimate(codes, f, N: float, margins: str = "main", dispersion: str = "momen
     K = float(np.prod([float(lp.size) for lp in logs]))
     if margins.startswith("forest"):
         if ranks is not None:             # each sampled category's rank, indexed like logs
-            ranks = [np.asarray(r)[np.unique(np.asarray(c))] for r, c in zip(ranks, codes)]
+            ranks = [np.asarray(r)[_category_index(c)[0]] for r, c in zip(ranks, codes)]
         comps, s_obs, edges, alts = forest_space(logs, idx, f, kappa=kappa, seed=seed,
                                                  ranks=ranks, names=names, edges=edges)
         s_grid, counts = _all_cells(comps, 0.0, exact_max, h)
@@ -406,8 +419,7 @@ def unseen_part(codes, f, p1, pi: float) -> tuple[float, float]:
         return 0.0, 0.0
     alone = np.zeros(f.shape[0], dtype=bool)
     for c in codes:
-        _, inv = np.unique(np.asarray(c), return_inverse=True)
-        inv = inv.reshape(-1)
+        inv = _category_index(c)[1]
         alone |= np.bincount(inv, weights=f)[inv] == 1      # the category's only sample record
     y = np.zeros(f.shape[0])
     y[f == 1] = p1
