@@ -383,11 +383,10 @@ def _fit_space(f, s_obs, s_grid, counts, N: float, margins: str, dispersion: str
         unobs = max(float((counts * g0).sum()) - float(obs0.sum()), 0.0)
         var = max(float((counts * g0 * (1.0 - g0)).sum()) - float((obs0 * (1 - obs0)).sum()), 0.0) \
             + float((p1 * (1 - p1)).sum())
-        return float(p1.sum()) + unobs, var, float(p1.sum()), unobs
+        return float(p1.sum()) + unobs, var, float(p1.sum()), unobs, p1
 
     beta, alpha, lam, grid = solve(n1, n2)
-    est, var, obs, unobs = value(beta, alpha, lam, grid)
-    p1_each = prob_one(lam[ones], 1, alpha, pi)
+    est, var, obs, unobs, p1_each = value(beta, alpha, lam, grid)
     # delta method: the fit reads the sample through n1 (α calibrated) and n2 (β); their variances
     # and covariance under the fitted model (independent cells: n_k = Σ_j I(f_j = k))
     cov = _stat_cov(grid, counts, alpha, pi, target)
