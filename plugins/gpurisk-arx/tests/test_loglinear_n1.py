@@ -528,3 +528,77 @@ def test_category_index_is_numpy_unique(dtype):
     cats, inv = LL._category_index(neg)
     np.testing.assert_array_equal(cats, [-3, 0, 4])
     np.testing.assert_array_equal(inv, [0, 2, 0, 1])
+
+
+def _zeros_population(rng, N: int, zeros: bool):
+    """Keys a, b (5 categories each) and v (40, long-tailed): with ``zeros`` (a, b) takes only 7 of
+    its 25 combinations (a household's housing keys), else a and b independent."""
+    if zeros:
+        allowed = np.array([(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (0, 3), (1, 4)])
+        ab = allowed[rng.choice(len(allowed), N, p=[.3, .2, .15, .1, .1, .1, .05])]
+    else:
+        ab = np.column_stack([rng.choice(5, N, p=[.35, .25, .2, .1, .1]),
+                              rng.choice(5, N, p=[.3, .3, .2, .1, .1])])
+    v = rng.choice(40, N, p=np.arange(40, 0, -1) / np.arange(40, 0, -1).sum())
+    return np.column_stack([ab, v])
+
+
+def test_structural_zeros_cut_by_hand():
+    """estimate(support=True) takes from the empty cells' part what loops over every cell give:
+    ρ = min(1, s / Σ_c (1 − e_c)) over the (a, b) combinations c, e_c = Π_x P(f = 0 | λ_cx), and
+    (1 − post_c) Σ_x P(F = 1 | f = 0 | λ_cx) for each c no sample record has; the fit is otherwise
+    the same (main effects: no pair given)."""
+    rng = np.random.default_rng(4)
+    pop = _zeros_population(rng, 6000, zeros=True)
+    s = rng.random(pop.shape[0]) < 0.05
+    cells, f = np.unique(pop[s], axis=0, return_counts=True)
+    codes = [cells[:, k] for k in range(3)]
+    N, pi = float(pop.shape[0]), f.sum() / float(pop.shape[0])
+    off = LL.estimate(codes, f, N, "forest", "calibrated", edges=())
+    on = LL.estimate(codes, f, N, "forest", "calibrated", edges=(), support=True)
+    a = off.alpha
+    assert on.alpha == a and on.observed == off.observed
+    p = [{c: f[codes[k] == c].sum() / f.sum() for c in np.unique(codes[k])} for k in range(3)]
+    seen = {(x, y) for x, y in zip(codes[0], codes[1])}
+    e, g0 = {}, {}
+    for ca in p[0]:
+        for cb in p[1]:
+            lam = [N * p[0][ca] * p[1][cb] * p[2][x] for x in p[2]]
+            e[ca, cb] = math.prod((1 + a * pi * m) ** (-1 / a) for m in lam)
+            g0[ca, cb] = sum(float(LL.prob_one(m, 0, a, pi)) for m in lam)
+    rho = min(1.0, len(seen) / sum(1 - x for x in e.values()))
+    assert rho < 0.9                                   # the sample shows the zeros
+    want = sum((1 - rho * e[c] / (rho * e[c] + 1 - rho)) * g0[c] for c in e if c not in seen)
+    assert on.support_rho == pytest.approx(rho, rel=1e-3)
+    assert off.unobserved - on.unobserved == pytest.approx(want, rel=5e-3)
+    assert on.se_support > 0 and on.process_var > off.process_var
+
+
+def test_structural_zeros_move_the_empty_cells_part_towards_the_truth_by_simulation():
+    """Bernoulli samples at π = 5 % of a population whose keys a, b take 7 of their 25 combinations:
+    the population uniques in the cells the sample lacks (its categories seen) are what the empty
+    cells' part estimates; without the cut the part overshoots them (impossible combinations hold
+    model mass), with it the mean moves towards the truth by at least a third of the excess and not
+    past it. Of a population with a and b independent (no structural zero) the cut is about nothing."""
+    for zeros in (True, False):
+        rng = np.random.default_rng(12)
+        pop = _zeros_population(rng, 20000, zeros)
+        u, inv, F = np.unique(pop, axis=0, return_inverse=True, return_counts=True)
+        inv = inv.reshape(-1)
+        on, off, truth = [], [], []
+        for _ in range(30):
+            s = rng.random(pop.shape[0]) < 0.05
+            cells, f = np.unique(pop[s], axis=0, return_counts=True)
+            codes = [cells[:, k] for k in range(3)]
+            for out, sup in ((on, True), (off, False)):
+                out.append(LL.estimate(codes, f, float(pop.shape[0]), "forest", "calibrated",
+                                       kappa=LL.FOREST_KAPPA, support=sup).unobserved)
+            fs = np.bincount(inv[s], minlength=u.shape[0])
+            seen = np.all([np.isin(u[:, k], codes[k]) for k in range(3)], axis=0)
+            truth.append(int(((F == 1) & (fs == 0) & seen).sum()))
+        on, off, truth = np.mean(on), np.mean(off), np.mean(truth)
+        if zeros:
+            assert off - truth > 20                        # the excess the zeros cause
+            assert truth <= on <= off - (off - truth) / 3
+        else:
+            assert abs(on - off) < 0.02 * off

@@ -72,6 +72,22 @@ each weighted by the model's chance that it is a population unique (the chance i
 model's: the sum is unbiased only as far as that chance is). Its variance is taken as
 ((1 − π)/π)² Σ_j P(F_j = 1 | f_j = 1)² over the same records (each a rare event of its category).
 
+Structural zeros (``support=True`` in :func:`fit`, the default; forest models): the key space
+takes every combination of sampled categories as possible, but a population can hold few of them
+(sdcMicro's testdata: its housing keys urbrur, roof, walls, water, constant within a household,
+take 47 of their 240 combinations; on its six keys at π = 5 % the empty cells' part was 899 where
+the population holds 687 such uniques, and 211 of the 899 sat in housing combinations no household
+has). Let v be the lone key (in no kept pair) of most categories, so that λ_(c,x) = Λ_c p̂_v(x) for
+each combination c of the other keys, and e_c = Π_x P(f = 0 | λ_(c,x)) the model's chance that no
+sample record has c. Each c is taken as possible with probability ρ, ρ = min(1, s / Σ_c (1 − e_c))
+matching the model's expected count of combinations seen to the sample's s (a moment estimator); a
+combination no sample record has is then possible with probability post_c = ρ e_c / (ρ e_c + 1 − ρ)
+and its cells' P(F = 1 | f = 0) count only that much (:func:`_support_cut`). ρ = 1, no change, when
+the sample shows at least as many combinations as the model expects. The model's λ is not
+renormalised over the possible combinations, so ρ̂ leans towards 1 and the cut is smaller than
+the structural zeros' share (testdata's six keys at 5 %: 899 → 799). The sums over all c are on
+the binned convolution of the other components; v's values are its distinct log p̂_v.
+
 Variance (what ``se`` holds, :func:`fit`): the process variance Σ_j p_j (1 − p_j) over all K cells
 (given the fitted model, the cells' I(F_j = 1) are independent Bernoulli variables); plus the
 delta-method variance of the fit, which reads the sample through n1 and n2 (their covariance under
@@ -112,6 +128,9 @@ class LLN1:
     edges: tuple = ()       # the forest's pairs of keys (margins="forest*")
     alts: list = ()         # the forests one held-out test away: [(weight, pairs)]
     p1: np.ndarray | None = None   # P(F_j = 1 | f_j = 1) of each sample unique, in the cells' order
+    support_cut: float = 0.0    # what the structural zeros took from the empty cells' part
+    support_rho: float = 1.0    # the share of the other keys' combinations taken as possible
+    se_support: float = 0.0     # the cut's s.e. (included in process_var)
 
 
 def prob_one(lam, f, alpha: float, pi: float):
@@ -307,7 +326,7 @@ def _log_lambda(beta: float, s_grid, counts, N: float):
 def estimate(codes, f, N: float, margins: str = "main", dispersion: str = "moment",
              exact_max: int = EXACT_MAX, h: float = BIN_WIDTH, target: str = "n2",
              space=None, kappa: float = 0.0, seed: int = 0, ranks=None, names=None,
-             edges=None) -> LLN1:
+             edges=None, support: bool = False) -> LLN1:
     """E[N1 | sample] under the log-linear Poisson–gamma model (module docstring).
 
     ``codes``: per key, the category (any integers) of each sampled cell (cells with f > 0 only, one
@@ -330,8 +349,10 @@ def estimate(codes, f, N: float, margins: str = "main", dispersion: str = "momen
                                                  ranks=ranks, names=names, edges=edges)
         s_grid, counts = _all_cells(comps, 0.0, exact_max, h)
         s_grid = np.log(s_grid)
+        sup = _support_space(logs, idx, f, edges, comps, s_obs, exact_max, h) if support else None
         r = _fit_space(f, s_obs, s_grid, counts, N, "tempered" if margins == "forest_tempered"
-                       else "main", dispersion, target, float(np.prod([float(c.size) for c in comps])))
+                       else "main", dispersion, target, float(np.prod([float(c.size) for c in comps])),
+                       sup)
         r.edges, r.alts = edges, alts
         return r
     if space is None:
@@ -344,7 +365,7 @@ def estimate(codes, f, N: float, margins: str = "main", dispersion: str = "momen
 
 
 def _fit_space(f, s_obs, s_grid, counts, N: float, margins: str, dispersion: str,
-               target: str, K: float) -> LLN1:
+               target: str, K: float, sup=None) -> LLN1:
     """:func:`estimate` on a given key space: its cells' s = Σ_v log p̂_v as (s_grid, counts)."""
     n = float(f.sum())
     pi = n / float(N)
@@ -383,10 +404,15 @@ def _fit_space(f, s_obs, s_grid, counts, N: float, margins: str, dispersion: str
         unobs = max(float((counts * g0).sum()) - float(obs0.sum()), 0.0)
         var = max(float((counts * g0 * (1.0 - g0)).sum()) - float((obs0 * (1 - obs0)).sum()), 0.0) \
             + float((p1 * (1 - p1)).sum())
-        return float(p1.sum()) + unobs, var, float(p1.sum()), unobs, p1
+        cut = (0.0, 0.0, 1.0)
+        if sup is not None:
+            cut = _support_cut(sup, beta, _log_lambda(beta, s_grid, counts, N), alpha, pi)
+            unobs = max(unobs - cut[0], 0.0)
+            var += cut[1]
+        return float(p1.sum()) + unobs, var, float(p1.sum()), unobs, p1, cut
 
     beta, alpha, lam, grid = solve(n1, n2)
-    est, var, obs, unobs, p1_each = value(beta, alpha, lam, grid)
+    est, var, obs, unobs, p1_each, cut = value(beta, alpha, lam, grid)
     # delta method: the fit reads the sample through n1 (α calibrated) and n2 (β); their variances
     # and covariance under the fitted model (independent cells: n_k = Σ_j I(f_j = k))
     cov = _stat_cov(grid, counts, alpha, pi, target)
@@ -404,7 +430,69 @@ def _fit_space(f, s_obs, s_grid, counts, N: float, margins: str, dispersion: str
         grad[k] = (value(*solve(*hi))[0] - value(*solve(*lo))[0]) / (hi[k] - lo[k])
     param_var = float(grad @ cov @ grad)
     return LLN1(est, var, alpha, K, obs, unobs, float((counts * P1).sum()), beta, param_var,
-                p1=p1_each)
+                p1=p1_each, support_cut=cut[0], support_rho=cut[2], se_support=math.sqrt(cut[1]))
+
+
+def _support_space(logs, idx, f, edges, comps, s_obs, exact_max, h):
+    """The inputs of :func:`_support_cut`, or None: v = the key of most categories that no kept
+    pair holds (a lone key, so λ_j = Λ_c p̂_v(x) for the combination c of the other keys), the
+    distinct values of log p̂_v with their counts, the binned log-probabilities of all combinations
+    of the other keys (values, counts) and those of the combinations some sample cell has."""
+    held = {k for e in edges for k in e}
+    lone = [v for v in range(len(logs)) if v not in held and logs[v].size > 1]
+    if not lone or len(logs) < 2:
+        return None
+    v = max(lone, key=lambda k: logs[k].size)
+    rest = [c for c in comps if c is not logs[v]]
+    if not rest:
+        return None
+    lv, cv = np.unique(np.round(logs[v] / h) * h, return_counts=True)
+    S, Sc = _all_cells(rest, 0.0, exact_max, h)
+    s_seen = s_obs - logs[v][idx[v]]                 # each sampled cell's other keys' log p̂
+    other = [np.asarray(i, dtype=np.int64) for k, i in enumerate(idx) if k != v]
+    key = np.zeros(len(s_seen), dtype=np.int64)
+    for i, lp in zip(other, [lp for k, lp in enumerate(logs) if k != v]):
+        key = key * lp.size + i
+    _, first = np.unique(key, return_index=True)      # one row per distinct combination seen
+    seen, sc = np.unique(np.round(s_seen[first] / h) * h, return_counts=True)
+    return lv, cv.astype(float), np.log(S), Sc, seen, sc.astype(float)
+
+
+def _support_cut(sup, beta, logc, alpha, pi) -> tuple[float, float, float]:
+    """(what the empty cells' sum loses to the combinations of the other keys taken as structural
+    zeros, its variance, ρ) (module docstring, "Structural zeros"): each combination c of the
+    other keys is possible with probability ρ, ρ = min(1, s / Σ_c (1 − e_c)) with s the number of
+    combinations the sample has and e_c = Π_x P(f = 0 | λ_(c,x)) the model's chance that c is empty
+    in the sample; a combination no sample record has is possible with probability
+    post_c = ρ e_c / (ρ e_c + 1 − ρ), and its cells' P(F = 1 | f = 0) count only that much. The
+    variance reads s as the only estimated input: (cut(s − sd) − cut(s + sd))² / 4, sd² =
+    Σ_c ρ(1 − e_c)(1 − ρ(1 − e_c)), the combinations independent."""
+    lv, cv, S, Sc, seen, sc = sup
+
+    def parts(vals):
+        lam = np.exp(logc + beta * (vals[:, None] + lv[None, :]))
+        g0 = (prob_one(lam, 0, alpha, pi) * cv).sum(axis=1)
+        m = pi * lam
+        le = -m if alpha <= 1e-12 else -np.log1p(alpha * m) / alpha
+        return g0, np.exp((le * cv).sum(axis=1))
+    g_all, e_all = parts(S)
+    g_seen, e_seen = parts(seen)
+    expect = float((Sc * (1.0 - e_all)).sum())
+    n_seen = float(sc.sum())
+
+    def cut(k):
+        rho = min(1.0, k / expect) if expect > 0 else 1.0
+        if rho >= 1.0:
+            return 0.0, 1.0
+
+        def lost(e, g):
+            return (1.0 - rho * e / (rho * e + 1.0 - rho)) * g
+        return float((Sc * lost(e_all, g_all)).sum() - (sc * lost(e_seen, g_seen)).sum()), rho
+    c, rho = cut(n_seen)
+    o = rho * (1.0 - e_all)
+    sd = math.sqrt(float((Sc * o * (1.0 - o)).sum()))
+    var = 0.25 * (cut(max(n_seen - sd, 0.0))[0] - cut(n_seen + sd)[0]) ** 2
+    return max(c, 0.0), var, rho
 
 
 def unseen_part(codes, f, p1, pi: float) -> tuple[float, float]:
@@ -518,9 +606,11 @@ KEY_SPACE = {None: "the combinations of the categories the sample has; a combina
                    "categories the sample lacks are estimated apart (unseen_categories)",
              "loglinear_forest": "the combinations of the categories the sample has, those with "
                                  "a pair of categories of a kept interaction that the sample lacks "
-                                 "made rarer (the pair tables smoothed towards independence); a "
-                                 "combination no population can hold (a structural zero) is still "
-                                 "counted as possible; the uniques in categories the sample lacks "
+                                 "made rarer (the pair tables smoothed towards independence), and "
+                                 "the combinations of the other keys than the largest lone one "
+                                 "that the sample lacks each taken as possible only with the "
+                                 "chance the sample's count of combinations implies "
+                                 "(structural_zeros); the uniques in categories the sample lacks "
                                  "are estimated apart (unseen_categories)"}
 #: the forest's pair tables' smoothing towards independence, in records per pair of categories
 #: (``kappa`` of :func:`forest_space`): chosen among 0, 0.1, 0.25 and 0.5 on the cells at π = 5 and
@@ -536,14 +626,15 @@ MODEL_ERROR = 0.15
 
 def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
         model_error: float = MODEL_ERROR, ranks=None, names=None, choice_spread: bool = True,
-        unseen: bool = True):
+        unseen: bool = True, support: bool = True):
     """A :class:`~gpurisk_arx.uniqueness.Fit` of N1 under ``model`` (LL_MODELS): the model's sum
     plus, with ``unseen``, the uniques in categories no sample record has (:func:`unseen_part`), the
     estimate within [n1 − (N − n), N − (n − n1)], s.e. = √(process variance (the unseen part's
     included) + delta-method variance through n1, n2 +
     (model_error · estimate)² + the forest's choice spread (forest models, ``choice_spread``)), the
     interval at ``level`` on the log scale, N̂1 · exp(± z s.e./N̂1), clipped to those bounds; no value
-    (a reason) when every sample record is unique; 0 when no sample record is."""
+    (a reason) when every sample record is unique; 0 when no sample record is. ``support``: the
+    structural zeros' cut of the empty cells' part (forest models; module docstring)."""
     from scipy.stats import norm
 
     from .pitman_mle import bounds
@@ -559,7 +650,8 @@ def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
     keep = f > 0
     kept = [np.asarray(c)[keep] for c in codes]
     kappa = FOREST_KAPPA if margins.startswith("forest") else 0.0
-    r = estimate(kept, f[keep], N, margins, dispersion, ranks=ranks, names=names, kappa=kappa)
+    r = estimate(kept, f[keep], N, margins, dispersion, ranks=ranks, names=names, kappa=kappa,
+                 support=support)
     lo_cap, hi_cap = bounds(sm)
     add, add_var = (unseen_part(kept, f[keep], r.p1, float(f.sum()) / float(N)) if unseen
                     else (0.0, 0.0))
@@ -568,12 +660,14 @@ def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
     # the forest's choice: the estimate under each forest one held-out test away, weighted by the
     # chance that test goes the other way (gpurisk.models.forest.doubtful, as Ê's s.e. takes it)
     choice_var = sum(w * (estimate(kept, f[keep], N, margins, dispersion, edges=es,
-                                   kappa=kappa).value
+                                   kappa=kappa, support=support).value
                           - r.value) ** 2 for w, es in r.alts) if choice_spread else 0.0
     se = math.sqrt(r.process_var + add_var + r.param_var + (model_error * v) ** 2 + choice_var)
     z = float(norm.ppf(0.5 + level / 2.0))
     params = {"beta": r.beta, "alpha": r.alpha, "K": r.K, "sample_unique_part": r.observed,
               "unobserved_part": r.unobserved, "unseen_categories_part": add,
+              "structural_zeros_cut": r.support_cut, "structural_zeros_rho": r.support_rho,
+              "se_structural_zeros": r.se_support,
               "se_unseen": math.sqrt(add_var), "expected_n1": r.expected_n1,
               "se_process": math.sqrt(r.process_var), "se_fit": math.sqrt(r.param_var),
               "se_choice": math.sqrt(choice_var),

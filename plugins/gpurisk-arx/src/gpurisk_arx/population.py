@@ -69,6 +69,13 @@ class PopUniqueness(Measure):
                                          "model's P(F = 1 | f = 1) summed over the sample records "
                                          "alone in one of their categories (a Horvitz-Thompson "
                                          "sum); false: the model's cells only"),
+        "structural_zeros": Option(bool, True,
+                                   help="model loglinear_forest: take the combinations of the other "
+                                        "keys (all but the lone key of most categories) that no "
+                                        "sample record has as possibly impossible, as many as the "
+                                        "sample's count of combinations implies, and count their "
+                                        "empty cells' uniques only that much; false: every "
+                                        "combination is possible"),
         "k_estimator": Option(str, "sh3", choices=U.K_ESTIMATORS,
                               help="SNB's number of population classes: sh3 (Haas et al. 1995, as "
                                    "published), shlosser (1981) or arx (Sh3 as ARX computes it)"),
@@ -135,9 +142,10 @@ class PopUniqueness(Measure):
         from gpurisk.models.model_choice import category_ranks
         ranks = category_ranks(table.categories)
         unseen = bool(ctx.option(self.name, "unseen_categories", True))
-        fit = table.cached(f"gpurisk_arx.pop_uniqueness.{model}.{N!r}.{level!r}.{unseen}",
+        zeros = bool(ctx.option(self.name, "structural_zeros", True))
+        fit = table.cached(f"gpurisk_arx.pop_uniqueness.{model}.{N!r}.{level!r}.{unseen}.{zeros}",
                            lambda: LL.fit(codes, f, N, model, level, ranks=ranks,
-                                          names=list(table.keys), unseen=unseen))
+                                          names=list(table.keys), unseen=unseen, support=zeros))
         extra = {"model": model, "rule": "gpurisk", "decision": model, "N": N,
                  "fraction": float(ctx.fraction), "n1": int((f == 1).sum()),
                  "n2": int((f == 2).sum()), "classes": int((f > 0).sum()),
