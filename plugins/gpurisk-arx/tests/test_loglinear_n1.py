@@ -543,7 +543,7 @@ def _zeros_population(rng, N: int, zeros: bool):
     return np.column_stack([ab, v])
 
 
-def test_structural_zeros_cut_by_hand():
+def test_structural_zeros_cut_by_hand(monkeypatch):
     """estimate(support=True) takes from the empty cells' part what loops over every cell give:
     ρ = min(1, s / Σ_c (1 − e_c)) over the (a, b) combinations c, e_c = Π_x P(f = 0 | λ_cx), and
     (1 − post_c) Σ_x P(F = 1 | f = 0 | λ_cx) for each c no sample record has; the fit is otherwise
@@ -572,6 +572,9 @@ def test_structural_zeros_cut_by_hand():
     assert on.support_rho == pytest.approx(rho, rel=1e-3)
     assert off.unobserved - on.unobserved == pytest.approx(want, rel=5e-3)
     assert on.se_support > 0 and on.process_var > off.process_var
+    monkeypatch.setattr(LL, "SUPPORT_CHUNK", 7)       # the sums in small blocks: the same cut
+    small = LL.estimate(codes, f, N, "forest", "calibrated", edges=(), support=True)
+    assert small.unobserved == pytest.approx(on.unobserved, rel=1e-12)
 
 
 def test_structural_zeros_move_the_empty_cells_part_towards_the_truth_by_simulation():

@@ -433,6 +433,10 @@ def _fit_space(f, s_obs, s_grid, counts, N: float, margins: str, dispersion: str
                 p1=p1_each, support_cut=cut[0], support_rho=cut[2], se_support=math.sqrt(cut[1]))
 
 
+#: the structural-zeros sums take at most this many (combination, value of v) pairs at a time
+SUPPORT_CHUNK = 1 << 20
+
+
 def _support_space(logs, idx, f, edges, comps, s_obs, exact_max, h):
     """The inputs of :func:`_support_cut`, or None: v = the key of most categories that no kept
     pair holds (a lone key, so λ_j = Λ_c p̂_v(x) for the combination c of the other keys), the
@@ -452,7 +456,8 @@ def _support_space(logs, idx, f, edges, comps, s_obs, exact_max, h):
     other = [np.asarray(i, dtype=np.int64) for k, i in enumerate(idx) if k != v]
     key = np.zeros(len(s_seen), dtype=np.int64)
     for i, lp in zip(other, [lp for k, lp in enumerate(logs) if k != v]):
-        key = key * lp.size + i
+        # kept dense (< the number of cells) after each key, so the product never overflows
+        key = np.unique(key * lp.size + i, return_inverse=True)[1].reshape(-1)
     _, first = np.unique(key, return_index=True)      # one row per distinct combination seen
     seen, sc = np.unique(np.round(s_seen[first] / h) * h, return_counts=True)
     return lv, cv.astype(float), np.log(S), Sc, seen, sc.astype(float)
@@ -470,11 +475,15 @@ def _support_cut(sup, beta, logc, alpha, pi) -> tuple[float, float, float]:
     lv, cv, S, Sc, seen, sc = sup
 
     def parts(vals):
-        lam = np.exp(logc + beta * (vals[:, None] + lv[None, :]))
-        g0 = (prob_one(lam, 0, alpha, pi) * cv).sum(axis=1)
-        m = pi * lam
-        le = -m if alpha <= 1e-12 else -np.log1p(alpha * m) / alpha
-        return g0, np.exp((le * cv).sum(axis=1))
+        g0, e = np.empty(vals.size), np.empty(vals.size)
+        step = max(1, SUPPORT_CHUNK // max(lv.size, 1))     # bounded memory: rows × v's values
+        for a in range(0, vals.size, step):
+            lam = np.exp(logc + beta * (vals[a:a + step, None] + lv[None, :]))
+            g0[a:a + step] = (prob_one(lam, 0, alpha, pi) * cv).sum(axis=1)
+            m = pi * lam
+            le = -m if alpha <= 1e-12 else -np.log1p(alpha * m) / alpha
+            e[a:a + step] = np.exp((le * cv).sum(axis=1))
+        return g0, e
     g_all, e_all = parts(S)
     g_seen, e_seen = parts(seen)
     expect = float((Sc * (1.0 - e_all)).sum())
