@@ -444,20 +444,19 @@ def _support_space(logs, idx, f, edges, comps, s_obs, exact_max, h):
     of the other keys (values, counts) and those of the combinations some sample cell has."""
     held = {k for e in edges for k in e}
     lone = [v for v in range(len(logs)) if v not in held and logs[v].size > 1]
-    if not lone or len(logs) < 2:
+    if not lone:
         return None
     v = max(lone, key=lambda k: logs[k].size)
-    rest = [c for c in comps if c is not logs[v]]
+    rest = [c for c in comps if c is not logs[v]]      # a lone key's component is its logs[v]
     if not rest:
         return None
     lv, cv = np.unique(np.round(logs[v] / h) * h, return_counts=True)
     S, Sc = _all_cells(rest, 0.0, exact_max, h)
     s_seen = s_obs - logs[v][idx[v]]                 # each sampled cell's other keys' log p̂
-    other = [np.asarray(i, dtype=np.int64) for k, i in enumerate(idx) if k != v]
     key = np.zeros(len(s_seen), dtype=np.int64)
-    for i, lp in zip(other, [lp for k, lp in enumerate(logs) if k != v]):
-        # kept dense (< the number of cells) after each key, so the product never overflows
-        key = np.unique(key * lp.size + i, return_inverse=True)[1].reshape(-1)
+    for k in range(len(logs)):
+        if k != v:   # kept dense (< the number of cells) after each key: the product cannot overflow
+            key = _category_index(key * logs[k].size + np.asarray(idx[k], dtype=np.int64))[1]
     _, first = np.unique(key, return_index=True)      # one row per distinct combination seen
     seen, sc = np.unique(np.round(s_seen[first] / h) * h, return_counts=True)
     return lv, cv.astype(float), np.log(S), Sc, seen, sc.astype(float)
