@@ -194,6 +194,29 @@ def test_narrow_integer_keys_with_negative_values():
     assert got == {(-100, -30000): 300, (100, 30000): 300, (5, 0): 600, (-100, 1): 300, (100, 1): 600}
 
 
+def test_distinct_ints_on_a_device_namespace():
+    """The device path's distinct values of integer keys (one min/max pass for all keys, a presence
+    count per key, two copies to the host) in the strict namespace, against Python's set of each
+    column; a range beyond the limit is left to hashing (None); several kinds of integer, negative
+    values and int8 columns whose range exceeds int8's positive half."""
+    from gpurisk.freq.plan import distinct_ints
+    from gpurisk.testing.strict import xp as strict
+    rng = np.random.default_rng(11)
+    cols = [rng.integers(-100, 100, 5000).astype(np.int8), rng.choice([3, 7, 7, 40], 5000),
+            rng.integers(0, 65_000, 5000).astype(np.uint16), np.array([-(2**40), 2**40, 0] * 9),
+            np.full(4, 9, dtype=np.int32)]
+    got = distinct_ints([strict.asarray(c) for c in cols], strict, limit=1 << 17)
+    for c, g in zip(cols[:3] + cols[4:], got[:3] + got[4:]):
+        assert g.dtype == np.int64 and g.tolist() == sorted({int(x) for x in c})
+    assert got[3] is None                      # a range of 2**41: too wide for a presence count
+    # a pandas partition takes the same path and keeps its dtype; the merge of pieces is exact
+    frame = pd.DataFrame({"a": cols[0][:3000], "b": cols[2][:3000]})
+    u = merge_uniques(*[partition_uniques(p, ["a", "b"]) for p in (frame[:1500], frame[1500:])])
+    for k in ("a", "b"):
+        assert u["uniq"][k].dtype == frame[k].dtype
+        assert sorted(u["uniq"][k].tolist()) == sorted(set(frame[k].tolist()))
+
+
 def test_merge_of_a_subset_equals_the_merge_sort():
     """Two partials where one's cells hold the other's (a register and its sample) are merged by
     binary search; the result equals the general merge (forced here by a third, empty partial)."""

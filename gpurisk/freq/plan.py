@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from gpurisk.errors import BadInput
-from gpurisk.xp import frame_namespace, is_cudf
+from gpurisk.xp import frame_namespace, is_cudf, to_host
 from gpurisk.freq import cellid
 from gpurisk.freq.cellid import id_dtype, mixed_radix_ids, radix_space
 from gpurisk.freq.encode import (MISSING_POLICIES, _series_parts, check_keys, check_value_types,
@@ -216,10 +216,11 @@ def _encode_cudf(kp: KeyPlan, s):  # pragma: no cover - needs a GPU
     if isinstance(s.dtype, cudf.CategoricalDtype):
         s = s.astype(s.dtype.categories.dtype)
     if kp.kind == "int":
-        na = s.isna().values
+        # no mask to read where nothing is missing (a float column's NaN is not a null: read it)
+        na = s.isna().values if s.null_count or s.dtype.kind == "f" else None
         if str(s.dtype) == "bool":      # fillna(int) on a boolean column raises in cuDF
             s = s.astype("int8")
-        if s.null_count:
+        if na is not None:
             s = s.fillna(int(kp.ints[0]) if kp.ints.size else 0)
         vals = s.astype("int64").values
         if kp.lut is not None:
@@ -232,7 +233,7 @@ def _encode_cudf(kp: KeyPlan, s):  # pragma: no cover - needs a GPU
             if ints is None:
                 ints = kp._gpu["ints"] = cp.asarray(kp.ints)
             codes = cp.searchsorted(ints, vals).astype(cp.int64)
-        return cp.where(na, kp.ncat, codes)
+        return codes if na is None else cp.where(na, kp.ncat, codes)
     cats = kp._gpu.get("cats")
     if cats is None:
         cats = kp._gpu["cats"] = cudf.Series(list(kp.labels))
@@ -269,24 +270,79 @@ def unpack_words(plan: Plan, words: list, xp=np) -> list:
 # --- distinct values of one partition -------------------------------------------------------------
 
 def partition_uniques(frame, keys) -> dict:
-    """{'n': rows, 'uniq': {key: distinct values}, 'na': {key: missing count}} of one partition."""
+    """{'n': rows, 'uniq': {key: distinct values}, 'na': {key: missing count}} of one partition.
+
+    On a cuDF frame the integer keys without missing values are found together on the device
+    (:func:`distinct_ints`: two device-to-host copies for all of them, as ``DEVICE_DISTINCT``
+    says) and come back as pandas Series; the other keys by cuDF's ``drop_duplicates``."""
     for k in keys:      # True, 1, 1.0 would be one distinct value: refused before they merge
         check_value_types(k, frame[k])
+    fast = _device_distinct(frame, keys) if is_cudf(frame) and DEVICE_DISTINCT == "range" else {}
     return {"n": int(len(frame)),
-            "uniq": {k: _distinct(frame[k]) for k in keys},
-            "na": {k: int(frame[k].isna().sum()) for k in keys}}
+            "uniq": {k: fast[k] if k in fast else _distinct(frame[k]) for k in keys},
+            "na": {k: 0 if k in fast else int(frame[k].isna().sum()) for k in keys}}
+
+
+#: how a cuDF frame's integer keys find their distinct values: "range" (:func:`distinct_ints`, all
+#: keys at once) or "hash" (cuDF's ``drop_duplicates``, one key at a time, with its missing count);
+#: ``bench/bench_count_phases.py --distinct`` times both
+DEVICE_DISTINCT = "range"
+
+
+def _plain_int(dtype) -> bool:
+    """An integer column :func:`distinct_ints` takes (uint64 could exceed int64's range)."""
+    return isinstance(dtype, np.dtype) and dtype.kind in "iu" and dtype != np.uint64
+
+
+def distinct_ints(columns, xp, limit: int) -> list:
+    """Per integer array of ``columns`` (all in namespace ``xp``, none empty), its distinct values
+    as a sorted host int64 array, or None where its range hi − lo + 1 exceeds ``limit`` (left to
+    hashing). One pass finds every column's minimum and maximum (one copy to the host for all),
+    then a presence count ``bincount(v − lo)`` per column of modest range (one copy for all): on a
+    GPU two synchronisations whatever the number of keys, where a hash or a sort per key takes one
+    or more each."""
+    k = len(columns)
+    ends = to_host(xp.stack([xp.min(v).astype(xp.int64) for v in columns]
+                            + [xp.max(v).astype(xp.int64) for v in columns]))
+    lo, hi = ends[:k], ends[k:]
+    spans = [int(hi[i] - lo[i]) + 1 for i in range(k)]
+    take = [i for i in range(k) if spans[i] <= limit]
+    out: list = [None] * k
+    if not take:
+        return out
+    flags = []
+    for i in take:
+        small = -(1 << 31) <= int(lo[i]) and int(hi[i]) < (1 << 31)
+        idx = columns[i].astype(xp.int32 if small else xp.int64) - int(lo[i])
+        flags.append(xp.bincount(idx, minlength=spans[i]) > 0)
+    present = to_host(xp.concatenate(flags) if len(flags) > 1 else flags[0])
+    at = 0
+    for i in take:
+        out[i] = np.flatnonzero(present[at:at + spans[i]]).astype(np.int64) + int(lo[i])
+        at += spans[i]
+    return out
+
+
+def _device_distinct(frame, keys) -> dict:  # pragma: no cover - needs a GPU
+    """{key: distinct values (pandas Series, the column's dtype)} of a cuDF frame's integer keys
+    with no missing value and a modest range (:func:`distinct_ints` on CuPy)."""
+    import cupy
+    n = len(frame)
+    cols = [k for k in dict.fromkeys(keys) if _plain_int(frame[k].dtype) and not frame[k].null_count]
+    if not cols or n <= 1024:
+        return {}
+    found = distinct_ints([frame[k].values for k in cols], cupy, min(LUT_RANGE_LIMIT, 4 * n))
+    return {k: pd.Series(v.astype(frame[k].dtype), name=k)
+            for k, v in zip(cols, found) if v is not None}
 
 
 def _distinct(s):
     """The distinct values of a column, in its dtype: by min/max and a presence count for plain
-    integer columns of modest range, else by hashing (``drop_duplicates``)."""
-    if not is_cudf(s) and isinstance(s.dtype, np.dtype) and s.dtype.kind in "iu" and len(s) > 1024:
-        v = s.to_numpy()
-        lo, hi = int(v.min()), int(v.max())
-        if hi - lo < min(LUT_RANGE_LIMIT, 4 * len(v)) and hi <= np.iinfo(np.int64).max:
-            present = np.flatnonzero(np.bincount(np.subtract(v, lo, dtype=np.int64),
-                                                 minlength=hi - lo + 1)) + lo
-            return pd.Series(present.astype(v.dtype), name=s.name)
+    integer columns of modest range (:func:`distinct_ints`), else by hashing (``drop_duplicates``)."""
+    if not is_cudf(s) and _plain_int(s.dtype) and len(s) > 1024:
+        (found,) = distinct_ints([s.to_numpy()], np, min(LUT_RANGE_LIMIT, 4 * len(s)))
+        if found is not None:
+            return pd.Series(found.astype(s.dtype), name=s.name)
     return s.drop_duplicates()
 
 
@@ -295,9 +351,8 @@ def merge_uniques(*parts) -> dict:
     first = parts[0]
     if len(parts) == 1:
         return first
-    concat = _concat_for(first["uniq"])
     return {"n": sum(p["n"] for p in parts),
-            "uniq": {k: concat([p["uniq"][k] for p in parts]).drop_duplicates() for k in first["uniq"]},
+            "uniq": {k: _concat([p["uniq"][k] for p in parts]).drop_duplicates() for k in first["uniq"]},
             "na": {k: sum(p["na"][k] for p in parts) for k in first["na"]}}
 
 
@@ -318,9 +373,10 @@ def _host_series(s):
     return s.to_pandas()  # pragma: no cover - needs a GPU
 
 
-def _concat_for(uniq: dict):
-    s = next(iter(uniq.values()), None)
-    if s is not None and is_cudf(s):  # pragma: no cover - needs a GPU
+def _concat(items: list):
+    """One series of ``items``: on the device when all are cuDF series, else on the host (a cuDF
+    partition's integer keys come back as pandas Series, its other keys as cuDF ones)."""
+    if items and all(is_cudf(s) for s in items):  # pragma: no cover - needs a GPU
         import cudf
-        return cudf.concat
-    return lambda items: pd.concat(items, ignore_index=True)
+        return cudf.concat(items, ignore_index=True)
+    return pd.concat([_host_series(s) for s in items], ignore_index=True)
