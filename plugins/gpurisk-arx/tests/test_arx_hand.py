@@ -343,3 +343,16 @@ def test_pitman_fit_of_a_register_sized_sample_never_adds_the_terms(Z, N, monkey
         assert fit.value is None and "outside the model" in fit.reason
         chosen, fits = U.estimate(sm, "dankar", "sh3", sm.pi)
         assert chosen.model == "zayatz" and chosen.value == fits["zayatz"].value
+
+
+@pytest.mark.parametrize("model", ["loglinear_forest", "pitman", "zayatz", "snb", "dankar"])
+def test_no_sample_unique_is_zero_with_an_interval_under_every_model(model):
+    """gpurisk's rule, n1 = 0 (cells of 2, 3, 5 in a population 10 times as large, π = 0.1): every
+    model gives 0 and the measure shows the model-free interval [0, 28] (log 0.05 / log 0.9 = 28.4)
+    with the reason, never a bare 0; ARX's rule keeps its own bare 0."""
+    f = [2, 3, 5]
+    r = run(PopUniqueness, f, [x * 10 for x in f], fraction=0.1, model=model)
+    assert r.value == 0.0 and r.extra["lower"] == 0.0 and r.upper == 28.0
+    assert r.extra["level"] == 0.95 and "n1 = 0" in r.extra["note"]
+    arx = run_arx(PopUniqueness, f, [x * 10 for x in f], fraction=0.1, model="pitman")
+    assert arx.value == 0.0 and arx.upper is None

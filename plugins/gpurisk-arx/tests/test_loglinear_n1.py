@@ -414,20 +414,39 @@ def test_forest_choice_spread_in_the_se():
 
 
 def test_interval_on_the_log_scale_and_a_tiny_estimate():
-    """The interval is N̂1 · exp(± z s.e./N̂1) clipped to what the sample allows (so lower · upper =
-    N̂1² where neither end is clipped), and an estimate near 0 with a large relative s.e. gives the
-    cap as its upper end instead of overflowing (a first version did, on FARS's race key alone)."""
+    """The interval is N̂1 · exp(± z s.e./N̂1), its ends rounded outward to whole people and clipped
+    to what the sample allows, and an estimate near 0 with a large relative s.e. gives the cap as its
+    upper end instead of overflowing (a first version did, on FARS's race key alone)."""
     from scipy.stats import norm
     F, f, codes = next(_chain_populations(1, seed=12, alpha=1.0, pi=0.05))
     fit = LL.fit(codes, f, F.sum(), "loglinear_forest")
     z = norm.ppf(0.975)
-    assert fit.lower == pytest.approx(fit.value * math.exp(-z * fit.se / fit.value), rel=1e-12)
-    assert fit.upper == pytest.approx(fit.value * math.exp(z * fit.se / fit.value), rel=1e-12)
+    lo, hi = fit.value * math.exp(-z * fit.se / fit.value), fit.value * math.exp(z * fit.se / fit.value)
+    assert lo % 1 and hi % 1                      # the smooth ends are not whole: rounding shows
+    assert (fit.lower, fit.upper) == (math.floor(lo), math.ceil(hi))
     # one key, one sample unique among 3 501 records at π = 0.05: N̂1 is about 6e-9, its s.e. 0.012
     n, N = 3501, 70000.0
     tiny = LL.fit([np.arange(4)], np.array([2000, 1000, 500, 1]), N, "loglinear_forest")
     assert 0 < tiny.value < 1e-6 and tiny.se > 1e-3
     assert 0 <= tiny.lower <= tiny.value and tiny.upper == N - (n - 1)   # the cap, no overflow
+
+
+@pytest.mark.parametrize("model", ["loglinear_forest", "pitman"])
+def test_no_sample_unique_gives_zero_with_a_model_free_upper_end(model):
+    """With n1 = 0 no model of the uniques can be fitted: N̂1 = 0 with the interval [0, U], U the
+    largest N1 with (1 − π)^N1 ≥ 1 − level (by hand: π = 0.1, level 0.95: log 0.05 / log 0.9 =
+    28.43, so 28); and by simulation, the chance that Bernoulli(π) sampling takes none of U + 1
+    population uniques is below 5 %, of U at least 5 %."""
+    from gpurisk_arx import fitted, uniqueness as U
+    f = np.array([2, 3, 5, 10])                   # 20 records, none unique
+    N = 200.0
+    fit = (LL.fit([np.arange(4)], f, N, model) if model.startswith("loglinear")
+           else fitted.pitman_mle_fit(U.sample(np.bincount(f, minlength=2), N)))
+    assert fit.value == 0.0 and fit.lower == 0.0 and fit.upper == 28.0 and fit.se is None
+    assert "n1 = 0" in fit.params["note"]
+    rng = np.random.default_rng(3)
+    none = lambda k: np.mean(~(rng.random((200_000, k)) < 0.1).any(axis=1))   # noqa: E731
+    assert none(29) < 0.05 <= none(28)
 
 
 def _rare_population(rng, N=1500):

@@ -645,7 +645,8 @@ def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
     structural zeros' cut of the empty cells' part (forest models; module docstring)."""
     from scipy.stats import norm
 
-    from .pitman_mle import bounds
+    from .fitted import none_unique_fit
+    from .pitman_mle import bounds, count_interval
     from .uniqueness import Fit, sample
     f = np.asarray(f, dtype=np.int64)
     sm = sample(np.bincount(f[f > 0], minlength=2), N)
@@ -653,7 +654,7 @@ def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
         return Fit(model, None, "not estimable: every sample record is unique (n1 = n), so the sample "
                    "cannot tell how many population records are unique", converged=False)
     if sm.n1 == 0:
-        return Fit(model, 0.0, params={"note": "n1 = 0"})
+        return none_unique_fit(model, sm, level)
     margins, dispersion = LL_MODELS[model]
     keep = f > 0
     kept = [np.asarray(c)[keep] for c in codes]
@@ -688,4 +689,5 @@ def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
     # term is), and a symmetric interval shrank where the estimate was low, which is where it missed
     w = min(z * se / v, 700.0) if v > 0 else math.nan      # (a tiny N̂1: the upper end is the cap)
     lo, hi = (v * math.exp(-w), v * math.exp(w)) if v > 0 else (v - z * se, v + z * se)
-    return Fit(model, v, params=params, se=se, lower=max(lo, lo_cap), upper=min(hi, hi_cap))
+    lo, hi = count_interval(lo, hi, sm)        # whole people, rounded outward, within the bounds
+    return Fit(model, v, params=params, se=se, lower=lo, upper=hi)

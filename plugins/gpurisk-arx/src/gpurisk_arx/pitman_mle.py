@@ -302,3 +302,28 @@ def bounds(sm: Sample) -> tuple[float, float]:
     most one sample unique), at most N − (n − n1) (the records of sample classes of size ≥ 2 are
     never unique)."""
     return max(0.0, sm.n1 - (sm.N - sm.n)), sm.N - (sm.n - sm.n1)
+
+
+def count_interval(lo: float, hi: float, sm: Sample) -> tuple[float, float]:
+    """An interval for N1, a count of people, with whole-person ends rounded outward and kept within
+    :func:`bounds`: [⌊lo⌋, ⌈hi⌉]. A continuity correction of less than one person on each side,
+    nothing where N1 is large; where it is a handful, the smooth (log-scale) interval of an estimate
+    whose sampling distribution is lumpy misses whole values (sdcMicro's testdata, three keys, N1 = 1,
+    π = 5 %: 95 % intervals held N1 in 85.5 % of 200 samples, rounded outward 98 %)."""
+    cap_lo, cap_hi = bounds(sm)
+    return max(math.floor(lo + 1e-9), cap_lo), min(math.ceil(hi - 1e-9), cap_hi)
+
+
+def none_sampled_upper(sm: Sample, level: float) -> float:
+    """With no sample unique (n1 = 0), the largest N1 the sample leaves possible at ``level``, by no
+    model: each population unique is in the sample with probability π (independently, under
+    Bernoulli sampling) and is then a sample unique, so P(n1 = 0 | N1) ≤ (1 − π)^N1, and N1 is at
+    most log(1 − level) / log(1 − π) (rounded down; within :func:`bounds`). Under simple random
+    sampling of n the chance is smaller, so the bound holds there too."""
+    pi = min(max(sm.pi, 0.0), 1.0)
+    cap = bounds(sm)[1]
+    if pi >= 1.0:
+        return 0.0
+    if pi <= 0.0:
+        return cap
+    return min(float(math.floor(math.log(1.0 - level) / math.log1p(-pi) + 1e-9)), cap)

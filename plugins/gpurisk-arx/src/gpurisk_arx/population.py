@@ -127,6 +127,8 @@ class PopUniqueness(Measure):
         if fit.value is not None and not math.isfinite(fit.value):
             return Result.not_applicable(f"{fit.model}: the estimate is not finite", **extra)
         extra["share"] = fit.value / N
+        if isinstance(fit.params.get("note"), str):
+            extra["note"] = fit.params["note"]
         if fit.upper is None:
             return Result(value=float(fit.value), extra=extra)
         extra.update(lower=fit.lower, level=level)
@@ -159,7 +161,9 @@ class PopUniqueness(Measure):
         if fit.value is None:
             return Result.not_applicable(fit.reason, **extra)
         extra["share"] = fit.value / N
-        if fit.se is None:              # n1 = 0: no sample unique, N1 = 0 under every model here
+        if isinstance(fit.params.get("note"), str):
+            extra["note"] = fit.params["note"]
+        if fit.upper is None:
             return Result(value=float(fit.value), extra=extra)
-        extra.update(lower=fit.lower, level=level)
+        extra.update(lower=fit.lower, level=level)     # n1 = 0: an interval with no s.e. (fitted.py)
         return Result(value=float(fit.value), se=fit.se, upper=fit.upper, extra=extra)
