@@ -176,7 +176,8 @@ def _code_dtype(card: int):
 
 def encode_partition(plan: Plan, frame):
     """Per key (lazily, one at a time), the codes of ``frame``'s records in the smallest integer
-    type that holds them on numpy (pandas partitions), int64 on CuPy (cuDF partitions)."""
+    type that holds them on numpy (pandas partitions); on CuPy (cuDF partitions) in the lookup
+    table's type where one encodes the key (integers of modest range), else int64."""
     enc = _encode_cudf if is_cudf(frame) else _encode_pandas
     return (enc(kp, frame[kp.name]) for kp in plan.key_plans)
 
@@ -222,17 +223,19 @@ def _encode_cudf(kp: KeyPlan, s):  # pragma: no cover - needs a GPU
             s = s.astype("int8")
         if na is not None:
             s = s.fillna(int(kp.ints[0]) if kp.ints.size else 0)
-        vals = s.astype("int64").values
+        # the column's own integers (int8 codes stay one byte a record); integral floats as int64
+        raw = s.values if s.dtype.kind in "iu" else s.astype("int64").values
         if kp.lut is not None:
             lut = kp._gpu.get("lut")
             if lut is None:
                 lut = kp._gpu["lut"] = cp.asarray(kp.lut)
-            codes = lut[vals - kp.lo].astype(cp.int64)
+            # lo = 0: every value indexes the table as it is; else int64, which v − lo cannot wrap
+            codes = lut[raw if kp.lo == 0 else raw.astype(cp.int64) - kp.lo]   # the table's type
         else:
             ints = kp._gpu.get("ints")
             if ints is None:
                 ints = kp._gpu["ints"] = cp.asarray(kp.ints)
-            codes = cp.searchsorted(ints, vals).astype(cp.int64)
+            codes = cp.searchsorted(ints, raw.astype(cp.int64, copy=False))
         return codes if na is None else cp.where(na, kp.ncat, codes)
     cats = kp._gpu.get("cats")
     if cats is None:
