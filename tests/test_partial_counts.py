@@ -204,11 +204,12 @@ def test_distinct_ints_on_a_device_namespace():
     rng = np.random.default_rng(11)
     cols = [rng.integers(-100, 100, 5000).astype(np.int8), rng.choice([3, 7, 7, 40], 5000),
             rng.integers(0, 65_000, 5000).astype(np.uint16), np.array([-(2**40), 2**40, 0] * 9),
-            np.full(4, 9, dtype=np.int32)]
+            np.full(4, 9, dtype=np.int32), np.array([-(2**62), 2**62, 5] * 3)]
     got = distinct_ints([strict.asarray(c) for c in cols], strict, limit=1 << 17)
-    for c, g in zip(cols[:3] + cols[4:], got[:3] + got[4:]):
+    for c, g in zip(cols[:3] + cols[4:5], got[:3] + got[4:5]):
         assert g.dtype == np.int64 and g.tolist() == sorted({int(x) for x in c})
     assert got[3] is None                      # a range of 2**41: too wide for a presence count
+    assert got[5] is None                      # 2**63 + 1 values: beyond int64, still too wide
     # a pandas partition takes the same path and keeps its dtype; the merge of pieces is exact
     frame = pd.DataFrame({"a": cols[0][:3000], "b": cols[2][:3000]})
     u = merge_uniques(*[partition_uniques(p, ["a", "b"]) for p in (frame[:1500], frame[1500:])])

@@ -308,7 +308,7 @@ def distinct_ints(columns, xp, limit: int) -> list:
     ends = to_host(xp.stack([xp.min(v).astype(xp.int64) for v in columns]
                             + [xp.max(v).astype(xp.int64) for v in columns]))
     lo, hi = ends[:k], ends[k:]
-    spans = [int(hi[i] - lo[i]) + 1 for i in range(k)]
+    spans = [int(hi[i]) - int(lo[i]) + 1 for i in range(k)]      # Python ints: no int64 wrap-around
     take = [i for i in range(k) if spans[i] <= limit]
     out: list = [None] * k
     if not take:
