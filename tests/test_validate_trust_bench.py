@@ -55,8 +55,8 @@ def test_numbers_are_those_of_the_replicates(study):
 def test_n1_section_against_the_population_and_its_replicates():
     """Section 5 (--n1-replicates): the truth is the population's count of uniques, counted here with
     pandas; the default's bias and coverage are recomputed here from its replicates' values and
-    reported interval (the log-scale one with whole-person ends, checked against its formula), and ARX's rule, with no
-    interval, has no coverage."""
+    reported interval (the log-scale one with whole-person ends, checked against its formula), and
+    ARX's rule, with no interval, has no coverage."""
     pytest.importorskip("gpurisk_arx")
     sys.path.insert(0, str(ROOT / "bench"))
     import _trust_n1
