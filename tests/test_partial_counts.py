@@ -218,6 +218,37 @@ def test_distinct_ints_on_a_device_namespace():
         assert sorted(u["uniq"][k].tolist()) == sorted(set(frame[k].tolist()))
 
 
+def test_distinct_ints_probe_then_whole_columns(monkeypatch):
+    """The presence count reads a strided probe first and counts a column whole only where the probe
+    misses a value of its range: a coded key whose probe holds every value is read once (its probe),
+    a value only at rows the probe skips is still found, and a value absent from the column (a gap
+    in the range) is not invented. Against Python's set of each column, in the strict namespace,
+    with the bincount calls' lengths recorded."""
+    from gpurisk.freq import plan as PL
+    from gpurisk.testing.strict import xp as strict
+    monkeypatch.setattr(PL, "PROBE_ROWS", 100)
+
+    class Counting:                         # the strict namespace, recording each bincount's length
+        def __init__(self):
+            self.lengths = []
+
+        def __getattr__(self, name):
+            fn = getattr(strict, name)
+            if name != "bincount":
+                return fn
+            return lambda a, **kw: (self.lengths.append(a.shape[0]), fn(a, **kw))[1]
+    n = 5000                                 # the probe: every 50th row, 100 rows
+    coded = np.arange(n) % 7                 # 0..6, all on the probe's rows
+    hidden = np.zeros(n, dtype=np.int16)
+    hidden[[1, 4999]] = [3, 5]               # 3 only at row 1, 5 only at the last row: off the probe
+    gap = np.where(np.arange(n) % 2 == 0, 10, 12).astype(np.int8)   # 11 never occurs
+    ns = Counting()
+    got = PL.distinct_ints([strict.asarray(c) for c in (coded, hidden, gap)], ns, limit=1 << 10)
+    for c, g in zip((coded, hidden, gap), got):
+        assert g.tolist() == sorted({int(x) for x in c})
+    assert ns.lengths == [100, 100, 100, n, n]      # probes of all three, then the two with a gap
+
+
 def test_merge_of_a_subset_equals_the_merge_sort():
     """Two partials where one's cells hold the other's (a register and its sample) are merged by
     binary search; the result equals the general merge (forced here by a third, empty partial)."""

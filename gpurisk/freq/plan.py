@@ -297,13 +297,20 @@ def _plain_int(dtype) -> bool:
     return isinstance(dtype, np.dtype) and dtype.kind in "iu" and dtype != np.uint64
 
 
+#: rows of a column the presence count reads first (every ⌈n / PROBE_ROWS⌉-th): where they hold every
+#: value of the column's range [lo, hi], so does the column (and no other), and it is not read again
+PROBE_ROWS = 1 << 16
+
+
 def distinct_ints(columns, xp, limit: int) -> list:
     """Per integer array of ``columns`` (all in namespace ``xp``, none empty), its distinct values
     as a sorted host int64 array, or None where its range hi − lo + 1 exceeds ``limit`` (left to
-    hashing). One pass finds every column's minimum and maximum (one copy to the host for all),
-    then a presence count ``bincount(v − lo)`` per column of modest range (one copy for all): on a
-    GPU two synchronisations whatever the number of keys, where a hash or a sort per key takes one
-    or more each."""
+    hashing). One pass finds every column's minimum and maximum (one copy to the host for all);
+    then a presence count ``bincount(v − lo)`` of every column of modest range, first on a strided
+    probe of :data:`PROBE_ROWS` rows (one copy for all): a column whose probe holds every value of
+    its range holds exactly those (coded keys usually do), and only the others are counted whole
+    (one more copy). On a GPU two or three synchronisations whatever the number of keys, where a
+    hash or a sort per key takes one or more each."""
     k = len(columns)
     ends = to_host(xp.stack([xp.min(v).astype(xp.int64) for v in columns]
                             + [xp.max(v).astype(xp.int64) for v in columns]))
@@ -313,16 +320,26 @@ def distinct_ints(columns, xp, limit: int) -> list:
     out: list = [None] * k
     if not take:
         return out
-    flags = []
+
+    def presence(rows):
+        """{i: the host presence flags of ``rows(i)``'s values over column i's range}."""
+        flags = []
+        for i in todo:
+            small = -(1 << 31) <= int(lo[i]) and int(hi[i]) < (1 << 31)
+            idx = rows(i).astype(xp.int32 if small else xp.int64) - int(lo[i])
+            flags.append(xp.bincount(idx, minlength=spans[i]) > 0)
+        flat = to_host(xp.concatenate(flags) if len(flags) > 1 else flags[0])
+        ends_at = np.cumsum([spans[i] for i in todo])
+        return {i: flat[e - spans[i]:e] for i, e in zip(todo, ends_at)}
+
+    steps = {i: max(1, -(-columns[i].shape[0] // PROBE_ROWS)) for i in take}
+    todo = take
+    found = presence(lambda i: columns[i][::steps[i]])
+    todo = [i for i in take if steps[i] > 1 and not found[i].all()]     # a value the probe missed
+    if todo:
+        found.update(presence(lambda i: columns[i]))
     for i in take:
-        small = -(1 << 31) <= int(lo[i]) and int(hi[i]) < (1 << 31)
-        idx = columns[i].astype(xp.int32 if small else xp.int64) - int(lo[i])
-        flags.append(xp.bincount(idx, minlength=spans[i]) > 0)
-    present = to_host(xp.concatenate(flags) if len(flags) > 1 else flags[0])
-    at = 0
-    for i in take:
-        out[i] = np.flatnonzero(present[at:at + spans[i]]).astype(np.int64) + int(lo[i])
-        at += spans[i]
+        out[i] = np.flatnonzero(found[i]).astype(np.int64) + int(lo[i])
     return out
 
 
