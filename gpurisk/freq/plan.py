@@ -321,8 +321,8 @@ def distinct_ints(columns, xp, limit: int) -> list:
     if not take:
         return out
 
-    def presence(rows):
-        """{i: the host presence flags of ``rows(i)``'s values over column i's range}."""
+    def presence(todo, rows):
+        """{i: the host presence flags of ``rows(i)``'s values over column i's range}, i in todo."""
         flags = []
         for i in todo:
             small = -(1 << 31) <= int(lo[i]) and int(hi[i]) < (1 << 31)
@@ -333,11 +333,10 @@ def distinct_ints(columns, xp, limit: int) -> list:
         return {i: flat[e - spans[i]:e] for i, e in zip(todo, ends_at)}
 
     steps = {i: max(1, -(-columns[i].shape[0] // PROBE_ROWS)) for i in take}
-    todo = take
-    found = presence(lambda i: columns[i][::steps[i]])
-    todo = [i for i in take if steps[i] > 1 and not found[i].all()]     # a value the probe missed
-    if todo:
-        found.update(presence(lambda i: columns[i]))
+    found = presence(take, lambda i: columns[i][::steps[i]])
+    whole = [i for i in take if steps[i] > 1 and not found[i].all()]     # a value the probe missed
+    if whole:
+        found.update(presence(whole, lambda i: columns[i]))
     for i in take:
         out[i] = np.flatnonzero(found[i]).astype(np.int64) + int(lo[i])
     return out
