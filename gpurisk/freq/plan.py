@@ -1,9 +1,10 @@
 """A global encoding plan for data that arrives in pieces (Dask partitions, a cuDF frame).
 
 Codes must mean the same category in every partition, so the categories of each key are fixed first
-from the distinct values of the whole input (each partition's ``drop_duplicates``, combined), by the
-very function the pandas backend uses (:func:`gpurisk.freq.encode.encode_keys`, run on the distinct
-values only): the categories, their order, the missing category and the int-versus-hash decision are
+from the distinct values of the whole input (each partition's, combined: integer keys of modest
+range by their minimum, maximum and a presence count, :func:`distinct_ints`; others by
+``drop_duplicates``), by the very function the pandas backend uses
+(:func:`gpurisk.freq.encode.encode_keys`, run on the distinct values only): the categories, their order, the missing category and the int-versus-hash decision are
 therefore those of the pandas backend. Each partition is then encoded on its own against the plan
 (:func:`encode_partition`), on numpy for pandas partitions and on CuPy for cuDF partitions.
 
@@ -276,8 +277,9 @@ def partition_uniques(frame, keys) -> dict:
     """{'n': rows, 'uniq': {key: distinct values}, 'na': {key: missing count}} of one partition.
 
     On a cuDF frame the integer keys without missing values are found together on the device
-    (:func:`distinct_ints`: two device-to-host copies for all of them, as ``DEVICE_DISTINCT``
-    says) and come back as pandas Series; the other keys by cuDF's ``drop_duplicates``."""
+    (:func:`distinct_ints`: two or three device-to-host copies for all of them, as
+    ``DEVICE_DISTINCT`` says) and come back as pandas Series; the other keys by cuDF's
+    ``drop_duplicates``."""
     for k in keys:      # True, 1, 1.0 would be one distinct value: refused before they merge
         check_value_types(k, frame[k])
     fast = _device_distinct(frame, keys) if is_cudf(frame) and DEVICE_DISTINCT == "range" else {}
