@@ -4,8 +4,9 @@ Codes must mean the same category in every partition, so the categories of each 
 from the distinct values of the whole input (each partition's, combined: integer keys of modest
 range by their minimum, maximum and a presence count, :func:`distinct_ints`; others by
 ``drop_duplicates``), by the very function the pandas backend uses
-(:func:`gpurisk.freq.encode.encode_keys`, run on the distinct values only): the categories, their order, the missing category and the int-versus-hash decision are
-therefore those of the pandas backend. Each partition is then encoded on its own against the plan
+(:func:`gpurisk.freq.encode.encode_keys`, run on the distinct values only): the categories, their
+order, the missing category and the int-versus-hash decision are therefore those of the pandas
+backend. Each partition is then encoded on its own against the plan
 (:func:`encode_partition`), on numpy for pandas partitions and on CuPy for cuDF partitions.
 
 Codes are packed into int64 *words* (:func:`word_layout`): one mixed-radix word when the product of
