@@ -6,15 +6,15 @@ the codes against it).
     python bench/bench_count_phases.py --rows 1e7
     python bench/bench_count_phases.py --distinct range,hash   # the plan's two device paths
 
-
 Data: the 8 int8 keys of ``bench_backends.py`` (uniform, fixed seed); the 4-key case takes the first
 four. Each phase is synchronised with the device before its clock stops; the whole count runs twice
 first (the second is the one to read). Phases: the plan (each key's distinct values, brought to the
 host), ``encode_piece`` (codes and packed cell words), ``count_words``, ``finish``. On cuDF,
 ``--distinct`` names the ways the plan finds the integer keys' distinct values
 (``gpurisk.freq.plan.DEVICE_DISTINCT``): "range", one min/max pass for all keys and a presence count
-per key, against "hash", cuDF's ``drop_duplicates`` per key (the first is the default); each is
-checked to give the same plan.
+per key (on a strided probe first, the whole column only where the probe misses a value), against
+"hash", cuDF's ``drop_duplicates`` per key (the first is the default); each is checked to give the
+same plan.
 """
 from __future__ import annotations
 

@@ -557,7 +557,7 @@ def main(argv=None):
     ap.add_argument("--keysets", default=None,
                     help="which key sets of each population, e.g. S,M (default: all)")
     ap.add_argument("--n1-replicates", type=int, default=0,
-                    help="samples per (key set, π) for section 4, N̂1 against N1 (needs the "
+                    help="samples per (key set, π) for section 5, N̂1 against N1 (needs the "
                          "gpurisk-arx plugin; 0 skips it; issue 27's study: 40)")
     ap.add_argument("--replicates-csv", default=None,
                     help="also write every replicate's numbers (for recalibrating) to this CSV")

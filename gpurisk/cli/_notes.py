@@ -1,9 +1,10 @@
 """The note column of ``gpurisk assess``: what a threshold-based measure's value was computed with.
 
-A count such as 674 records violating k-anonymity means nothing without its k; indiv_risk = 0.0054 is easier to act
-on as "24.8 expected re-identifications"; an estimate with a two-sided interval (``lower``, ``upper``
-at ``level``) says so, and a log-linear model names the interactions it kept. The measures put these in their ``extra`` fields (the JSON
-shows them all); :func:`measure_note` turns the ones a statistician acts on into one short text.
+A count such as 674 records violating k-anonymity means nothing without its k; indiv_risk = 0.0054
+is easier to act on as "24.8 expected re-identifications"; an estimate with a two-sided interval
+(``lower``, ``upper`` at ``level``) says so, and a log-linear model names the interactions it kept.
+The measures put these in their ``extra`` fields (the JSON shows them all); :func:`measure_note`
+turns the ones a statistician acts on into one short text.
 Fields are read by name, so a third-party measure that uses the same names gets the same note.
 """
 from __future__ import annotations

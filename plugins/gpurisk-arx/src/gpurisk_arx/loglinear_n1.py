@@ -640,9 +640,11 @@ def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
     estimate within [n1 − (N − n), N − (n − n1)], s.e. = √(process variance (the unseen part's
     included) + delta-method variance through n1, n2 +
     (model_error · estimate)² + the forest's choice spread (forest models, ``choice_spread``)), the
-    interval at ``level`` on the log scale, N̂1 · exp(± z s.e./N̂1), clipped to those bounds; no value
-    (a reason) when every sample record is unique; 0 when no sample record is. ``support``: the
-    structural zeros' cut of the empty cells' part (forest models; module docstring)."""
+    interval at ``level`` on the log scale, N̂1 · exp(± z s.e./N̂1), its ends rounded outward to
+    whole people within those bounds (:func:`.pitman_mle.count_interval`); no value (a reason) when
+    every sample record is unique; 0 with the model-free interval of
+    :func:`.fitted.none_unique_fit` when no sample record is. ``support``: the structural zeros' cut
+    of the empty cells' part (forest models; module docstring)."""
     from scipy.stats import norm
 
     from .fitted import none_unique_fit

@@ -126,13 +126,7 @@ class PopUniqueness(Measure):
             return Result.not_applicable(why, **extra)
         if fit.value is not None and not math.isfinite(fit.value):
             return Result.not_applicable(f"{fit.model}: the estimate is not finite", **extra)
-        extra["share"] = fit.value / N
-        if isinstance(fit.params.get("note"), str):
-            extra["note"] = fit.params["note"]
-        if fit.upper is None:
-            return Result(value=float(fit.value), extra=extra)
-        extra.update(lower=fit.lower, level=level)
-        return Result(value=float(fit.value), se=fit.se, upper=fit.upper, extra=extra)
+        return _answer(fit, extra, N, level)
 
     def _loglinear(self, table, ctx: Context, model: str, N: float, level: float) -> Result:
         """N1 under a log-linear Poisson–gamma model of the cells (:mod:`.loglinear_n1`)."""
@@ -160,10 +154,17 @@ class PopUniqueness(Measure):
                       if not isinstance(v, (str, tuple))})
         if fit.value is None:
             return Result.not_applicable(fit.reason, **extra)
-        extra["share"] = fit.value / N
-        if isinstance(fit.params.get("note"), str):
-            extra["note"] = fit.params["note"]
-        if fit.upper is None:
-            return Result(value=float(fit.value), extra=extra)
-        extra.update(lower=fit.lower, level=level)     # n1 = 0: an interval with no s.e. (fitted.py)
-        return Result(value=float(fit.value), se=fit.se, upper=fit.upper, extra=extra)
+        return _answer(fit, extra, N, level)
+
+
+def _answer(fit, extra: dict, N: float, level: float) -> Result:
+    """The measure's Result of a fit with a value: its share of N, its note, and its interval
+    (``lower`` and ``level`` in the extras) where it has one; at n1 = 0 the interval has no s.e.
+    (:func:`.fitted.none_unique_fit`)."""
+    extra["share"] = fit.value / N
+    if isinstance(fit.params.get("note"), str):
+        extra["note"] = fit.params["note"]
+    if fit.upper is None:
+        return Result(value=float(fit.value), extra=extra)
+    extra.update(lower=fit.lower, level=level)
+    return Result(value=float(fit.value), se=fit.se, upper=fit.upper, extra=extra)
