@@ -16,14 +16,16 @@ its draws depend on the seed, π and N only). Printed:
 2. τ̂1 against τ1, per cell and grouped by λ: mean τ1, relative bias mean(τ̂1 − τ1)/mean(τ1), NMSE
    mean((τ̂1 − τ1)²/n²), the shares of τ̂1 < 0 and > n1 (the estimator's own value, also where the
    measure withholds it), the share marked reliable and, among those, the relative bias and NMSE.
-3. The ranking: every combination of 1–3 keys of a pool of six (per population), π = 5 %,
+3. The ranking: every combination of 1–3 keys of a pool of six (per population), π =
+   ``--rank-fraction`` (1 %),
    --rank-replicates samples. Each sample's combinations are ranked by the scan's default
    (``gpurisk.scan.runner.rank_column`` / ``top_combinations``, exactly what ``gpurisk scan``
    prints), by θ̂, by θ̂·n1, by θ̂'s upper bound and by τ̂1, and compared with the truth τ1 (the
    number of sample uniques that are population uniques): Spearman's rank correlation, and the
    share of the attainable τ1 caught by the top 10 (Σ τ1 of the top 10 by the ranking over
-   Σ τ1 of the 10 largest τ1), mean and range over the samples. Also how often the top combination
-   has n2 = 0.
+   Σ τ1 of the 10 largest τ1), mean and range over the samples; the same against the truth E
+   ("vs E"). The row "true E (oracle)" ranks by each sample's true E, which no estimator knows: what
+   a ranking by E can reach. Also how often the top combination has n2 = 0.
 4. Estimators of E and of τ1 (issue 27) against their truths, per cell (4a, 4b).
 5. With ``--n1-replicates R`` (needs the gpurisk-arx plugin): population uniques N̂1
    (``pop_uniqueness``: the default, the tempered main effects, Dankar's rule over gpurisk's fits,
@@ -368,7 +370,10 @@ def ranking(frame, pool, R, seed, sizes=(1, 2, 3), fraction=None) -> dict:
                   "tau1_hat": g["tau1_hat"].to_numpy(float),
                   "matches_ll": g["matches_ll"].to_numpy(float),
                   "tau1_ll": g["tau1_ll"].to_numpy(float),
-                  "n1": g["n1"].to_numpy(float)}
+                  "n1": g["n1"].to_numpy(float),
+                  # not an estimator: what a ranking reaches knowing each sample's true E (the
+                  # reference for the shares above; its E share is 100 % by construction)
+                  "true E (oracle)": E}
         for truth_name, truth in (("tau1", tau), ("E", E)):
             best = np.sort(truth)[::-1][:10].sum()
             for name, sc in scores.items():
@@ -519,7 +524,7 @@ def print_rank(results):
     print(f"{'population':<9} {'ranking':<22} {'Spearman mean':>13} {'range':>13} "
           f"{'top-10 share %':>14} {'± MC':>5} {'min %':>6}")
     names = ("default", "theta_hat", "theta_hat*n1", "theta_hat upper", "tau1_hat", "matches_ll",
-             "tau1_ll", "n1")
+             "tau1_ll", "n1", "true E (oracle)")
     for pop, r in results.items():
         for name in names + tuple(f"{x} vs E" for x in names):
             if name not in r:

@@ -94,7 +94,9 @@ def test_ranking_shares_and_their_monte_carlo_error():
     pool = ["urbrur", "roof", "walls", "water", "sex", "age"]
     out = vt.ranking(pop, pool, 3, seed=4, sizes=(1, 2), fraction=0.1)
     assert out["combinations"] == 6 + 15 and out["samples"] == 3
-    for name in ("default", "default vs E", "n1", "tau1_ll"):
+    # the oracle ranks by each sample's true E: all of the attainable E, and no more of τ1 than all
+    assert out["true E (oracle) vs E"]["top10_each"] == pytest.approx([1.0] * 3)
+    for name in ("default", "default vs E", "n1", "tau1_ll", "true E (oracle)"):
         each = np.array(out[name]["top10_each"])
         assert each.size == 3 and ((each > 0) & (each <= 1 + 1e-12)).all()
         assert out[name]["top10_mean"] == pytest.approx(each.mean())
