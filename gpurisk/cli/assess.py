@@ -52,7 +52,9 @@ def _interval(e: dict, level: float) -> str:
 
 
 def print_headline(con, h: dict | None) -> None:
-    """The one figure an office acts on, its interval and the scenario it answers, first."""
+    """The one figure an office acts on, its interval (or "exact" where it is counted from the
+    population) and the scenario it answers, first; under an exact headline, each estimator that
+    was named against the truth."""
     if not h:
         return
     level = h.get("level", 0.99)
@@ -60,15 +62,37 @@ def print_headline(con, h: dict | None) -> None:
         con.print(f"[bold]headline[/bold] expected correct matches E ({h['measure']}): not given "
                   f"here: {h.get('reason')}")
         return
-    con.print(f"[bold]headline[/bold] expected correct matches E ≈ {h['value']:.3g}"
-              f"{_interval(h, level)} ({h['measure']})")
+    if h.get("exact"):
+        con.print(f"[bold]headline[/bold] expected correct matches E = {h['value']:.6g}, exact: "
+                  f"counted from the population counts ({h['measure']})")
+    else:
+        con.print(f"[bold]headline[/bold] expected correct matches E ≈ {h['value']:.3g}"
+                  f"{_interval(h, level)} ({h['measure']})")
     for b in h.get("beside", []):
         if b.get("value") is not None:
-            con.print(f"  beside it: {b['scenario'].split(':')[0]} ≈ {b['value']:.3g}"
+            rel = f"= {b['value']:.6g}, exact" if h.get("exact") else f"≈ {b['value']:.3g}"
+            con.print(f"  beside it: {b['scenario'].split(':')[0]} {rel}"
                       f"{_interval(b, level)} ({b['measure']})")
     con.print(f"  scenario: {h['scenario'].split(': ', 1)[-1]}")
     if h.get("model"):
         con.print(f"  model: {h['model']}")
+    checks = h.get("against_truth") or []
+    if checks:
+        con.print("  estimators named, against the truth (a check on this population):")
+    for c in checks:
+        if c.get("value") is None:
+            con.print(f"    {c['measure']}: no estimate ({c.get('reason')}); "
+                      f"truth {c['truth']:.6g} ({c['truth_measure']})")
+            continue
+        if c.get("covered_by") == "interval":
+            held = f"{100 * level:.3g} % interval {c['interval'][0]:.3g} to {c['interval'][1]:.3g}"
+        elif c.get("covered_by") == "upper":
+            held = f"one-sided {100 * level:.3g} % upper bound {c['upper']:.3g}"
+        else:
+            held = "no interval"
+        verdict = {True: "holds the truth", False: "MISSES the truth", None: ""}[c.get("covered")]
+        con.print(f"    {c['measure']} ≈ {c['value']:.4g}, {held}; truth {c['truth']:.6g} "
+                  f"({c['truth_measure']}){': ' + verdict if verdict else ''}")
 
 
 def register(cli: click.Group) -> None:
