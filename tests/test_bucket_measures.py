@@ -97,15 +97,17 @@ def test_bucket_measures_on_dask_equal_pandas(client, no_gather, design, monkeyp
 
 
 def test_default_assess_on_dask_keeps_the_cells_on_the_workers(client, no_gather):
-    """No measure named: every default measure that can run on Dask reads summaries or buckets
-    (theta_hat_misclass without matrices reads nothing), so no cell comes back; the same values as
-    pandas."""
+    """No measure named, ``cells_on_workers=True``: every default measure that can run on Dask
+    reads summaries or buckets once the estimated headline (which reads cells) is left out with its
+    reason (theta_hat_misclass without matrices reads nothing), so no cell comes back; the same
+    values as pandas."""
     frame = _fars()
     sample = frame[frame["in_sample"]].reset_index(drop=True)
     a = gpurisk.assess(sample, FARS_KEYS, fraction=0.05, weights="w", backend="pandas")
     b = gpurisk.assess(dd.from_pandas(sample, npartitions=3, sort=False), FARS_KEYS, fraction=0.05,
-                       weights="w", backend="dask")
+                       weights="w", backend="dask", cells_on_workers=True)
     assert isinstance(b.table, SummaryTable)
+    assert "stay on the workers" in b.measures["matches_ll"].reason
     assert {"theta_hat_weighted", "indiv_risk"} <= set(b.table.bucket_maps.parts)
     assert b.measures["theta_hat_misclass"].reason.startswith("needs misclassification matrices")
     same = [n for n, r in b.measures.items() if r.value is not None]

@@ -173,3 +173,28 @@ def test_report_verdict_on_a_register_reads_the_exact_E(tmp_path):
     assert v.value == pytest.approx(worst, rel=1e-12)
     v, = evaluate(Policy(max_expected_matches=worst + 0.5), res.results)
     assert v.status == "met"
+
+
+def test_one_rule_places_the_table_for_every_command(client):
+    """gpurisk.core.placement: on Dask a register's default assess and scan keep the cells on the
+    workers (every headline figure is a summary); without population counts the estimated headline
+    reads cells, so the table comes here and the headline is never missing, unless
+    ``cells_on_workers=True`` keeps it there, leaving Ê out with its reason."""
+    dd = pytest.importorskip("dask.dataframe")
+    from gpurisk.freq.summary import SummaryTable
+    keys = POPULATIONS["star"]
+    reg = _register("star", seed=8)
+    part = dd.from_pandas(reg, npartitions=3, sort=False)
+    a = gpurisk.assess(part, keys, sample_flag="released", backend="dask")
+    assert isinstance(a.table, SummaryTable) and a.to_dict()["headline"]["exact"]
+    sample = reg[reg["released"]].drop(columns="released").reset_index(drop=True)
+    part = dd.from_pandas(sample, npartitions=3, sort=False)
+    here = gpurisk.assess(part, keys, fraction=0.05, backend="dask")
+    assert not isinstance(here.table, SummaryTable)
+    want = gpurisk.assess(sample, keys, fraction=0.05, measures=["matches_ll"])
+    assert here.measures["matches_ll"].value == pytest.approx(want.measures["matches_ll"].value,
+                                                              rel=1e-12)
+    kept = gpurisk.assess(part, keys, fraction=0.05, backend="dask", cells_on_workers=True)
+    assert isinstance(kept.table, SummaryTable)
+    assert kept.to_dict()["headline"]["value"] is None
+    assert "stay on the workers" in kept.measures["matches_ll"].reason

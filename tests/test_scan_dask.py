@@ -145,7 +145,7 @@ def test_a_cell_reading_measure_or_a_recode_gathers_and_says_why(client, adult, 
         got = gpurisk.scan(adult, backend="dask", cells_on_workers=True,
                            measures=["theta_hat", "theta_hat_misclass"],
                            **mopts).results
-    assert "theta_hat_misclass" in caplog.text and "finest table" in caplog.text
+    assert "theta_hat_misclass" in caplog.text and "brought to this process" in caplog.text
     want = gpurisk.scan(adult, backend="pandas", measures=["theta_hat", "theta_hat_misclass"],
                         **mopts).results
     assert want["theta_hat_misclass"].notna().any()
@@ -251,20 +251,30 @@ def test_subset_partials_of_several_buckets_merge_to_the_groupby(fars):
             np.testing.assert_array_equal(got["f"], want["f"].to_numpy())
 
 
-def test_the_cells_stay_on_the_workers_only_when_asked(client, adult, monkeypatch):
-    """By default a Dask scan brings the finest table here and rolls it up (faster while it fits this
-    process); ``cells_on_workers`` (CLI ``--cells-on-workers``) keeps it on the workers."""
+def test_where_the_table_is_made_follows_what_the_measures_read(client, adult, monkeypatch):
+    """One rule for every command (issue 40, gpurisk.core.placement): measures that all read
+    summaries keep the finest table on the workers by default; ``cells_on_workers=False`` (CLI
+    ``--cells-here``) brings it here and rolls it up; a named measure that reads cells brings it
+    here too. The rows are the same every way."""
     def refuse(*a, **k):
-        raise AssertionError("the summary path was taken without being asked for")
+        raise AssertionError("the summary path was taken although the table was to come here")
 
     opts = dict(keys=ADULT6[:4], max_size=2, sample_flag="s", measures=["theta_hat", "sample_uniques"])
+    def no_gather(*a, **k):
+        raise AssertionError("the finest table was gathered to the client")
+
+    with monkeypatch.context() as m:
+        m.setattr(_dask, "build_table_dask", no_gather)
+        kept = gpurisk.scan(adult, backend="dask", **opts).results
     with monkeypatch.context() as m:
         m.setattr(runner, "SummaryScan", refuse)
-        got = gpurisk.scan(adult, backend="dask", **opts).results
-    kept = gpurisk.scan(adult, backend="dask", cells_on_workers=True, **opts).results
+        here = gpurisk.scan(adult, backend="dask", cells_on_workers=False, **opts).results
+        named = gpurisk.scan(adult, backend="dask", keys=ADULT6[:4], max_size=2, sample_flag="s",
+                             measures=["theta_hat", "matches_ll"]).results
     want = gpurisk.scan(adult, backend="pandas", **opts).results
-    pd.testing.assert_frame_equal(got, want)
     pd.testing.assert_frame_equal(kept, want)
+    pd.testing.assert_frame_equal(here, want)
+    assert named["matches_ll"].notna().all()
 
 
 def bucket_measures() -> list[str]:

@@ -103,7 +103,13 @@ def register(cli: click.Group) -> None:
     @run_options()
     @output_options(output_help="also write the results to FILE: .json, .csv, .csv.gz or .parquet")
     @input_options
-    def assess(sample, keys, design, run, reading, as_json, output):
+    @click.option("--cells-on-workers/--cells-here", default=None,
+                  help="Dask: keep the table on the workers, leaving out default measures that "
+                       "read cells (the estimated headline among them), or bring it here. Default: "
+                       "on the workers when every measure reads summaries or buckets (a "
+                       "register's do), here when a named measure or the estimated headline "
+                       "reads cells")
+    def assess(sample, keys, design, run, reading, as_json, output, cells_on_workers):
         """Risk measures of SAMPLE (CSV, Parquet, Stata .dta, SPSS .sav, SAS .sas7bdat/.xpt, or
         example:adult) for one set of keys.
 
@@ -116,7 +122,7 @@ def register(cli: click.Group) -> None:
         if output:
             from gpurisk.io.formats import check_output
             check_output(output, inputs=(sample, design.population))  # before the work, not after
-        res = workflow(sample, keys, design, run, reading)
+        res = workflow(sample, keys, design, run, reading, cells_on_workers=cells_on_workers)
         doc = res.to_dict()
         if output:
             write_results(doc, output)

@@ -146,10 +146,13 @@ def register(cli: click.Group) -> None:
                        "matches_hat = θ̂·n1, a lower estimate of E, theta_hat, pr_pu or n1)")
     @click.option("--progress/--no-progress", default=None,
                   help="progress bar on stderr (default: when stderr is a terminal)")
-    @click.option("--cells-on-workers", is_flag=True,
+    @click.option("--cells-on-workers/--cells-here", default=None,
                   help="Dask: keep the finest table on the workers and reduce each combination's "
-                       "summaries there (measures that read summaries or buckets, no --recode): this "
-                       "process's memory does not grow with the cells, but the scan is slower")
+                       "summaries there, leaving out default measures that read cells (this "
+                       "process's memory does not grow with the cells), or bring it here (faster "
+                       "while it fits). Default: on the workers when every measure reads summaries "
+                       "or buckets (a register's defaults do), here when a named measure or the "
+                       "estimated headline reads cells")
     @click.option("--threads", type=int, default=None, metavar="N",
                   help="roll-up threads beside the one computing measures (default: the CPUs "
                        "usable, at most 4; 0: one thread); results do not depend on it")

@@ -1,30 +1,16 @@
 """The scan on a Dask cluster when every measure reads summaries: no cell reaches this process.
 
-:func:`summary_path` says whether a scan may take this path (a Dask backend, no recode, and every
-measure that can run declares ``reads = "summary"``) and, when it may not on Dask, logs which measure
-(or the recodes) made the scan bring the finest table here. :class:`SummaryScan` counts the finest
-table on the workers (:func:`gpurisk.freq.subsets.subset_summaries`), checks it as
+Whether a scan takes this path is decided by :func:`gpurisk.core.placement.place`, the rule of
+every command (a Dask backend, no recode, every measure to run reads summaries or buckets).
+:class:`SummaryScan` counts the finest table on the workers (:func:`gpurisk.freq.subsets.subset_summaries`), checks it as
 :meth:`gpurisk.inputs.Inputs.summarize` does (cardinality guard, f_j <= F_j, π), and yields each
 combination's :class:`~gpurisk.freq.summary.SummaryTable`, reduced on the cluster.
 """
 from __future__ import annotations
 
-import logging
 from typing import Iterator, Sequence
 
 from gpurisk.freq.summary import SummaryTable, combine
-
-log = logging.getLogger("gpurisk.backends")
-
-
-def cell_readers(names: Sequence[str], inp, options=None) -> list[str]:
-    """The measures among ``names`` that read cells (not summaries, not buckets) and can run on these
-    inputs and ``options`` (a measure missing an option it requires reads nothing)."""
-    from gpurisk.plugins import measure_registry
-    from gpurisk.core.evaluate import can_run
-    reg = measure_registry()
-    return [m for m in names if reg[m].cls.reads not in ("summary", "buckets")
-            and can_run(reg[m].cls, inp, dict(options or {}))]
 
 
 def bucket_classes(names: Sequence[str]) -> list:
@@ -32,23 +18,6 @@ def bucket_classes(names: Sequence[str]) -> list:
     from gpurisk.plugins import measure_registry
     reg = measure_registry()
     return [reg[m].cls for m in names if m in reg and reg[m].cls.reads == "buckets"]
-
-
-def summary_path(names: Sequence[str], inp, cells_on_workers: bool = False, options=None) -> bool:
-    """Whether the scan keeps the cells on the workers: asked for (``cells_on_workers``), on a
-    distributed backend, with no recode and only measures that read summaries or buckets (a bucket
-    measure maps each combination's buckets where they are). Logs why not when it was asked for. Not the default: each combination is then summed from every finest cell on
-    the workers (162 subsets of a 10 M-row register: 40 s on 2 local workers, against 6 s when the
-    finest table, 0.5 GB there, is brought to this process and rolled up here)."""
-    if not (inp.distributed and cells_on_workers):
-        return False
-    readers = cell_readers(names, inp, options)
-    if not readers and not inp.recode:
-        return True
-    log.info("the scan brings the finest table to this process for the measure(s) that read cells "
-             "(%s); naming only measures that read summaries (--measures) keeps the cells on the "
-             "workers", ", ".join(readers) or "recodes")
-    return False
 
 
 class SummaryScan:

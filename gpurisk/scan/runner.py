@@ -234,23 +234,6 @@ def _measure_names(measures: Iterable[str] | None, exact: bool = False) -> list[
     return with_truths(names, exact)
 
 
-def _headline_kept_out(names, inp, cells_on_workers: bool, opts, rank_by, defaults: bool) -> dict:
-    """measure -> why, for the default headline measures (:data:`SCAN_HEADLINE`) a scan leaves out:
-    with ``cells_on_workers`` on a Dask backend (no recode) the cells stay on the workers, and the
-    log-linear fit reads each cell's key values, which a summary does not carry; running it would
-    bring the table here, against what was asked. Named measures (``--measures``, or ``--rank-by``
-    naming it) always run."""
-    if not (defaults and cells_on_workers and inp.distributed and not inp.recode):
-        return {}
-    from gpurisk.scan.distributed import cell_readers
-    readers = set(cell_readers(names, inp, opts))
-    return {m: ("it fits a log-linear model to each cell's key values, which stay on the workers "
-                "with {arg:--cells-on-workers|cells_on_workers=True}" + ("; the scan is ranked by matches_hat (θ̂·n1, a lower "
-                                             "estimate of E)" if m == "matches_ll" else "")
-                + f". Name it ({{arg:--measures {m},...|measures=['{m}', ...]}}) to bring the table of cells here")
-            for m in SCAN_HEADLINE if m in names and m in readers and m != rank_by}
-
-
 def prepare_summaries(table) -> None:
     """Compute the summaries most measures read (kept on the table), where the table is built."""
     table.fof_vector()

@@ -11,6 +11,7 @@ from gpurisk.measures.headline import (EXACT_BESIDE, EXACT_HEADLINE, against_tru
 from gpurisk.freq.guards import sample_categories
 from gpurisk.inputs import resolve_fraction  # noqa: F401  (re-exported: gpurisk.workflows.assess.resolve_fraction)
 from gpurisk.freq.table import FreqTable
+from gpurisk.core.placement import place
 from gpurisk.core.evaluate import can_run as _can_run, option_columns, run_measures  # noqa: F401 (re-exported)
 from gpurisk.measure import Context, Result
 from gpurisk.plugins import measure_registry
@@ -151,7 +152,7 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
            seed: int = 0, options: Mapping[str, Mapping[str, Any]] | None = None,
            backend: str | None = None, sep: str | None = None, recode=None,
            allow_high_cardinality: bool = False, measure_timeout: float | None = None,
-           encoding: str = "utf-8") -> Assessment:
+           encoding: str = "utf-8", cells_on_workers: bool | None = None) -> Assessment:
     """Risk measures of one release for one set of key variables.
 
     ``frame`` is a pandas, Dask or cuDF DataFrame or a path (CSV, Parquet, Stata, SPSS, SAS,
@@ -171,43 +172,41 @@ def assess(frame, keys: Iterable[str], fraction: float | None = None, population
               measure_timeout=measure_timeout)          # checked before anything is read
     reading = Reading(missing=missing, recode=recode, backend=backend, sep=sep, encoding=encoding,
                       allow_high_cardinality=allow_high_cardinality)
-    return assess_with(frame, keys, design, run, reading)
+    return assess_with(frame, keys, design, run, reading, cells_on_workers=cells_on_workers)
 
 
 def assess_with(frame, keys: Iterable[str], design: Design, run: Run,
-                reading: Reading | None = None) -> Assessment:
+                reading: Reading | None = None, *,
+                cells_on_workers: bool | None = None) -> Assessment:
     """:func:`assess` on the settings objects: a :class:`gpurisk.core.settings.Design` (π, population,
     sample flag, weights), a :class:`gpurisk.core.settings.Run` (measures, options, α, seed, time
     limit) and a :class:`gpurisk.core.settings.Reading` (missing values, recodes, backend, CSV
-    separator and encoding; None: the defaults), each checked when built."""
+    separator and encoding; None: the defaults), each checked when built. ``cells_on_workers``
+    (Dask backends): where the table is made, by :func:`gpurisk.core.placement.place` (None: kept
+    on the workers when every measure reads summaries or buckets; True: kept there, default
+    measures that read cells left out with their reason; False: brought here)."""
     measures = None if run.measures is None else list(run.measures)
     options, alpha, seed, measure_timeout = run.options, run.alpha, run.seed, run.measure_timeout
     extra_cols = option_columns(measures, options)
     inp = inputs(frame, keys, design, reading, columns=extra_cols)
     frames = inp.read()
     reg = measure_registry()
-    kept_out: dict[str, Result] = {}
     exact = design.population_counts
-    if measures is None:
+    defaults = measures is None
+    if defaults:
         # the default set, with the headline figures first (issue 27: one figure an office acts on);
         # with population counts the exact E and τ1, and no estimator of a counted value (issue 40)
         measures = default_names([m for m, r in reg.items() if getattr(r.cls, "default", True)],
                                  exact)
-        if inp.distributed and not inp.recode:
-            # a distributed run named no measure: the cells stay on the workers, so a default
-            # measure that would read them (the log-linear headline) is not run; it says how to
-            for m in measures:
-                if reg[m].cls.reads not in ("summary", "buckets") and _can_run(reg[m].cls, inp, options):
-                    kept_out[m] = Result.not_applicable(
-                        f"reads every cell: on the {inp.backend} backend it runs when named "
-                        f"({{arg:--measures {m}|measures=['{m}']}}), which brings the table of cells to this process")
-            measures = [m for m in measures if m not in kept_out]
     else:
         measures = with_truths(measures, exact)     # a named estimator is shown against its truth
+    # where the table is made (here, or kept on the workers): one rule for every command
+    where = place([m for m in measures if m in reg], inp, options, defaults=defaults,
+                  keep=cells_on_workers, exact=exact)
+    kept_out = {m: Result.not_applicable(why) for m, why in where.kept_out.items()}
+    measures = [m for m in measures if m not in kept_out]
     chosen = [m for m in measures if m in reg]
-    runnable = [m for m in chosen if _can_run(reg[m].cls, inp, options)]
-    cell_readers = [m for m in runnable if reg[m].cls.reads not in ("summary", "buckets")]
-    if inp.distributed and not cell_readers and not inp.recode:
+    if where.on_workers:
         # the cells stay on the workers: summaries and the bucket measures' maps come back
         counted = inp.summarize(frames, bucket_measures=[reg[m].cls for m in chosen
                                                          if reg[m].cls.reads == "buckets"
@@ -216,12 +215,6 @@ def assess_with(frame, keys: Iterable[str], design: Design, run: Run,
                                                 options=dict(options or {})))
     else:
         counted = inp.count(frames)
-        if inp.distributed:
-            import logging
-            logging.getLogger("gpurisk.backends").info(
-                "the table of %d cells was brought to this process for the measure(s) that read "
-                "cells (%s); naming only measures that read summaries or buckets (--measures) keeps "
-                "the cells on the workers", counted.table.sample_cells, ", ".join(cell_readers) or "recodes")
     ctx = Context(fraction=counted.fraction, fraction_source=counted.fraction_source,
                   alpha=float(alpha), seed=int(seed), options=dict(options or {}),
                   columns=inp.column_values(frames, extra_cols))

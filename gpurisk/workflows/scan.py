@@ -18,7 +18,7 @@ from gpurisk.freq.lattice import Lattice
 from gpurisk.io.lock import locked
 from gpurisk.measure import Context
 from gpurisk.scan import runner
-from gpurisk.scan.distributed import summary_path
+from gpurisk.core.placement import place
 from gpurisk.scan.plan import build_plan, combo_seed, root_keys
 from gpurisk.scan.runner import (ScanResult, _check_batch_rows, _check_threads, _counts_sha,
                                  _measure_names, _progress, _scan_options, check_rank_by,
@@ -37,7 +37,7 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
          batch_rows: int = 256, flush_seconds: float = 2.0, progress: bool = False,
          sep: str | None = None, encoding: str = "utf-8", allow_high_cardinality: bool = False,
          measure_timeout: float | None = None, threads: int | None = None,
-         cells_on_workers: bool = False, rank_by: str | None = None,
+         cells_on_workers: bool | None = None, rank_by: str | None = None,
          max_combinations: int | None = None) -> ScanResult:
     """Risk of many key-variable combinations from one pass over the records.
 
@@ -50,9 +50,11 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     roll-ups run in this many background threads while the calling thread computes the measures
     of finished combinations (default: the CPUs this process may use, at most 4; 0 runs
     everything in the calling thread). The results do not depend on it. ``cells_on_workers``
-    (Dask backends, measures that all read summaries, no recode): the finest table stays on the
-    workers and each combination's summaries are reduced there, so this process's memory does not
-    grow with the cells; slower than bringing the table here (see docs/scan.md). ``rank_by``: the
+    (Dask backends): where the finest table is made, by :func:`gpurisk.core.placement.place`, the
+    rule of every command: None (default) keeps it on the workers when every measure reads
+    summaries or buckets (a register's defaults do) and brings it here when a named measure, or
+    the estimated headline, reads cells; True keeps it there, leaving default cell readers out with
+    their reason; False brings it here (faster while it fits this process, see docs/scan.md). ``rank_by``: the
     column :meth:`ScanResult.top` will rank by, checked (with every other argument) before
     anything is read or written. ``max_combinations`` (default
     :data:`gpurisk.scan.plan.MAX_COMBINATIONS`, 1 000 000): a plan of more combinations is refused
@@ -79,7 +81,7 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
               min_size: int = 1, scenarios=None, fundamental: Sequence[str] | str | None = None,
               plus_each: bool = False, output=None, resume: bool = False, overwrite: bool = False,
               batch_rows: int = 256, flush_seconds: float = 2.0, progress: bool = False,
-              threads: int | None = None, cells_on_workers: bool = False,
+              threads: int | None = None, cells_on_workers: bool | None = None,
               rank_by: str | None = None, max_combinations: int | None = None) -> ScanResult:
     """:func:`scan` on the settings objects: a :class:`gpurisk.core.settings.Design` (π, population,
     sample flag, weights), a :class:`gpurisk.core.settings.Run` (measures, options, α, seed, time
@@ -108,8 +110,11 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
     opts = _scan_options(names, run.options)
     col_opts = option_columns(names, opts)
     inp = inputs(data, rkeys, design, reading, columns=col_opts)
-    kept_out = runner._headline_kept_out(names, inp, cells_on_workers, opts, rank_by,
-                                         measures is None)
+    # where the finest table is made (here, or kept on the workers): one rule for every command;
+    # a measure named by --rank-by counts as named
+    where = place(names, inp, opts, defaults=measures is None and rank_by not in names,
+                  keep=cells_on_workers, exact=design.population_counts)
+    kept_out = dict(where.kept_out)
     names = [m for m in names if m not in kept_out]
     recodes = list(inp.recode)
     data_name = inp.name
@@ -124,7 +129,7 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
         raise bad_input("{arg:--resume|resume=True} needs {arg:--output|output} (the scan directory to finish)")
     frames = inp.read()
     t0 = time.perf_counter()
-    if summary_path(names, inp, cells_on_workers, opts):   # the cells stay on the workers
+    if where.on_workers:                                   # the cells stay on the workers
         from gpurisk.scan.distributed import bucket_classes
 
         def context_for(i, pi, source):      # the context combination i's measures run with
