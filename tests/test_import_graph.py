@@ -144,3 +144,14 @@ def test_moved_code_keeps_its_import_paths():
     out = subprocess.run([sys.executable, "-m", "gpurisk", "--version"], capture_output=True, text=True,
                          cwd=ROOT, timeout=120)
     assert out.returncode == 0 and "gpurisk" in out.stdout, out.stderr
+
+
+def test_the_engine_takes_its_backend_as_an_argument():
+    """Issue 40: the counting engine (``gpurisk.freq``) is handed its backend's connection and
+    never looks a backend up; only the public dispatcher ``freq.engine`` (``build_table(...,
+    backend=NAME)``) resolves a name. So there is no loop freq._dask -> backends -> freq._dask at
+    run time."""
+    g = graph()
+    upward = {m: sorted(d for d in deps if d.startswith("gpurisk.backends"))
+              for m, deps in g.items() if m.startswith("gpurisk.freq") and m != "gpurisk.freq.engine"}
+    assert not {m: d for m, d in upward.items() if d}, upward

@@ -67,24 +67,24 @@ class DaskBackend(Backend):
     def count(self, sample, keys, population=None, sample_flag=None, weights=None,
               missing="category", **kw):
         from gpurisk.freq._dask import build_table_dask
-        return build_table_dask(sample, keys, population=population, sample_flag=sample_flag,
+        return build_table_dask(self.client, sample, keys, population=population, sample_flag=sample_flag,
                                 weights=weights, missing=missing, gpu=self.gpu, **kw)
 
     def summary(self, sample, keys, **kw):
         from gpurisk.freq._dask import summary_dask
-        return summary_dask(sample, keys, gpu=self.gpu, **kw)
+        return summary_dask(self.client, sample, keys, gpu=self.gpu, **kw)
 
     def write_records(self, source, keys, out_dir, **kw) -> dict:
         from gpurisk.freq._dask import write_records_dask
-        return write_records_dask(source, keys, out_dir, gpu=self.gpu, **kw)
+        return write_records_dask(self.client, source, keys, out_dir, gpu=self.gpu, **kw)
 
     def record_pass(self, sample, table, columns, **kw) -> dict:
         from gpurisk.freq._dask import record_pass_dask
-        return record_pass_dask(sample, table, columns, gpu=self.gpu, **kw)
+        return record_pass_dask(self.client, sample, table, columns, gpu=self.gpu, **kw)
 
     def record_codes(self, sample, table, **kw) -> list:
         from gpurisk.freq._dask import record_codes_dask
-        return record_codes_dask(sample, table, gpu=self.gpu, **kw)
+        return record_codes_dask(self.client, sample, table, gpu=self.gpu, **kw)
 
 
 PANDAS = PandasBackend()

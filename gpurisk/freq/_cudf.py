@@ -22,7 +22,6 @@ def to_cudf(data, columns, sep=None, where="the sample", **check):  # pragma: no
     """
     import cudf
 
-    from gpurisk.backends import backend_of
     from gpurisk.io import _parquet_names, expand_input, is_parquet, read_table
     cols = list(dict.fromkeys(columns))
     if isinstance(data, (str, Path)):
@@ -35,15 +34,17 @@ def to_cudf(data, columns, sep=None, where="the sample", **check):  # pragma: no
             return cudf.read_parquet(target, columns=cols)
         frame = read_table(data, sep=sep, columns=cols)
         return cudf.from_pandas(frame)
-    kind = backend_of(data)
-    if kind is not None and kind.distributed:
+    from gpurisk.xp import is_cudf
+    if hasattr(data, "__dask_graph__") and hasattr(data, "npartitions"):
         raise bad_input("a Dask DataFrame counts on {arg:--backend dask|backend='dask'} or "
                         "{arg:--backend dask-cudf|backend='dask-cudf'}, not cudf")
-    if kind is None or not hasattr(data, "columns"):   # a pandas or a cuDF frame
+    on_gpu = is_cudf(data)
+    pandas = type(data).__module__.split(".")[0] == "pandas"
+    if not (on_gpu or pandas) or not hasattr(data, "columns"):   # a pandas or a cuDF frame
         raise BadInput(f"expected a DataFrame or a path, got {type(data).__name__}")
     check_columns(data.columns, **check, where=where)
     sub = data[cols]
-    return sub if kind.gpu else cudf.from_pandas(sub)
+    return sub if on_gpu else cudf.from_pandas(sub)
 
 
 def build_table_cudf(sample, keys, population=None, sample_flag=None, weights=None,

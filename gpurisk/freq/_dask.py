@@ -12,6 +12,9 @@ records; about 16-32 bytes a cell) to the client as a FreqTable with numpy array
 fit in the client's memory. :func:`summary_dask` keeps the cells on the workers and brings back
 only frequencies of frequencies (the distributed path for cell tables too large to gather), and
 :func:`write_records_dask` writes each record's cell counts partition by partition to Parquet.
+
+Each public function takes ``connect`` first: what its backend gives (``Backend.client``), a
+callable that opens the Dask client to count on. The engine never looks the backend up itself.
 """
 from __future__ import annotations
 
@@ -45,7 +48,7 @@ def to_dask(data, columns, gpu: bool, nworkers: int, sep=None, where="the sample
     """A Dask DataFrame of ``columns`` (checked to exist) from a path, a frame or a Dask frame."""
     import dask.dataframe as dd
 
-    from gpurisk.backends import backend_of
+    from gpurisk.xp import is_cudf
     if isinstance(data, (str, Path)):
         from gpurisk.io import read_lazy
         from gpurisk.io.lazy import check_flat
@@ -53,10 +56,9 @@ def to_dask(data, columns, gpu: bool, nworkers: int, sep=None, where="the sample
         check_flat(data, list(dict.fromkeys(columns)))
         in_memory = False
     else:
-        kind = backend_of(data)
-        if kind is not None and kind.distributed:
+        if _is_dask(data):
             ddf, in_memory = data, False
-        elif kind is not None and not kind.gpu and hasattr(data, "columns"):   # a pandas frame
+        elif type(data).__module__.split(".")[0] == "pandas" and hasattr(data, "columns"):
             nparts = max(nworkers, math.ceil(len(data) / ROWS_PER_PARTITION), 1)
             check_columns(data.columns, **check, where=where)
             from gpurisk.freq.encode import check_value_types
@@ -64,7 +66,7 @@ def to_dask(data, columns, gpu: bool, nworkers: int, sep=None, where="the sample
                 check_value_types(k, data[k])
             ddf = dd.from_pandas(data[list(dict.fromkeys(columns))], npartitions=nparts, sort=False)
             in_memory = True
-        elif kind is not None and kind.gpu:  # pragma: no cover - needs a GPU (a cuDF frame)
+        elif is_cudf(data):  # pragma: no cover - needs a GPU (a cuDF frame)
             import dask_cudf
             nparts = max(nworkers, math.ceil(len(data) / GPU_ROWS_PER_PARTITION), 1)
             check_columns(data.columns, **check, where=where)
@@ -75,12 +77,17 @@ def to_dask(data, columns, gpu: bool, nworkers: int, sep=None, where="the sample
             raise BadInput(f"expected a DataFrame, a Dask DataFrame or a path, got {type(data).__name__}")
     check_columns(ddf.columns, **check, where=where)
     ddf = ddf[list(dict.fromkeys(columns))]
-    meta_gpu = backend_of(ddf).gpu
+    meta_gpu = is_cudf(getattr(ddf, "_meta", None))
     if gpu and not meta_gpu:
         ddf = ddf.to_backend("cudf")
     elif not gpu and meta_gpu:
         ddf = ddf.to_backend("pandas")
     return ddf, in_memory
+
+
+def _is_dask(data) -> bool:
+    """A Dask collection (a Dask or dask-cuDF DataFrame)."""
+    return hasattr(data, "__dask_graph__") and hasattr(data, "npartitions")
 
 
 def _nworkers(client) -> int:
@@ -212,13 +219,12 @@ class _Run:
         return [_tree([sp[b] for sp in splits], P.merge) for b in range(nbuckets)]
 
 
-def build_table_dask(sample, keys, population=None, sample_flag=None, weights=None,
+def build_table_dask(connect, sample, keys, population=None, sample_flag=None, weights=None,
                      missing="category", gpu=False, sep=None, buckets=None):
     """A FreqTable (numpy arrays, ``backend="dask"``/``"dask-cudf"``, no record locator)."""
     from dask import delayed
 
-    from gpurisk.backends import dask_client
-    with dask_client(gpu=gpu) as client:
+    with connect() as client:
         run = _Run(client, sample, keys, population, sample_flag, weights, missing, gpu, sep)
         roots = run.bucket_roots(buckets or run.default_buckets())
         parts = _compute(client, [delayed(P.part_to_host)(r) for r in roots])
@@ -254,7 +260,8 @@ def flagged_uniques(frame, keys, sample_flag) -> dict:
     return partition_uniques(frame[P._flag(frame, sample_flag)], keys)
 
 
-def summary_dask(sample, keys, population=None, sample_flag=None, weights=None, missing="category",
+def summary_dask(connect, sample, keys, population=None, sample_flag=None, weights=None,
+                 missing="category",
                  gpu=False, sep=None, buckets=None, with_cards: bool = False, then=None,
                  maps=None):
     """(plan, list of per-bucket summaries), the cells never leaving the workers; with
@@ -274,10 +281,9 @@ def summary_dask(sample, keys, population=None, sample_flag=None, weights=None, 
     ``maps="later"``."""
     from dask import delayed
 
-    from gpurisk.backends import dask_client
     from gpurisk.freq.buckets import map_measures
     mapped = None
-    with dask_client(gpu=gpu) as client:
+    with connect() as client:
         run = _Run(client, sample, keys, population, sample_flag, weights, missing, gpu, sep)
         nb = buckets or run.default_buckets()
         roots = run.bucket_roots(nb)
@@ -370,15 +376,14 @@ def write_part(frame, acc: dict, path: str, carry, sample_flag=None) -> int:
     return int(len(out))
 
 
-def write_records_dask(sample, keys, out_dir, population=None, sample_flag=None, weights=None,
+def write_records_dask(connect, sample, keys, out_dir, population=None, sample_flag=None, weights=None,
                        missing="category", gpu=False, sep=None, carry=(), buckets=None) -> dict:
     """Partition ``i`` of the (sampled) records -> ``out_dir/part.{i:05d}.parquet``."""
     from dask import delayed
 
-    from gpurisk.backends import dask_client
     out = Path(out_dir)
     carry = list(carry or ())
-    with dask_client(gpu=gpu) as client:
+    with connect() as client:
         _check_carry(sample, carry, sep)
         run = _Run(client, sample, keys, population, sample_flag, weights, missing, gpu, sep, carry)
         nb = buckets or run.default_buckets()
@@ -435,7 +440,7 @@ def _finish_records(acc, located, offset, special, write, path):
     return {"n": int(n), "hits": hits, "written": written}
 
 
-def record_pass_dask(sample, table, columns: dict, sample_flag=None, gpu=False, sep=None,
+def record_pass_dask(connect, sample, table, columns: dict, sample_flag=None, gpu=False, sep=None,
                      special=None, write=None, out_dir=None, carry=()) -> dict:
     """One pass over the (sampled) records of a Dask input whose table was gathered
     (:func:`build_table_dask`): each record's cell, found bucket by bucket among the table's cells
@@ -452,7 +457,6 @@ def record_pass_dask(sample, table, columns: dict, sample_flag=None, gpu=False, 
     {cell: [row, ...]}}."""
     from dask import delayed
 
-    from gpurisk.backends import dask_client
     plan = table.cached(PLAN_MEMO, lambda: None)
     cell_words = table.cached(WORDS_MEMO, lambda: None)
     if plan is None or cell_words is None:    # pragma: no cover - a broken invariant
@@ -468,7 +472,7 @@ def record_pass_dask(sample, table, columns: dict, sample_flag=None, gpu=False, 
     width = plan.bucket_width(nb)
     pieces = P.split(cells, width, nb)
     keys = list(table.keys)
-    with dask_client(gpu=gpu) as client:
+    with connect() as client:
         nw = _nworkers(client)
         carry = [c for c in carry if c not in keys and c != sample_flag]
         _check_carry(sample, carry, sep)
@@ -517,19 +521,18 @@ def partition_codes(plan, frame) -> list:
     return [to_host(c) for c in encode_partition(plan, frame)]
 
 
-def record_codes_dask(sample, table, gpu=False, sep=None) -> list:
+def record_codes_dask(connect, sample, table, gpu=False, sep=None) -> list:
     """Each record's code per key of ``table`` (built by :func:`build_table_dask`), in input order:
     encoded on the workers with the table's plan, brought here as narrow integers (records × keys
     bytes, not the records' values). For :func:`gpurisk.dis.dis`, whose perturbations redraw the
     records of the whole file."""
     from dask import delayed
 
-    from gpurisk.backends import dask_client
     plan = table.cached(PLAN_MEMO, lambda: None)
     if plan is None:    # pragma: no cover - a broken invariant
         raise RuntimeError("record_codes_dask needs a table built by build_table_dask")
     keys = list(table.keys)
-    with dask_client(gpu=gpu) as client:
+    with connect() as client:
         ddf, mem = to_dask(sample, keys, gpu, _nworkers(client), sep=sep, keys=keys)
         if mem:
             ddf = client.persist(ddf)

@@ -142,7 +142,7 @@ def subset_graph(plan: Plan, plan_f, cells: list, idx: Sequence[int], max_cells:
     return delayed(collect, name=name)(*sums)
 
 
-def subset_summaries(sample, keys: Sequence[str], subsets: Sequence[Sequence[str]],
+def subset_summaries(connect, sample, keys: Sequence[str], subsets: Sequence[Sequence[str]],
                      skip: Iterable[int] = (), population=None, sample_flag=None, weights=None,
                      missing: str = "category", gpu: bool = False, sep=None, buckets=None,
                      ahead: int | None = None, maps_for=None) -> Iterator[tuple]:
@@ -152,17 +152,17 @@ def subset_summaries(sample, keys: Sequence[str], subsets: Sequence[Sequence[str
     ``i``'s buckets (or None); that subset then yields ``(i, (summaries, maps))``. It is called
     after the finest table is yielded (its π may be known only then).
 
-    The cells stay on the workers; what comes back is a list of small dictionaries per table.
+    ``connect`` opens the Dask client (the backend's ``Backend.client``). The cells stay on the
+    workers; what comes back is a list of small dictionaries per table.
     ``skip`` (a set) is read after the finest table is yielded, so a caller may fill it then (a
     resumed scan learns what is done once it knows the data). Closing the generator (the caller
     stopped, or was interrupted) cancels the subsets in flight.
     """
     from dask import delayed
 
-    from gpurisk.backends import dask_client
     from gpurisk.freq._dask import (CELLS_PER_BUCKET, GPU_CELLS_PER_BUCKET, SPLIT_EVERY, _compute,
                                     _nworkers, _Run, bucket_summary)
-    with dask_client(gpu=gpu) as client:
+    with connect() as client:
         run = _Run(client, sample, keys, population, sample_flag, weights, missing, gpu, sep)
         nb = buckets or run.default_buckets()
         roots = client.persist(run.bucket_roots(nb))

@@ -38,7 +38,8 @@ class SummaryScan:
         self._bucket = list(bucket_measures or ())
         self._context_for = context_for
         self._maps: dict[int, tuple] = {}
-        self._gen = subset_summaries(frames.sample, self.keys, self.subsets, self.skip,
+        self._gen = subset_summaries(inp.backend_obj.client, frames.sample, self.keys,
+                                     self.subsets, self.skip,
                                      population=frames.population, sample_flag=inp.sample_flag,
                                      weights=inp.weights, missing=inp.missing,
                                      gpu=inp.backend_obj.gpu, sep=inp.sep,
