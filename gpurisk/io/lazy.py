@@ -45,7 +45,7 @@ def row_groups_per_partition(files, columns=None, target: int = PARQUET_PARTITIO
 
 def read_lazy(path, sep: str | None = None, columns: list[str] | None = None,
               encoding: str = "utf-8", blocksize=CSV_BLOCKSIZE, gpu: bool = False,
-              partition_bytes: int = PARQUET_PARTITION_BYTES, text_columns=()):
+              partition_bytes: int = PARQUET_PARTITION_BYTES, text_columns=(), typed=None):
     """A Dask DataFrame over CSV (a file or a glob) or Parquet (a file, a directory, or a glob);
     Stata, SPSS and SAS files are read whole, as on pandas, and cut into partitions.
 
@@ -111,14 +111,63 @@ def read_lazy(path, sep: str | None = None, columns: list[str] | None = None,
         # from the file's head, and a later "maybe" cast to the head's bool would read as True
         dtypes.update({c: "object" for c in text_columns if columns is None or c in columns})
         compressed = any(p.suffix.lower() in (".gz", ".bz2", ".xz", ".zip", ".zst") for p in files)
-        parts = [dd.read_csv([str(p) for p in group], sep=f_sep, usecols=columns,
-                             encoding=encoding, blocksize=None if compressed else blocksize,
-                             assume_missing=True, keep_default_na=True, na_values=[""],
-                             dtype=dtypes or None) for f_sep, group in runs]
-        ddf = parts[0] if len(parts) == 1 else dd.concat(parts)
+
+        def read(types):
+            parts = [dd.read_csv([str(p) for p in group], sep=f_sep, usecols=columns,
+                                 encoding=encoding, blocksize=None if compressed else blocksize,
+                                 assume_missing=True, keep_default_na=True, na_values=[""],
+                                 dtype=types or None) for f_sep, group in runs]
+            return parts[0] if len(parts) == 1 else dd.concat(parts)
+        ddf = read(dtypes)
+        wanted = list(ddf.columns) if typed is None else [c for c in typed if c in ddf.columns]
+        final = whole_file_types(runs, encoding, ddf.dtypes, wanted, dtypes)
+        if final != dtypes:
+            ddf = read(final)
     if gpu:
         ddf = ddf.to_backend("cudf")
     return ddf
+
+
+def _kind_of(dtype) -> str | None:
+    import pandas as pd
+    if pd.api.types.is_bool_dtype(dtype):
+        return "bool"
+    if pd.api.types.is_integer_dtype(dtype):
+        return "int"
+    if pd.api.types.is_float_dtype(dtype):
+        return "float"
+    return None
+
+
+def whole_file_types(runs, encoding: str, meta, columns, dtypes: dict) -> dict:
+    """The dtypes to read ``columns`` with so that no block of the files fails late: Dask types
+    each column from the head of the first file (``meta``: its guess; ``dtypes``: what the head
+    gave as whole numbers); a column of numbers there with text further on (pandas, which reads the
+    whole file, reads it as text) is read as text, one of whole numbers with decimals later as
+    floats (:func:`gpurisk.io.text.column_kinds`, one streaming pass over those columns). Columns
+    Dask reads as text are told so, so that a later block of numbers stays text too."""
+    from gpurisk.io.text import KINDS, column_kinds
+    out = dict(dtypes)
+    guess = {c: _kind_of(meta[c]) for c in columns}
+    for c, k in guess.items():
+        if k is None and c not in out:
+            out[c] = "object"
+    numeric = [c for c, k in guess.items() if k is not None]
+    if not numeric:
+        return out
+    whole: dict = {}
+    for f_sep, group in runs:
+        for f in group:
+            for c, k in column_kinds(f, f_sep, encoding, numeric).items():
+                old = whole.get(c)
+                whole[c] = (k if old is None or old == k else "text" if "bool" in (old, k)
+                            else max(old, k, key=KINDS.index))
+    for c in numeric:
+        k, g = whole.get(c), guess[c]
+        if k is None or k == g or (g == "float" and k == "int"):
+            continue
+        out[c] = "float64" if k == "float" and g == "int" else "object"
+    return out
 
 
 def check_flat(path, columns) -> None:

@@ -210,6 +210,58 @@ def head_dtypes(p: Path, sep=None, columns=None, encoding: str = "utf-8") -> dic
     return out
 
 
+#: what pandas reads as missing in a CSV (its default NA strings and the empty field)
+PANDAS_NA = ["", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+             "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"]
+_KIND_PATTERNS = {
+    "int": r"^\s*[+-]?\d+\s*$",
+    "float": r"^\s*[+-]?(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?|inf|infinity|nan)\s*$",
+    "bool": r"^(True|False|TRUE|FALSE|true|false)$",
+}
+#: from the narrowest reading of a column to text, which holds anything
+KINDS = ("bool", "int", "float", "text")
+
+
+def column_kinds(p: Path, sep: str, encoding: str, columns, skip_rows: int = 0) -> dict[str, str]:
+    """How pandas would read each of ``columns`` of the whole file: ``"bool"``, ``"int"``,
+    ``"float"`` or ``"text"`` (any value that is not a number makes a column text), from one
+    streaming pass that converts nothing (each field is matched as text; memory stays at one
+    block). The Dask reader types a column from the file's head; a value later in the file that
+    does not fit that type would fail a block long after the plan was made (and pandas' message
+    would quote the value). {} when the file cannot be tokenized (the pandas read says why)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pcsv
+    columns = list(columns)
+    if not columns:
+        return {}
+    level: dict = {c: None for c in columns}     # None until a value is seen
+    enc = "utf8" if encoding.lower().replace("-", "") in ("utf8", "utf_8") else encoding
+    try:
+        with read_errors(p, encoding), open_binary(p) as fh:
+            reader = pcsv.open_csv(
+                fh, read_options=pcsv.ReadOptions(encoding=enc, skip_rows=skip_rows,
+                                                  block_size=16 << 20),
+                parse_options=pcsv.ParseOptions(delimiter=sep, newlines_in_values=True,
+                                                invalid_row_handler=lambda row: "skip"),
+                convert_options=pcsv.ConvertOptions(
+                    include_columns=columns, column_types={c: pa.string() for c in columns},
+                    null_values=PANDAS_NA, strings_can_be_null=True, quoted_strings_can_be_null=True))
+            for batch in reader:
+                for c in columns:
+                    arr = batch.column(c).drop_null()
+                    if level[c] == "text" or not len(arr):
+                        continue
+                    # bool values mix with nothing else; int values are floats too
+                    tries = (KINDS[:3] if level[c] is None else ("bool",) if level[c] == "bool"
+                             else KINDS[KINDS.index(level[c]):3])
+                    level[c] = next((k for k in tries if pc.all(pc.match_substring_regex(
+                        arr, _KIND_PATTERNS[k], ignore_case=k == "float")).as_py()), "text")
+    except (pa.ArrowInvalid, UnicodeDecodeError, LookupError, KeyError):
+        return {}
+    return {c: level[c] for c in columns if level[c] is not None}
+
+
 def _lossy(s: pd.Series) -> bool:
     """A column pandas read inexactly: whole numbers beyond 2**53 as float64, or beyond int64 as text."""
     dt = s.dtype

@@ -102,7 +102,8 @@ def _settings_rows(settings: dict, df: pd.DataFrame) -> list[tuple[str, str]]:
 def _protection(protection, settings: dict, prov: dict) -> dict | None:
     if protection is None:
         return None
-    from gpurisk.report.protection import summary
+    from gpurisk.report.protection import check_plan_keys, summary
+    check_plan_keys(protection, settings.get("keys"))
     p = summary(protection, settings.get("n"))
     share = p["suppressed_share"]
     p["suppressed_records_text"] = fmt(p["suppressed_records"], "n")
