@@ -38,14 +38,18 @@ def reader_for(p: Path) -> Callable | None:
     return None
 
 
-def _check_columns(p: Path, columns, names) -> None:
+def _check_columns(p: Path, columns, names) -> list | None:
+    """``columns`` as the file spells them (compared in NFC), checked to be there."""
     if columns is None:
-        return
+        return None
+    from gpurisk.io.text import as_written
+    columns = as_written(columns, names)
     miss = [c for c in columns if c not in names]
     if miss:
         raise BadInput(f"column(s) {', '.join(map(repr, miss))} not in {p} "
                        f"(its columns: {', '.join(map(str, list(names)[:20]))}"
                        f"{' ...' if len(names) > 20 else ''})")
+    return columns
 
 
 def apply_labels(codes: pd.Series, labels: dict | None) -> pd.Series:
@@ -71,7 +75,7 @@ def read_stata(p: Path, columns=None, encoding: str = "utf-8") -> pd.DataFrame:
         raise BadInput(f"{p}: the Stata file holds no records") from None
     except Exception as exc:  # noqa: BLE001 - ValueError, OSError, struct.error (a cut header), ...
         raise BadInput(f"{p}: not a readable Stata file ({_first_line(exc)}); truncated?") from None
-    _check_columns(p, columns, names)
+    columns = _check_columns(p, columns, names)
     cols = list(columns) if columns is not None else names
     try:
         raw = pd.read_stata(p, columns=cols, convert_categoricals=False)
@@ -110,7 +114,7 @@ def read_spss(p: Path, columns=None, encoding: str = "utf-8") -> pd.DataFrame:
         _, meta = prs.read_sav(str(p), metadataonly=True)
     except Exception as exc:  # pyreadstat raises its own error types
         raise BadInput(f"{p}: not a readable SPSS file ({_first_line(exc)})") from None
-    _check_columns(p, columns, meta.column_names)
+    columns = _check_columns(p, columns, meta.column_names)
     try:
         df, meta = prs.read_sav(str(p), usecols=list(columns) if columns is not None else None,
                                 apply_value_formats=False, user_missing=False)
@@ -140,7 +144,7 @@ def read_sas(p: Path, columns=None, encoding: str = "utf-8", chunksize: int = 20
             expected = getattr(rdr, "row_count", None)     # sas7bdat: the header's record count
             for chunk in rdr:
                 if not parts:
-                    _check_columns(p, columns, list(chunk.columns))
+                    columns = _check_columns(p, columns, list(chunk.columns))
                 parts.append(chunk if columns is None else chunk[list(columns)])
     except BadInput:
         raise
@@ -253,7 +257,7 @@ def _read_sas_pyreadstat(p: Path, fmt: str, columns, first_error: Exception) -> 
         _, meta = read(str(p), metadataonly=True)
     except Exception:  # noqa: BLE001 - report pandas' reason, the first reader's
         raise BadInput(f"{p}: not a readable SAS {fmt} file ({_first_line(first_error)})") from None
-    _check_columns(p, columns, meta.column_names)
+    columns = _check_columns(p, columns, meta.column_names)
     df, _ = read(str(p), usecols=list(columns) if columns is not None else None)
     return df if columns is None else df[list(columns)]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from gpurisk.errors import BadInput
 from gpurisk.io.paths import expand_input, is_parquet
 from gpurisk.io.read import _parquet_names, _parquet_schema, check_parquet_columns
-from gpurisk.io.text import (check_columns_in, check_encoding, check_row_lengths, check_sep,
-                             csv_header_raw, head_dtypes)
+from gpurisk.io.text import (as_written, check_columns_in, check_encoding, check_row_lengths,
+                             check_sep, csv_header_raw, excel_sep, head_dtypes, nfc)
 
 #: bytes of CSV per Dask partition (compressed files are one partition each: they cannot be split)
 CSV_BLOCKSIZE = "64MiB"
@@ -74,7 +74,9 @@ def read_lazy(path, sep: str | None = None, columns: list[str] | None = None,
     if all(is_parquet(p) for p in files):
         target = str(files[0]) if len(files) == 1 else [str(p) for p in files]
         if columns is not None:
-            check_parquet_columns(path, _parquet_schema(files[0]), columns)
+            schema = _parquet_schema(files[0])
+            columns = as_written(columns, schema.names)
+            check_parquet_columns(path, schema, columns)
         try:
             if gpu:  # pragma: no cover - needs a GPU
                 # read and decoded on the GPU (no host copy), in partitions of dask-cudf's default
@@ -95,15 +97,21 @@ def read_lazy(path, sep: str | None = None, columns: list[str] | None = None,
         given = check_sep(sep)
         # each file's own separator, as pandas reads each file of a glob (a comma- and a
         # semicolon-separated file together), its columns and its row lengths checked
-        runs: list[tuple[str, list]] = []
-        for f in files:
+        runs: list[tuple[str, list, int]] = []
+        for i, f in enumerate(files):
             f_sep, header, dups = csv_header_raw(f, given, encoding)
+            if i == 0:           # names as the file writes them (compared in NFC: see as_written)
+                spelled = dict(zip(map(nfc, header), header))
+                columns = as_written(columns, header)
+                typed = None if typed is None else [spelled.get(nfc(c), c) for c in typed]
+                text_columns = [spelled.get(nfc(c), c) for c in text_columns]
             check_columns_in(f, columns, header, dups)
             check_row_lengths(f, f_sep, encoding, len(header))   # ragged rows refused as on pandas
-            if runs and runs[-1][0] == f_sep:
+            skip = 1 if excel_sep(f, encoding) is not None else 0   # Excel's sep= first line
+            if runs and runs[-1][0] == f_sep and runs[-1][2] == skip:
                 runs[-1][1].append(f)
             else:
-                runs.append((f_sep, [f]))
+                runs.append((f_sep, [f], skip))
         # whole numbers stay exact: typed from the head as nullable integers (a float64 block would
         # round ids beyond 2**53); a later block with other values is one line when counted
         dtypes = head_dtypes(first, runs[0][0], columns, encoding)
@@ -116,13 +124,17 @@ def read_lazy(path, sep: str | None = None, columns: list[str] | None = None,
             parts = [dd.read_csv([str(p) for p in group], sep=f_sep, usecols=columns,
                                  encoding=encoding, blocksize=None if compressed else blocksize,
                                  assume_missing=True, keep_default_na=True, na_values=[""],
-                                 dtype=types or None) for f_sep, group in runs]
+                                 dtype=types or None, **({"skiprows": skip} if skip else {}))
+                     for f_sep, group, skip in runs]
             return parts[0] if len(parts) == 1 else dd.concat(parts)
         ddf = read(dtypes)
         wanted = list(ddf.columns) if typed is None else [c for c in typed if c in ddf.columns]
         final = whole_file_types(runs, encoding, ddf.dtypes, wanted, dtypes)
         if final != dtypes:
             ddf = read(final)
+    names = [nfc(c) for c in ddf.columns]
+    if names != list(ddf.columns):
+        ddf = ddf.rename(columns=dict(zip(ddf.columns, names)))
     if gpu:
         ddf = ddf.to_backend("cudf")
     return ddf
@@ -156,9 +168,9 @@ def whole_file_types(runs, encoding: str, meta, columns, dtypes: dict) -> dict:
     if not numeric:
         return out
     whole: dict = {}
-    for f_sep, group in runs:
+    for f_sep, group, skip in runs:
         for f in group:
-            for c, k in column_kinds(f, f_sep, encoding, numeric).items():
+            for c, k in column_kinds(f, f_sep, encoding, numeric, skip).items():
                 old = whole.get(c)
                 whole[c] = (k if old is None or old == k else "text" if "bool" in (old, k)
                             else max(old, k, key=KINDS.index))
