@@ -47,7 +47,7 @@ class MeasureEscape(Exception):
 
 
 #: the guarded calls that would take the standard streams from the process (fds 0, 1, 2)
-STREAM_CALLS = ("close", "closerange", "dup2")
+STREAM_CALLS = ("close", "closerange", "dup2", "fdopen")
 
 #: idents of the threads whose calls that end or signal the process raise MeasureEscape
 _GUARDED: set[int] = set()
@@ -106,6 +106,7 @@ def _install_guard() -> None:
         wrap(os, "close", lambda fd, *a, **k: fd in (0, 1, 2))
         wrap(os, "closerange", lambda lo, *a, **k: lo <= 2)
         wrap(os, "dup2", lambda fd, fd2, *a, **k: fd2 in (0, 1, 2))
+        wrap(os, "fdopen", lambda fd, *a, **k: fd in (0, 1, 2) and k.get("closefd", True))
         _GUARD_INSTALLED[0] = True
 
 
@@ -191,8 +192,9 @@ class _Sink:
         raise OSError(f"sys.stdout.{name} is not available to a measure")
 
 
-#: the streams a router stands in front of while measures run
-STREAMS = ("stdin", "stdout", "stderr")
+#: the streams a router stands in front of while measures run (``sys.__stdout__`` too: closing
+#: it would close the command's own output)
+STREAMS = ("stdin", "stdout", "stderr", "__stdin__", "__stdout__", "__stderr__")
 
 #: run_contained calls in progress (in any thread): the routers stay while one runs
 _ACTIVE = [0]
@@ -236,6 +238,36 @@ def same_cwd():
                 moved = True
             if moved:
                 os.chdir(cwd)
+
+
+@contextmanager
+def same_fds():
+    """Put the process's file descriptors 0, 1 and 2 back after a block that closed or replaced
+    them (``os.fdopen(1).close()``, C code closing its output): each is duplicated before and,
+    where it no longer refers to the same file after, restored from its duplicate."""
+    real_dup2 = getattr(os.dup2, "__wrapped__", os.dup2)
+    real_close = getattr(os.close, "__wrapped__", os.close)
+    saved = {}
+    for fd in (0, 1, 2):
+        try:
+            st = os.fstat(fd)
+            saved[fd] = (os.dup(fd), (st.st_dev, st.st_ino))
+        except OSError:
+            continue
+    try:
+        yield
+    finally:
+        for fd, (copy, ident) in saved.items():
+            try:
+                st = os.fstat(fd)
+                same = (st.st_dev, st.st_ino) == ident
+            except OSError:
+                same = False
+            try:
+                if not same:
+                    real_dup2(copy, fd)
+            finally:
+                real_close(copy)
 
 
 @contextmanager
@@ -319,6 +351,8 @@ def run_contained(fns: Sequence[Callable[[], Any]], timeout: float,
     outcomes: list[Outcome] = []
     start = 0
     _route_output()
+    fds = same_fds()
+    fds.__enter__()
     try:
         while start < len(fns):
             w = _worker()
@@ -352,5 +386,8 @@ def run_contained(fns: Sequence[Callable[[], Any]], timeout: float,
                 outcomes += [out[i] for i in range(stuck)] + [(False, None, None)]
                 start += stuck + 1
     finally:
-        _unroute_output()
+        try:
+            fds.__exit__(None, None, None)
+        finally:
+            _unroute_output()
     return outcomes

@@ -167,6 +167,10 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
     __version__ = gpurisk_version()
     pol = _policy(policy)
     suda_doc = _suda(suda)
+    if suda_doc:                    # a SUDA of other keys would be judged as this scan's
+        from gpurisk.report.protection import check_keys_of
+        check_keys_of("{arg:--suda|suda}", "the SUDA summary is of", suda_doc.get("keys"),
+                      settings.get("keys"), "run suda on this scan's keys")
     prot = _protection(protection, settings, prov)
     verdicts = evaluate(pol, df, suda_doc)
     status, sentence = overall(verdicts)
