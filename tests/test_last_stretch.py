@@ -298,6 +298,24 @@ class CloseStreams(gpurisk.Measure):
         os.close(1)
         return gpurisk.Result(value=1.0)
 
+class CloseOriginals(gpurisk.Measure):
+    name = "toy_close_originals"
+    description = "closes sys.__stdout__ and sys.__stderr__, fd 2 through open(2) and fd 1 in C"
+    def compute(self, table, ctx):
+        import ctypes
+        sys.__stdout__.close()
+        sys.__stderr__.close()
+        open(2, "w").close()
+        ctypes.CDLL(None).close(1)
+        return gpurisk.Result(value=1.0)
+
+class Fdopen(gpurisk.Measure):
+    name = "toy_fdopen"
+    description = "closes fd 1 through os.fdopen"
+    def compute(self, table, ctx):
+        os.fdopen(1, "w").close()
+        return gpurisk.Result(value=1.0)
+
 class Interrupts(gpurisk.Measure):
     name = "toy_interrupts"
     description = "raises KeyboardInterrupt"
@@ -306,7 +324,8 @@ class Interrupts(gpurisk.Measure):
 
 @gpurisk.hookimpl
 def gpurisk_register_measures():
-    return [EditCells, EditMore, EditSummary, EditBucket, CloseStdout, CloseStreams, Interrupts]
+    return [EditCells, EditMore, EditSummary, EditBucket, CloseStdout, CloseStreams,
+            CloseOriginals, Fdopen, Interrupts]
 '''
 
 OTHERS = "sample_uniques,theta_hat,indiv_risk,theta_hat_dis,tau1_hat,pr_pu,k_anonymity"
@@ -362,7 +381,7 @@ def test_a_plugin_closing_stdout_does_not_end_the_run(toy_site, sample):
     ``os.close(1)``, likewise. In a real process: the JSON document parses, every other measure
     is there."""
     env = {"PYTHONPATH": str(toy_site)}
-    for toy in ("toy_close_stdout", "toy_close_streams"):
+    for toy in ("toy_close_stdout", "toy_close_streams", "toy_close_originals", "toy_fdopen"):
         p = run_cli("assess", sample / "s.csv", "--keys", "age,sex,reg", "--fraction", "0.1",
                     "--json", "--measures", f"{toy},sample_uniques,theta_hat", env=env,
                     subprocess=True)
@@ -370,7 +389,8 @@ def test_a_plugin_closing_stdout_does_not_end_the_run(toy_site, sample):
         assert doc["measures"]["sample_uniques"]["value"] > 0, toy
         assert doc["measures"]["theta_hat"]["value"] is not None, toy
         assert p.stderr == "", p.stderr
-    assert "os.close(1)" in doc["measures"]["toy_close_streams"]["reason"]
+        if toy in ("toy_close_streams", "toy_fdopen"):
+            assert "refused while measures run" in doc["measures"][toy]["reason"], toy
     # scan: its table and closing lines are printed after the measures ran
     p = run_cli("scan", sample / "s.csv", "--keys", "age,sex,reg", "--fraction", "0.1",
                 "--measures", "toy_close_stdout,theta_hat", "--no-progress", env=env, subprocess=True)
@@ -574,6 +594,19 @@ def test_report_refuses_a_plan_on_other_keys(tmp_path):
         check_plan_keys({"gpurisk_protect_plan": 1, "node": {}, "keys": ["age", "reg"]}, ["age", "sex"])
 
 
+def test_report_refuses_a_suda_summary_of_other_keys(tmp_path):
+    """The same for ``--suda``: a SUDA summary of other keys would be judged as the scan's."""
+    _frame(600).to_csv(tmp_path / "d.csv", index=False)
+    s = tmp_path / "s.parquet"
+    scan, suda = run_many([["scan", tmp_path / "d.csv", "--keys", "age,sex", "--fraction", "0.1",
+                            "-o", s, "--no-progress"],
+                           ["suda", tmp_path / "d.csv", "--keys", "sex,reg", "--json"]])
+    assert scan.returncode == 0 and suda.returncode == 0, (scan.stderr, suda.stderr)
+    (tmp_path / "suda.json").write_text(suda.stdout)
+    [p] = run_many([["report", s, "--suda", tmp_path / "suda.json", "-o", tmp_path / "r.html"]])
+    _one_error(p, "--suda", "'reg' is not among the scan's keys (age, sex)")
+
+
 # --- 10. names that print the same, Excel's sep= line, the line of a ragged row ---------------------
 
 @pytest.fixture(scope="module")
@@ -608,6 +641,33 @@ def test_decomposed_column_names_match_composed_keys(spelled, backend, request):
     [p] = run_many([["assess", d / "nfd.csv", "--keys", f"age,{nfd}", "--weights", "w", "--json",
                      "--measures", "sample_uniques", *dask]])
     assert _json(p)["cells"] == len(counts)
+
+
+def test_decomposed_names_in_the_other_options(spelled):
+    """The other places a column is named: ``--recode``, ``protect --hierarchy`` and
+    ``record-risk --id`` typed decomposed, the header composed (a CSV rewritten by another
+    program): the same results as spelled alike (``--id`` was an internal KeyError)."""
+    d, df = spelled
+    nfd = unicodedata.normalize("NFD", "Région")
+    df.rename(columns={"reg": "Région"}).to_csv(d / "nfc.csv", index=False)
+    runs = run_many([
+        ["assess", d / "nfc.csv", "--keys", "age,Région", "--recode", f"{nfd}=bands:2",
+         "--json", "--measures", "sample_uniques"],
+        ["assess", d / "nfc.csv", "--keys", "age,Région", "--recode", "Région=bands:2",
+         "--json", "--measures", "sample_uniques"],
+        ["protect", d / "nfc.csv", "--keys", "age,Région", "--hierarchy", "age=bands:10",
+         "--hierarchy", f"{nfd}=bands:4", "--criterion", "k_anonymity>=2", "-o", d / "p1.csv"],
+        ["protect", d / "nfc.csv", "--keys", "age,Région", "--hierarchy", "age=bands:10",
+         "--hierarchy", "Région=bands:4", "--criterion", "k_anonymity>=2", "-o", d / "p2.csv"],
+        ["record-risk", d / "nfc.csv", "--keys", "age,sex", "--population-size", "5000", "--id",
+         nfd, "-o", d / "r.parquet", "--threshold", "0"],
+    ])
+    for p in runs:
+        assert p.returncode == 0, p.stderr
+    assert _json(runs[0])["measures"] == _json(runs[1])["measures"]
+    assert (d / "p1.csv").read_bytes() == (d / "p2.csv").read_bytes()
+    rows = pd.read_parquet(d / "r.parquet")
+    assert rows["Région"].tolist() == df["reg"].iloc[rows["row"]].tolist()
 
 
 @pytest.mark.parametrize("backend", ["pandas", "dask"])

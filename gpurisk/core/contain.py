@@ -32,7 +32,8 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Sequence
 
-__all__ = ["run_contained", "same_cwd", "guard_exits", "MeasureEscape"]
+__all__ = ["run_contained", "same_cwd", "same_fds", "same_streams", "guard_exits", "MeasureEscape",
+           "is_third_party"]
 
 #: idents of the threads now running a measure: what they write to sys.stdout/sys.stderr is dropped
 _QUIET: set[int] = set()
@@ -238,6 +239,13 @@ def same_cwd():
                 moved = True
             if moved:
                 os.chdir(cwd)
+
+
+def is_third_party(cls) -> bool:
+    """A measure class defined outside the gpurisk package (its runs get private copies of what
+    they read: :func:`gpurisk.core.evaluate.private_table`)."""
+    mod = getattr(cls, "__module__", "") or ""
+    return not (mod == "gpurisk" or mod.startswith("gpurisk."))
 
 
 @contextmanager

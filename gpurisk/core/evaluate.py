@@ -32,7 +32,7 @@ import copy
 import sys
 from typing import Any, Iterable, Mapping
 
-from gpurisk.core.contain import MeasureEscape, run_contained
+from gpurisk.core.contain import MeasureEscape, is_third_party, run_contained
 from gpurisk.errors import BadInput
 from gpurisk.measure import Context, Measure, Result, checked_result, missing_needs
 
@@ -102,12 +102,6 @@ def _call(measure, table, ctx):
         t, c = (private_table(table), private_context(ctx)) if third else (table, copy.copy(ctx))
         return (measure() if isinstance(measure, type) else measure).compute(t, c)
     return run
-
-
-def is_third_party(cls) -> bool:
-    """A measure class defined outside the gpurisk package."""
-    mod = getattr(cls, "__module__", "") or ""
-    return not (mod == "gpurisk" or mod.startswith("gpurisk."))
 
 
 def _own(a):

@@ -145,7 +145,7 @@ def map_measures(part: dict, classes, ctx, index: int, count: int) -> dict:
         bucket = CellBucket(bucket.f, bucket.f, bucket.w, bucket.xp, bucket.index, bucket.count)
     out: dict = {}
     from gpurisk.core.contain import MeasureEscape, guard_exits
-    from gpurisk.core.evaluate import is_third_party
+    from gpurisk.core.contain import is_third_party
     for cls in classes:
         try:
             with guard_exits():       # an os._exit in a map must not end the worker

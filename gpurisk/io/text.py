@@ -313,13 +313,28 @@ def column_kinds(p: Path, sep: str, encoding: str, columns, skip_rows: int = 0) 
                     if level[c] == "text" or not len(arr):
                         continue
                     # bool values mix with nothing else; int values are floats too
-                    tries = (KINDS[:3] if level[c] is None else ("bool",) if level[c] == "bool"
-                             else KINDS[KINDS.index(level[c]):3])
-                    level[c] = next((k for k in tries if pc.all(pc.match_substring_regex(
-                        arr, _KIND_PATTERNS[k], ignore_case=k == "float")).as_py()), "text")
+                    tries = (("int", "float", "bool") if level[c] is None else ("bool",)
+                             if level[c] == "bool" else KINDS[KINDS.index(level[c]):3])
+                    level[c] = next((k for k in tries if _all_of_kind(arr, k)), "text")
     except (pa.ArrowInvalid, UnicodeDecodeError, LookupError, KeyError):
         return {}
     return {c: level[c] for c in columns if level[c] is not None}
+
+
+def _all_of_kind(arr, kind: str) -> bool:
+    """Whether every value of a string array reads as ``kind``: Arrow's own cast first (fast,
+    C), the pattern only where the cast refuses (pandas reads " 7" and "+7" as numbers too)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    targets = {"int": (pa.int64(), pa.uint64()), "float": (pa.float64(),)}.get(kind, ())
+    for t in targets:
+        try:
+            pc.cast(arr, t)
+            return True
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            continue
+    return bool(pc.all(pc.match_substring_regex(arr, _KIND_PATTERNS[kind],
+                                                ignore_case=kind == "float")).as_py())
 
 
 def _lossy(s: pd.Series) -> bool:
