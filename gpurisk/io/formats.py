@@ -196,22 +196,18 @@ def _xport_layout(p: Path, mm) -> int | None:
     if not mm[:R].startswith(_XPORT_HEAD + b"LIB"):
         return None
     rec = lambda i: mm[i:i + R]                                     # noqa: E731
-    pos = R
-    while pos < size and not rec(pos)[20:24] == b"MEMB":            # MEMBER / MEMBV8
-        pos += R
+
+    def field(pos, tags, cols):
+        """(position, integer in ``cols``) of the next header record named by one of ``tags``."""
+        while pos < size and rec(pos)[20:25] not in tags:
+            pos += R
+        try:
+            return pos, int(rec(pos)[cols])
+        except ValueError:       # no such record (an empty slice), or not a number there
+            return size, 0
+    pos, namestr_len = field(R, (b"MEMBE", b"MEMBV"), slice(74, 78))      # MEMBER / MEMBV8
+    pos, nvars = field(pos, (b"NAMES", b"NAMST"), slice(48, 58))         # NAMESTR / NAMSTV8
     if pos >= size:
-        return None
-    try:
-        namestr_len = int(rec(pos)[74:78])
-    except ValueError:
-        return None
-    while pos < size and not rec(pos)[20:25] in (b"NAMES", b"NAMST"):   # NAMESTR / NAMSTV8
-        pos += R
-    if pos >= size:
-        return None
-    try:
-        nvars = int(rec(pos)[48:58])
-    except ValueError:
         return None
     start = pos + R
     if namestr_len <= 0 or nvars <= 0 or start + nvars * namestr_len > size:

@@ -159,11 +159,15 @@ def whole_file_types(runs, encoding: str, meta, columns, dtypes: dict) -> dict:
     floats (:func:`gpurisk.io.text.column_kinds`, one streaming pass over those columns). Columns
     Dask reads as text are told so, so that a later block of numbers stays text too."""
     from gpurisk.io.text import KINDS, column_kinds
+    import dask
+    import pandas as pd
+    # the dtype Dask gives the text columns it reads (pyarrow strings unless configured otherwise)
+    text = pd.StringDtype("pyarrow") if dask.config.get("dataframe.convert-string", True) else object
     out = dict(dtypes)
     guess = {c: _kind_of(meta[c]) for c in columns}
     for c, k in guess.items():
         if k is None and c not in out:
-            out[c] = "object"
+            out[c] = meta[c]                   # text in the head: every block read as text
     numeric = [c for c, k in guess.items() if k is not None]
     if not numeric:
         return out
@@ -178,7 +182,7 @@ def whole_file_types(runs, encoding: str, meta, columns, dtypes: dict) -> dict:
         k, g = whole.get(c), guess[c]
         if k is None or k == g or (g == "float" and k == "int"):
             continue
-        out[c] = "float64" if k == "float" and g == "int" else "object"
+        out[c] = "float64" if k == "float" and g == "int" else text
     return out
 
 
