@@ -490,6 +490,29 @@ def test_sigterm_to_validate_resume_is_one_line_and_releases_its_lock(tmp_path):
     assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
 
 
+def test_sighup_to_scan_is_one_line_and_releases_its_lock(tmp_path):
+    """The same kind of fault by another signal: SIGHUP (the terminal closed) to ``scan -o``,
+    whose default would end the process where it stands."""
+    rng = np.random.default_rng(4)
+    pd.DataFrame({f"k{i}": rng.integers(0, 4 + 3 * i, 60_000) for i in range(9)}).to_csv(
+        tmp_path / "d.csv", index=False)
+    out = tmp_path / "s.parquet"
+    proc = subprocess.Popen([sys.executable, "-m", "gpurisk", "scan", str(tmp_path / "d.csv"),
+                             "--keys", ",".join(f"k{i}" for i in range(9)), "--max-size", "4",
+                             "--fraction", "0.1", "-o", str(out), "--no-progress",
+                             "--batch-rows", "5"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    assert _wait_for(lambda: any(out.glob("part-*.parquet"))), proc.communicate()
+    os.kill(proc.pid, signal.SIGHUP)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 129, (proc.returncode, err)
+    assert err.strip().splitlines() == ["gpurisk: terminated (SIGHUP); the rows finished so far are "
+                                        "kept: run the same command with --resume to finish the "
+                                        "scan"], err
+    assert not (tmp_path / ".s.parquet.lock").exists()
+    assert not [f for f in out.iterdir() if f.name.startswith(".")]
+
+
 @pytest.mark.slow
 def test_lost_scheduler_is_one_line_with_how_to_resume(tmp_path):
     """The external scheduler killed mid-scan: 37 lines of chained tracebacks and ``internal

@@ -42,23 +42,30 @@ def main(argv=None) -> None:
 
 
 class Terminated(BaseException):
-    """SIGTERM reached the process: raised in the main thread so that every ``finally`` runs (locks
-    released, temporary files removed) and the command ends in one line (see :func:`main`)."""
+    """SIGTERM (or SIGHUP) reached the process: raised in the main thread so that every
+    ``finally`` runs (locks released, temporary files removed) and the command ends in one line
+    (see :func:`main`)."""
+
+    def __init__(self, name: str = "SIGTERM"):
+        super().__init__(name)
+        self.name = name
 
 
 def _terminate_cleanly() -> None:
-    """SIGTERM (``kill PID``, a batch system's time limit) raises :class:`Terminated` in the main
-    thread instead of ending the process where it stands; the default would skip every cleanup
-    (a ``validate --resume`` left its lock file behind)."""
+    """SIGTERM (``kill PID``, a batch system's time limit) and SIGHUP (the terminal closed) raise
+    :class:`Terminated` in the main thread instead of ending the process where it stands; the
+    default would skip every cleanup (a ``validate --resume`` left its lock file behind)."""
     import signal
 
     def on_term(signum, frame):
-        raise Terminated()
-    try:
-        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-            signal.signal(signal.SIGTERM, on_term)
-    except (ValueError, OSError, AttributeError):   # not the main thread, or no SIGTERM here
-        pass
+        raise Terminated(signal.Signals(signum).name)
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        try:
+            if sig is not None and signal.getsignal(sig) in (signal.SIG_DFL, None):
+                signal.signal(sig, on_term)
+        except (ValueError, OSError):   # not the main thread
+            pass
 
 
 def resume_hint(argv) -> str:
@@ -121,9 +128,9 @@ def _run_cli(argv) -> None:
     except click.Abort:
         click.echo(f"gpurisk: interrupted; {resume_hint(argv)}", err=True)
         sys.exit(130)
-    except Terminated:
-        click.echo(f"gpurisk: terminated (SIGTERM); {resume_hint(argv)}", err=True)
-        sys.exit(143)
+    except Terminated as exc:
+        click.echo(f"gpurisk: terminated ({exc.name}); {resume_hint(argv)}", err=True)
+        sys.exit(143 if exc.name == "SIGTERM" else 129)
     except click.UsageError as exc:       # a bad option value, a missing argument: one line
         where = exc.ctx.command_path if exc.ctx is not None else "gpurisk"
         click.echo(f"gpurisk: error: {exc.format_message()} (see '{where} --help')", err=True)
