@@ -513,6 +513,25 @@ def test_sighup_to_scan_is_one_line_and_releases_its_lock(tmp_path):
     assert not [f for f in out.iterdir() if f.name.startswith(".")]
 
 
+def test_ctrl_c_is_one_line_without_clicks_empty_line(tmp_path):
+    """Ctrl-C (SIGINT) printed an empty line, then "gpurisk: aborted": one line with how to go on,
+    exit 130, the lock released."""
+    rng = np.random.default_rng(5)
+    pd.DataFrame({f"k{i}": rng.integers(0, 6 + 4 * i, 60_000) for i in range(4)}).to_csv(
+        tmp_path / "pop.csv", index=False)
+    proc = subprocess.Popen([sys.executable, "-m", "gpurisk", "validate", str(tmp_path / "pop.csv"),
+                             "--keys", "k0,k1,k2,k3", "--fractions", "0.05,0.1", "--replicates", "30",
+                             "--resume", str(tmp_path / "v")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    assert _wait_for(lambda: any((tmp_path / "v").glob("part-*"))), proc.communicate()
+    os.kill(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert err == ("gpurisk: interrupted; the chunks finished so far are kept: run the same command "
+                   "again to go on\n"), err
+    assert not (tmp_path / ".v.lock").exists()
+
+
 @pytest.mark.slow
 def test_lost_scheduler_is_one_line_with_how_to_resume(tmp_path):
     """The external scheduler killed mid-scan: 37 lines of chained tracebacks and ``internal
