@@ -34,7 +34,8 @@ def key_list(keys, what: str = "keys") -> list[str]:
         items = [k.strip() for k in keys.split(",")]
     else:
         items = [str(k).strip() for k in keys]
-    items = [k for k in items if k]
+    from gpurisk.io.text import nfc
+    items = [nfc(k) for k in items if k]      # "Région" typed composed or decomposed: one name
     if not items:
         raise bad_input(f"{what} are empty: name at least one key variable "
                         "(e.g. {arg:--keys age,sex|keys=['age', 'sex']})")
@@ -181,7 +182,11 @@ class Inputs:
         name = resolve_backend(self.backend, self.data)
         require(name)
         set_(self, "backend", name)
-        set_(self, "columns", tuple(dict.fromkeys(str(c) for c in self.columns)))
+        from gpurisk.io.text import nfc
+        set_(self, "columns", tuple(dict.fromkeys(nfc(c) for c in self.columns)))
+        for name in ("sample_flag", "weights"):      # named as the keys are (in NFC)
+            if isinstance(getattr(self, name), str):
+                set_(self, name, nfc(getattr(self, name)))
 
     # --- what is read --------------------------------------------------------------------------
     @property

@@ -194,7 +194,10 @@ def reset() -> None:
 def register(plugin, name: str | None = None) -> None:
     """Register a plugin object or module at run time (notebooks, tests)."""
     global _registry
-    get_plugin_manager().register(plugin, name=name)
+    pm = get_plugin_manager()
+    if name is not None and pm.is_blocked(name):      # pluggy would ignore it without a word
+        raise PluginError(f"plugin {name!r} is blocked ({ENV_BLOCK}); it was not registered")
+    pm.register(plugin, name=name)
     _registry = None
 
 
@@ -231,13 +234,26 @@ def measure_registry() -> dict[str, Registered]:
 
 def plugins_list() -> list[dict[str, str]]:
     """Every registered plugin with its package and version, then every plugin that failed to load
-    (those rows add ``"status": "failed"`` and ``"error"``)."""
+    (those rows add ``"status": "failed"`` and ``"error"``). A plugin blocked by
+    ``GPURISK_BLOCK_PLUGINS`` (pluggy keeps its name with no plugin) is listed with ``"status":
+    "blocked"``: its package and version when it is an installed entry point or a built-in module,
+    ``(not installed)`` for a name that matches none."""
     pm = get_plugin_manager()
     dists = _distributions(pm)
     out = []
     failed = failed_plugins()
-    for name, _plugin in pm.list_name_plugin():
+    eps = {name: (dist, version) for name, dist, version in _entry_points()}
+    blocked_dists = {dist for dist, _ in eps.values()}
+    for name, plugin in pm.list_name_plugin():
         if name in _failed:
+            continue
+        if plugin is None:                # blocked: pluggy lists the name, nothing was loaded
+            if name in blocked_dists and name not in eps:
+                continue                  # blocked by its distribution's name: its entry point's row says so
+            package, version = eps.get(name) or (
+                ("gpurisk", _own_version()) if name in BUILTIN_PLUGINS else ("(not installed)", ""))
+            out.append({"plugin": name, "package": package, "version": version,
+                        "status": "blocked"})
             continue
         package, version = plugin_info(pm, name, dists)
         out.append({"plugin": name, "package": package, "version": version})

@@ -268,15 +268,47 @@ class _StallWatch:
                   f"the data into smaller partitions (set {ENV_STALL} to wait longer)")
 
 
+class ClusterLost(BadInput):
+    """The Dask scheduler went away while a count ran (killed, its machine gone, the network cut):
+    the command line says so in one line, with how to resume."""
+
+
+def _lost(exc: BaseException) -> bool:
+    """Whether ``exc`` is distributed's way of saying the scheduler's connection was lost."""
+    names = {t.__name__ for t in type(exc).__mro__}
+    text = str(exc)
+    return ("scheduler-connection-lost" in text or "CommClosedError" in names
+            or ("FutureCancelledError" in names and "connection" in text.lower()))
+
+
 @contextmanager
-def _watched(client, owned: bool = False):
+def _quiet_client_logs():
+    """distributed's client logs each failed reconnection with its traceback (37 lines when the
+    scheduler dies): silenced while a count runs; what went wrong is gpurisk's one line."""
+    names = [n for n in list(logging.root.manager.loggerDict) if n.split(".")[0] == "distributed"]
+    saved = {n: logging.getLogger(n).level for n in names + ["distributed"]}
+    for n in saved:
+        logging.getLogger(n).setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for n, level in saved.items():
+            logging.getLogger(n).setLevel(level)
+
+
+@contextmanager
+def _watched(client, owned: bool = False, address: str | None = None):
     watch = _StallWatch(client, _stall_seconds(), owned=owned)
     try:
-        with watch:
+        with watch, _quiet_client_logs():
             yield client
-    except Exception:
+    except BaseException as exc:  # noqa: B036 - distributed's cancellations are BaseExceptions
         if watch.stalled:   # its futures were cancelled: whatever the count raised, say why
             raise bad_input(watch.message()) from None
+        if not isinstance(exc, BadInput) and _lost(exc):
+            where = f" at {address!r}" if address else ""
+            raise ClusterLost(f"the Dask scheduler{where} went away during the run (its connection "
+                              "was lost)") from None
         raise
 
 
@@ -299,10 +331,14 @@ def dask_client(gpu: bool = False, scheduler: str | None = None, workers: int | 
         except (OSError, TimeoutError) as exc:
             raise BadInput(f"cannot reach the Dask scheduler at {address!r} ({exc})") from None
         try:
-            with _watched(client):
+            with _watched(client, address=address):
                 yield client
         finally:
-            client.close()
+            with _quiet_client_logs():
+                try:
+                    client.close()
+                except Exception:   # noqa: BLE001 - a scheduler already gone
+                    pass
         return
     try:
         from distributed import default_client

@@ -12,6 +12,11 @@ class PipeClosed(Exception):
     """The reader of standard output went away (not an OSError, so click does not catch it)."""
 
 
+class Interrupted(BaseException):
+    """Ctrl-C during a command: raised past click (which would print an empty line first), so that
+    :func:`gpurisk.cli.main` ends with one line."""
+
+
 class PluginGroup(click.Group):
     """A click group whose commands come from the plugins' ``gpurisk_register_commands`` hooks,
     called when it first lists its commands or is asked for one (again when the set of plugins
@@ -28,6 +33,8 @@ class PluginGroup(click.Group):
         except BrokenPipeError:
             # click would turn it into exit code 1; gpurisk.cli.main exits 0 (``| head -1``)
             raise PipeClosed() from None
+        except KeyboardInterrupt:
+            raise Interrupted() from None
 
     def list_commands(self, ctx):
         self.load_plugin_commands()

@@ -11,7 +11,7 @@ import click
 
 from gpurisk import __version__
 from gpurisk.errors import GpuriskError
-from gpurisk.cli._plugins import PipeClosed, PluginGroup
+from gpurisk.cli._plugins import Interrupted, PipeClosed, PluginGroup
 
 
 # every command, the built-in ones too, comes from the gpurisk_register_commands hook
@@ -32,12 +32,59 @@ def main(argv=None) -> None:
     process) it only raises ``SystemExit``, as click does."""
     if argv is not None:
         return _run(argv)
+    _terminate_cleanly()
     try:
         _run(None)
     except SystemExit as exc:
         _leave(exc.code)
         raise
     _leave(None)
+
+
+class Terminated(BaseException):
+    """SIGTERM (or SIGHUP) reached the process: raised in the main thread so that every
+    ``finally`` runs (locks released, temporary files removed) and the command ends in one line
+    (see :func:`main`)."""
+
+    def __init__(self, name: str = "SIGTERM"):
+        super().__init__(name)
+        self.name = name
+
+
+def _terminate_cleanly() -> None:
+    """SIGTERM (``kill PID``, a batch system's time limit) and SIGHUP (the terminal closed) raise
+    :class:`Terminated` in the main thread instead of ending the process where it stands; the
+    default would skip every cleanup (a ``validate --resume`` left its lock file behind)."""
+    import signal
+
+    def on_term(signum, frame):
+        raise Terminated(signal.Signals(signum).name)
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        try:
+            if sig is not None and signal.getsignal(sig) in (signal.SIG_DFL, None):
+                signal.signal(sig, on_term)
+        except (ValueError, OSError):   # not the main thread
+            pass
+
+
+def resume_hint(argv) -> str:
+    """How to go on after a run that stopped part way, from its command line."""
+    args = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
+    cmd = next((a for a in args if not a.startswith("-")), "")
+
+    def given(*flags):
+        return any(a in flags or a.startswith(tuple(f"{f}=" for f in flags)) for a in args)
+    if cmd == "scan" and given("-o", "--output"):
+        return ("the rows finished so far are kept: run the same command with --resume to finish "
+                "the scan")
+    if cmd == "validate" and given("--resume"):
+        return "the chunks finished so far are kept: run the same command again to go on"
+    if cmd == "dis" and given("--state"):
+        return "the batches finished so far are kept in --state: run the same command again"
+    if cmd == "protect" and given("--checkpoint"):
+        return "the search so far is kept in --checkpoint: run the same command again"
+    return "no output was left half-written: run the command again"
 
 
 def _leave(code) -> None:
@@ -75,9 +122,15 @@ def _run_cli(argv) -> None:
         _reader_went_away()
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except click.exceptions.NoArgsIsHelpError as exc:   # `gpurisk` alone: its help, not an error
+        click.echo(exc.ctx.get_help() if exc.ctx is not None else cli.get_help(click.Context(cli)))
+        sys.exit(0)
     except click.Abort:
-        click.echo("gpurisk: aborted", err=True)
+        click.echo(f"gpurisk: interrupted; {resume_hint(argv)}", err=True)
         sys.exit(130)
+    except Terminated as exc:
+        click.echo(f"gpurisk: terminated ({exc.name}); {resume_hint(argv)}", err=True)
+        sys.exit(143 if exc.name == "SIGTERM" else 129)
     except click.UsageError as exc:       # a bad option value, a missing argument: one line
         where = exc.ctx.command_path if exc.ctx is not None else "gpurisk"
         click.echo(f"gpurisk: error: {exc.format_message()} (see '{where} --help')", err=True)
@@ -87,10 +140,12 @@ def _run_cli(argv) -> None:
         sys.exit(2 if exc.exit_code in (1, 2) else exc.exit_code)
     except GpuriskError as exc:        # a setting names its flag here (--alpha 7), not alpha=7
         text = exc.cli_message() if hasattr(exc, "cli_message") else str(exc)
+        if type(exc).__name__ == "ClusterLost":
+            text = f"{text}; {resume_hint(argv)}"
         click.echo(f"gpurisk: error: {text}", err=True)
         sys.exit(2)
-    except KeyboardInterrupt:
-        click.echo("gpurisk: interrupted", err=True)
+    except (KeyboardInterrupt, Interrupted):
+        click.echo(f"gpurisk: interrupted; {resume_hint(argv)}", err=True)
         sys.exit(130)
     except Exception as exc:  # a bug: one line unless GPURISK_DEBUG asks for the traceback
         if os.environ.get("GPURISK_DEBUG"):
@@ -108,9 +163,17 @@ def _run_cli(argv) -> None:
                        "(scan: add --resume to keep finished rows)",
                        err=True)
             sys.exit(1)
-        click.echo(f"gpurisk: internal error: {type(exc).__name__}: {exc} "
+        click.echo(f"gpurisk: internal error: {type(exc).__name__}: {_withheld(exc)} "
                    "(set GPURISK_DEBUG=1 for the traceback)", err=True)
         sys.exit(1)
+
+
+def _withheld(exc: BaseException) -> str:
+    """An unexpected exception's first line, its quoted parts withheld: a library's message may
+    quote a record's value (pandas: ``Unable to parse string "..."``), which never goes out."""
+    import re
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return re.sub(r"\"[^\"]*\"|'[^']*'", "<withheld>", text)
 
 
 def _reader_went_away() -> None:

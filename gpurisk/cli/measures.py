@@ -55,12 +55,13 @@ def register(cli: click.Group) -> None:
     def plugins(as_json):
         """List every loaded plugin with its package and version, and every plugin that failed to
         load with its error."""
-        from gpurisk.plugins import plugins_list
+        from gpurisk.plugins import ENV_BLOCK, plugins_list
         rows = plugins_list()
         if as_json:
             echo_json(rows)
             return
         print_plain(["plugin", "package", "status"],
                     [[r["plugin"], f"{r['package']} {r['version'] or ''}".strip(),
-                      f"FAILED: {r['error']}" if r.get("status") == "failed" else "loaded"]
+                      f"FAILED: {r['error']}" if r.get("status") == "failed" else
+                      f"blocked ({ENV_BLOCK})" if r.get("status") == "blocked" else "loaded"]
                      for r in rows])

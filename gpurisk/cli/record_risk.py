@@ -164,7 +164,8 @@ def _check_id_names(cols):
 def _id_columns(data, cols, sep, encoding):
     """The ``--id`` columns of DATA, in file order (``row`` of the output indexes them)."""
     from gpurisk.io import read_table
-    return read_table(data, sep=sep, columns=cols, encoding=encoding)[cols]
+    from gpurisk.io.text import nfc
+    return read_table(data, sep=sep, columns=cols, encoding=encoding)[[nfc(c) for c in cols]]
 
 
 def _json_safe(v):

@@ -32,7 +32,8 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Sequence
 
-__all__ = ["run_contained", "same_cwd", "guard_exits", "MeasureEscape"]
+__all__ = ["run_contained", "same_cwd", "same_fds", "same_streams", "guard_exits", "MeasureEscape",
+           "is_third_party"]
 
 #: idents of the threads now running a measure: what they write to sys.stdout/sys.stderr is dropped
 _QUIET: set[int] = set()
@@ -45,6 +46,9 @@ Outcome = tuple[bool, Any, "BaseException | None"]
 class MeasureEscape(Exception):
     """A measure called something that ends or signals the whole process (see :func:`guard_exits`)."""
 
+
+#: the guarded calls that would take the standard streams from the process (fds 0, 1, 2)
+STREAM_CALLS = ("close", "closerange", "dup2", "fdopen")
 
 #: idents of the threads whose calls that end or signal the process raise MeasureEscape
 _GUARDED: set[int] = set()
@@ -80,8 +84,10 @@ def _install_guard() -> None:
             def guarded(*args, **kwargs):
                 if threading.get_ident() in _GUARDED and hits(*args, **kwargs):
                     shown = ", ".join(repr(a) for a in args[:2])
-                    raise MeasureEscape(f"called {mod.__name__}.{name}({shown}), which would end "
-                                        "or signal the whole process; refused while measures run")
+                    what = ("close the process's standard streams" if name in STREAM_CALLS else
+                            "end or signal the whole process")
+                    raise MeasureEscape(f"called {mod.__name__}.{name}({shown}), which would "
+                                        f"{what}; refused while measures run")
                 return real(*args, **kwargs)
             guarded.__wrapped__ = real
             guarded.__name__ = name
@@ -97,6 +103,11 @@ def _install_guard() -> None:
         wrap(signal, "pthread_kill",
              lambda ident, *a, **k: any(t.ident == ident for t in threading.enumerate()))
         wrap(_thread, "interrupt_main", always)
+        # the process's standard input, output and error (file descriptors 0, 1, 2)
+        wrap(os, "close", lambda fd, *a, **k: fd in (0, 1, 2))
+        wrap(os, "closerange", lambda lo, *a, **k: lo <= 2)
+        wrap(os, "dup2", lambda fd, fd2, *a, **k: fd2 in (0, 1, 2))
+        wrap(os, "fdopen", lambda fd, *a, **k: fd in (0, 1, 2) and k.get("closefd", True))
         _GUARD_INSTALLED[0] = True
 
 
@@ -135,9 +146,56 @@ class _Router:
         if threading.get_ident() not in _QUIET:
             self._stream.flush()
 
+    def close(self):
+        """A measure's ``sys.stdout.close()`` closes nothing (the command still has to print)."""
+        if threading.get_ident() not in _QUIET:
+            self._stream.close()
+
+    def detach(self):
+        if threading.get_ident() in _QUIET:
+            return _Sink()
+        return self._stream.detach()
+
+    def read(self, *args):
+        if threading.get_ident() in _QUIET:
+            return ""
+        return self._stream.read(*args)
+
+    def readline(self, *args):
+        if threading.get_ident() in _QUIET:
+            return ""
+        return self._stream.readline(*args)
+
     def __getattr__(self, name):
+        if name == "buffer" and threading.get_ident() in _QUIET:
+            return _Sink()               # its bytes are dropped too, and closing it closes nothing
         return getattr(self._stream, name)
 
+
+class _Sink:
+    """What a measure's thread gets for ``sys.stdout.buffer`` (or ``.detach()``): writes dropped,
+    ``close`` harmless."""
+    closed = False
+
+    def write(self, data):
+        return len(data)
+
+    def read(self, *args):
+        return b""
+
+    def flush(self):
+        pass
+
+    def close(self):
+        pass
+
+    def __getattr__(self, name):
+        raise OSError(f"sys.stdout.{name} is not available to a measure")
+
+
+#: the streams a router stands in front of while measures run (``sys.__stdout__`` too: closing
+#: it would close the command's own output)
+STREAMS = ("stdin", "stdout", "stderr", "__stdin__", "__stdout__", "__stderr__")
 
 #: run_contained calls in progress (in any thread): the routers stay while one runs
 _ACTIVE = [0]
@@ -146,7 +204,7 @@ _ACTIVE = [0]
 def _route_output() -> None:
     with _ROUTER_LOCK:
         _ACTIVE[0] += 1
-        for name in ("stdout", "stderr"):
+        for name in STREAMS:
             stream = getattr(sys, name)
             if stream is not None and not isinstance(stream, _Router):
                 setattr(sys, name, _Router(stream))
@@ -158,7 +216,7 @@ def _unroute_output() -> None:
         _ACTIVE[0] -= 1
         if _QUIET or _ACTIVE[0] > 0:
             return
-        for name in ("stdout", "stderr"):
+        for name in STREAMS:
             stream = getattr(sys, name)
             if isinstance(stream, _Router):
                 setattr(sys, name, stream._stream)
@@ -181,6 +239,56 @@ def same_cwd():
                 moved = True
             if moved:
                 os.chdir(cwd)
+
+
+def is_third_party(cls) -> bool:
+    """A measure class defined outside the gpurisk package (its runs get private copies of what
+    they read: :func:`gpurisk.core.evaluate.private_table`)."""
+    mod = getattr(cls, "__module__", "") or ""
+    return not (mod == "gpurisk" or mod.startswith("gpurisk."))
+
+
+@contextmanager
+def same_fds():
+    """Put the process's file descriptors 0, 1 and 2 back after a block that closed or replaced
+    them (``os.fdopen(1).close()``, C code closing its output): each is duplicated before and,
+    where it no longer refers to the same file after, restored from its duplicate."""
+    real_dup2 = getattr(os.dup2, "__wrapped__", os.dup2)
+    real_close = getattr(os.close, "__wrapped__", os.close)
+    saved = {}
+    for fd in (0, 1, 2):
+        try:
+            st = os.fstat(fd)
+            saved[fd] = (os.dup(fd), (st.st_dev, st.st_ino))
+        except OSError:
+            continue
+    try:
+        yield
+    finally:
+        for fd, (copy, ident) in saved.items():
+            try:
+                st = os.fstat(fd)
+                same = (st.st_dev, st.st_ino) == ident
+            except OSError:
+                same = False
+            try:
+                if not same:
+                    real_dup2(copy, fd)
+            finally:
+                real_close(copy)
+
+
+@contextmanager
+def same_streams():
+    """Put back ``sys.stdin``, ``sys.stdout`` and ``sys.stderr`` after a block that replaced them
+    (a measure that sets ``sys.stdout = None`` must not take the command's output away)."""
+    saved = [getattr(sys, name) for name in STREAMS]
+    try:
+        yield
+    finally:
+        for name, stream in zip(STREAMS, saved):
+            if getattr(sys, name) is not stream:
+                setattr(sys, name, stream)
 
 
 class _Worker:
@@ -214,7 +322,7 @@ class _Worker:
                         break
                     self.current = (i, time.monotonic())
                     try:
-                        with same_cwd():
+                        with same_cwd(), same_streams():
                             out[i] = (True, fn(), None)
                     except BaseException as exc:  # noqa: B036 - handed to the caller
                         out[i] = (True, None, exc)
@@ -251,6 +359,8 @@ def run_contained(fns: Sequence[Callable[[], Any]], timeout: float,
     outcomes: list[Outcome] = []
     start = 0
     _route_output()
+    fds = same_fds()
+    fds.__enter__()
     try:
         while start < len(fns):
             w = _worker()
@@ -284,5 +394,8 @@ def run_contained(fns: Sequence[Callable[[], Any]], timeout: float,
                 outcomes += [out[i] for i in range(stuck)] + [(False, None, None)]
                 start += stuck + 1
     finally:
-        _unroute_output()
+        try:
+            fds.__exit__(None, None, None)
+        finally:
+            _unroute_output()
     return outcomes

@@ -5,8 +5,9 @@ validate, protect's search, its before/after table and its perturbed release).
 (:func:`gpurisk.measure.missing_needs`), the measure runs contained, and what it returns is checked
 (:func:`gpurisk.measure.checked_result`). Contained means:
 
-- any exception, ``SystemExit`` included, becomes a not-applicable result naming the exception
-  (``KeyboardInterrupt`` and :class:`~gpurisk.BadInput` still stop the run);
+- any exception, ``SystemExit`` and a ``KeyboardInterrupt`` the measure raises included, becomes a
+  not-applicable result naming the exception (:class:`~gpurisk.BadInput` still stops the run;
+  Ctrl-C reaches the main thread and stops it there);
 - it runs in a worker thread (:mod:`gpurisk.core.contain`) under a time limit (default
   :data:`gpurisk.core.settings.DEFAULT_MEASURE_TIMEOUT`, 600 s): past it, the measure's row says
   ``exceeded the time limit of ... s`` and the run goes on (a thread cannot be killed: the measure
@@ -27,10 +28,11 @@ measures by name.
 """
 from __future__ import annotations
 
+import copy
 import sys
 from typing import Any, Iterable, Mapping
 
-from gpurisk.core.contain import MeasureEscape, run_contained
+from gpurisk.core.contain import MeasureEscape, is_third_party, run_contained
 from gpurisk.errors import BadInput
 from gpurisk.measure import Context, Measure, Result, checked_result, missing_needs
 
@@ -86,14 +88,79 @@ def evaluate(measure: Measure | type[Measure], table, ctx: Context,
 
 
 def _call(measure, table, ctx):
-    """The measure's computation as a call for the worker (a class is instantiated there too)."""
-    if isinstance(measure, type):
-        return lambda: measure().compute(table, ctx)
-    return lambda: measure.compute(table, ctx)
+    """The measure's computation as a call for the worker (a class is instantiated there too).
+
+    Each call gets its own copy of the context (a measure that sets ``ctx.fraction`` changes no
+    other measure's). A third-party measure (one not defined in gpurisk itself) gets its own copy
+    of the table's per-cell arrays, categories and summaries, and of the context's options and
+    columns (:func:`private_table`): whatever it writes there, flags it turns writeable
+    included, no other measure reads."""
+    cls = measure if isinstance(measure, type) else type(measure)
+    third = is_third_party(cls)
+
+    def run():
+        t, c = (private_table(table), private_context(ctx)) if third else (table, copy.copy(ctx))
+        return (measure() if isinstance(measure, type) else measure).compute(t, c)
+    return run
+
+
+def _own(a):
+    """A private, read-only copy of an array (numpy or CuPy), or ``a`` when it is not one."""
+    if a is None or not hasattr(a, "copy") or not hasattr(a, "shape"):
+        return a
+    from gpurisk.xp import readonly
+    return readonly(a.copy())
+
+
+def private_table(table):
+    """``table`` with copies of everything a measure could write into: the per-cell arrays (f, F,
+    w, cell ids, cell codes, each record's cell), the categories, a summary table's summaries and
+    bucket maps. Numbers it already computed (n, N, the frequencies of frequencies, ...) are
+    carried over."""
+    from dataclasses import fields, replace
+
+    from gpurisk.freq.table import FreqTable
+    if isinstance(table, FreqTable):
+        parent = table
+        locator = None if table.record_locator is None else (lambda: _own(parent.record_cell()))
+        t = replace(table, categories=copy.deepcopy(table.categories),
+                    cell_id=_own(table.cell_id), f=_own(table.f), F=_own(table.F), w=_own(table.w),
+                    stored_cell_codes=(None if table.stored_cell_codes is None else
+                                       [_own(c) for c in table.stored_cell_codes]),
+                    record_locator=locator)
+        t._memo.update({k: v for k, v in table._memo.items() if _plain(v)})
+        return t
+    names = {f.name for f in fields(table)} if hasattr(table, "__dataclass_fields__") else set()
+    if {"summary", "categories"} <= names:     # a SummaryTable: no cell arrays, small dicts
+        t = replace(table, categories=copy.deepcopy(table.categories),
+                    summary=copy.deepcopy(table.summary),
+                    bucket_maps=copy.deepcopy(table.bucket_maps), _memo={})
+        t._memo.update({k: v for k, v in table._memo.items() if _plain(v)})
+        return t
+    return table
+
+
+def _plain(v) -> bool:
+    """A cached value that nothing can change (a number, a string, a frozen summary of numbers)."""
+    from gpurisk.freq.table import UniqueStats
+    return isinstance(v, (int, float, str, bool, type(None), UniqueStats))
+
+
+def private_context(ctx):
+    """A copy of ``ctx`` whose options and column arrays are the measure's own."""
+    from dataclasses import replace
+    try:
+        return replace(ctx, options=copy.deepcopy(dict(ctx.options)),
+                       columns={k: _own(v) for k, v in dict(ctx.columns).items()})
+    except TypeError:                    # not a gpurisk.Context: a copy is the best there is
+        return copy.copy(ctx)
 
 
 def _stops_the_run(exc: BaseException) -> bool:
-    return isinstance(exc, (BadInput, KeyboardInterrupt))
+    """BadInput stops the run; anything else a measure raises is that measure's failure. A
+    KeyboardInterrupt raised in a measure's thread is the measure's own (Ctrl-C and signals reach
+    the main thread, which stops the run there): it is a failure like any other."""
+    return isinstance(exc, BadInput)
 
 
 def _result(outcome, timeout: float, check: bool = True) -> Result:
@@ -106,7 +173,8 @@ def _result(outcome, timeout: float, check: bool = True) -> Result:
             raise exc
         if isinstance(exc, MeasureEscape):
             return Result.failure(f"measure {_first_line(exc)}")
-        return Result.failure(f"measure raised {type(exc).__name__}: {_first_line(exc)}")
+        text = _first_line(exc)
+        return Result.failure(f"measure raised {type(exc).__name__}" + (f": {text}" if text else ""))
     return _beyond_float(checked_result(res)) if check else res
 
 
@@ -129,8 +197,8 @@ def run_measures(table, ctx: Context, names: Iterable[str] | None = None,
                  timeout: float | None = None) -> dict[str, Result]:
     """Every registered measure (or those named) on one table; one failing measure never stops the rest.
 
-    A measure that raises (any exception, ``SystemExit`` included; ``KeyboardInterrupt`` and
-    :class:`BadInput` still stop the run), returns something other than a well-formed
+    A measure that raises (any exception, ``SystemExit`` and ``KeyboardInterrupt`` included;
+    :class:`BadInput` still stops the run), returns something other than a well-formed
     :class:`Result` (see :func:`gpurisk.measure.checked_result`: a finite real value or a reason;
     se and upper real numbers, none an integer beyond the float range) or runs past the time limit
     (``timeout`` seconds; None: the default, see :func:`check_timeout`) is reported on its own row

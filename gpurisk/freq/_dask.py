@@ -52,7 +52,7 @@ def to_dask(data, columns, gpu: bool, nworkers: int, sep=None, where="the sample
     if isinstance(data, (str, Path)):
         from gpurisk.io import read_lazy
         from gpurisk.io.lazy import check_flat
-        ddf = read_lazy(data, sep=sep, columns=None, gpu=gpu)
+        ddf = read_lazy(data, sep=sep, columns=None, gpu=gpu, typed=list(dict.fromkeys(columns)))
         check_flat(data, list(dict.fromkeys(columns)))
         in_memory = False
     else:
@@ -108,6 +108,10 @@ def _tree(items, fn, split_every=SPLIT_EVERY):
     return items[0]
 
 
+#: the start of pandas' messages for a text that does not convert to a column's type
+_PARSE_FAILURES = ("Unable to parse string", "invalid literal for", "could not convert string")
+
+
 def _compute(client, obj):
     """client.compute(...).result(), with Dask's CSV type errors turned into one line."""
     try:
@@ -121,6 +125,10 @@ def _compute(client, obj):
         raise
     except ValueError as exc:
         msg = str(exc)
+        if any(w in msg for w in _PARSE_FAILURES):   # pandas quotes the value: never shown
+            raise bad_input("CSV column type differs between blocks of the input: a later block "
+                            "holds values the file's head did not; convert the input to Parquet, "
+                            "or give {backend_pandas}") from None
         if "Mismatched dtypes" in msg or "dtype" in msg and "read_csv" in msg:
             cols = [ln.split("|")[1].strip() for ln in msg.splitlines()
                     if ln.count("|") >= 3 and "Column" not in ln and "---" not in ln]

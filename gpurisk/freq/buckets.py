@@ -145,18 +145,28 @@ def map_measures(part: dict, classes, ctx, index: int, count: int) -> dict:
         bucket = CellBucket(bucket.f, bucket.f, bucket.w, bucket.xp, bucket.index, bucket.count)
     out: dict = {}
     from gpurisk.core.contain import MeasureEscape, guard_exits
+    from gpurisk.core.contain import is_third_party
     for cls in classes:
         try:
             with guard_exits():       # an os._exit in a map must not end the worker
-                out[cls.name] = map_one(cls(), bucket, ctx)
+                # a third-party map gets its own copy of the bucket: what it writes there (flags
+                # turned writeable included) reaches no other measure's map
+                mine = _own_bucket(bucket) if is_third_party(cls) else bucket
+                out[cls.name] = map_one(cls(), mine, ctx)
         except BadInput:
             raise
         except MeasureEscape as exc:
             out[cls.name] = MapFailed(f"map_bucket {str(exc).splitlines()[0]}")
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - on the measure's row, not the run's
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:  # noqa: BLE001 - its row's
             text = str(exc).splitlines()[0] if str(exc) else ""
             out[cls.name] = MapFailed(f"map_bucket raised {type(exc).__name__}: {text}")
     return out
+
+
+def _own_bucket(bucket: CellBucket) -> CellBucket:
+    from gpurisk.xp import readonly
+    own = [None if a is None else readonly(a.copy()) for a in (bucket.f, bucket.F, bucket.w)]
+    return CellBucket(*own, bucket.xp, bucket.index, bucket.count)
 
 
 def collect(per_bucket: list[dict], key: tuple) -> BucketMaps:

@@ -219,6 +219,8 @@ def parse_recode(text: str) -> Recode:
     if "=" not in text:
         raise bad_input(f"{{arg:--recode|recode}} {text!r} is not KEY=SPEC (e.g. age=bands:5)")
     key, spec = (s.strip() for s in text.split("=", 1))
+    from gpurisk.io.text import nfc
+    key = nfc(key)                         # named as the keys are (NFC)
     kind, _, args = spec.partition(":")
     if not key or kind not in KINDS or not args:
         raise bad_input(f"{{arg:--recode|recode}} {text!r}: SPEC must be one of bands:WIDTH, breaks:B1,B2,..., "

@@ -38,14 +38,18 @@ def reader_for(p: Path) -> Callable | None:
     return None
 
 
-def _check_columns(p: Path, columns, names) -> None:
+def _check_columns(p: Path, columns, names) -> list | None:
+    """``columns`` as the file spells them (compared in NFC), checked to be there."""
     if columns is None:
-        return
+        return None
+    from gpurisk.io.text import as_written
+    columns = as_written(columns, names)
     miss = [c for c in columns if c not in names]
     if miss:
         raise BadInput(f"column(s) {', '.join(map(repr, miss))} not in {p} "
                        f"(its columns: {', '.join(map(str, list(names)[:20]))}"
                        f"{' ...' if len(names) > 20 else ''})")
+    return columns
 
 
 def apply_labels(codes: pd.Series, labels: dict | None) -> pd.Series:
@@ -69,13 +73,13 @@ def read_stata(p: Path, columns=None, encoding: str = "utf-8") -> pd.DataFrame:
             names = list(rdr.read(nrows=1, convert_categoricals=False).columns)
     except StopIteration:
         raise BadInput(f"{p}: the Stata file holds no records") from None
-    except (ValueError, OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{p}: not a readable Stata file ({_first_line(exc)})") from None
-    _check_columns(p, columns, names)
+    except Exception as exc:  # noqa: BLE001 - ValueError, OSError, struct.error (a cut header), ...
+        raise BadInput(f"{p}: not a readable Stata file ({_first_line(exc)}); truncated?") from None
+    columns = _check_columns(p, columns, names)
     cols = list(columns) if columns is not None else names
     try:
         raw = pd.read_stata(p, columns=cols, convert_categoricals=False)
-    except (ValueError, OSError, EOFError) as exc:  # a truncated file: a header and too few bytes
+    except Exception as exc:  # noqa: BLE001 - a truncated file: a header and too few bytes
         raise BadInput(f"{p}: not a readable Stata file ({_first_line(exc)}); truncated?") from None
     try:
         labelled = pd.read_stata(p, columns=cols, convert_categoricals=True)
@@ -110,7 +114,7 @@ def read_spss(p: Path, columns=None, encoding: str = "utf-8") -> pd.DataFrame:
         _, meta = prs.read_sav(str(p), metadataonly=True)
     except Exception as exc:  # pyreadstat raises its own error types
         raise BadInput(f"{p}: not a readable SPSS file ({_first_line(exc)})") from None
-    _check_columns(p, columns, meta.column_names)
+    columns = _check_columns(p, columns, meta.column_names)
     try:
         df, meta = prs.read_sav(str(p), usecols=list(columns) if columns is not None else None,
                                 apply_value_formats=False, user_missing=False)
@@ -133,20 +137,110 @@ def read_sas(p: Path, columns=None, encoding: str = "utf-8", chunksize: int = 20
         # a transport file is 80-byte records to its end; a cut one would be read short, exit 0
         raise BadInput(f"{p}: not a readable SAS xport file (truncated: {size} bytes, not a whole "
                        f"number of {XPORT_RECORD}-byte records); copy it again")
+    declared = xport_check(p) if fmt == "xport" else None
     parts = []
     try:
         with pd.read_sas(p, format=fmt, encoding=enc, chunksize=chunksize) as rdr:
+            expected = getattr(rdr, "row_count", None)     # sas7bdat: the header's record count
             for chunk in rdr:
                 if not parts:
-                    _check_columns(p, columns, list(chunk.columns))
+                    columns = _check_columns(p, columns, list(chunk.columns))
                 parts.append(chunk if columns is None else chunk[list(columns)])
     except BadInput:
         raise
     except Exception as exc:  # pandas' SAS readers raise ValueError, struct.error, ...
-        return _read_sas_pyreadstat(p, fmt, columns, exc)
+        return _counted(p, "SAS xport" if fmt == "xport" else "SAS",
+                        _read_sas_pyreadstat(p, fmt, columns, exc), declared)
     if not parts:
         raise BadInput(f"{p}: the SAS file holds no records")
-    return pd.concat(parts, ignore_index=True)
+    frame = pd.concat(parts, ignore_index=True)
+    return _counted(p, "SAS xport" if fmt == "xport" else "SAS", frame,
+                    declared if fmt == "xport" else expected)
+
+
+def _counted(p: Path, what: str, frame: pd.DataFrame, declared: int | None) -> pd.DataFrame:
+    """``frame``, when it holds the number of records the file's header declares (or none is
+    declared); a file cut short is read by some readers as a smaller whole: refused."""
+    if declared is not None and int(declared) != len(frame):
+        raise BadInput(f"{p}: not a readable {what} file (truncated: its header declares "
+                       f"{int(declared)} records, the file holds {len(frame)}); copy it again")
+    return frame
+
+
+_XPORT_HEAD = b"HEADER RECORD*******"
+
+
+def xport_check(p: Path) -> int | None:
+    """Check a SAS transport file's first member against its own layout; its declared number of
+    records (XPORT version 8 and 9 headers carry one) or None (version 5 has none).
+
+    A version 5 file has no record count: its records run to the end of the file, the last
+    80-byte record padded with blanks. A file cut at an 80-byte boundary inside a record therefore
+    ends in a partial record that is not blank padding, which is refused here; one cut exactly at
+    a record boundary that is also a multiple of 80 bytes cannot be told from a whole file (the
+    format holds nothing that would tell). A layout this does not recognise is left to the reader.
+    """
+    import mmap
+    with open(p, "rb") as fh:
+        try:
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except (ValueError, OSError):
+            return None
+        with mm:
+            return _xport_layout(p, mm)
+
+
+def _xport_layout(p: Path, mm) -> int | None:
+    R = XPORT_RECORD
+    size = len(mm)
+    if not mm[:R].startswith(_XPORT_HEAD + b"LIB"):
+        return None
+    rec = lambda i: mm[i:i + R]                                     # noqa: E731
+
+    def field(pos, tags, cols):
+        """(position, integer in ``cols``) of the next header record named by one of ``tags``."""
+        while pos < size and rec(pos)[20:25] not in tags:
+            pos += R
+        try:
+            return pos, int(rec(pos)[cols])
+        except ValueError:       # no such record (an empty slice), or not a number there
+            return size, 0
+    pos, namestr_len = field(R, (b"MEMBE", b"MEMBV"), slice(74, 78))      # MEMBER / MEMBV8
+    pos, nvars = field(pos, (b"NAMES", b"NAMST"), slice(48, 58))         # NAMESTR / NAMSTV8
+    if pos >= size:
+        return None
+    start = pos + R
+    if namestr_len <= 0 or nvars <= 0 or start + nvars * namestr_len > size:
+        return None
+    obs_len = sum(int.from_bytes(mm[start + i * namestr_len + 4:start + i * namestr_len + 6], "big")
+                  for i in range(nvars))
+    pos = start + -(-nvars * namestr_len // R) * R
+    while pos < size and not rec(pos).startswith(_XPORT_HEAD + b"OBS"):    # after any labels
+        pos += R
+    if pos >= size or obs_len <= 0:
+        return None
+    head, data = rec(pos), pos + R
+    declared = None
+    count = head[48:].strip()
+    if head[20:25] == b"OBSV8" and count.isdigit():
+        declared = int(count)
+        if data + declared * obs_len > size:
+            raise BadInput(f"{p}: not a readable SAS xport file (truncated: its header declares "
+                           f"{declared} records of {obs_len} bytes, the file ends "
+                           f"{data + declared * obs_len - size} bytes short); copy it again")
+        return declared
+    nxt = mm.find(_XPORT_HEAD + b"MEMBER  HEADER RECORD", data)     # a second member
+    while nxt != -1 and (nxt - data) % R:
+        nxt = mm.find(_XPORT_HEAD + b"MEMBER  HEADER RECORD", nxt + 1)
+    end = size if nxt == -1 else nxt
+    length = end - data
+    tail = bytes(mm[max(data, end - R):end])
+    blanks = len(tail) - len(tail.rstrip(b" "))
+    if not any((length - m) % obs_len == 0 for m in range(0, min(blanks, R - 1) + 1)):
+        whole = length // obs_len
+        raise BadInput(f"{p}: not a readable SAS xport file (truncated: its data end inside a "
+                       f"record, after {whole} whole records of {obs_len} bytes); copy it again")
+    return None
 
 
 def _read_sas_pyreadstat(p: Path, fmt: str, columns, first_error: Exception) -> pd.DataFrame:
@@ -159,7 +253,7 @@ def _read_sas_pyreadstat(p: Path, fmt: str, columns, first_error: Exception) -> 
         _, meta = read(str(p), metadataonly=True)
     except Exception:  # noqa: BLE001 - report pandas' reason, the first reader's
         raise BadInput(f"{p}: not a readable SAS {fmt} file ({_first_line(first_error)})") from None
-    _check_columns(p, columns, meta.column_names)
+    columns = _check_columns(p, columns, meta.column_names)
     df, _ = read(str(p), usecols=list(columns) if columns is not None else None)
     return df if columns is None else df[list(columns)]
 

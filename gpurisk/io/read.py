@@ -32,7 +32,8 @@ def read_table(path, sep: str | None = None, columns: list[str] | None = None,
     from gpurisk.io import formats
     reader = formats.reader_for(p)
     if reader is not None:
-        return reader(p, columns, encoding)
+        from gpurisk.io.text import nfc_frame
+        return nfc_frame(reader(p, columns, encoding))
     if p.is_dir():
         raise BadInput(f"{p}: a directory with no .parquet files")
     return read_csv(p, sep, columns, encoding)
@@ -66,9 +67,13 @@ def check_parquet_columns(p, schema, columns) -> None:
 
 def _read_parquet(p: Path, columns):
     import pyarrow as pa
-    check_parquet_columns(p, _parquet_schema(p), columns)
+
+    from gpurisk.io.text import as_written, nfc_frame
+    schema = _parquet_schema(p)
+    columns = as_written(columns, schema.names)       # names compared in NFC
+    check_parquet_columns(p, schema, columns)
     try:
-        return pd.read_parquet(p, columns=columns)
+        return nfc_frame(pd.read_parquet(p, columns=columns))
     except (pa.ArrowException, OSError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BadInput(f"{p}: not a readable Parquet file ({msg})") from None

@@ -78,6 +78,8 @@ def parse_hierarchy_items(items: Iterable[str] | Mapping[str, str | Sequence[str
         key, spec = (s.strip() for s in text.split("=", 1))
         if not key or not spec:
             raise bad_input(f"{{arg:--hierarchy|hierarchies}} {text!r} is not KEY=FILE or KEY=SPEC")
+        from gpurisk.io.text import nfc
+        key = nfc(key)                     # named as the keys are (NFC)
         kind, _, args = spec.partition(":")
         if kind == "hierarchy" and Path(args).is_file():
             new = _arx_levels(key, args)

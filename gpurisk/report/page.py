@@ -102,7 +102,8 @@ def _settings_rows(settings: dict, df: pd.DataFrame) -> list[tuple[str, str]]:
 def _protection(protection, settings: dict, prov: dict) -> dict | None:
     if protection is None:
         return None
-    from gpurisk.report.protection import summary
+    from gpurisk.report.protection import check_plan_keys, summary
+    check_plan_keys(protection, settings.get("keys"))
     p = summary(protection, settings.get("n"))
     share = p["suppressed_share"]
     p["suppressed_records_text"] = fmt(p["suppressed_records"], "n")
@@ -166,6 +167,10 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
     __version__ = gpurisk_version()
     pol = _policy(policy)
     suda_doc = _suda(suda)
+    if suda_doc:                    # a SUDA of other keys would be judged as this scan's
+        from gpurisk.report.protection import check_keys_of
+        check_keys_of("{arg:--suda|suda}", "the SUDA summary is of", suda_doc.get("keys"),
+                      settings.get("keys"), "run suda on this scan's keys")
     prot = _protection(protection, settings, prov)
     verdicts = evaluate(pol, df, suda_doc)
     status, sentence = overall(verdicts)

@@ -54,3 +54,25 @@ def summary(plan, n: int | None = None) -> dict:
             "suppress_mode": sup.get("mode"), "perturb": (doc.get("perturb") or {}).get("specs"),
             "data_sha256": (doc.get("data") or {}).get("sha256"),
             "release_sha256": doc.get("release_sha256")}
+
+
+def check_plan_keys(plan, scan_keys) -> None:
+    """A plan whose keys are not among the scan's keys protects other variables than those the page
+    judges: refused in one line (the page would recommend its protection without a word)."""
+    doc = load_plan(plan)
+    check_keys_of("{arg:--plan|protection}", "the plan protects", doc.get("keys"), scan_keys,
+                  "give the plan of a protect run on this scan's keys (or scan the plan's keys)")
+
+
+def check_keys_of(flag: str, what: str, keys, scan_keys, advice: str) -> None:
+    """One line when any of ``keys`` (of a plan, a SUDA summary) is not among ``scan_keys``."""
+    keys = [str(k) for k in (keys or [])]
+    scan_keys = [str(k) for k in (scan_keys or [])]
+    if not keys or not scan_keys:
+        return
+    other = [k for k in keys if k not in scan_keys]
+    if other:
+        which = ("none of them is" if len(other) == len(keys) else
+                 f"{', '.join(map(repr, other))} {'is' if len(other) == 1 else 'are'} not")
+        raise bad_input(f"{flag}: {what} the keys {', '.join(keys)}; {which} among the scan's keys "
+                        f"({', '.join(scan_keys)}): {advice}")

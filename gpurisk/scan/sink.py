@@ -13,6 +13,7 @@ combinations are the ``combo`` values of the part files; a resumed scan skips th
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -169,7 +170,6 @@ class ParquetSink:
             for tmp in p.glob(".part-*"):
                 tmp.unlink(missing_ok=True)
         else:
-            p.mkdir(parents=True, exist_ok=True)
             from gpurisk.io.provenance import provenance   # file, date, version, command
             prov = provenance(self.settings)
             doc = {"format": "gpurisk-scan/1", "settings": self.settings,
@@ -177,7 +177,23 @@ class ParquetSink:
                    # what --resume checks (check_resume_inputs): the data as provenance has it
                    "inputs": {"data": prov.get("file"),
                               "population": _identity(self.settings.get("population"))}}
-            _atomic_write(p / MANIFEST, json.dumps(doc, indent=2, sort_keys=True).encode())
+            data = json.dumps(doc, indent=2, sort_keys=True).encode()
+            if p.is_dir():
+                _atomic_write(p / MANIFEST, data)
+            else:     # the folder appears whole, manifest inside, or not at all (a full disk)
+                from gpurisk.io.atomic import atomic_dataset
+                from gpurisk.io.outputs import disk_error
+                try:
+                    with atomic_dataset(p) as tmp:
+                        with open(tmp / MANIFEST, "wb") as fh:
+                            fh.write(data)
+                            fh.flush()
+                            os.fsync(fh.fileno())
+                except OSError as exc:
+                    err = disk_error(p / MANIFEST, exc)
+                    if err is None:
+                        raise
+                    raise err from None
         self._next = 1 + max((int(m.group(1)) for f in p.iterdir()
                               if (m := PART_RE.match(f.name))), default=-1)
 
