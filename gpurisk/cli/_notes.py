@@ -56,6 +56,13 @@ def measure_note(m: dict) -> str:
         parts.append("main effects + " + m["interactions"].replace(" x ", " × "))
     if m.get("expected_reidentifications") is not None:
         parts.append(f"expected re-identifications {_num(float(m['expected_reidentifications']))}")
+    if m.get("experimental") is True:
+        parts.append("experimental")
+    if m.get("se") is None and m.get("value") is not None and m.get("se_reason"):
+        parts.append(m["se_reason"])
+    if m.get("cells_raised_to_count"):
+        parts.append(f"{_num(m['cells_raised_to_count'])} cell(s) with weights summing below their "
+                     "count raised to it (calibrated weights below 1)")
     if m.get("reason"):
         parts.append(m["reason"])
     if isinstance(m.get("note"), str) and m["note"]:
