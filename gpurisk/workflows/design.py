@@ -64,9 +64,10 @@ def design_report_with(frame, keys: Sequence[str], design: Design, reading: Read
     keys = list(inp.keys)
     frames = inp.read()
     frame = frames.sample
-    table = inp.count(frames, records="{arg:design --cluster|design_report(cluster=...)}" if cluster else None).table
+    counted = inp.count(frames, records="{arg:design --cluster|design_report(cluster=...)}" if cluster else None)
+    table = counted.table
     doc: dict[str, Any] = {"n": table.n, "keys": keys, "n1": table.n_r(1), "n2": table.n_r(2),
-                           "warnings": []}
+                           "warnings": list(counted.notes)}
     if inp.fraction is not None:
         f = inp.fraction
         th, v, why = _estimable_theta_hat(table.n_r(1), table.n_r(2), table.n_r(3), f)
