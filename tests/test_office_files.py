@@ -163,3 +163,21 @@ def test_item6_record_risk_takes_weights(weighted):
     norm = run_cli("record-risk", str(paths["normalised"]), "--keys", KEYS, "--weights", "w",
                    "--population-size", str(d["sampling_weight"].sum()), "--json")
     assert norm.returncode == 0 and json.loads(norm.stdout)["methods"] == by_pi["methods"]
+
+
+# --- item 8: the test command's prerequisites ----------------------------------------------------
+def test_item8_readme_lists_chromium_as_ci_installs_it():
+    import re
+
+    from conftest import ROOT
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    start = readme.index("## Start here")
+    setup = readme[start:readme.index("\n## ", start + 1)]
+    assert "Chromium" in setup and "apt-get install -y chromium" in setup
+    # .ci/run installs the same package with the same tool (quieter flags aside)
+    installed = re.findall(r"apt-get install -y(?: -qq)? (\S+?)\)", ci)
+    assert installed == ["chromium"], installed
+    # and the page tests' skip reason gives the same command
+    for name in ("test_decision_page.py", "test_report.py"):
+        assert "(apt-get install -y chromium)" in (ROOT / "tests" / name).read_text()
