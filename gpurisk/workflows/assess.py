@@ -7,6 +7,7 @@ from typing import Any, Iterable, Mapping
 
 from gpurisk.core.settings import Design, Reading, Run, inputs
 from gpurisk.measures.headline import BESIDE, HEADLINE, scenario
+from gpurisk.core.levels import level_fields, with_levels
 from gpurisk.freq.guards import sample_categories
 from gpurisk.inputs import resolve_fraction  # noqa: F401  (re-exported: gpurisk.workflows.assess.resolve_fraction)
 from gpurisk.freq.table import FreqTable
@@ -78,9 +79,11 @@ class Assessment:
             "categories": dict(zip(t.keys, sample_categories(t))),   # distinct values in the sample
             "backend": t.backend,
             "warnings": list(self.warnings),
-            "headline": headline_of(self.measures, self.context.alpha),
+            "headline": with_levels(headline_of(self.measures, self.context.alpha),
+                                    self.measures, self.context.alpha),
             "scenarios": {name: scenario(name) for name in self.measures if scenario(name)},
         }
+        doc["levels"] = level_fields(self.context.alpha)     # what "upper" and "interval" mean
         if t.N is not None:
             doc["population_cells"] = t.population_cells
             doc["pop_freq_of_freq"] = {str(r): c for r, c in sorted(t.pop_freq_of_freq().items())
