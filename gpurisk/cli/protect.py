@@ -181,6 +181,10 @@ def register(cli: click.Group) -> None:
             t.add_row(*[_num(r[c]) if c not in ("keys", "criterion") else str(r[c])
                         for c in ba.columns])
         con.print(t)
+        if any(".upper" in c.text for c in res.criteria):
+            from gpurisk.core.levels import bound_words
+            con.print(f"MEASURE.upper: the {bound_words(run.alpha)} (--alpha {run.alpha:g})",
+                      markup=False, highlight=False)
         if p.perturbation is not None:
             t = Table(title=f"after --perturb {' then '.join(perturb)} (seed {run.seed}): Elliot's "
                       "pr(cm|um), records changed, criteria on the perturbed release",
