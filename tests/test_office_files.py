@@ -6,6 +6,7 @@ under test: eq. 7 of Skinner & Elliot (2002) by hand, sums of the weights by pan
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -181,3 +182,93 @@ def test_item8_readme_lists_chromium_as_ci_installs_it():
     # and the page tests' skip reason gives the same command
     for name in ("test_decision_page.py", "test_report.py"):
         assert "(apt-get install -y chromium)" in (ROOT / "tests" / name).read_text()
+
+
+# --- item 7: small untruths and frictions --------------------------------------------------------
+def test_item7_measures_says_right_what_runs_by_default():
+    """`gpurisk measures` marks "(runs when named)" exactly the measures assess leaves out by
+    default (matches_ll and tau1_ll run: the headline)."""
+    listing = run_cli("measures").stdout.splitlines()[1:]
+    named = {line.split("\t")[0] for line in listing if "(runs when named)" in line}
+    headline = {line.split("\t")[0] for line in listing if "(runs by default: the headline)" in line}
+    assert headline == {"matches_ll", "tau1_ll"}
+    data = data_path("sdcmicro/testdata.csv")
+    ran = set(json.loads(run_cli("assess", str(data), "--keys", KEYS, "--fraction", "0.01",
+                                 "--json").stdout)["measures"])
+    listed = {line.split("\t")[0] for line in listing}
+    assert headline <= ran
+    assert named == listed - ran, (named ^ (listed - ran))
+
+
+def test_item7_a_withheld_tau1_hat_has_no_se_beside_its_missing_value():
+    import gpurisk
+    a = gpurisk.assess("example:adult", ["age", "sex", "race", "marital-status"], fraction=0.01,
+                       measures=["tau1_hat"])
+    r = a.measures["tau1_hat"]
+    assert r.value is None and r.reason.startswith("withheld") and r.se is None
+    assert r.extra["raw_se"] > 0                          # kept, by name, for validation
+    row = a.to_frame().set_index("measure").loc["tau1_hat"]
+    assert pd.isna(row["value"]) and pd.isna(row["se"])
+    r = run_cli("assess", "example:adult", "--keys", "age,sex,race,marital-status", "--fraction",
+                "0.01", "--measures", "tau1_hat", "--json")
+    assert json.loads(r.stdout)["measures"]["tau1_hat"]["se"] is None
+
+
+def test_item7_suda_header_says_the_shares_overlap():
+    r = run_cli("suda", str(data_path("sdcmicro/testdata.csv")), "--keys", "urbrur,water,sex,age",
+                "--max-msu", "2", env={"COLUMNS": "200"})
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "add up to more than 100 %" in text
+    doc = json.loads(run_cli("suda", str(data_path("sdcmicro/testdata.csv")), "--keys",
+                             "urbrur,water,sex,age", "--max-msu", "2", "--json").stdout)
+    assert sum(v for v in doc["contributions_pct"].values() if v) > 100     # what the header says
+
+
+def test_item7_compare_prints_one_short_table():
+    data = data_path("sdcmicro/testdata.csv")
+    args = ["compare", str(data), "--keys", "urbrur,water,sex,age,relat,roof", "--fraction", "0.01",
+            "--alt", "age=bands:5", "--max-size", "3", "--all"]
+    r = run_cli(*args, env={"COLUMNS": "200"})
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) <= 40, len(lines)                 # was 4 tables, 180 lines, for 41 rows
+    assert sum(1 for x in lines if x.startswith("┏")) == 1
+    assert "the first 20 of 41 rows; --top 0 prints every row" in r.stdout
+    head = next(x for x in lines if "combination" in x)
+    for col in ("n1", "matches_ll", "matches_hat", "theta_hat"):
+        assert f" {col} " in head
+    every = run_cli(*args, "--top", "0", env={"COLUMNS": "200"}).stdout
+    assert "water, age, relat" in every and "the first" not in every
+
+
+def test_item7_protect_headers_whole_and_infeasible_names_suppress_limit():
+    data = data_path("sdcmicro/testdata.csv")
+    crits = ["matches_ll.upper<=3", "theta_hat.upper<=0.05", "tau1_ll.upper<=2"]
+    args = ["protect", str(data), "--keys", "urbrur,water,sex,age,relat", "--fraction", "0.01",
+            "--hierarchy", "age=bands:5", "--hierarchy", "age=bands:10", "--suppress-limit", "0.02"]
+    for c in crits:
+        args += ["--criterion", c]
+    for width in ("200", "120"):
+        r = run_cli(*args, env={"COLUMNS": width})
+        assert r.returncode == 0, r.stderr
+        assert "…" not in r.stdout                         # no header cut
+        assert "[1] matches_ll.upper<=3   [2] theta_hat.upper<=0.05   [3] tau1_ll.upper<=2" in r.stdout
+    r = run_cli("protect", str(data), "--keys", "urbrur,water,sex,age", "--fraction", "0.01",
+                "--hierarchy", "age=bands:5", "--criterion", "matches_ll<=0.0001")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "--suppress-limit 0.01" in r.stderr and "--hierarchy" in r.stderr
+
+
+def test_item7_notebook_view_shows_the_headline_both_levels_and_few_idle_rows():
+    import gpurisk
+    a = gpurisk.assess("example:adult", ["age", "sex", "race", "marital-status"], fraction=0.01)
+    html = a._repr_html_()
+    text = " ".join(re.sub(r"<[^>]+>", " ", html).split())
+    assert "headline expected correct matches E ≈ 19.8" in text
+    assert "two-sided 99 % interval" in text and "one-sided 99 % upper bound" in text
+    assert "scenario:" in text
+    idle = [n for n, r in a.measures.items() if r.value is None]
+    rows = html.count("<tr>")
+    assert rows <= len(a.measures) - len(idle) + 3, rows   # not applicable: one line, not a row each
+    assert f"not applicable here ({len(idle)})" in text

@@ -55,15 +55,27 @@ class Assessment:
                 + (f"; {idle} not applicable>" if idle else ">"))
 
     def _repr_html_(self) -> str:
-        """A notebook's view: one row per measure (value, s.e., upper bound, or why not run)."""
+        """A notebook's view: the headline (its two-sided interval, one-sided bound and scenario,
+        as the terminal prints it), one row per measure with a value, and the measures that did
+        not run in one line."""
         from gpurisk.core.display import html_table
+        from gpurisk.core.levels import bound_words, headline_lines
         t = self.table
-        rows = [(name, r.value, r.se, r.upper, r.reason or "") for name, r in self.measures.items()]
+        rows = [(name, r.value, r.se, r.upper) for name, r in self.measures.items()
+                if r.value is not None]
+        idle = [name for name, r in self.measures.items() if r.value is None]
         head = f"n={t.n}" + (f", N={t.N}" if t.N is not None else "")
+        from html import escape
+        first = "".join(f"<p>{escape(line)}</p>" for line in headline_lines(self.to_dict()["headline"]))
+        notes = [f"upper: the {bound_words(self.context.alpha)}"]
+        if idle:
+            notes.append(f"not applicable here ({len(idle)}): {', '.join(idle)} (the reasons: "
+                         "to_frame() or .measures[name].reason)")
         return html_table(f"Assessment of {', '.join(map(str, t.keys))} ({head}, "
                           f"{t.sample_cells} cells)", rows,
-                          ["measure", "value", "s.e.", "upper", "not applicable because"],
-                          [f"warning: {w}" for w in self.warnings[:5]])
+                          ["measure", "value", "s.e.", f"upper (one-sided {100 * (1 - self.context.alpha):.4g} %)"],
+                          notes + [f"warning: {w}" for w in self.warnings[:5]]
+                          ).replace('<div class="gpurisk-result">', '<div class="gpurisk-result">' + first, 1)
 
     def to_dict(self) -> dict[str, Any]:
         t = self.table
