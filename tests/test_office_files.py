@@ -272,3 +272,137 @@ def test_item7_notebook_view_shows_the_headline_both_levels_and_few_idle_rows():
     rows = html.count("<tr>")
     assert rows <= len(a.measures) - len(idle) + 3, rows   # not applicable: one line, not a row each
     assert f"not applicable here ({len(idle)})" in text
+
+
+# --- item 3: protection that makes a figure look worse; what to do next ------------------------
+def _page_text(path) -> str:
+    import html as _html
+    t = path.read_text(encoding="utf-8")
+    t = re.sub(r"<img[^>]*>", "", t)
+    t = re.sub(r"<style.*?</style>", "", t, flags=re.S)
+    return " ".join(_html.unescape(re.sub(r"<[^>]+>", " ", t)).split())
+
+
+@pytest.fixture(scope="module")
+def scanned(tmp_path_factory):
+    root = tmp_path_factory.mktemp("page3")
+    data = data_path("sdcmicro/testdata.csv")
+    r = run_cli("scan", str(data), "--keys", "water,sex,age,relat", "--max-size", "3",
+                "--fraction", "0.01", "-o", str(root / "scan"))
+    assert r.returncode == 0, r.stderr
+    return root, data
+
+
+def test_item3_a_higher_theta_bound_after_protection_is_explained(scanned):
+    root, data = scanned
+    d = pd.read_csv(data)
+    rel = d.assign(age=(d["age"] // 40) * 40)               # age coarsened, relat suppressed in 5
+    idx = np.random.default_rng(0).choice(len(d), 5, replace=False)
+    rel.loc[idx, "relat"] = np.nan
+    rel.to_csv(root / "release.csv", index=False)
+    out = root / "page.html"
+    r = run_cli("report", str(root / "scan"), "-o", str(out), "--release", str(root / "release.csv"),
+                "--max-theta", "0.5")
+    assert r.returncode == 0, r.stderr
+    text = _page_text(out)
+    # the pandas oracle: (age, relat) before and after, missing as a category of its own
+    def n_r(frame):
+        f = frame.groupby(["age", "relat"], dropna=False).size()
+        return int((f == 1).sum()), int((f == 2).sum())
+    (b1, b2), (a1, a2) = n_r(d), n_r(rel)
+    assert (a1, a2) == (4, 1)
+    assert "Higher than on the file as it is (0.809;" in text
+    assert (f"protection left n1 = {a1} sample uniques (was {b1}) and n2 = {a2} sample pairs "
+            f"(was {b2}) in (age, relat)") in text
+    assert "while the expected correct matches there fell from" in text
+    assert "counted as a category of their own" in text and "sdcMicro counts a missing value as a "
+    "wildcard" in text and "ARX sets every key of a suppressed record to *" in text
+    # what to do next follows from the release it judged: it still fails
+    steps = text[text.index("What to do next"):]
+    assert "The release after protection still fails the policy" in steps
+    assert "write this page again with the protect run's plan" not in steps
+
+
+def test_item3_next_steps_follow_the_plan_the_page_was_given(scanned):
+    root, data = scanned
+    plan = root / "plan.json"
+    r = run_cli("protect", str(data), "--keys", "water,sex,age,relat", "--fraction", "0.01",
+                "--hierarchy", "age=bands:10", "--hierarchy", "age=bands:20", "--criterion",
+                "matches_ll<=3", "--plan", str(plan), "-o", str(root / "protected.csv"))
+    assert r.returncode == 0, r.stderr
+    out = root / "page-plan.html"
+    r = run_cli("report", str(root / "scan"), "-o", str(out), "--plan", str(plan),
+                "--max-matches", "3")
+    assert r.returncode == 0, r.stderr
+    steps = _page_text(out)
+    steps = steps[steps.index("What to do next"):]
+    assert "given the protect run's plan but not its release" in steps
+    assert "write this page again with the protect run's plan" not in steps
+    assert "gpurisk protect" in steps and "--from-plan" in steps
+    cmd = re.search(r"(gpurisk protect \S+ --from-plan \S+ -o release\.csv)", steps).group(1)
+    import shlex
+    args = shlex.split(cmd)[1:]
+    args[-1] = str(root / "from-plan.csv")
+    r = run_cli(*args)                                     # the command it prints runs
+    assert r.returncode == 0, r.stderr
+    assert (root / "from-plan.csv").read_bytes() == (root / "protected.csv").read_bytes()
+    # a plan that fails by its own figures: protect again, not "write the page with the plan"
+    out1 = root / "page-plan-fails.html"
+    assert run_cli("report", str(root / "scan"), "-o", str(out1), "--plan", str(plan),
+                   "--max-matches", "1").returncode == 0
+    steps = _page_text(out1)
+    steps = steps[steps.index("What to do next"):]
+    assert "The plan given here does not meet the policy by its own figures" in steps
+    # given the release too, and it meets the policy: release it
+    out2 = root / "page-met.html"
+    r = run_cli("report", str(root / "scan"), "-o", str(out2), "--plan", str(plan), "--release",
+                str(root / "protected.csv"), "--max-matches", "3")
+    assert r.returncode == 0, r.stderr
+    steps = _page_text(out2)
+    steps = steps[steps.index("What to do next"):]
+    assert "The release after protection meets the policy: release the file" in steps
+
+
+# --- item 4: one meaning per level --------------------------------------------------------------
+def test_item4_assess_names_the_two_sided_interval_and_the_one_sided_bound():
+    args = ["assess", "example:adult", "--keys", "age,sex,race,marital-status", "--fraction", "0.01"]
+    for alpha, words in (("0.01", "99 %"), ("0.05", "95 %")):
+        doc = json.loads(run_cli(*args, "--alpha", alpha, "--json").stdout)
+        m, h = doc["measures"]["matches_ll"], doc["headline"]
+        assert doc["levels"]["bound_words"] == f"one-sided {words} upper bound"
+        assert doc["levels"]["interval_words"] == f"two-sided {words} interval"
+        assert h["measure"] == "matches_ll" and h["upper"] == m["upper"]
+        assert h["interval"] == [m["interval_lower"], m["interval_upper"]]
+        # the interval is two-sided at 1 − α: its upper end lies above the one-sided bound
+        z1, z2 = (2.3263478740408408, 2.5758293035489004) if alpha == "0.01" else \
+            (1.6448536269514722, 1.959963984540054)
+        assert m["upper"] == pytest.approx(min(m["value"] + z1 * m["se"], doc["freq_of_freq"]["1"]))
+        assert m["interval_upper"] == pytest.approx(m["value"] + z2 * m["se"])
+        text = " ".join(run_cli(*args, "--alpha", alpha).stdout.split())
+        assert (f"two-sided {words} interval {m['interval_lower']:.3g} to {m['interval_upper']:.3g}; "
+                f"one-sided {words} upper bound {m['upper']:.4g} (matches_ll)") in text
+        assert f"upper: the one-sided {words} upper bound (--alpha {float(alpha):g})" in text
+        assert f"{words} interval" not in text.replace(f"two-sided {words} interval", "")
+
+
+def test_item4_scan_protect_and_the_arx_plugin_use_the_same_words(tmp_path):
+    data = str(data_path("sdcmicro/testdata.csv"))
+    r = run_cli("scan", data, "--keys", "urbrur,water,sex,age", "--max-size", "2", "--fraction",
+                "0.01", "-o", str(tmp_path / "s"), env={"COLUMNS": "200"})
+    assert "upper: the one-sided 99 % upper bound (--alpha 0.01)" in r.stdout
+    r = run_cli("protect", data, "--keys", "urbrur,water,sex,age", "--fraction", "0.01",
+                "--hierarchy", "age=bands:10", "--criterion", "matches_ll.upper<=30",
+                env={"COLUMNS": "200"})
+    assert r.returncode == 0, r.stderr
+    assert "MEASURE.upper: the one-sided 99 % upper bound (--alpha 0.01)" in r.stdout
+    # pop_uniqueness: its interval from --alpha (was 95 % whatever --alpha said)
+    doc = json.loads(run_cli("assess", data, "--keys", "urbrur,water,sex,age,relat", "--fraction",
+                             "0.01", "--measures", "pop_uniqueness", "--json").stdout)
+    p = doc["measures"]["pop_uniqueness"]
+    assert p["interval_level"] == 0.99 and p["bound_level"] == 0.99
+    assert p["interval_lower"] <= p["value"] <= p["upper"] <= p["interval_upper"]
+    r = run_cli("assess", data, "--keys", "urbrur,water,sex,age,relat", "--fraction", "0.01",
+                "--measures", "pop_uniqueness", env={"COLUMNS": "250"})
+    text = " ".join(r.stdout.split())
+    assert f"two-sided 99 % interval {p['interval_lower']} to {p['interval_upper']}" in text
+    assert "95 %" not in text

@@ -172,27 +172,32 @@ def next_steps(df: pd.DataFrame, col: str, contrib: pd.DataFrame, settings: dict
                                           ",".join(ranked["keys"].iloc[0]), *common]),
                       "after": ""})
     plan_file = str(plan) if isinstance(plan, (str, Path)) else None
-    rel_file = str(release) if isinstance(release, (str, Path)) else None
-    if release_status == "met":
+    judged_file = release is not None
+    if judged_file and release_status == "met":
         steps.append({"text": "The release after protection meets the policy: release the file "
                       "this page judged (its identity is in the release verdict above), and keep "
                       "this page with it.", "code": None, "after": ""})
-    elif release_status == "fails":
+    elif judged_file and release_status == "fails":
         steps.append({"text": "The release after protection still fails the policy: protect again "
                       "with stricter criteria (the failing figure's threshold), coarser hierarchy "
                       "levels or a larger suppression limit, then write this page again with the "
                       "new plan and release.", "code": None, "after": ""})
-    elif plan_file and release is None and policy_status in ("fails", "unchecked"):
+    elif judged_file:
+        steps.append({"text": "Some criteria could not be checked on the release (the release "
+                      "verdict above says why and what to give); give the page what each names.",
+                      "code": None, "after": ""})
+    elif plan_file and release_status == "fails":
+        steps.append({"text": "The plan given here does not meet the policy by its own figures: "
+                      "protect again with stricter criteria, coarser hierarchy levels or a larger "
+                      "suppression limit, then give this page the new plan and its release.",
+                      "code": None, "after": ""})
+    elif plan_file:
         cmd = (shlex.join(["gpurisk", "protect", data, "--from-plan", plan_file, "-o",
                            "release.csv"]) if has_file else None)
         steps.append({"text": "This page was given the protect run's plan but not its release: "
                       "write the release from the plan and give it to this page (--release "
                       "release.csv), which then judges the policy on the released file itself:",
                       "code": cmd, "after": ""})
-    elif release_status == "unchecked" or (release_status is None and rel_file):
-        steps.append({"text": "Some criteria could not be checked on the release (see why in the "
-                      "release verdict above); give the page what each names.", "code": None,
-                      "after": ""})
     elif policy_status == "fails":
         steps.append({"text": "The release does not meet the policy: protect it (recode the key "
                       "variables named above, gpurisk protect) and write this page again with "
