@@ -10,6 +10,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
+import shlex
+
 import pandas as pd
 
 from gpurisk.errors import BadInput
@@ -18,7 +20,7 @@ from gpurisk.report import plots
 from gpurisk.report.drivers import key_contributions
 from gpurisk.io.provenance import command_line, file_identity
 from gpurisk.core.messages import phrase_frame
-from gpurisk.report.policy import Policy, evaluate, load_policy, overall
+from gpurisk.report.policy import Policy, Verdict, evaluate, load_policy, overall
 from gpurisk.report.style import CSS, environment
 from gpurisk.report.text import fmt, meaning, next_steps, not_plotted
 from gpurisk.scan.runner import rank_column, rank_meaning, top_combinations
@@ -48,6 +50,39 @@ def _suda(suda) -> dict | None:
     if not isinstance(doc, dict) or "dis_max" not in doc:
         raise bad_input(f"{{arg:--suda|suda}} {Path(suda).name!r} is not the summary {{arg:gpurisk suda --json|gpurisk.suda(...).to_dict()}} gives")
     return doc
+
+
+#: the policy's criteria judged over the scan's combinations (the per-record risk is not)
+_BY_COMBINATION = ("expected correct matches", "k-anonymity", "θ̂'s upper bound")
+
+
+def uncovered(verdicts: list, df: pd.DataFrame, settings: dict) -> list:
+    """The verdicts, with every "met" on a criterion judged over the combinations turned into "not
+    checked" when the scan left out the full key set (a scan up to size 3 of 6 keys): an intruder
+    holding every key may match more (Ê and θ̂ are not bounded by those of the subsets, k only
+    falls), so a "met" there would be one that was never checked. The words say so and give the
+    command that checks the full key set. A "fails" stays."""
+    from gpurisk.report.text import _common
+    keys = list(settings.get("keys") or [])
+    combos = {frozenset(k) for k in df["keys"]}
+    named = "scenario" in df.columns and df["scenario"].notna().any()   # named key sets: each scanned
+    if not keys or frozenset(keys) in combos or named:
+        return verdicts
+    data = settings.get("data")
+    cmd = (shlex.join(["gpurisk", "assess", str(data), "--keys", ",".join(keys), *_common(settings)])
+           if isinstance(data, str) and not data.startswith("<") else None)
+    largest = int(df["size"].max())
+    out = []
+    for v in verdicts:
+        if v.status == "met" and v.criterion.startswith(_BY_COMBINATION):
+            v = Verdict(v.criterion, "not checked",
+                        f"Not checked on the full key set: the scan covered combinations of at most "
+                        f"{largest} of the {len(keys)} key variables, not all {len(keys)} "
+                        f"({', '.join(keys)}), where an intruder holding every key matches best. On "
+                        f"the combinations scanned: {v.words}"
+                        + (f" Check it: {cmd}" if cmd else " Assess the full key set."), v.value)
+        out.append(v)
+    return out
 
 
 def _identity(prov: dict, settings: dict, now: str) -> list[tuple[str, str]]:
@@ -167,12 +202,16 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
     pol = _policy(policy)
     suda_doc = _suda(suda)
     prot = _protection(protection, settings, prov)
-    verdicts = evaluate(pol, df, suda_doc)
+    verdicts = uncovered(evaluate(pol, df, suda_doc), df, settings)
     status, sentence = overall(verdicts)
     from gpurisk.report.protection import load_plan
     from gpurisk.report.release import release_verdicts
     rel = release_verdicts(pol, load_plan(protection) if protection is not None else None,
                            release, settings, df)
+    if rel is not None and release is not None:      # the release was scanned on the same rows
+        rel["verdicts"] = uncovered(rel["verdicts"], df, settings)
+        rel["status"], rel_sentence = overall(rel["verdicts"])
+        rel["sentence"] = rel_sentence.replace("The release", "The release after protection", 1)
     if rel is not None:               # two verdicts side by side: say which file each is about
         sentence = sentence.replace("The release", "The file as it is", 1)
     threshold = pol.max_theta_upper if pol.max_theta_upper is not None else float(threshold)
