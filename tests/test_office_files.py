@@ -406,3 +406,105 @@ def test_item4_scan_protect_and_the_arx_plugin_use_the_same_words(tmp_path):
     text = " ".join(r.stdout.split())
     assert f"two-sided 99 % interval {p['interval_lower']} to {p['interval_upper']}" in text
     assert "95 %" not in text
+
+
+# --- items 1 and 2: the decision page, read in headless Chromium at 1 400 and 800 px ------------
+PAGE_CHECK = """<script>
+window.addEventListener('load', function () {
+  var out = {page: {scroll: document.documentElement.scrollWidth,
+                    width: document.documentElement.clientWidth, height: window.innerHeight}};
+  ['verdict', 'headline', 'identity', 'release-verdict'].forEach(function (id) {
+    var e = document.getElementById(id);
+    out[id] = e ? {bottom: e.getBoundingClientRect().bottom, text: e.innerText} : null;
+  });
+  out.verdicts = Array.from(document.querySelectorAll('table.verdicts tr')).slice(1).map(
+    function (tr) { return Array.from(tr.cells).map(function (c) {
+      return {text: c.innerText, cls: c.className, color: getComputedStyle(c).color}; }); });
+  var pre = document.createElement('pre'); pre.id = 'page-check';
+  pre.textContent = JSON.stringify(out); document.body.appendChild(pre);
+});
+</script>"""
+
+
+def _in_chromium(page_html, width, tmp_path) -> dict:
+    import shutil
+    import subprocess
+
+    from test_decision_page import FLAGS
+    browser = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
+                    if shutil.which(n)), None)
+    if browser is None:
+        pytest.skip("no chromium in PATH (apt-get install -y chromium)")
+    checked = tmp_path / f"checked-{page_html.stem}-{width}.html"
+    checked.write_text(page_html.read_text(encoding="utf-8").replace("</body>", PAGE_CHECK + "</body>"),
+                       encoding="utf-8")
+    proc = subprocess.run([browser, *FLAGS, f"--user-data-dir={tmp_path / f'profile-{width}'}",
+                           f"--window-size={width},900", "--dump-dom", checked.resolve().as_uri()],
+                          capture_output=True, text=True, timeout=180)
+    found = re.search(r'<pre id="page-check">(.*?)</pre>', proc.stdout, re.S)
+    assert found, proc.stderr[-2000:]
+    import html as _html
+    res = json.loads(_html.unescape(found.group(1)))
+    assert res["page"]["scroll"] <= res["page"]["width"]          # no page-wide scroll bar
+    return res
+
+
+@pytest.fixture(scope="module")
+def partial_and_full(scanned):
+    """Pages of a scan up to size 3 of 4 keys and of one holding all 4, same policy."""
+    root, data = scanned
+    full = root / "scan-full"
+    r = run_cli("scan", str(data), "--keys", "water,sex,age,relat", "--max-size", "4",
+                "--fraction", "0.01", "-o", str(full))
+    assert r.returncode == 0, r.stderr
+    pages = {}
+    for name, scan in (("partial", root / "scan"), ("full", full)):
+        pages[name] = root / f"board-{name}.html"
+        r = run_cli("report", str(scan), "-o", str(pages[name]), "--max-matches", "100",
+                    "--max-theta", "0.9", "--min-k", "2")
+        assert r.returncode == 0, r.stderr
+    return pages, data
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_item1_a_partial_scan_page_cannot_say_met_for_the_full_key_set(partial_and_full, tmp_path,
+                                                                        width):
+    pages, data = partial_and_full
+    res = _in_chromium(pages["partial"], width, tmp_path)
+    rows = {r[0]["text"]: r for r in res["verdicts"]}
+    for crit in ("expected correct matches at most 100 in every combination",
+                 "θ̂'s upper bound at most 0.9 in every combination"):
+        status, words = rows[crit][1], rows[crit][2]["text"]
+        assert status["text"] == "not checked" and status["cls"] == "not-checked"
+        assert status["color"] == "rgb(107, 82, 0)"                 # the verdict colour of "not checked"
+        assert "not all 4 (age, relat, sex, water)" in words
+        assert f"gpurisk assess {data} --keys age,relat,sex,water --fraction 0.01" in words
+    assert not any(r[1]["text"] == "met" for r in res["verdicts"])
+    assert "meets every criterion" not in res["verdict"]["text"]
+    # the same policy on a scan that holds the full key set: met where it holds
+    full = _in_chromium(pages["full"], width, tmp_path)
+    rows = {r[0]["text"]: r for r in full["verdicts"]}
+    assert rows["expected correct matches at most 100 in every combination"][1]["text"] == "met"
+    assert rows["θ̂'s upper bound at most 0.9 in every combination"][1]["text"] == "met"
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_item2_the_first_screen_shows_the_headline_with_interval_and_scenario(partial_and_full,
+                                                                              tmp_path, width):
+    pages, data = partial_and_full
+    ref = json.loads(run_cli("assess", str(data), "--keys", "water,sex,age,relat", "--fraction",
+                             "0.01", "--json").stdout)["headline"]
+    res = _in_chromium(pages["full"], width, tmp_path)
+    h = res["headline"]
+    assert h is not None and h["bottom"] <= res["page"]["height"]       # on the first screen
+    assert res["verdict"]["bottom"] <= res["page"]["height"]
+    assert res["identity"]["bottom"] <= res["page"]["height"]
+    text = " ".join(h["text"].split())
+    lo, hi = ref["interval"]
+    assert (f"headline expected correct matches E ≈ {ref['value']:.3g}, two-sided 99 % interval "
+            f"{lo:.3g} to {hi:.3g}; one-sided 99 % upper bound {ref['upper']:.4g} (matches_ll)") in text
+    assert "scenario: expected correct matches if an intruder matches each sample unique" in text
+    assert "on the full key set: water, sex, age, relat" in text
+    # a scan without the full key set: the headline says on which combination it stands
+    part = " ".join(_in_chromium(pages["partial"], width, tmp_path)["headline"]["text"].split())
+    assert "on the riskiest combination scanned (by matches_ll): water, age, relat" in part

@@ -70,11 +70,11 @@ def headline_lines(h: dict | None) -> list[str]:
 
     def figures(e: dict) -> str:
         lo, hi = (e.get("interval") or [None, None])
-        text = f"{e['value']:.3g}"
+        text = num(e["value"])
         if lo is not None and hi is not None:
-            text += f", {interval_words(il)} {lo:.3g} to {hi:.3g}"
+            text += f", {interval_words(il)} {num(lo)} to {num(hi)}"
         if e.get("upper") is not None:
-            text += f"; {bound_words(alpha)} {e['upper']:.4g}"
+            text += f"; {bound_words(alpha)} {num(e['upper'], 4)}"
         return text
     what = (h.get("scenario") or "").split(":")[0] or "E"
     if h.get("value") is None:
@@ -91,8 +91,32 @@ def headline_lines(h: dict | None) -> list[str]:
     return lines
 
 
+def num(v: float, digits: int = 3) -> str:
+    """A figure with ``digits`` significant digits, never in e-notation (1153, 19.8, 0.000123)."""
+    import numpy as np
+    v = float(v)
+    if abs(v) >= 10 ** (digits - 1):
+        return f"{v:.0f}"
+    return np.format_float_positional(v, precision=digits, unique=False, fractional=False,
+                                      trim="-")
+
+
 def _what(h: dict) -> str:
     sym = (h.get("scenario") or "").split(":")[0].strip()
     if sym.startswith("E"):
         return "expected correct matches E"
     return sym or h["measure"]
+
+
+#: measures whose two-sided interval is value ± z_{α/2} s.e. within [0, n1] (their ``interval_*``
+#: extras, which a scan's rows do not keep: a page rebuilds it from the row's value and s.e.)
+NORMAL_INTERVAL = ("matches_ll", "tau1_ll")
+
+
+def two_sided(value: float, se: float, alpha: float, n1: float | None = None) -> list[float]:
+    """The two-sided (1 − α) interval value ± z_{α/2} s.e., within [0, n1], of a measure of
+    :data:`NORMAL_INTERVAL` (what its ``interval_lower``/``interval_upper`` hold)."""
+    from gpurisk.measures._util import z_upper
+    z = z_upper(float(alpha) / 2.0)
+    hi = value + z * se
+    return [max(value - z * se, 0.0), hi if n1 is None else min(hi, float(n1))]

@@ -85,6 +85,47 @@ def uncovered(verdicts: list, df: pd.DataFrame, settings: dict) -> list:
     return out
 
 
+def page_headline(df: pd.DataFrame, col: str, settings: dict) -> dict | None:
+    """The headline for the page's first screen, as ``assess`` prints it (the keys of
+    :func:`gpurisk.workflows.assess.headline_of` and the level fields): E on the full key set when
+    the scan holds it, else on the riskiest combination scanned; the exact E (``matches``) where
+    the scan has population counts, else the estimate with its two-sided interval and one-sided
+    bound; τ1 beside it; the scenario it answers."""
+    from gpurisk.core.levels import NORMAL_INTERVAL, level_fields, two_sided
+    from gpurisk.measures.headline import scenario
+    keys = list(settings.get("keys") or [])
+    full = df[df["keys"].map(frozenset) == frozenset(keys)] if keys else df.iloc[0:0]
+    if len(full):
+        row, where = full.iloc[0], "the full key set"
+    else:
+        top = top_combinations(df, 1, col)
+        if not len(top):
+            return None
+        row, where = top.iloc[0], f"the riskiest combination scanned (by {col})"
+    alpha = float(settings.get("alpha") or 0.01)
+
+    def num(v):
+        return None if v is None or (isinstance(v, float) and v != v) or pd.isna(v) else float(v)
+
+    def has(m):
+        return m in df.columns and num(row.get(m)) is not None
+    measure = next((m for m in ("matches", "matches_ll") if has(m)), col)
+    beside = [m for m in (("tau1",) if measure == "matches" else ("tau1_ll",)) if has(m)]
+
+    def entry(m):
+        v, se = num(row.get(m)), num(row.get(f"{m}_se"))
+        interval = (two_sided(v, se, alpha, num(row.get("n1"))) if m in NORMAL_INTERVAL
+                    and v is not None and se is not None else None)
+        why = row.get(f"{m}_reason")
+        return {"measure": m, "value": v, "se": se, "interval": interval,
+                "upper": num(row.get(f"{m}_upper")),
+                "reason": why if isinstance(why, str) else None, "scenario": scenario(m),
+                "model": None}
+    return {**entry(measure), "level": 1.0 - alpha, **level_fields(alpha),
+            "beside": [entry(b) for b in beside],
+            "where": f"on {where}: {', '.join(row['keys'])}"}
+
+
 def _identity(prov: dict, settings: dict, now: str) -> list[tuple[str, str]]:
     from gpurisk.io.provenance import gpurisk_version
     __version__ = gpurisk_version()
@@ -217,6 +258,8 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
     threshold = pol.max_theta_upper if pol.max_theta_upper is not None else float(threshold)
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     contrib = key_contributions(df, col, drivers_top)
+    from gpurisk.core.levels import headline_lines
+    head = page_headline(df, col, settings)
     drivers = [{"key": r["key"], "drop": fmt(r["drop"]), "combination": r["combination"],
                 "rank": int(r["rank"]), "n1_drop": fmt(r["n1_drop"], "n1"),
                 "mean_drop": fmt(r["mean_drop"]), "combinations": int(r["combinations"])}
@@ -238,6 +281,9 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
     ctx = {
         "title": title or "gpurisk release decision page", "css": CSS,
         "overall": {"status": status, "sentence": sentence}, "release": rel,
+        "headline": [x for x in headline_lines(head) if not x.strip().startswith("beside it")]
+        if head else [],       # τ1 beside it is in the tables below: the first screen stays short
+        "headline_where": head["where"] if head else "",
         "identity": _identity(prov, settings, now),
         "policy": {"name": pol.name, "source": pol.source if not pol.empty else "nowhere"},
         "verdicts": verdicts, "scope": scope if verdicts else "",
