@@ -60,7 +60,7 @@ def test_assess_population_and_sample_flag_agree(tmp_path):
                            data_path("arx_genetic/fars_int.csv"), "--json", check=True).stdout)
     assert a["N"] == b["N"] == len(reg) and a["n"] == b["n"] == int(flag.sum())
     assert a["fraction"] == pytest.approx(b["fraction"]) and a["fraction_source"] == "n/N"
-    for name in ("theta", "pr_pu", "pr_pu_su", "match_prob_a", "theta_hat"):
+    for name in ("theta", "pr_pu", "pr_pu_su", "match_prob_a", "matches", "tau1"):
         assert a["measures"][name]["value"] == pytest.approx(b["measures"][name]["value"])
         assert a["measures"][name]["value"] is not None
 

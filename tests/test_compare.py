@@ -23,14 +23,17 @@ def test_compare_columns_equal_separate_scans():
     res = compare(df, KEYS, alts, cumulative=True, sample_flag="s")
     t = res.table
     assert res.uniques == "N1" and len(t) == 15
+    # a register: compare shows the exact θ and E (issue 40), recoded on the population too
+    assert res.columns == ["N1", "pr_pu", "matches", "theta"]
     base = gpurisk.scan(df, keys=KEYS, max_size=4, sample_flag="s",
-                        measures=["pop_uniques", "pr_pu", "theta_hat"]).results
+                        measures=["pop_uniques", "pr_pu", "theta"]).results
     both = gpurisk.scan(df, keys=KEYS, max_size=4, sample_flag="s", recode=alts,
-                        measures=["pop_uniques", "pr_pu", "theta_hat"]).results
+                        measures=["pop_uniques", "pr_pu", "theta", "matches"]).results
     labels = ["original"] + [a.name for a in res.alternatives]
     np.testing.assert_array_equal(t[f"N1 [{labels[0]}]"], base["N1"])
     np.testing.assert_array_equal(t[f"N1 [{labels[2]}]"], both["N1"])      # cumulative: both recodes
-    np.testing.assert_allclose(t[f"theta_hat [{labels[2]}]"], both["theta_hat"], equal_nan=True)
+    np.testing.assert_allclose(t[f"theta [{labels[2]}]"], both["theta"], equal_nan=True)
+    np.testing.assert_allclose(t[f"matches [{labels[2]}]"], both["matches"], equal_nan=True)
     # grouping never creates uniques (Kim & Jeong Tables 3-5 only go down)
     assert (t[f"N1 [{labels[1]}]"] <= t[f"N1 [{labels[0]}]"]).all()
     assert (t[f"N1 [{labels[2]}]"] <= t[f"N1 [{labels[1]}]"]).all()
@@ -86,11 +89,12 @@ def test_compare_shows_only_the_measures_that_apply(tmp_path):
 def test_compare_help_lists_the_default_columns_truthfully(tmp_path):
     _small(tmp_path)
     help_text = " ".join(run_cli("compare", "--help", check=True).stdout.split())
-    # with a population (here: a sample flag) every default applies: the help names each column
+    # with a population (here: a sample flag) every default applies, the exact E and θ in place of
+    # the estimates (issue 40): the help names each column
     res = compare(str(tmp_path / "d.csv"), ["a", "b"], ["a=bands:10"], sample_flag="s")
-    assert res.columns == ["N1", "pr_pu", "matches_ll", "matches_hat", "theta_hat"] and res.left_out == {}
+    assert res.columns == ["N1", "pr_pu", "matches", "theta"] and res.left_out == {}
     for col in ["N1 (pop_uniques)", "n1 (sample_uniques)", "pr_pu", "matches_ll", "matches_hat",
-                "theta_hat"]:
+                "theta_hat", "exact matches, theta"]:
         assert col in help_text, col
     res = compare(str(tmp_path / "d.csv"), ["a", "b"], ["a=bands:10"], fraction=0.2)
     assert res.columns == ["n1", "matches_ll", "matches_hat", "theta_hat"] and list(res.left_out) == ["pr_pu"]

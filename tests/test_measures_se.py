@@ -95,7 +95,8 @@ def test_theta_hat_testdata_by_hand():
     ([1, 2, 2], 1.0, 1.0),        # census released whole
 ])
 def test_theta_hat_edges(counts, pi, expect):
-    r = gpurisk.assess(frame_from_counts(counts), ["k"], fraction=pi)
+    # named: at π = 1 (a census) the population counts are known and θ̂ runs only when named
+    r = gpurisk.assess(frame_from_counts(counts), ["k"], fraction=pi, measures=["theta_hat"])
     assert r.measures["theta_hat"].value == expect
     assert r.measures["theta_hat"].reason is None
 

@@ -190,7 +190,8 @@ def test_item7_measures_says_right_what_runs_by_default():
     default (matches_ll and tau1_ll run: the headline)."""
     listing = run_cli("measures").stdout.splitlines()[1:]
     named = {line.split("\t")[0] for line in listing if "(runs when named)" in line}
-    headline = {line.split("\t")[0] for line in listing if "(runs by default: the headline)" in line}
+    headline = {line.split("\t")[0] for line in listing
+                if "(runs by default: the headline without population counts)" in line}
     assert headline == {"matches_ll", "tau1_ll"}
     data = data_path("sdcmicro/testdata.csv")
     ran = set(json.loads(run_cli("assess", str(data), "--keys", KEYS, "--fraction", "0.01",
@@ -198,6 +199,10 @@ def test_item7_measures_says_right_what_runs_by_default():
     listed = {line.split("\t")[0] for line in listing}
     assert headline <= ran
     assert named == listed - ran, (named ^ (listed - ran))
+    # with population counts the headline is counted: the log-linear fits run only when named
+    reg = json.loads(run_cli("assess", str(data_path("sdcmicro/testdata2.csv")), "--keys", KEYS,
+                             "--population", str(data), "--json").stdout)
+    assert {"matches", "tau1"} <= set(reg["measures"]) and not headline & set(reg["measures"])
 
 
 def test_item7_a_withheld_tau1_hat_has_no_se_beside_its_missing_value():

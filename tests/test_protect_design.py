@@ -71,15 +71,17 @@ def test_sample_flag_gives_population_counts_and_pi(register, tmp_path):
     p = protect(data, KEYS, {"age": hier}, ["pop_uniques<=5", "theta_hat<=0.5"],
                 sample_flag="in_sample", output=out, plan=plan, prune=False)
     r = p.result
+    assert p.plan["criteria"] == ["pop_uniques.value<=5", "theta.value<=0.5"]
     assert p.settings["fraction"] == pytest.approx(pi)
     for i, lv in enumerate(r.levels.tolist()):
         g = _generalised(df, maps, lv[1])
         F = g.groupby(KEYS).size()
         f = g[flag].groupby(KEYS).size()
         assert r.values[i, 0, 0] == int((F == 1).sum()), lv
-        n1, n2 = int((f == 1).sum()), int((f == 2).sum())
-        den = pi * n1 + 2 * (1 - pi) * n2
-        want = pi * n1 / den if den > 0 and n2 > 0 else np.nan
+        # a register: theta_hat<=0.5 is judged on the exact θ = n1 / Σ_{f=1} F (eq. 2; issue 40)
+        su = f[f == 1].index
+        n1 = len(su)
+        want = n1 / F.loc[su].sum() if n1 else np.nan
         got = r.values[i, 1, 0]
         assert (np.isnan(want) and np.isnan(got)) or got == pytest.approx(want, rel=1e-12), lv
     ok = [lv for i, lv in enumerate(r.levels.tolist()) if r.feasible[i]]

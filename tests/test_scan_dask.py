@@ -325,7 +325,8 @@ def test_default_scan_on_the_workers_leaves_the_log_linear_ranking_out_and_says_
     values, which a summary does not carry. With --cells-on-workers and no measure named the scan
     keeps the cells there, leaves matches_ll out with the reason and ranks by matches_hat; named, it
     brings the table here and equals the pandas scan."""
-    opts = dict(keys=ADULT6[:4], max_size=2, sample_flag="s")
+    opts = dict(keys=ADULT6[:4], max_size=2, fraction=0.1)   # a sample alone: E is estimated
+    adult = adult[adult["s"]].drop(columns="s").reset_index(drop=True)
     got = gpurisk.scan(adult, backend="dask", cells_on_workers=True, **opts)
     assert "matches_ll" not in got.results.columns and got.rank_by == "matches_hat"
     assert any("matches_ll" in w and "stay on the workers" in w and "matches_hat" in w
@@ -347,3 +348,23 @@ def test_default_scan_on_the_workers_leaves_the_log_linear_ranking_out_and_says_
     assert gathered.rank_by == "matches_ll"
     pd.testing.assert_series_equal(gathered.results["matches_ll"], want.results["matches_ll"],
                                    rtol=1e-12)
+
+
+def test_register_scan_on_the_workers_leads_with_the_exact_E(client, adult):
+    """Issue 40, exact first: a register (sample flag) scanned with the cells kept on the workers
+    runs no estimator by default, ranks by the exact E (matches, a summary the workers reduce) and
+    equals a pandas oracle: E = Σ_{f=1} 1/F and τ1 = #{f = 1, F = 1} by groupby, per combination."""
+    keys = ADULT6[:4]
+    got = gpurisk.scan(adult, keys=keys, max_size=2, sample_flag="s", backend="dask",
+                       cells_on_workers=True)
+    assert got.rank_by == "matches" and got.measures[:2] == ["matches", "tau1"]
+    assert not {"matches_ll", "tau1_ll", "matches_hat", "theta_hat"} & set(got.measures)
+    assert not any("was not run" in w for w in got.warnings)
+    for _, row in got.results.iterrows():
+        ks = list(row["keys"])
+        cell = adult.groupby(ks, dropna=False).ngroup().to_numpy()
+        F = np.bincount(cell)
+        f = np.bincount(cell[adult["s"].to_numpy()], minlength=F.size)
+        su = f == 1
+        assert row["matches"] == pytest.approx(np.sum(1.0 / F[su]), rel=1e-12)
+        assert row["tau1"] == np.sum(F[su] == 1)

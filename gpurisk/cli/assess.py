@@ -49,8 +49,9 @@ def print_assessment(doc: dict) -> None:
 
 
 def print_headline(con, h: dict | None) -> None:
-    """The one figure an office acts on, its interval, its bound and the scenario it answers, first
-    (the words of :mod:`gpurisk.core.levels`)."""
+    """The one figure an office acts on, its interval and bound (or "exact" where it is counted from
+    the population), the scenario it answers, first; under an exact headline, each estimator that
+    was named against the truth (the words of :mod:`gpurisk.core.levels`)."""
     from gpurisk.core.levels import headline_lines
     for i, line in enumerate(headline_lines(h)):
         if i == 0 and line.startswith("headline"):

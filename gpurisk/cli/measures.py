@@ -42,7 +42,7 @@ def register(cli: click.Group) -> None:
         for d in rows:
             needs = ", ".join(d["needs"]) or "sample only"
             if d.get("headline"):
-                needs += " (runs by default: the headline)"
+                needs += " (runs by default: the headline without population counts)"
             elif not d.get("default", True):
                 needs += " (runs when named)"
             table.append([d["name"], needs, _options_text(d), d["reference"],

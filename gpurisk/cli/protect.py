@@ -162,6 +162,10 @@ def register(cli: click.Group) -> None:
                      if res.stats["resumed"] else "") + f") in {res.seconds:.2f} s; "
                   f"n = {p.settings['n']}, π = {_num(p.settings['fraction'])}",
                   markup=False, highlight=False)
+        for used, asked in (p.plan.get("criteria_asked") or {}).items():
+            con.print(f"criterion {asked} judged on the exact value {used}: the population counts "
+                      "are known, so the value is counted, not estimated", markup=False,
+                      highlight=False)
         con.print(_table(f"optimum: least {res.loss_name} meeting every criterion", p.optimum, res))
         front = p.front
         crit = res.criteria[res.front_by].text

@@ -72,7 +72,7 @@ def _summary_columns(by: str, top: list) -> list:
     cols = [(c, (lambda r, c=c: _fmt(r.get(c)))) for c in ("size", "cells", "n1", "n2", "N1")]
     if by not in {c for c, _ in cols}:
         cols.append((by, lambda r: _fmt(r.get(by))))
-    if f"{by}_upper" in first:
+    if any(r.get(f"{by}_upper") is not None for r in top):    # an exact ranking has no bound
         cols.append(("upper", lambda r: _fmt(r.get(f"{by}_upper"))))
     if by == "matches_ll" and "matches_hat" in first:
         cols.append(("θ̂·n1 (lower est.)", lambda r: _fmt(r.get("matches_hat"))))

@@ -61,33 +61,58 @@ def with_levels(headline: dict | None, measures, alpha: float) -> dict | None:
 
 
 def headline_lines(h: dict | None) -> list[str]:
-    """The headline as plain lines, the same in the terminal, a notebook and a page: the figure, its
-    two-sided interval, its one-sided bound, what it is shown beside, the scenario, the model."""
+    """The headline as plain lines, the same in the terminal, a notebook and a page: the figure
+    (counted and "exact" where the population counts are known, else the estimate with its
+    two-sided interval and one-sided bound), what it is shown beside, the scenario, the model, and
+    under an exact headline each estimator that was named against the truth."""
     if not h:
         return []
     alpha = 1.0 - float(h.get("bound_level", h.get("level", 0.99)))
     il = float(h.get("interval_level", h.get("level", 0.99)))
+    exact = bool(h.get("exact"))
 
     def figures(e: dict) -> str:
+        if exact:
+            return f"= {e['value']:.6g}, exact"
         lo, hi = (e.get("interval") or [None, None])
-        text = num(e["value"])
+        text = "≈ " + num(e["value"])
         if lo is not None and hi is not None:
             text += f", {interval_words(il)} {num(lo)} to {num(hi)}"
         if e.get("upper") is not None:
             text += f"; {bound_words(alpha)} {num(e['upper'], 4)}"
         return text
-    what = (h.get("scenario") or "").split(":")[0] or "E"
     if h.get("value") is None:
-        return [f"headline {what} ({h['measure']}): not given here: {h.get('reason')}"]
-    lines = [f"headline {_what(h)} ≈ {figures(h)} ({h['measure']})"]
+        return [f"headline {_what(h)} ({h['measure']}): not given here: {h.get('reason')}"]
+    if exact:
+        lines = [f"headline {_what(h)} = {h['value']:.6g}, exact: counted from the population "
+                 f"counts ({h['measure']})"]
+    else:
+        lines = [f"headline {_what(h)} {figures(h)} ({h['measure']})"]
     for b in h.get("beside", []):
         if b.get("value") is not None:
-            lines.append(f"  beside it: {(b.get('scenario') or '').split(':')[0]} ≈ {figures(b)} "
+            lines.append(f"  beside it: {(b.get('scenario') or '').split(':')[0]} {figures(b)} "
                          f"({b['measure']})")
     if h.get("scenario"):
         lines.append(f"  scenario: {h['scenario'].split(': ', 1)[-1]}")
     if h.get("model"):
         lines.append(f"  model: {h['model']}")
+    checks = h.get("against_truth") or []
+    if checks:
+        lines.append("  estimators named, against the truth (a check on this population):")
+    for c in checks:
+        if c.get("value") is None:
+            lines.append(f"    {c['measure']}: no estimate ({c.get('reason')}); truth "
+                         f"{c['truth']:.6g} ({c['truth_measure']})")
+            continue
+        if c.get("covered_by") == "interval":
+            held = f"{interval_words(il)} {num(c['interval'][0])} to {num(c['interval'][1])}"
+        elif c.get("covered_by") == "upper":
+            held = f"{bound_words(alpha)} {num(c['upper'])}"
+        else:
+            held = "no interval"
+        verdict = {True: "holds the truth", False: "MISSES the truth", None: ""}[c.get("covered")]
+        lines.append(f"    {c['measure']} ≈ {num(c['value'], 4)}, {held}; truth {c['truth']:.6g} "
+                     f"({c['truth_measure']}){': ' + verdict if verdict else ''}")
     return lines
 
 

@@ -181,6 +181,13 @@ class Design:
         """The fields as keyword arguments of the workflows."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    @property
+    def population_counts(self) -> bool:
+        """Whether every cell's population count F_j will be known: a population, a register's
+        sample flag, or π = 1 (the release is the population). Then the risk is counted, not
+        estimated: commands lead with the exact values (:mod:`gpurisk.measures.headline`)."""
+        return self.population is not None or self.sample_flag is not None or self.fraction == 1
+
 
 @dataclass(frozen=True)
 class Run:

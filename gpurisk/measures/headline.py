@@ -15,6 +15,13 @@ from __future__ import annotations
 HEADLINE = "matches_ll"
 #: shown beside the headline
 BESIDE = ("tau1_ll",)
+#: the headline where the population counts are known: E counted, τ1 beside it
+EXACT_HEADLINE = "matches"
+EXACT_BESIDE = ("tau1",)
+#: estimators whose ``Measure.estimates`` names no truth (they estimate a bound of it, so
+#: ``validate`` does not pair them) but which a counted value makes redundant: measure -> the truth
+#: shown instead
+STANDS_IN_FOR = {"matches_hat": "matches"}
 
 #: measure -> the intruder scenario it answers (one line each)
 SCENARIOS = {
@@ -54,6 +61,63 @@ SCENARIOS = {
     "dis_suda": "DIS: expected correct matches of a data intrusion simulation (remove a record, "
                 "copy it back with probability π, match)",
 }
+
+
+def truth_of(name: str) -> str | None:
+    """The measure holding the true value that measure ``name`` estimates (its class's
+    ``estimates``, or :data:`STANDS_IN_FOR`), when that measure is registered; else None."""
+    from gpurisk.plugins import measure_registry
+    reg = measure_registry()
+    r = reg.get(name)
+    truth = (getattr(r.cls, "estimates", None) if r is not None else None) or STANDS_IN_FOR.get(name)
+    return truth if truth in reg else None
+
+
+def headline_names(exact: bool) -> tuple[str, ...]:
+    """The headline measure and those beside it: counted where the population counts are known
+    (``exact``), else estimated from the sample."""
+    return (EXACT_HEADLINE, *EXACT_BESIDE) if exact else (HEADLINE, *BESIDE)
+
+
+def default_names(candidates, exact: bool) -> list[str]:
+    """``candidates`` (a command's default measures, in order) with the headline first; where the
+    population counts are known (``exact``), without the estimators of values that are counted
+    (:func:`truth_of`): they run only when named."""
+    from gpurisk.plugins import measure_registry
+    reg = measure_registry()
+    head = [m for m in headline_names(exact) if m in reg]
+    rest = [m for m in candidates if m not in head]
+    if exact:
+        rest = [m for m in rest if truth_of(m) is None]
+    return head + rest
+
+
+def with_truths(names, exact: bool) -> list[str]:
+    """The measures ``names`` named, followed, where the population counts are known, by the truth
+    of each estimator among them that is not named: a named estimator is shown against its truth."""
+    names = list(names)
+    if not exact:
+        return names
+    extra = [t for t in (truth_of(m) for m in names) if t is not None and t not in names]
+    return names + list(dict.fromkeys(extra))
+
+
+def against_truth(estimate, truth: float) -> dict:
+    """An estimator's Result beside the true value: the truth, the error, and whether its interval
+    (two-sided, ``interval_lower``/``interval_upper`` in its extra) or else its one-sided upper
+    bound holds the truth (None: the estimate gives neither)."""
+    extra = getattr(estimate, "extra", {}) or {}
+    lo, hi = extra.get("interval_lower"), extra.get("interval_upper")
+    if estimate.value is None:
+        covered, by = None, None
+    elif lo is not None and hi is not None:
+        covered, by = bool(lo <= truth <= hi), "interval"
+    elif estimate.upper is not None:
+        covered, by = bool(truth <= estimate.upper), "upper"
+    else:
+        covered, by = None, None
+    err = None if estimate.value is None else float(estimate.value) - float(truth)
+    return {"truth": float(truth), "error": err, "covered": covered, "covered_by": by}
 
 
 def scenario(name: str) -> str | None:

@@ -7,6 +7,11 @@ class attribute ``criterion_field``: ``k_anonymity>=5`` reads ``k_achieved``); O
 cannot give (a reason instead of a number) does not meet it, unless the run says ``--undefined
 meets`` (θ̂ with n1 = n2 = 0: no unique match can happen).
 
+Exact first (issue 40). Where the population counts are known (a register with a sample flag, a
+population, π = 1), a criterion on an estimator's value or upper bound (``theta_hat.upper<=0.1``,
+``matches_ll<=5``) is judged on the value it estimates, counted (``theta<=0.1``, ``matches<=5``):
+:func:`exact_criteria`; the criterion keeps the text the user wrote in ``asked``.
+
 Monotone criteria. A measure may declare ``monotone = {"FIELD": +1 | -1}``: the field never falls
 (+1) or never rises (-1) when any key is generalised (SPEC §11: k-anonymity's k and the number of
 sample uniques are; θ̂ is not). A criterion ``FIELD >= x`` on a +1 field, or ``FIELD <= x`` on a -1
@@ -38,6 +43,10 @@ class Criterion:
     #: (``--undefined meets``: e.g. θ̂ with no sample unique and no pair, where no unique match can
     #: happen)
     undefined_meets: bool = False
+    #: the criterion as the user wrote it, where it is judged on another measure: an estimator's
+    #: criterion judged on the exact value when the population counts are known
+    #: (:func:`exact_criteria`); None otherwise
+    asked: str | None = None
 
     def __str__(self) -> str:
         return self.text
@@ -142,3 +151,27 @@ def field_value(crit: Criterion, res):
     if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     return float(v)
+
+
+def exact_criteria(crits: list[Criterion], registry=None) -> list[Criterion]:
+    """With population counts: each criterion on the value or upper bound of a measure that
+    estimates a counted value (:func:`gpurisk.measures.headline.truth_of`) judged on that value
+    instead (same operator and bound, ``asked`` holding the text given); the others unchanged."""
+    from dataclasses import replace
+
+    from gpurisk.measures.headline import truth_of
+    from gpurisk.plugins import measure_registry
+    registry = measure_registry() if registry is None else registry
+    out = []
+    for c in crits:
+        truth = truth_of(c.measure)
+        if truth is None or c.field not in ("value", "upper") or truth not in registry:
+            out.append(c)
+            continue
+        at = min(i for i, ch in enumerate(c.text) if ch in "<>")
+        num = c.text[at + len(c.op):]
+        direction = dict(getattr(registry[truth].cls, "monotone", {}) or {}).get("value", 0)
+        upward = (direction > 0 and c.op in (">=", ">")) or (direction < 0 and c.op in ("<=", "<"))
+        out.append(replace(c, measure=truth, field="value", text=f"{truth}.value{c.op}{num}",
+                           upward=upward, asked=c.text))
+    return out

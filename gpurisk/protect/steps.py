@@ -306,6 +306,8 @@ def _plan_doc(data, fmt, keys, scen, hier, crits, loss, node, res, index, counte
         "hierarchies": specs,
         "hierarchy_sha256": files,
         "criteria": [c.text for c in crits],
+        # an estimator's criterion judged on the exact value (population counts): as it was asked
+        "criteria_asked": {c.text: c.asked for c in crits if getattr(c, "asked", None)},
         "undefined": "meets" if crits[0].undefined_meets else "fails",
         "loss": loss,
         "fraction": counted.fraction,

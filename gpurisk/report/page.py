@@ -115,13 +115,14 @@ def page_headline(df: pd.DataFrame, col: str, settings: dict) -> dict | None:
     def entry(m):
         v, se = num(row.get(m)), num(row.get(f"{m}_se"))
         interval = (two_sided(v, se, alpha, num(row.get("n1"))) if m in NORMAL_INTERVAL
-                    and v is not None and se is not None else None)
+                    and v is not None and se is not None else None)   # as the measure's extras
         why = row.get(f"{m}_reason")
         return {"measure": m, "value": v, "se": se, "interval": interval,
                 "upper": num(row.get(f"{m}_upper")),
                 "reason": why if isinstance(why, str) else None, "scenario": scenario(m),
                 "model": None}
-    return {**entry(measure), "level": 1.0 - alpha, **level_fields(alpha),
+    exact = measure == "matches"         # counted from the population counts: no interval
+    return {**entry(measure), "level": 1.0 - alpha, **level_fields(alpha), "exact": exact,
             "beside": [entry(b) for b in beside],
             "where": f"on {where}: {', '.join(row['keys'])}"}
 

@@ -8,12 +8,16 @@ thresholds given as flags; every threshold is optional:
                           judged on Ê (``matches_ll``, the log-linear estimate), with its
                           one-sided upper bound (``matches_ll_upper``, level 1 − α of the scan)
                           named beside; a scan without Ê is judged on θ̂·n1 (``matches_hat``), a
-                          lower estimate of E, and the verdict says so
+                          lower estimate of E, and the verdict says so; a scan with population
+                          counts on the exact E (``matches``)
 ``min_k``                 k-anonymity: every record shares its key values with at least k − 1
                           others in every scanned combination (from the scan's n1, n2, n3: k ≤ 4)
 ``max_record_risk``       no record's probability of a correct match above r (the DIS-SUDA
                           probability of a SUDA summary; not checked without one)
 ``max_theta_upper``       θ̂'s one-sided upper bound at most X in every combination
+
+With population counts (a scan of a register, or with a population) E and θ are counted: the
+verdicts read the exact ``matches`` and ``theta`` and say so.
 ``name``                  the policy's name, shown on the page
 """
 from __future__ import annotations
@@ -153,6 +157,17 @@ def _matches_verdict(x: float, df: pd.DataFrame) -> Verdict:
     the line reads as one); without Ê, θ̂·n1, which is a lower estimate of E, so a pass is no proof."""
     crit = f"expected correct matches at most {_num(x)} in every combination"
     total = len(df)
+    if _has(df, "matches"):       # a register: E is counted, not estimated (issue 40)
+        vals = df["matches"].astype(float)
+        worst, row = _worst(df, "matches")
+        over = int((vals > x).sum())
+        judged = " Judged on the exact E (matches), counted from the population counts."
+        if over:
+            return Verdict(crit, "fails", f"Fails: {over} of {total} combinations have E above "
+                           f"{_num(x)}; the riskiest, {_combo(row)}, has E = {_amount(worst)} "
+                           f"expected correct matches.{judged}", worst)
+        return Verdict(crit, "met", f"Met: the largest E is {_amount(worst)} expected correct "
+                       f"matches, in {_combo(row)}.{judged}", worst)
     if _has(df, "matches_ll"):
         vals = df["matches_ll"].astype(float)
         up = (df["matches_ll_upper"].astype(float) if "matches_ll_upper" in df.columns
@@ -239,7 +254,18 @@ def evaluate(policy: Policy, df: pd.DataFrame, suda: dict | None = None) -> list
     t = policy.max_theta_upper
     if t is not None:
         crit = f"θ̂'s upper bound at most {t:g} in every combination"
-        if "theta_hat" not in df.columns or df["theta_hat"].notna().sum() == 0:
+        if _has(df, "theta"):     # a register: θ is counted; no bound is needed (issue 40)
+            crit = f"θ at most {t:g} in every combination"
+            vals = df["theta"].astype(float)
+            over = int((vals > t).sum())
+            i = vals.idxmax()
+            judged = " Judged on the exact θ (theta), counted from the population counts."
+            out.append(Verdict(crit, "fails" if over else "met",
+                               (f"Fails: {over} of {total} combinations have θ above {t:g}; the "
+                                f"largest is {vals[i]:.3g}, in {_combo(df.loc[i])}." if over else
+                                f"Met: the largest θ is {vals[i]:.3g}, in {_combo(df.loc[i])}.")
+                               + judged, float(vals[i])))
+        elif "theta_hat" not in df.columns or df["theta_hat"].notna().sum() == 0:
             out.append(Verdict(crit, "not checked", "The scan has no θ̂ (theta_hat) value."))
         else:
             up = df["theta_hat_upper"].fillna(df["theta_hat"]).astype(float) \

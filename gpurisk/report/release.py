@@ -10,8 +10,8 @@ Two sources, and the page says which one each verdict rests on:
 - **protect's plan alone**: the plan records the worst value of each of protect's criteria on the
   release (``released_worst``), on protect's scenarios of key variables only. A policy threshold is
   judged from it where protect had a criterion on the same figure (``min_k`` from ``k_anonymity``,
-  ``max_theta_upper`` from ``theta_hat.upper``, ``max_expected_matches`` from ``matches_ll``, else
-  ``matches_hat``);
+  ``max_theta_upper`` from ``theta`` (exact, with population counts), else ``theta_hat.upper``,
+  ``max_expected_matches`` from ``matches`` (exact), else ``matches_ll``, else ``matches_hat``);
   the others are "not checked", with the way to check them.
 """
 from __future__ import annotations
@@ -57,8 +57,10 @@ def from_plan(policy: Policy, plan: dict, combos=None) -> list[Verdict]:
     x = policy.max_expected_matches
     if x is not None:
         crit = f"expected correct matches at most {_num(x)} in every combination"
-        got = _protect_figure(plan, "matches_ll", ("value",))
-        what = "Ê (expected correct matches)"
+        got, what = _protect_figure(plan, "matches", ("value",)), "E (expected correct matches, exact)"
+        if got is None:
+            got = _protect_figure(plan, "matches_ll", ("value",))
+            what = "Ê (expected correct matches)"
         if got is None:       # θ̂·n1 is a lower estimate of E: a pass on it is said to be one
             got = _protect_figure(plan, "matches_hat", ("value",))
             what = "θ̂·n1 (a LOWER estimate of the expected correct matches)"
@@ -77,9 +79,10 @@ def from_plan(policy: Policy, plan: dict, combos=None) -> list[Verdict]:
     t = policy.max_theta_upper
     if t is not None:
         crit = f"θ̂'s upper bound at most {t:g} in every combination"
-        got = _protect_figure(plan, "theta_hat", ("upper",))
-        out.append(_judge(crit, got, lambda v: v <= t, "θ̂'s upper bound", where, how, outside,
-                          len(combos)))
+        got, what = _protect_figure(plan, "theta", ("value",)), "θ (exact)"
+        if got is None:
+            got, what = _protect_figure(plan, "theta_hat", ("upper",)), "θ̂'s upper bound"
+        out.append(_judge(crit, got, lambda v: v <= t, what, where, how, outside, len(combos)))
     return out
 
 

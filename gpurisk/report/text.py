@@ -20,6 +20,10 @@ MEANINGS = {
     "n1": "sample uniques: records that are the only one in the release with their key values",
     "n2": "cells of the release that hold exactly two records",
     "N1": "population uniques: people who are the only one in the population with their key values",
+    "matches": "E, the expected number of records an intruder would correctly re-identify by "
+               "matching each sample unique to a random person of the population with the same key "
+               "values (E = Σ 1/F over the sample uniques), counted exactly from the population "
+               "counts (the ranking of a scan with a population or register)",
     "matches_ll": "Ê, the expected number of records an intruder would correctly re-identify by "
                   "matching each sample unique to a random person of the population with the same "
                   "key values (E = Σ 1/F over the sample uniques), estimated by the log-linear model "

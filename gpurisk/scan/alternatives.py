@@ -27,12 +27,18 @@ from gpurisk.scan.runner import RANK_PREFERENCE
 #: estimate of E), θ̂
 DEFAULT_MEASURES = ("pop_uniques", "sample_uniques", "pr_pu", "matches_ll", "matches_hat",
                     "theta_hat")
+#: the same where the population counts are known (a register, a population, π = 1): the exact E
+#: (``matches``, which ranks the rows) and θ instead of their estimates (issue 40: exact first)
+EXACT_MEASURES = ("pop_uniques", "sample_uniques", "pr_pu", "matches", "theta")
 
 
 def default_measures_text() -> str:
     """The default measures as ``compare --help`` lists them."""
     return ("N1 (pop_uniques) with a population, else n1 (sample_uniques); "
-            + ", ".join(m for m in DEFAULT_MEASURES if not m.endswith("_uniques")))
+            + ", ".join(m for m in DEFAULT_MEASURES if not m.endswith("_uniques"))
+            + "; with population counts the exact "
+            + ", ".join(m for m in EXACT_MEASURES if not m.endswith("_uniques") and m != "pr_pu")
+            + " instead of the estimates")
 
 
 @dataclass

@@ -36,9 +36,14 @@ SCAN_DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {"theta_hat_dis": {"K": 10_000
 #: against 90.8-99.9 % and 84.4-99.6 % for θ̂·n1), then θ̂·n1 (a lower
 #: estimate of E; issue 21: ranking by θ̂ alone put combinations with one sample unique and no
 #: sample pair on top), then θ̂, Pr(PU), n1
-RANK_PREFERENCE = ("matches_ll", "matches_hat", "theta_hat", "pr_pu", "n1")
+#: With population counts (a register) the exact E (``matches``) comes first: it is counted, not
+#: estimated, and a scan of a register runs no estimator unless named (issue 40).
+RANK_PREFERENCE = ("matches", "matches_ll", "matches_hat", "theta_hat", "pr_pu", "n1")
 #: what each rank column is, for the output's "ranked by ..." line
 RANK_MEANING = {
+    "matches": "E (matches), the expected number of correct matches E = Σ 1/F over the sample "
+               "uniques, counted from the population (exact): an intruder matches each sample "
+               "unique to a random population record of its cell",
     "matches_ll": "Ê (matches_ll), the expected number of correct matches E = Σ 1/F over the sample "
                   "uniques, estimated by the log-linear model (Skinner & Shlomo 2008): an intruder "
                   "matches each sample unique to a random population record of its cell",
@@ -202,27 +207,31 @@ def _scan_options(names: Sequence[str], options: Mapping | None) -> dict:
 COUNT_NEEDS = frozenset({"fraction", "population", "weights"})
 
 
-def _measure_names(measures: Iterable[str] | None) -> list[str]:
+def _measure_names(measures: Iterable[str] | None, exact: bool = False) -> list[str]:
     """The measures named, or by default the headline estimate of E (:data:`SCAN_HEADLINE`, the
     ranking) and every file-level measure that reads counts only and runs by default
     (``Measure.default``; another model fit that declares ``default = False`` runs when named).
+    With population counts (``exact``) the default leads with the exact E and τ1 and leaves out
+    the estimators of counted values; a named estimator brings its truth beside it
+    (:func:`gpurisk.measures.headline.default_names`, :func:`~gpurisk.measures.headline.with_truths`).
 
     Measures that need each record's cell or other columns (``records``, ``columns``) cost a pass
     over the records for every combination; a scan runs them only when named.
     """
     from gpurisk.plugins import measure_registry, unknown_measure_hint
     reg = measure_registry()
+    from gpurisk.measures.headline import default_names, with_truths
     if measures is None:
-        return [n for n in SCAN_HEADLINE if n in reg] + [
+        return default_names([n for n in SCAN_HEADLINE if n in reg] + [
             n for n, r in reg.items() if getattr(r.cls, "level", "file") == "file"
             and getattr(r.cls, "default", True) and n not in SCAN_HEADLINE
-            and set(r.cls.needs) <= COUNT_NEEDS and not getattr(r.cls, "column_options", ())]
+            and set(r.cls.needs) <= COUNT_NEEDS and not getattr(r.cls, "column_options", ())], exact)
     names = [measures] if isinstance(measures, str) else list(measures)
     unknown = [m for m in names if m not in reg]
     if unknown:
         raise BadInput(f"unknown measure(s) {', '.join(map(repr, unknown))}; registered: {', '.join(reg)}"
                        + unknown_measure_hint())
-    return names
+    return with_truths(names, exact)
 
 
 def _headline_kept_out(names, inp, cells_on_workers: bool, opts, rank_by, defaults: bool) -> dict:

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from gpurisk.core.settings import Design, Reading, Run, inputs
-from gpurisk.measures.headline import BESIDE, HEADLINE, scenario
+from gpurisk.measures.headline import (EXACT_BESIDE, EXACT_HEADLINE, against_truth, default_names,
+                                       scenario, truth_of, with_truths, BESIDE, HEADLINE)
 from gpurisk.core.levels import level_fields, with_levels
 from gpurisk.freq.guards import sample_categories
 from gpurisk.inputs import resolve_fraction  # noqa: F401  (re-exported: gpurisk.workflows.assess.resolve_fraction)
@@ -124,20 +125,39 @@ def model_text(extra: Mapping[str, Any]) -> str | None:
 
 
 def headline_of(measures: Mapping[str, Result], alpha: float = 0.01) -> dict | None:
-    """The headline figure of an assessment: the expected number of correct matches E (estimated by
-    ``HEADLINE``) with its interval and the intruder scenario it answers, and the figures shown
-    beside it; None when the headline measure was not run."""
-    if HEADLINE not in measures:
+    """The headline figure of an assessment: the expected number of correct matches E with the
+    intruder scenario it answers, and the figures shown beside it; None when no headline measure
+    was run. Where the population counts are known (``matches`` ran and has a value) E is counted
+    (``exact``: no interval) and every estimator that was named is listed under ``against_truth``
+    with its interval, the truth and whether the interval holds it; else E is ``HEADLINE``'s
+    estimate with its interval."""
+    exact = EXACT_HEADLINE in measures and measures[EXACT_HEADLINE].value is not None
+    head, beside = (EXACT_HEADLINE, EXACT_BESIDE) if exact else (HEADLINE, BESIDE)
+    if head not in measures:
         return None
 
     def entry(name):
         r = measures[name]
         return {"measure": name, "value": r.value, "se": r.se,
                 "interval": ([r.extra.get("interval_lower"), r.extra.get("interval_upper")]
-                             if r.value is not None else None),
-                "reason": r.reason, "scenario": scenario(name), "model": model_text(r.extra)}
-    return {**entry(HEADLINE), "level": 1.0 - float(alpha),
-            "beside": [entry(m) for m in BESIDE if m in measures]}
+                             if r.value is not None and not exact else None),
+                "reason": r.reason, "scenario": scenario(name), "model": model_text(r.extra),
+                "exact": exact}
+    out = {**entry(head), "level": 1.0 - float(alpha),
+           "beside": [entry(m) for m in beside if m in measures]}
+    if exact:
+        checks = []
+        for name, r in measures.items():
+            t = truth_of(name)
+            if t is None or t not in measures or measures[t].value is None:
+                continue
+            lo, hi = r.extra.get("interval_lower"), r.extra.get("interval_upper")
+            checks.append({"measure": name, "truth_measure": t, "value": r.value, "se": r.se,
+                           "upper": r.upper, "interval": [lo, hi] if r.value is not None
+                           and lo is not None and hi is not None else None, "reason": r.reason,
+                           **against_truth(r, measures[t].value)})
+        out["against_truth"] = checks
+    return out
 
 
 def assess(frame, keys: Iterable[str], fraction: float | None = None, population=None,
@@ -182,10 +202,12 @@ def assess_with(frame, keys: Iterable[str], design: Design, run: Run,
     frames = inp.read()
     reg = measure_registry()
     kept_out: dict[str, Result] = {}
+    exact = design.population_counts
     if measures is None:
-        # the default set, with the headline figures first (issue 27: one figure an office acts on)
-        measures = [m for m in (HEADLINE, *BESIDE) if m in reg] + [
-            m for m, r in reg.items() if getattr(r.cls, "default", True) and m not in (HEADLINE, *BESIDE)]
+        # the default set, with the headline figures first (issue 27: one figure an office acts on);
+        # with population counts the exact E and τ1, and no estimator of a counted value (issue 40)
+        measures = default_names([m for m, r in reg.items() if getattr(r.cls, "default", True)],
+                                 exact)
         if inp.distributed and not inp.recode:
             # a distributed run named no measure: the cells stay on the workers, so a default
             # measure that would read them (the log-linear headline) is not run; it says how to
@@ -195,6 +217,8 @@ def assess_with(frame, keys: Iterable[str], design: Design, run: Run,
                         f"reads every cell: on the {inp.backend} backend it runs when named "
                         f"({{arg:--measures {m}|measures=['{m}']}}), which brings the table of cells to this process")
             measures = [m for m in measures if m not in kept_out]
+    else:
+        measures = with_truths(measures, exact)     # a named estimator is shown against its truth
     chosen = [m for m in measures if m in reg]
     runnable = [m for m in chosen if _can_run(reg[m].cls, inp, options)]
     cell_readers = [m for m in runnable if reg[m].cls.reads not in ("summary", "buckets")]

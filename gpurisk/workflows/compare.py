@@ -16,8 +16,8 @@ from gpurisk.freq.lattice import Lattice, regroup
 from gpurisk.freq.recode import Recode, code_maps
 from gpurisk.measure import Context
 from gpurisk.scan import runner
-from gpurisk.scan.alternatives import (ALT, DEFAULT_MEASURES, Alternative, Comparison, _not_applicable,
-                                       parse_alternative)
+from gpurisk.scan.alternatives import (ALT, DEFAULT_MEASURES, EXACT_MEASURES, Alternative, Comparison,
+                                       _not_applicable, parse_alternative)
 from gpurisk.scan.plan import build_plan, combo_seed, root_keys
 from gpurisk.scan.runner import _measure_names, _scan_options
 
@@ -34,10 +34,11 @@ def compare(data, keys: Sequence[str], alternatives: Iterable, cumulative: bool 
     With ``cumulative`` each alternative adds its recodes to the previous ones (Table 3 -> 4 -> 5).
     ``measures`` defaults to the unique counts plus pr_pu, matches_ll (Ê, the expected number of
     correct matches E by the log-linear model), matches_hat (θ̂·n1, a lower estimate of E) and
-    theta_hat (:data:`DEFAULT_MEASURES`). A measure that applies to no row under any coding (pr_pu
+    theta_hat (:data:`DEFAULT_MEASURES`); with population counts (a population, a register's
+    sample flag, π = 1) the exact E (``matches``) and θ instead (:data:`EXACT_MEASURES`). A measure that applies to no row under any coding (pr_pu
     without a population, θ̂ without π) is left out of the table and named in
     :attr:`Comparison.left_out` with the reason. :meth:`Comparison.ranked` orders the rows by the
-    first of :data:`~gpurisk.scan.runner.RANK_PREFERENCE` present (matches_ll) under the original
+    first of :data:`~gpurisk.scan.runner.RANK_PREFERENCE` present (matches, else matches_ll) under the original
     coding, as scan ranks. ``recode`` (as in
     :func:`gpurisk.assess`) is the original coding: the alternatives regroup it further. The data
     are read, checked and counted by :class:`gpurisk.inputs.Inputs`, as every command.
@@ -81,7 +82,9 @@ def compare_with(data, keys: Sequence[str], design: Design, run: Run,
             if r.key not in rkeys:
                 raise bad_input(f"{{arg:--alt|alternatives}} {r}: {r.key!r} is not one of {{arg:--keys|keys}} "
                                 f"({', '.join(rkeys)})")
-    names = _measure_names(measures if measures is not None else list(DEFAULT_MEASURES))
+    exact = design.population_counts
+    names = _measure_names(measures if measures is not None
+                           else list(EXACT_MEASURES if exact else DEFAULT_MEASURES), exact)
     opts = _scan_options(names, options)
     rkeys = sorted(rkeys)            # as in scan: one cell order per key set
     inp = inputs(data, rkeys, design, reading)

@@ -12,7 +12,7 @@ from gpurisk.core.messages import bad_input, stored
 from gpurisk.core.settings import CHECKPOINT_EVERY, Design, Reading, Run, inputs
 from gpurisk.errors import BadInput
 from gpurisk.measure import Context, missing_needs
-from gpurisk.protect.criteria import parse_criteria
+from gpurisk.protect.criteria import exact_criteria, parse_criteria
 from gpurisk.protect.hierarchy import absolute_spec, key_levels, parse_hierarchy_items
 from gpurisk.protect.release import (check_release_output, input_format, read_raw, record_groups,
                                      released_frame, sha256_file, write_release)
@@ -151,6 +151,8 @@ def protect_with(data, keys, design: Design, run: Run, reading: Reading | None =
     ctx = Context(fraction=counted.fraction, fraction_source=counted.fraction_source,
                   alpha=float(alpha), seed=int(seed), options=opts)
     reg = measure_registry()
+    if root.N is not None:        # population counts: estimators' criteria judged on the truth
+        crits = exact_criteria(crits, reg)
     measures = {}
     for c in crits:
         cls = reg[c.measure].cls

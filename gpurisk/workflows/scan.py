@@ -102,7 +102,7 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
     # scenario order, so seeded Monte Carlo measures give the same value for the same key set
     rkeys = sorted(root_keys(pool, combos))
     threads = default_threads() if threads is None else _check_threads(threads)
-    names = _measure_names(measures)
+    names = _measure_names(measures, design.population_counts)
     check_rank_by(rank_by, names)                       # before anything is read or written
     batch_rows = _check_batch_rows(batch_rows)
     opts = _scan_options(names, run.options)
