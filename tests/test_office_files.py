@@ -398,6 +398,11 @@ def test_item4_scan_protect_and_the_arx_plugin_use_the_same_words(tmp_path):
     r = run_cli("scan", data, "--keys", "urbrur,water,sex,age", "--max-size", "2", "--fraction",
                 "0.01", "-o", str(tmp_path / "s"), env={"COLUMNS": "200"})
     assert "upper: the one-sided 99 % upper bound (--alpha 0.01)" in r.stdout
+    assert run_cli("report", str(tmp_path / "s"), "-o", str(tmp_path / "p.html"),
+                   "--max-theta", "0.5").returncode == 0
+    page = _page_text(tmp_path / "p.html")
+    assert "*_upper: the one-sided 99 % upper bound (--alpha 0.01)" in page
+    assert "two-sided 99 % interval" in page and "have a one-sided 99 % upper bound above 0.5" in page
     r = run_cli("protect", data, "--keys", "urbrur,water,sex,age", "--fraction", "0.01",
                 "--hierarchy", "age=bands:10", "--criterion", "matches_ll.upper<=30",
                 env={"COLUMNS": "200"})
@@ -516,3 +521,25 @@ def test_item2_the_first_screen_shows_the_headline_with_interval_and_scenario(pa
     # a scan without the full key set: the headline says on which combination it stands
     part = " ".join(_in_chromium(pages["partial"], width, tmp_path)["headline"]["text"].split())
     assert "on the riskiest combination scanned (by matches_ll): water, age, relat" in part
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_item2_with_a_population_the_first_screen_headline_is_the_exact_e(tmp_path, width):
+    sample, pop = data_path("sdcmicro/testdata2.csv"), data_path("sdcmicro/testdata.csv")
+    assert run_cli("scan", str(sample), "--keys", KEYS, "--population", str(pop), "-o",
+                   str(tmp_path / "s")).returncode == 0
+    page = tmp_path / "register.html"
+    assert run_cli("report", str(tmp_path / "s"), "-o", str(page), "--max-matches", "100"
+                   ).returncode == 0
+    # the pandas oracle: E = Σ over sample uniques of 1/F
+    s, p = pd.read_csv(sample), pd.read_csv(pop)
+    keys = KEYS.split(",")
+    f = s.groupby(keys).size().rename("f")
+    F = p.groupby(keys).size().rename("F")
+    cells = pd.concat([f, F], axis=1, join="inner")
+    e = float((1.0 / cells.loc[cells["f"] == 1, "F"]).sum())
+    res = _in_chromium(page, width, tmp_path)
+    assert res["headline"]["bottom"] <= res["page"]["height"]
+    text = " ".join(res["headline"]["text"].split())
+    assert f"headline expected correct matches E = {e:.6g}, exact: counted from the population counts (matches)" in text
+    assert "interval" not in text and "(true value, from the population)" in text

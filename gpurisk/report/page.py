@@ -259,7 +259,7 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
     threshold = pol.max_theta_upper if pol.max_theta_upper is not None else float(threshold)
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     contrib = key_contributions(df, col, drivers_top)
-    from gpurisk.core.levels import headline_lines
+    from gpurisk.core.levels import bound_words, headline_lines, upper_legend
     head = page_headline(df, col, settings)
     drivers = [{"key": r["key"], "drop": fmt(r["drop"]), "combination": r["combination"],
                 "rank": int(r["rank"]), "n1_drop": fmt(r["n1_drop"], "n1"),
@@ -282,6 +282,9 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
     ctx = {
         "title": title or "gpurisk release decision page", "css": CSS,
         "overall": {"status": status, "sentence": sentence}, "release": rel,
+        "bound_words": bound_words(float(settings.get("alpha") or 0.01)),
+        "upper_legend": ("*_upper: the " + upper_legend(float(settings.get("alpha") or 0.01))
+                         .split("upper: the ", 1)[1] + " (the scan's --alpha)"),
         "headline": [x for x in headline_lines(head) if not x.strip().startswith("beside it")]
         if head else [],       # τ1 beside it is in the tables below: the first screen stays short
         "headline_where": head["where"] if head else "",
