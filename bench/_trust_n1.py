@@ -6,6 +6,8 @@ same samples for all: ``gpurisk.validate`` with one seed); the truth N1 = #{F_j 
 estimator the share of samples with a value, the bias and sd of N̂1 − N1 in % of N1, the mean s.e.
 over the sd, the share of samples within ±25 % of N1, and the coverage of the two-sided interval the
 measure reports (``lower``, ``upper``) at its level (0.95: issue 27 asks ≥ 90 % where π ≥ 5 %).
+Since issue 41 ``upper`` and ``lower`` are the one-sided (1 − α) bounds, the ends of the central
+1 − 2α interval: the study runs at α = 0.025 (:data:`ALPHA`), so they are the 95 % interval's.
 """
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ N1_ESTIMATORS = {"default": {},
                  "Dankar, gpurisk's fits": {"model": "dankar"},
                  "ARX (rule=arx)": {"rule": "arx"}}
 LEVEL = 0.95
+#: α whose one-sided bounds (lower, upper) are the ends of the two-sided LEVEL interval
+ALPHA = (1.0 - LEVEL) / 2.0
 
 
 def available() -> str | None:
@@ -40,6 +44,7 @@ def n1_replicates(frame, keys, fractions, R: int, seed: int) -> pd.DataFrame:
             warnings.simplefilter("ignore")
             v = gpurisk.validate(frame, keys, fractions=fractions, replicates=R, design="bernoulli",
                                  measures=["pop_uniqueness", "pop_uniques"], seed=seed,
+                                 alpha=ALPHA,
                                  options={"pop_uniqueness": opts} if opts else None,
                                  allow_high_cardinality=True)
         reps = v.replicates

@@ -17,6 +17,7 @@ from typing import Any, Iterable
 
 from gpurisk.errors import BadInput
 from gpurisk.core.messages import bad_input
+from gpurisk.core.weights import NORMALISED_MEAN_WEIGHT, as_design_weights, weight_rule  # noqa: F401
 from gpurisk.freq.engine import build_table
 from gpurisk.freq.table import FreqTable
 
@@ -58,18 +59,13 @@ def check_fraction(fraction, what: str = "sampling fraction pi") -> float | None
     return f
 
 
-#: design weights whose mean is at most this are taken as normalised (summing to about n, as
-#: survey weights scaled to mean 1 do), not as 1/π: they give no π
-NORMALISED_MEAN_WEIGHT = 1.01
-
-
 def resolve_fraction(table: FreqTable, fraction) -> tuple[float | None, str | None, list[str]]:
     """π and where it came from: given (checked to lie in (0, 1]), n/N from the population, or
     n/Σw from design weights that sum to the population they stand for (w = 1/π_i, as ESS's and
     sdcMicro's testdata's; sdcMicro takes F from the weights too); warnings if inconsistent.
 
     Weights with a mean of at most :data:`NORMALISED_MEAN_WEIGHT` are normalised weights (they sum
-    to about n) and give no π."""
+    to about n) and give no π (:mod:`gpurisk.core.weights`)."""
     notes: list[str] = []
     fraction = check_fraction(fraction)
     if fraction is not None:
@@ -81,8 +77,7 @@ def resolve_fraction(table: FreqTable, fraction) -> tuple[float | None, str | No
     if table.N:
         return table.n / table.N, "n/N", notes
     total = _weight_total(table)
-    if total is not None and table.n and math.isfinite(total) \
-            and total > NORMALISED_MEAN_WEIGHT * table.n:
+    if total is not None and weight_rule(table.n, total).kind == "design":
         return table.n / total, "n/Σw", notes
     return None, None, notes
 
@@ -271,8 +266,10 @@ class Inputs:
             check_cardinality(table, self.allow_high_cardinality,
                               keys=keys if len(counted) > len(keys) else None)
         pi, source, notes = resolve_fraction(table, self.fraction)
+        table, weight_notes = as_design_weights(table, pi)
         table = census_table(table, pi)
-        return Counted(table, pi, source, notes, {"build_s": t1 - t0, "recode_s": t2 - t1})
+        return Counted(table, pi, source, notes + weight_notes,
+                       {"build_s": t1 - t0, "recode_s": t2 - t1})
 
     def summarize(self, frames: Frames | None = None, keys=None, *, guard: bool = True,
                   bucket_measures=(), context=None) -> Counted:

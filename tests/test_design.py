@@ -82,7 +82,7 @@ def test_normalised_weights_do_not_apply():
     d = pd.read_csv(data_path("sdcmicro/free1.csv"))
     d["wn"] = d["WEIGHT"] / d["WEIGHT"].mean()
     r = _weighted(d, ["SEX", "AGE"], "wn")
-    assert r.value is None and "below 1" in r.reason
+    assert r.value is None and "normalised weights" in r.reason and "fraction=PI" in r.reason
 
 
 def test_stratified_weights_and_per_stratum_theta_hat():

@@ -21,8 +21,11 @@ def test_readme_assess_example_is_what_assess_prints():
             for ln in [ln.strip("│ ").replace("│", " ")]}
     lines = shown.splitlines()
     assert lines[0] in out and lines[1] in out                    # n, π; keys, cells, n1, n2, n3
+    # the table, then the line naming what "upper" is (issue 41), then what did not apply
+    legend = next(ln for ln in lines if ln.startswith("upper: the one-sided"))
+    assert legend in out
     table = lines[lines.index(next(ln for ln in lines if ln.startswith(" measure"))) + 1:
-                  lines.index("not applicable here")]
+                  lines.index(legend)]
     assert table
     for ln in table:
         name, *fields = ln.split(None, 4)

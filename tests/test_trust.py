@@ -61,7 +61,11 @@ def test_measure_note_reads_fields_by_name():
         "threshold 0.2: 7 records above; expected re-identifications 1235"
     assert measure_note({"value": 358.2, "lower": 236.01, "upper": 480.46, "level": 0.95,
                          "interactions": "age x sex, race x sex"}) == \
-        "95 % interval 236 to 480; main effects + age × sex, race × sex"
+        "two-sided 95 % interval 236 to 480; main effects + age × sex, race × sex"
+    # the one convention (issue 41): the two-sided interval's own fields and level, not the bound
+    assert measure_note({"value": 358.2, "lower": 250.0, "upper": 460.0, "level": 0.98,
+                         "interval_lower": 236.01, "interval_upper": 480.46,
+                         "interval_level": 0.99}) == "two-sided 99 % interval 236 to 480"
     assert measure_note({"value": 0.5, "upper": 0.6}) == ""      # a one-sided bound alone: no interval
 
 

@@ -195,13 +195,11 @@ def test_settings_forms_equal_the_keyword_calls(frame):
 
 def test_settings_forms_refuse_what_the_command_cannot_use(frame):
     from gpurisk.errors import BadInput
-    from gpurisk.workflows import design, dis, protect, record_risk
+    from gpurisk.workflows import design, dis, protect
     with pytest.raises(BadInput, match="dis takes the sampling fraction f only"):
         dis.dis_with(frame, "a,b", Design(fraction=0.2, weights="c"), Run(), perturb=["pram:p=0.9"])
     with pytest.raises(BadInput, match="dis needs the sampling fraction"):
         dis.dis_with(frame, "a,b", Design(), Run(), perturb=["pram:p=0.9"])
-    with pytest.raises(BadInput, match="record-risk takes no design weights"):
-        record_risk.record_risk_with(frame, "a,b", Design(fraction=0.2, weights="c"))
     with pytest.raises(BadInput, match="design takes a sampling fraction or design weights"):
         design.design_report_with(frame, "a,b", Design(population=frame))
     with pytest.raises(BadInput, match="protect recodes the keys through its hierarchies"):

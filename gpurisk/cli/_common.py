@@ -73,8 +73,15 @@ def print_plain(header: list[str], rows: list[list[str]]) -> None:
 
 
 def registry_rows(registry) -> list[dict]:
-    """Each registered class's ``describe()``, with the plugin and package that registered it."""
-    return [dict(r.cls.describe(), plugin=r.plugin, package=r.package) for r in registry.values()]
+    """Each registered class's ``describe()``, with the plugin and package that registered it; a
+    measure the commands run by default as the headline (or beside it) although its class says
+    ``default = False`` (a model fit) gets ``headline: true``."""
+    from gpurisk.measures.headline import BESIDE, HEADLINE
+    rows = [dict(r.cls.describe(), plugin=r.plugin, package=r.package) for r in registry.values()]
+    for d in rows:
+        if "default" in d and d.get("name") in (HEADLINE, *BESIDE):
+            d["headline"] = True
+    return rows
 
 
 def fmt_value(v, digits=6) -> str:

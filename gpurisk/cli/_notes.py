@@ -49,13 +49,26 @@ def measure_note(m: dict) -> str:
                     if re.fullmatch(r"above_[0-9.eE+-]+", k) and v is not None), key=lambda t: t[0])
     if above:
         parts.append("records with risk " + ", ".join(f"> {_num(t)}: {_num(v)}" for t, v in above))
-    if m.get("lower") is not None and m.get("level") is not None and m.get("upper") is not None:
-        parts.append(f"{_pct(float(m['level']))} interval {_num(float(m['lower']))} to "
+    if m.get("interval_lower") is not None and m.get("interval_upper") is not None \
+            and m.get("interval_level") is not None:         # the one convention: gpurisk.core.levels
+        from gpurisk.core.levels import interval_words
+        parts.append(f"{interval_words(float(m['interval_level']))} "
+                     f"{_num(float(m['interval_lower']))} to {_num(float(m['interval_upper']))}")
+    elif m.get("lower") is not None and m.get("level") is not None and m.get("upper") is not None:
+        from gpurisk.core.levels import interval_words     # a plugin's own (lower, upper) at level
+        parts.append(f"{interval_words(float(m['level']))} {_num(float(m['lower']))} to "
                      f"{_num(float(m['upper']))}")
     if isinstance(m.get("interactions"), str) and m["interactions"]:
         parts.append("main effects + " + m["interactions"].replace(" x ", " × "))
     if m.get("expected_reidentifications") is not None:
         parts.append(f"expected re-identifications {_num(float(m['expected_reidentifications']))}")
+    if m.get("experimental") is True:
+        parts.append("experimental")
+    if m.get("se") is None and m.get("value") is not None and m.get("se_reason"):
+        parts.append(m["se_reason"])
+    if m.get("cells_raised_to_count"):
+        parts.append(f"{_num(m['cells_raised_to_count'])} cell(s) with weights summing below their "
+                     "count raised to it (calibrated weights below 1)")
     if m.get("reason"):
         parts.append(m["reason"])
     if isinstance(m.get("note"), str) and m["note"]:

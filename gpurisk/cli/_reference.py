@@ -40,7 +40,9 @@ def _measure(d: dict) -> list[str]:
     if d.get("estimates"):
         lines.append(f"- estimates: `{d['estimates']}` (`gpurisk validate` compares the two)")
     lines += [f"- reference: {d['reference'] or '(none given)'}",
-              "- runs by default: " + ("yes" if d.get("default", True)
+              "- runs by default: " + ("yes, as the headline without population counts (assess, scan, "
+                                       "compare, report); with them only when named, against the truth"
+                                       if d.get("headline") else "yes" if d.get("default", True)
                                        else f"no, only when named (`--measures {d['name']}`)"),
               f"- registered by: plugin `{d['plugin']}` of package `{d['package']}`", ""]
     return lines

@@ -30,6 +30,10 @@ def print_assessment(doc: dict) -> None:
             continue
         t.add_row(name, _fmt(m.get("value")), _fmt(m.get("se")), _fmt(m.get("upper")), measure_note(m))
     con.print(t)
+    if any(m.get("upper") is not None for m in doc["measures"].values()):
+        from gpurisk.core.levels import upper_legend
+        con.print(upper_legend(1.0 - doc.get("levels", {}).get("bound_level", 0.99)),
+                  markup=False, highlight=False)
     if idle:
         con.print("[bold]not applicable here[/bold]")
         for reason, names in idle.items():
@@ -44,55 +48,16 @@ def print_assessment(doc: dict) -> None:
         con.print(f"[yellow]warning:[/yellow] {w}")
 
 
-def _interval(e: dict, level: float) -> str:
-    lo, hi = (e.get("interval") or [None, None])
-    if lo is None or hi is None:
-        return ""
-    return f", {100 * level:.3g} % interval {lo:.3g} to {hi:.3g}"
-
-
 def print_headline(con, h: dict | None) -> None:
-    """The one figure an office acts on, its interval (or "exact" where it is counted from the
-    population) and the scenario it answers, first; under an exact headline, each estimator that
-    was named against the truth."""
-    if not h:
-        return
-    level = h.get("level", 0.99)
-    if h.get("value") is None:
-        con.print(f"[bold]headline[/bold] expected correct matches E ({h['measure']}): not given "
-                  f"here: {h.get('reason')}")
-        return
-    if h.get("exact"):
-        con.print(f"[bold]headline[/bold] expected correct matches E = {h['value']:.6g}, exact: "
-                  f"counted from the population counts ({h['measure']})")
-    else:
-        con.print(f"[bold]headline[/bold] expected correct matches E ≈ {h['value']:.3g}"
-                  f"{_interval(h, level)} ({h['measure']})")
-    for b in h.get("beside", []):
-        if b.get("value") is not None:
-            rel = f"= {b['value']:.6g}, exact" if h.get("exact") else f"≈ {b['value']:.3g}"
-            con.print(f"  beside it: {b['scenario'].split(':')[0]} {rel}"
-                      f"{_interval(b, level)} ({b['measure']})")
-    con.print(f"  scenario: {h['scenario'].split(': ', 1)[-1]}")
-    if h.get("model"):
-        con.print(f"  model: {h['model']}")
-    checks = h.get("against_truth") or []
-    if checks:
-        con.print("  estimators named, against the truth (a check on this population):")
-    for c in checks:
-        if c.get("value") is None:
-            con.print(f"    {c['measure']}: no estimate ({c.get('reason')}); "
-                      f"truth {c['truth']:.6g} ({c['truth_measure']})")
-            continue
-        if c.get("covered_by") == "interval":
-            held = f"{100 * level:.3g} % interval {c['interval'][0]:.3g} to {c['interval'][1]:.3g}"
-        elif c.get("covered_by") == "upper":
-            held = f"one-sided {100 * level:.3g} % upper bound {c['upper']:.3g}"
+    """The one figure an office acts on, its interval and bound (or "exact" where it is counted from
+    the population), the scenario it answers, first; under an exact headline, each estimator that
+    was named against the truth (the words of :mod:`gpurisk.core.levels`)."""
+    from gpurisk.core.levels import headline_lines
+    for i, line in enumerate(headline_lines(h)):
+        if i == 0 and line.startswith("headline"):
+            con.print("[bold]headline[/bold]" + line[len("headline"):], highlight=False)
         else:
-            held = "no interval"
-        verdict = {True: "holds the truth", False: "MISSES the truth", None: ""}[c.get("covered")]
-        con.print(f"    {c['measure']} ≈ {c['value']:.4g}, {held}; truth {c['truth']:.6g} "
-                  f"({c['truth_measure']}){': ' + verdict if verdict else ''}")
+            con.print(line, markup=False, highlight=False)
 
 
 def register(cli: click.Group) -> None:

@@ -36,11 +36,13 @@ def register(cli: click.Group) -> None:
                                               "left out and the output says why)")
     @click.option("--all", "show_all", is_flag=True,
                   help="show every combination, not only those containing a recoded key")
+    @click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
+                  help="print the first TOP rows (ranked); 0 prints every row")
     @output_options(json_help="print JSON",
                     output_help="write the full comparison to FILE: .csv, .csv.gz or .parquet")
     @input_options
     def compare(data, keys, alts, cumulative, max_size, min_size, design, run, reading, show_all,
-                output, as_json):
+                top, output, as_json):
         """Unique counts and measures of DATA before -> after alternative recodes."""
         from gpurisk.workflows.compare import compare_with as workflow
         if output:
@@ -83,28 +85,32 @@ def register(cli: click.Group) -> None:
         con.print(ranked_by, markup=False, highlight=False)
         if res.left_out:
             con.print(left_out_line(res.left_out), markup=False, highlight=False)
-        what = "population uniques N1" if res.uniques == "N1" else "sample uniques n1"
+        what = "N1" if res.uniques == "N1" else "n1"
+        # one table, one column per figure (each "original → [1] → ..."), the top rows only
+        shown = table if not top else table.head(top)
+        t = Table(title="original → " + " → ".join(f"[{i + 1}]" for i in range(len(labels) - 1)),
+                  show_header=True, header_style="bold")
+        t.add_column("size")
+        t.add_column("combination (key names)", overflow="fold")
         for col in res.columns:
-            t = Table(title=f"{what if col == res.uniques else col}: original → "
-                      + " → ".join(f"[{i + 1}]" for i in range(len(labels) - 1)),
-                      show_header=True, header_style="bold")
-            t.add_column("size")
-            t.add_column("combination (key names)")
-            t.add_column(col)
-            notes: dict[str, int] = {}
+            t.add_column(what if col == res.uniques else col, overflow="fold")
+        notes: dict[str, int] = {}
 
-            def cell(i, r, lab):
-                text = _fmt(r[f"{col} [{lab}]"])
-                why = reasons.at[i, f"{col} [{lab}]"] if reasons is not None else None
-                if text == "—" and isinstance(why, str) and why:
-                    text += _SUP[notes.setdefault(why, len(notes) + 1) % 10]
-                return text
-            for i, r in table.iterrows():
-                t.add_row(str(r["size"]), ", ".join(r["keys"]),
-                          " → ".join(cell(i, r, lab) for lab in labels))
-            con.print(t)
-            for why, i in notes.items():
-                con.print(f"  —{_SUP[i % 10]} not applicable: {why}", markup=False, highlight=False)
+        def cell(i, r, col, lab):
+            text = _fmt(r[f"{col} [{lab}]"])
+            why = reasons.at[i, f"{col} [{lab}]"] if reasons is not None else None
+            if text == "—" and isinstance(why, str) and why:
+                text += _SUP[notes.setdefault(why, len(notes) + 1) % 10]
+            return text
+        for i, r in shown.iterrows():
+            t.add_row(str(r["size"]), ", ".join(r["keys"]),
+                      *(" → ".join(cell(i, r, col, lab) for lab in labels) for col in res.columns))
+        con.print(t)
+        if len(shown) < len(table):
+            con.print(f"the first {len(shown)} of {len(table)} rows; --top 0 prints every row, "
+                      "-o FILE writes them all", markup=False, highlight=False)
+        for why, i in notes.items():
+            con.print(f"  —{_SUP[i % 10]} not applicable: {why}", markup=False, highlight=False)
         for i, lab in enumerate(labels[1:], 1):
             con.print(f"[{i}] {lab}")
 

@@ -13,7 +13,8 @@ def register(cli: click.Group) -> None:
     @click.argument("sample")
     @click.option("--keys", required=True, help="comma-separated key variables")
     @design_options(population=False, sample_flag=False, fraction_help="common sampling fraction π",
-                    weights_help="design-weight column w_i = 1/π_i")
+                    weights_help="weight column: design weights w_i = 1/π_i, calibrated weights (some may be below 1), "
+                                 "or normalised weights (Σw = n) with --fraction n/N")
     @click.option("--strata", default=None, help="stratum column (with --fractions)")
     @click.option("--fractions", default=None, metavar="H=PI,...",
                   help="π per stratum value, e.g. 1=0.1,2=0.02 (or one π for all)")
@@ -51,7 +52,13 @@ def register(cli: click.Group) -> None:
             click.echo(f"theta_hat (pi = {t['pi']:g})          {fmt(t['value'])}  (se {fmt(t['se'])})"
                        + (f"  {t['reason']}" if t.get("reason") else ""))
         if "theta_hat_weighted" in doc:
-            click.echo(f"theta_hat_weighted (experimental) {fmt(doc['theta_hat_weighted']['value'])}")
+            t = doc["theta_hat_weighted"]
+            click.echo(f"theta_hat_weighted (experimental) {fmt(t['value'])}  ({t['se_reason']})"
+                       + (f"  {t['reason']}" if t.get("reason") else ""))
+            click.echo(f"  weights: {t['weights']}"
+                       + (f"; {t['cells_raised_to_count']} cell(s) with weights summing below their "
+                          "count raised to it (calibrated weights below 1)"
+                          if t.get("cells_raised_to_count") else ""))
         if "stratified" in doc:
             s = doc["stratified"]
             click.echo(f"theta_hat_weighted, strata (experimental) {fmt(s['theta_hat_weighted'])}")

@@ -41,7 +41,9 @@ def register(cli: click.Group) -> None:
         table = []
         for d in rows:
             needs = ", ".join(d["needs"]) or "sample only"
-            if not d.get("default", True):
+            if d.get("headline"):
+                needs += " (runs by default: the headline without population counts)"
+            elif not d.get("default", True):
                 needs += " (runs when named)"
             table.append([d["name"], needs, _options_text(d), d["reference"],
                           f"{d['plugin']} ({d['package']})", d["description"]])

@@ -15,14 +15,21 @@ def _num(v) -> str:
 
 
 def _table(title, frame, res):
+    """A node table whose headers fit: criteria as [1], [2], ... (named in the caption below),
+    the scaled loss as "scaled"; a header too long for a narrow terminal wraps, never cut."""
     from rich.table import Table
-    t = Table(title=title, show_header=True, header_style="bold")
+    legend = "   ".join(f"[{i + 1}] {c.text}" for i, c in enumerate(res.criteria))
+    t = Table(title=title, show_header=True, header_style="bold", caption=legend,
+              caption_justify="left")
     cols = ["node"] + res.keys + [res.loss_name, f"{res.loss_name}_scaled"] + \
         [c.text for c in res.criteria] + \
         [c for c in ("suppressed records", "suppressed values") if c in frame.columns] + \
         ["feasible"]
+    crits = {c.text: f"[{i + 1}]" for i, c in enumerate(res.criteria)}
     for c in cols:
-        t.add_column(c if c not in res.keys else f"{c} (0..{res.heights[res.keys.index(c)]})")
+        head = (f"{c} 0..{res.heights[res.keys.index(c)]}" if c in res.keys else crits.get(c)
+                or ("scaled" if c == f"{res.loss_name}_scaled" else c))
+        t.add_column(head, overflow="fold")
     for _, r in frame.iterrows():
         t.add_row(*[_num(r[c]) for c in cols])
     return t
@@ -173,18 +180,22 @@ def register(cli: click.Group) -> None:
         t = Table(title="before → after, per scenario", show_header=True, header_style="bold")
         ba = p.before_after
         for c in ba.columns:
-            t.add_column(str(c))
+            t.add_column(str(c), overflow="fold")
         for _, r in ba.iterrows():
             t.add_row(*[_num(r[c]) if c not in ("keys", "criterion") else str(r[c])
                         for c in ba.columns])
         con.print(t)
+        if any(".upper" in c.text for c in res.criteria):
+            from gpurisk.core.levels import bound_words
+            con.print(f"MEASURE.upper: the {bound_words(run.alpha)} (--alpha {run.alpha:g})",
+                      markup=False, highlight=False)
         if p.perturbation is not None:
             t = Table(title=f"after --perturb {' then '.join(perturb)} (seed {run.seed}): Elliot's "
                       "pr(cm|um), records changed, criteria on the perturbed release",
                       show_header=True, header_style="bold")
             pf = p.perturbation
             for c in pf.columns:
-                t.add_column(str(c))
+                t.add_column(str(c), overflow="fold")
             for _, r in pf.iterrows():
                 t.add_row(*[str(r[c]) if c == "keys" else _num(r[c]) for c in pf.columns])
             con.print(t)

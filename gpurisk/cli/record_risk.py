@@ -75,7 +75,9 @@ def register(cli: click.Group) -> None:
     @click.option("--keys", required=True, help="comma-separated key variables")
     @click.option("--population-size", type=float, default=None,
                   help="population size N (default: the population's size, or n/π)")
-    @design_options(weights=False, fraction_help="sampling fraction π (N = n/π)")
+    @design_options(fraction_help="sampling fraction π (N = n/π)",
+                    weights_help="weight column: design or calibrated weights give N = Σw; "
+                                 "normalised weights (Σw = n) need --population-size or --fraction")
     @click.option("--methods", default="r1,r1u,r2,b1", show_default=True,
                   help="search methods among r1,r1u,r2,r3,r4,b1")
     @click.option("--y", "y", type=float, default=None, help="r3: non-matches seen before the match")

@@ -27,6 +27,7 @@ def _check_top(top) -> int:
 def summary_doc(res, k: int, by: str | None) -> dict:
     """The closing summary as JSON-able data: key NAMES and numbers only, never key values."""
     from gpurisk.scan.runner import rank_meaning
+    from gpurisk.core.levels import level_fields
     top = res.top(k, by)
     by = by or res.rank_by
     cols = ["combo", "scenario", "size", "cells", "n1", "n2", "N1", by]
@@ -45,7 +46,8 @@ def summary_doc(res, k: int, by: str | None) -> dict:
     return {"n": s.get("n"), "N": s.get("N"), "fraction": s.get("fraction"),
             "combinations": int(len(res.results)), "skipped": res.skipped,
             "rollups": res.rollups, "output": str(res.path) if res.path else None,
-            "rank_by": by, "ranked_by": rank_meaning(by), "top": rows, "timings": res.timings, "warnings": res.warnings}
+            "rank_by": by, "ranked_by": rank_meaning(by), "top": rows, "timings": res.timings, "warnings": res.warnings,
+            "levels": level_fields(s.get("alpha", 0.01))}
 
 
 def _py(v):
@@ -105,6 +107,10 @@ def print_summary(doc: dict) -> None:
     for row in rows:
         t.add_row(*row[:2], *[row[2 + j] for j in keep])
     con.print(t)
+    if top and any(h in ("upper", "theta_hat upper") for h, _ in (columns[j] for j in keep)):
+        from gpurisk.core.levels import upper_legend
+        con.print(upper_legend(1.0 - doc.get("levels", {}).get("bound_level", 0.99)),
+                  markup=False, highlight=False)
     if top and empty:
         con.print(f"no value in any row, left out: {', '.join(empty)}", markup=False, highlight=False)
     if doc["output"]:

@@ -23,8 +23,9 @@ def print_summary(doc: dict) -> None:
     sizes = doc["msus_by_size"]
     con.print(f"MSUs: {doc['msus']}  by size: "
               + ", ".join(f"{k}: {v}" for k, v in sizes.items()))
-    t = Table(title="contribution of each key (share of the MSU score weight, %)",
-              show_header=True, header_style="bold")
+    t = Table(title="contribution of each key: the share of all MSU score weight whose MSUs contain "
+                    "it, % (an MSU of several keys counts for each, so the shares add up to more "
+                    "than 100 %)", show_header=True, header_style="bold")
     t.add_column("key")
     t.add_column("categories", justify="right")
     t.add_column("contribution %", justify="right")

@@ -30,7 +30,8 @@ the edge of [0, n1] when n1 > 0 (a degenerate sample: every record unique gives 
 τ1 is): "not estimable", with the reason. ``reliable`` is true only where the real-population
 validation found the estimator sound (see :func:`reliability`); otherwise ``unreliable_because``
 says why, and the value is withheld (no value, a reason, ``raw_value`` and ``withheld`` in the
-extras, so JSON shows it) unless the option ``show_unreliable`` is true.
+extras, so JSON shows it) unless the option ``show_unreliable`` is true. A withheld value has no
+s.e. either (``raw_se`` in the extras keeps it): a table never shows an s.e. beside no value.
 Camerlenghi, F., Favaro, S., Naulet, Z. and Panero, F. (2021) Optimal disclosure risk assessment.
 Ann. Statist. 49, 723-744.
 """
@@ -155,11 +156,12 @@ class Tau1Hat(Measure):
         if not -slack <= value <= n1 + slack:
             side = "negative" if value < 0 else f"above n1 = {n1}, the number of sample uniques"
             se_txt = f"{se:.3g}" if math.isfinite(se) else "beyond the double range"
-            return Result(value=None, se=se if math.isfinite(se) else None,
+            return Result(value=None,           # withheld: no s.e. beside no value (raw_se keeps it)
                           reason=f"withheld: the estimate ({value:.4g}, s.e. {se_txt}) is {side}, "
                                  f"outside [0, n1 = {n1}]: the estimator fails on this sample "
                                  f"(λ = {lam:.3g})",
-                          extra=extra | {"raw_value": value, "withheld": True})
+                          extra=extra | {"raw_value": value, "withheld": True,
+                                         "raw_se": se if math.isfinite(se) else None})
         if n1 > 0 and lam > 0 and (value <= slack or value >= n1 - slack or se <= 1e-12 * n1):
             # a degenerate sample (every record unique: τ̂1 = n1 ± 0) or an estimate at the edge of
             # [0, n1]: the series says nothing about τ1 there (issue 27: τ1 ≈ n1/2 in such samples)
@@ -170,13 +172,14 @@ class Tau1Hat(Measure):
             return Result.not_applicable(
                 f"not estimable: {what} (s.e. {se:.3g}); such a value comes from a degenerate "
                 f"sample (e.g. every record unique), not from the population (λ = {lam:.3g})",
-                **extra, raw_value=value, withheld=True)
+                **extra, raw_value=value, withheld=True, raw_se=se if math.isfinite(se) else None)
         value = min(max(value, 0.0), float(n1))          # within the rounding slack: onto [0, n1]
         if not reliable and not show_unreliable:
-            return Result(value=None, se=se if math.isfinite(se) else None,
+            return Result(value=None,
                           reason=f"withheld as unreliable: {why} (the estimate was {value:.4g}, "
                                  f"s.e. {se:.3g}); show it with {{option:tau1_hat.show_unreliable=true}}",
-                          extra=extra | {"raw_value": value, "withheld": True})
+                          extra=extra | {"raw_value": value, "withheld": True,
+                                         "raw_se": se if math.isfinite(se) else None})
         return Result(value=value, se=se if math.isfinite(se) else None, extra=extra)
 
 

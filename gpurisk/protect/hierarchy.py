@@ -28,6 +28,9 @@ from gpurisk.freq.recode import KINDS, Recode, _category_counts, _read_csv_rows,
 from gpurisk.freq.table import FreqTable
 from gpurisk.xp import to_host
 
+#: how messages name the option a level came from
+HIERARCHY = "{arg:--hierarchy|hierarchies}"
+
 
 @dataclass(frozen=True)
 class Hierarchy:
@@ -51,7 +54,7 @@ def _arx_levels(key: str, file: str) -> list[Recode]:
     if width < 2:
         raise bad_input(f"{{arg:--hierarchy|hierarchies}} {key}={file}: one column only; an ARX hierarchy has the value "
                        "then one column per level")
-    return [parse_recode(f"{key}=hierarchy:{file}:{lev}") for lev in range(1, width)]
+    return [parse_recode(f"{key}=hierarchy:{file}:{lev}", HIERARCHY) for lev in range(1, width)]
 
 
 def parse_hierarchy_items(items: Iterable[str] | Mapping[str, str | Sequence[str]] | None
@@ -84,7 +87,7 @@ def parse_hierarchy_items(items: Iterable[str] | Mapping[str, str | Sequence[str
         if kind == "hierarchy" and Path(args).is_file():
             new = _arx_levels(key, args)
         elif kind in KINDS:
-            new = [parse_recode(f"{key}={spec}")]
+            new = [parse_recode(f"{key}={spec}", HIERARCHY)]
         elif Path(spec).is_file():
             new = _arx_levels(key, spec)
         else:

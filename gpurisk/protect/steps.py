@@ -29,7 +29,8 @@ class NoFeasibleNode(BadInput):
     """No node of the lattice meets every criterion; ``result`` holds the search."""
 
     def __init__(self, message: str, result: SearchResult):
-        super().__init__(message)
+        from gpurisk.core.messages import phrase       # {arg:--flag|param} phrased for each side
+        super().__init__(phrase(message, "python"), cli=phrase(message, "cli"))
         self.result = result
 
 
@@ -246,7 +247,7 @@ def _fmt(v) -> str:
     return "none (the measure gives no value)" if v != v else f"{v:.6g}"
 
 
-def _infeasible(res: SearchResult) -> str:
+def _infeasible(res: SearchResult, suppress_limit: float = 0.0, can_suppress: bool = True) -> str:
     top = len(res.loss) - 1
     parts = []
     for c, crit in enumerate(res.criteria):
@@ -265,7 +266,16 @@ def _infeasible(res: SearchResult) -> str:
                      + (" (at nodes that fail another criterion)" if alone else ""))
     if not parts:
         parts.append("each criterion is met somewhere, but no node meets all of them at once")
-    return "no node of the lattice meets every criterion: " + "; ".join(parts)
+    if can_suppress and not suppress_limit:
+        what = ("let protect suppress the key values of the smallest cells, e.g. "
+                "{arg:--suppress-limit 0.01|suppress_limit=0.01}, ")
+    elif can_suppress:
+        what = (f"raise {{arg:--suppress-limit|suppress_limit}} (now {suppress_limit:g}), ")
+    else:
+        what = ""
+    return ("no node of the lattice meets every criterion: " + "; ".join(parts)
+            + f"; to go on, {what}add coarser levels to {{arg:--hierarchy|hierarchies}} or relax a "
+            "criterion")
 
 
 def _plan_doc(data, fmt, keys, scen, hier, crits, loss, node, res, index, counted, ctx, missing,

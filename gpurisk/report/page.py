@@ -10,6 +10,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
+import shlex
+
 import pandas as pd
 
 from gpurisk.errors import BadInput
@@ -18,7 +20,7 @@ from gpurisk.report import plots
 from gpurisk.report.drivers import key_contributions
 from gpurisk.io.provenance import command_line, file_identity
 from gpurisk.core.messages import phrase_frame
-from gpurisk.report.policy import Policy, evaluate, load_policy, overall
+from gpurisk.report.policy import Policy, Verdict, evaluate, load_policy, overall
 from gpurisk.report.style import CSS, environment
 from gpurisk.report.text import fmt, meaning, next_steps, not_plotted
 from gpurisk.scan.runner import rank_column, rank_meaning, top_combinations
@@ -48,6 +50,81 @@ def _suda(suda) -> dict | None:
     if not isinstance(doc, dict) or "dis_max" not in doc:
         raise bad_input(f"{{arg:--suda|suda}} {Path(suda).name!r} is not the summary {{arg:gpurisk suda --json|gpurisk.suda(...).to_dict()}} gives")
     return doc
+
+
+#: the policy's criteria judged over the scan's combinations (the per-record risk is not)
+_BY_COMBINATION = ("expected correct matches", "k-anonymity", "θ̂'s upper bound")
+
+
+def uncovered(verdicts: list, df: pd.DataFrame, settings: dict) -> list:
+    """The verdicts, with every "met" on a criterion judged over the combinations turned into "not
+    checked" when the scan left out the full key set (a scan up to size 3 of 6 keys): an intruder
+    holding every key may match more (Ê and θ̂ are not bounded by those of the subsets, k only
+    falls), so a "met" there would be one that was never checked. The words say so and give the
+    command that checks the full key set. A "fails" stays."""
+    from gpurisk.report.text import _common
+    keys = list(settings.get("keys") or [])
+    combos = {frozenset(k) for k in df["keys"]}
+    named = "scenario" in df.columns and df["scenario"].notna().any()   # named key sets: each scanned
+    if not keys or frozenset(keys) in combos or named:
+        return verdicts
+    data = settings.get("data")
+    cmd = (shlex.join(["gpurisk", "assess", str(data), "--keys", ",".join(keys), *_common(settings)])
+           if isinstance(data, str) and not data.startswith("<") else None)
+    largest = int(df["size"].max())
+    out = []
+    for v in verdicts:
+        if v.status == "met" and v.criterion.startswith(_BY_COMBINATION):
+            v = Verdict(v.criterion, "not checked",
+                        f"Not checked on the full key set: the scan covered combinations of at most "
+                        f"{largest} of the {len(keys)} key variables, not all {len(keys)} "
+                        f"({', '.join(keys)}), where an intruder holding every key matches best. On "
+                        f"the combinations scanned: {v.words}"
+                        + (f" Check it: {cmd}" if cmd else " Assess the full key set."), v.value)
+        out.append(v)
+    return out
+
+
+def page_headline(df: pd.DataFrame, col: str, settings: dict) -> dict | None:
+    """The headline for the page's first screen, as ``assess`` prints it (the keys of
+    :func:`gpurisk.workflows.assess.headline_of` and the level fields): E on the full key set when
+    the scan holds it, else on the riskiest combination scanned; the exact E (``matches``) where
+    the scan has population counts, else the estimate with its two-sided interval and one-sided
+    bound; τ1 beside it; the scenario it answers."""
+    from gpurisk.core.levels import NORMAL_INTERVAL, level_fields, two_sided
+    from gpurisk.measures.headline import scenario
+    keys = list(settings.get("keys") or [])
+    full = df[df["keys"].map(frozenset) == frozenset(keys)] if keys else df.iloc[0:0]
+    if len(full):
+        row, where = full.iloc[0], "the full key set"
+    else:
+        top = top_combinations(df, 1, col)
+        if not len(top):
+            return None
+        row, where = top.iloc[0], f"the riskiest combination scanned (by {col})"
+    alpha = float(settings.get("alpha") or 0.01)
+
+    def num(v):
+        return None if v is None or (isinstance(v, float) and v != v) or pd.isna(v) else float(v)
+
+    def has(m):
+        return m in df.columns and num(row.get(m)) is not None
+    measure = next((m for m in ("matches", "matches_ll") if has(m)), col)
+    beside = [m for m in (("tau1",) if measure == "matches" else ("tau1_ll",)) if has(m)]
+
+    def entry(m):
+        v, se = num(row.get(m)), num(row.get(f"{m}_se"))
+        interval = (two_sided(v, se, alpha, num(row.get("n1"))) if m in NORMAL_INTERVAL
+                    and v is not None and se is not None else None)   # as the measure's extras
+        why = row.get(f"{m}_reason")
+        return {"measure": m, "value": v, "se": se, "interval": interval,
+                "upper": num(row.get(f"{m}_upper")),
+                "reason": why if isinstance(why, str) else None, "scenario": scenario(m),
+                "model": None}
+    exact = measure == "matches"         # counted from the population counts: no interval
+    return {**entry(measure), "level": 1.0 - alpha, **level_fields(alpha), "exact": exact,
+            "beside": [entry(b) for b in beside],
+            "where": f"on {where}: {', '.join(row['keys'])}"}
 
 
 def _identity(prov: dict, settings: dict, now: str) -> list[tuple[str, str]]:
@@ -172,17 +249,23 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
         check_keys_of("{arg:--suda|suda}", "the SUDA summary is of", suda_doc.get("keys"),
                       settings.get("keys"), "run suda on this scan's keys")
     prot = _protection(protection, settings, prov)
-    verdicts = evaluate(pol, df, suda_doc)
+    verdicts = uncovered(evaluate(pol, df, suda_doc), df, settings)
     status, sentence = overall(verdicts)
     from gpurisk.report.protection import load_plan
     from gpurisk.report.release import release_verdicts
     rel = release_verdicts(pol, load_plan(protection) if protection is not None else None,
                            release, settings, df)
+    if rel is not None and release is not None:      # the release was scanned on the same rows
+        rel["verdicts"] = uncovered(rel["verdicts"], df, settings)
+        rel["status"], rel_sentence = overall(rel["verdicts"])
+        rel["sentence"] = rel_sentence.replace("The release", "The release after protection", 1)
     if rel is not None:               # two verdicts side by side: say which file each is about
         sentence = sentence.replace("The release", "The file as it is", 1)
     threshold = pol.max_theta_upper if pol.max_theta_upper is not None else float(threshold)
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     contrib = key_contributions(df, col, drivers_top)
+    from gpurisk.core.levels import bound_words, headline_lines, upper_legend
+    head = page_headline(df, col, settings)
     drivers = [{"key": r["key"], "drop": fmt(r["drop"]), "combination": r["combination"],
                 "rank": int(r["rank"]), "n1_drop": fmt(r["n1_drop"], "n1"),
                 "mean_drop": fmt(r["mean_drop"]), "combinations": int(r["combinations"])}
@@ -204,6 +287,12 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
     ctx = {
         "title": title or "gpurisk release decision page", "css": CSS,
         "overall": {"status": status, "sentence": sentence}, "release": rel,
+        "bound_words": bound_words(float(settings.get("alpha") or 0.01)),
+        "upper_legend": ("*_upper: the " + upper_legend(float(settings.get("alpha") or 0.01))
+                         .split("upper: the ", 1)[1] + " (the scan's --alpha)"),
+        "headline": [x for x in headline_lines(head) if not x.strip().startswith("beside it")]
+        if head else [],       # τ1 beside it is in the tables below: the first screen stays short
+        "headline_where": head["where"] if head else "",
         "identity": _identity(prov, settings, now),
         "policy": {"name": pol.name, "source": pol.source if not pol.empty else "nowhere"},
         "verdicts": verdicts, "scope": scope if verdicts else "",
@@ -214,7 +303,8 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
         "rank_meaning": rank_meaning(col), "theta_beside": col != "theta_hat" and "theta_hat" in df.columns,
         "suda": _suda_rows(suda_doc),
         "meanings": [(c, meaning(c)) for c in present],
-        "steps": next_steps(df, col, contrib, settings, status),
+        "steps": next_steps(df, col, contrib, settings, status, plan=protection, release=release,
+                            release_status=rel["status"] if rel else None),
         "img_size": plots.by_size(df, col), "img_top": plots.top(df, col, top),
         "img_theta": theta_img, "threshold": f"{threshold:g}",
         "theta_over": int((up > threshold).sum()) if up is not None else 0,

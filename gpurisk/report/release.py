@@ -134,6 +134,9 @@ def release_verdicts(policy: Policy, plan: dict | None, release=None, settings: 
         rows = release_rows(release, settings or {}, df)
         verdicts = evaluate(policy, rows, None)
         for v in verdicts:
+            if v.criterion.startswith("θ̂'s upper bound") and df is not None:
+                v.words += worse_theta_explained(df, rows)
+        for v in verdicts:
             if v.status == "not checked" and v.criterion.startswith("no record's risk"):
                 v.words = phrase("Not checked: the per-record risk needs a SUDA run on the released file "
                                  "({arg:gpurisk suda RELEASE --json|gpurisk.suda(RELEASE)}), which the "
@@ -158,3 +161,56 @@ def release_verdicts(policy: Policy, plan: dict | None, release=None, settings: 
                                                    if release is None else "."))
     return {"verdicts": verdicts, "status": status, "sentence": sentence, "source": source,
             "other_release": other}
+
+
+#: how the release scan counts a suppressed value, against sdcMicro's and ARX's conventions
+SUPPRESSED_COUNTING = (
+    "Suppressed values are missing in the release and counted as a category of their own (gpurisk's "
+    "convention, as scan and assess count missing values; sdcMicro counts a missing value as a "
+    "wildcard matching every value of its key, which gives a record at least as large a count; ARX "
+    "sets every key of a suppressed record to * and keeps them as one class, as gpurisk's "
+    "--suppress records does).")
+
+
+def worse_theta_explained(before: pd.DataFrame, after: pd.DataFrame) -> str:
+    """"" unless θ̂'s largest one-sided upper bound is higher on the release than on the file as it
+    is; then why, in the combination where it is largest: θ̂ is a share among unique matches, and
+    protection left few sample uniques and pairs there, so its bound (eq. 9's, raised to the
+    exact-Poisson bound where pairs are few) is wide while the expected correct matches fell."""
+    def worst(df):
+        if "theta_hat" not in df.columns:
+            return None
+        up = (df["theta_hat_upper"].fillna(df["theta_hat"]) if "theta_hat_upper" in df.columns
+              else df["theta_hat"]).astype(float)
+        return None if up.notna().sum() == 0 else (up.idxmax(), float(up.max()))
+    a, b = worst(after), worst(before)
+    if a is None or b is None or a[1] <= b[1]:
+        return ""
+    row = after.loc[a[0]]
+    keys = tuple(row["keys"])
+    same = before[before["keys"].map(tuple) == keys]
+    if not len(same):
+        return ""
+    old = same.iloc[0]
+
+    def num(v):
+        return "—" if v is None or v != v else (f"{int(v)}" if float(v).is_integer() else f"{v:.3g}")
+
+    def up(r):
+        u = r.get("theta_hat_upper")
+        return u if u is not None and u == u else r.get("theta_hat")
+    text = (f" Higher than on the file as it is ({num(b[1])}; {num(up(old))} in ({', '.join(keys)})): "
+            "θ̂ is the share of correct matches among an intruder's unique matches, not their "
+            f"number; protection left n1 = {num(row.get('n1'))} sample uniques (was "
+            f"{num(old.get('n1'))}) and n2 = {num(row.get('n2'))} sample pairs (was "
+            f"{num(old.get('n2'))}) in ({', '.join(keys)}), so θ̂'s one-sided bound is wide "
+            "(exact-Poisson where pairs are few)")
+    for col, what in (("matches_ll", "Ê"), ("matches_hat", "θ̂·n1")):
+        if col in after.columns and col in before.columns:
+            text += (f", while the expected correct matches there fell from {num(old.get(col))} to "
+                     f"{num(row.get(col))} ({what})" if (row.get(col) or 0) <= (old.get(col) or 0)
+                     else f"; the expected correct matches there are {num(row.get(col))} ({what}, "
+                     f"was {num(old.get(col))})")
+            break
+    return text + ". " + SUPPRESSED_COUNTING
+

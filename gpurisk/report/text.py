@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -130,8 +131,11 @@ def _common(settings: dict) -> list[str]:
 
 
 def next_steps(df: pd.DataFrame, col: str, contrib: pd.DataFrame, settings: dict,
-               policy_status: str) -> list[dict]:
-    """What to do next: ``{"text": sentence, "code": command or None, "after": sentence}``."""
+               policy_status: str, plan=None, release=None, release_status: str | None = None
+               ) -> list[dict]:
+    """What to do next: ``{"text": sentence, "code": command or None, "after": sentence}``, from
+    what the page was given: a protect ``plan`` (its path), the ``release`` it judged and the
+    policy's status on it (``release_status``)."""
     steps = []
     data = settings.get("data")
     has_file = isinstance(data, str) and not data.startswith("<")
@@ -171,10 +175,38 @@ def next_steps(df: pd.DataFrame, col: str, contrib: pd.DataFrame, settings: dict
                       "code": shlex.join(["gpurisk", "assess", data, "--keys",
                                           ",".join(ranked["keys"].iloc[0]), *common]),
                       "after": ""})
-    if policy_status == "fails":
+    plan_file = str(plan) if isinstance(plan, (str, Path)) else None
+    judged_file = release is not None
+    if judged_file and release_status == "met":
+        steps.append({"text": "The release after protection meets the policy: release the file "
+                      "this page judged (its identity is in the release verdict above), and keep "
+                      "this page with it.", "code": None, "after": ""})
+    elif judged_file and release_status == "fails":
+        steps.append({"text": "The release after protection still fails the policy: protect again "
+                      "with stricter criteria (the failing figure's threshold), coarser hierarchy "
+                      "levels or a larger suppression limit, then write this page again with the "
+                      "new plan and release.", "code": None, "after": ""})
+    elif judged_file:
+        steps.append({"text": "Some criteria could not be checked on the release (the release "
+                      "verdict above says why and what to give); give the page what each names.",
+                      "code": None, "after": ""})
+    elif plan_file and release_status == "fails":
+        steps.append({"text": "The plan given here does not meet the policy by its own figures: "
+                      "protect again with stricter criteria, coarser hierarchy levels or a larger "
+                      "suppression limit, then give this page the new plan and its release.",
+                      "code": None, "after": ""})
+    elif plan_file:
+        cmd = (shlex.join(["gpurisk", "protect", data, "--from-plan", plan_file, "-o",
+                           "release.csv"]) if has_file else None)
+        steps.append({"text": "This page was given the protect run's plan but not its release: "
+                      "write the release from the plan and give it to this page (--release "
+                      "release.csv), which then judges the policy on the released file itself:",
+                      "code": cmd, "after": ""})
+    elif policy_status == "fails":
         steps.append({"text": "The release does not meet the policy: protect it (recode the key "
                       "variables named above, gpurisk protect) and write this page again with "
-                      "the protect run's plan.", "code": None, "after": ""})
+                      "the protect run's plan (--plan) and its release (--release).", "code": None,
+                      "after": ""})
     steps.append({"text": "After recoding, scan again and write a new report: the numbers here are "
                   "for the file and keys of this scan only.", "code": None, "after": ""})
     return steps

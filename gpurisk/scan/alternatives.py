@@ -15,6 +15,9 @@ import pandas as pd
 
 from gpurisk.core.messages import bad_input
 from gpurisk.freq.recode import Recode, parse_recodes
+
+#: how messages name the option an alternative came from
+ALT = "{arg:--alt|alternatives}"
 from gpurisk.scan.runner import RANK_PREFERENCE
 
 
@@ -99,7 +102,7 @@ def parse_alternative(text: str | Sequence, index: int) -> Alternative:
     items = [s.strip() for s in text.split(";") if s.strip()] if isinstance(text, str) else list(text)
     if not items:
         raise bad_input(f"alternative {index}: no recode given (e.g. {{arg:--alt age=bands:5|'age=bands:5'}})")
-    recodes = parse_recodes(items)
+    recodes = parse_recodes(items, ALT)
     return Alternative("; ".join(str(r) for r in recodes), recodes)
 
 

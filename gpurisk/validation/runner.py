@@ -163,7 +163,8 @@ def _run_one(table, ctx, names, frac, r, caught):
         v = shown if raw is None else _float(raw)
         rel = m.extra.get("reliable")
         out.append({"fraction": frac, "replicate": r, "n": n, "n1": fof[1], "n2": fof[2],
-                    "n3": fof[3], "measure": name, "value": v, "shown": shown, "se": _float(m.se),
+                    "n3": fof[3], "measure": name, "value": v, "shown": shown,
+                    "se": _float(m.se if m.se is not None or raw is None else m.extra.get("raw_se")),
                     "upper": _float(m.upper),
                     "lower": (_float(m.extra.get("lower")) if m.extra.get("level") is not None
                               else math.nan),

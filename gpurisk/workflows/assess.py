@@ -8,6 +8,7 @@ from typing import Any, Iterable, Mapping
 from gpurisk.core.settings import Design, Reading, Run, inputs
 from gpurisk.measures.headline import (EXACT_BESIDE, EXACT_HEADLINE, against_truth, default_names,
                                        scenario, truth_of, with_truths, BESIDE, HEADLINE)
+from gpurisk.core.levels import level_fields, with_levels
 from gpurisk.freq.guards import sample_categories
 from gpurisk.inputs import resolve_fraction  # noqa: F401  (re-exported: gpurisk.workflows.assess.resolve_fraction)
 from gpurisk.freq.table import FreqTable
@@ -56,15 +57,27 @@ class Assessment:
                 + (f"; {idle} not applicable>" if idle else ">"))
 
     def _repr_html_(self) -> str:
-        """A notebook's view: one row per measure (value, s.e., upper bound, or why not run)."""
+        """A notebook's view: the headline (its two-sided interval, one-sided bound and scenario,
+        as the terminal prints it), one row per measure with a value, and the measures that did
+        not run in one line."""
         from gpurisk.core.display import html_table
+        from gpurisk.core.levels import bound_words, headline_lines
         t = self.table
-        rows = [(name, r.value, r.se, r.upper, r.reason or "") for name, r in self.measures.items()]
+        rows = [(name, r.value, r.se, r.upper) for name, r in self.measures.items()
+                if r.value is not None]
+        idle = [name for name, r in self.measures.items() if r.value is None]
         head = f"n={t.n}" + (f", N={t.N}" if t.N is not None else "")
+        from html import escape
+        first = "".join(f"<p>{escape(line)}</p>" for line in headline_lines(self.to_dict()["headline"]))
+        notes = [f"upper: the {bound_words(self.context.alpha)}"]
+        if idle:
+            notes.append(f"not applicable here ({len(idle)}): {', '.join(idle)} (the reasons: "
+                         "to_frame() or .measures[name].reason)")
         return html_table(f"Assessment of {', '.join(map(str, t.keys))} ({head}, "
                           f"{t.sample_cells} cells)", rows,
-                          ["measure", "value", "s.e.", "upper", "not applicable because"],
-                          [f"warning: {w}" for w in self.warnings[:5]])
+                          ["measure", "value", "s.e.", f"upper (one-sided {100 * (1 - self.context.alpha):.4g} %)"],
+                          notes + [f"warning: {w}" for w in self.warnings[:5]]
+                          ).replace('<div class="gpurisk-result">', '<div class="gpurisk-result">' + first, 1)
 
     def to_dict(self) -> dict[str, Any]:
         t = self.table
@@ -80,9 +93,11 @@ class Assessment:
             "categories": dict(zip(t.keys, sample_categories(t))),   # distinct values in the sample
             "backend": t.backend,
             "warnings": list(self.warnings),
-            "headline": headline_of(self.measures, self.context.alpha),
+            "headline": with_levels(headline_of(self.measures, self.context.alpha),
+                                    self.measures, self.context.alpha),
             "scenarios": {name: scenario(name) for name in self.measures if scenario(name)},
         }
+        doc["levels"] = level_fields(self.context.alpha)     # what "upper" and "interval" mean
         if t.N is not None:
             doc["population_cells"] = t.population_cells
             doc["pop_freq_of_freq"] = {str(r): c for r, c in sorted(t.pop_freq_of_freq().items())

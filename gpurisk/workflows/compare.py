@@ -16,7 +16,7 @@ from gpurisk.freq.lattice import Lattice, regroup
 from gpurisk.freq.recode import Recode, code_maps
 from gpurisk.measure import Context
 from gpurisk.scan import runner
-from gpurisk.scan.alternatives import (DEFAULT_MEASURES, EXACT_MEASURES, Alternative, Comparison,
+from gpurisk.scan.alternatives import (ALT, DEFAULT_MEASURES, EXACT_MEASURES, Alternative, Comparison,
                                        _not_applicable, parse_alternative)
 from gpurisk.scan.plan import build_plan, combo_seed, root_keys
 from gpurisk.scan.runner import _measure_names, _scan_options
@@ -94,7 +94,7 @@ def compare_with(data, keys: Sequence[str], design: Design, run: Run,
     uniques = "N1" if root.F is not None else "n1"
     frames = {}
     for label, recodes in [("original", [])] + [(a.name, a.recodes) for a in alts]:
-        table = regroup(root, root.keys, code_maps(root, recodes)) if recodes else root
+        table = regroup(root, root.keys, code_maps(root, recodes, ALT)) if recodes else root
         rows = {}
         for i, tab in Lattice(table).tables([c.keys for c in combos]):
             c = combos[i]

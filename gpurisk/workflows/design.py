@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 from gpurisk.core.messages import bad_input
 from gpurisk.core.settings import Design, Reading, inputs
+from gpurisk.core.weights import design_cell_weights, normalised_reason, weight_rule
 from gpurisk.errors import BadInput
 from gpurisk.models.design import (CLUSTER_WARN, _estimable_theta_hat, cluster_pair_share,  # noqa: F401
                                    cluster_pairs, parse_fractions, stratified, stratum_weights)
@@ -44,7 +45,7 @@ def design_report_with(frame, keys: Sequence[str], design: Design, reading: Read
     gives π and the weight column (no population or sample flag), the
     :class:`~gpurisk.core.settings.Reading` how the records are read; the strata (with a π per
     stratum) and the clusters are the command's own."""
-    from gpurisk.measures.theta_hat_weighted import theta_hat_weighted
+    from gpurisk.measures.theta_hat_weighted import theta_hat_weighted, weighted_result
     reading = reading or Reading()
     missing, fraction, weights = reading.missing, design.fraction, design.weights
     if design.population is not None or design.sample_flag is not None:
@@ -63,22 +64,26 @@ def design_report_with(frame, keys: Sequence[str], design: Design, reading: Read
     keys = list(inp.keys)
     frames = inp.read()
     frame = frames.sample
-    table = inp.count(frames, records="{arg:design --cluster|design_report(cluster=...)}" if cluster else None).table
+    counted = inp.count(frames, records="{arg:design --cluster|design_report(cluster=...)}" if cluster else None)
+    table = counted.table
     doc: dict[str, Any] = {"n": table.n, "keys": keys, "n1": table.n_r(1), "n2": table.n_r(2),
-                           "warnings": []}
+                           "warnings": list(counted.notes)}
     if inp.fraction is not None:
         f = inp.fraction
         th, v, why = _estimable_theta_hat(table.n_r(1), table.n_r(2), table.n_r(3), f)
         doc["theta_hat"] = {"value": th, "se": math.sqrt(v) if v == v else math.nan, "pi": f,
                             **({"reason": why} if why else {})}
     if weights:
+        # the one rule for weights (gpurisk.core.weights), as assess's theta_hat_weighted reads them
         f, w = table.f, table.w
-        if scalar(((f > 0) & (w < f * (1 - 1e-12))).sum()):
-            raise BadInput(f"weight column {weights!r} has weights below 1 (pi_i > 1): give design "
-                           "weights 1/pi_i, not normalised weights")
-        th, n1, d = theta_hat_weighted(f, w)
-        doc["theta_hat_weighted"] = {"value": th, "experimental": True, "n1": n1,
-                                     "sum_pairs_w_minus_1": d}
+        rule = weight_rule(table.n, float(scalar(w.sum())), fraction)
+        if not rule.usable:
+            raise bad_input(f"{{arg:--weights|weights}} {weights}: {normalised_reason(rule)}")
+        dw, low = design_cell_weights(f, w, rule.scale, table.xp)
+        th, n1, d = theta_hat_weighted(f, dw)
+        res = weighted_result(n1, table.n_r(2), table.n_r(3), d, rule, int(scalar(low.sum())))
+        doc["theta_hat_weighted"] = {**res.extra, "value": res.value, "se": None,
+                                     **({"reason": res.reason} if res.reason else {})}
     if stratum:
         doc["stratified"] = stratified(frame, keys, stratum, fractions, missing, inp.recode)
     if cluster:

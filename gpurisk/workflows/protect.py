@@ -183,7 +183,8 @@ def protect_with(data, keys, design: Design, run: Run, reading: Reading | None =
         plot_front(res, plot)
     best = res.optimum
     if not best:
-        raise NoFeasibleNode(_infeasible(res), res)
+        raise NoFeasibleNode(_infeasible(res, suppress_limit, population is None and
+                                         sample_flag is None and weights is None), res)
     node = res.node(best[0])
     r = int(res.suppress_r[best[0]])
     table = _before_after(root, levels, node, scen, crits, measures, ctx, r, suppress)

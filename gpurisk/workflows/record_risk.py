@@ -21,7 +21,7 @@ from gpurisk.models.record_model import (DEFAULT_THRESHOLDS, RecordRisk, _attach
 
 
 def record_risk(frame, keys, population_size=None, population=None, sample_flag=None,
-                fraction=None, methods: Iterable[str] = sm.DEFAULT_METHODS, y=None,
+                fraction=None, weights=None, methods: Iterable[str] = sm.DEFAULT_METHODS, y=None,
                 database_size=None, p_tilde=None, all_records: bool = False,
                 thresholds: Iterable[float] = DEFAULT_THRESHOLDS, output=None, tol: float = TOL,
                 max_iter: int = MAX_ITER, max_cells: float = MAX_CELLS, missing: str = "category",
@@ -38,7 +38,7 @@ def record_risk(frame, keys, population_size=None, population=None, sample_flag=
     risks can be joined back. On a distributed backend ``output`` is a Parquet dataset folder (one
     file per partition, written by the workers, which carry the ids).
     """
-    design = Design(fraction=fraction, population=population, sample_flag=sample_flag)
+    design = Design(fraction=fraction, population=population, sample_flag=sample_flag, weights=weights)
     reading = Reading(missing=missing, recode=recode, backend=backend, sep=sep, encoding=encoding,
                       allow_high_cardinality=allow_high_cardinality)
     return record_risk_with(frame, keys, design, reading, population_size=population_size,
@@ -55,11 +55,10 @@ def record_risk_with(frame, keys, design: Design, reading: Reading | None = None
                      tol: float = TOL, max_iter: int = MAX_ITER, max_cells: float = MAX_CELLS,
                      show_records: bool = False, ids: Iterable[str] = ()) -> RecordRisk:
     """:func:`record_risk` on the settings objects: the :class:`gpurisk.core.settings.Design` (π, a
-    population or a sample flag; no weights: the model is fitted to the counts), the
+    population, a sample flag, or weights: they give N = Σw, by the one rule of
+    :mod:`gpurisk.core.weights`; the model is fitted to the counts), the
     :class:`~gpurisk.core.settings.Reading` (missing values, recodes, backend, CSV separator and
     encoding). The model's and the output's arguments as in :func:`record_risk`."""
-    if design.weights is not None:
-        raise BadInput("record-risk takes no design weights: the model is fitted to the counts")
     # before anything is read
     thresholds = tuple(THRESHOLD.check(t) for t in
                        ([thresholds] if isinstance(thresholds, (int, float)) else thresholds))
@@ -77,9 +76,17 @@ def record_risk_with(frame, keys, design: Design, reading: Reading | None = None
         check = check_output_dataset if inp.distributed else check_output_file
         check(output, (".parquet", ".pq"), "record-level output (the rows are written as Parquet)")
     frames = inp.read()
-    table = inp.count(frames, weights=False,
-                      records=None if inp.distributed else "record-risk").table
-    keys, fraction = list(inp.keys), inp.fraction
+    counted = inp.count(frames, weights=design.weights is not None,
+                        records=None if inp.distributed else "record-risk")
+    table, fraction = counted.table, counted.fraction
+    keys = list(inp.keys)
+    if design.weights is not None and fraction is None and population_size is None:
+        # the one rule for weights (gpurisk.core.weights): design weights give N = Σw (π = n/Σw)
+        from gpurisk.core.weights import normalised_reason, weight_rule
+        from gpurisk.xp import scalar
+        rule = weight_rule(table.n, float(scalar(table.w.sum())))
+        raise bad_input(f"{{arg:--weights|weights}} {design.weights}: "
+                        + normalised_reason(rule, "{population_size} (or {fraction})"))
     model = build_model(table, methods, population_size, fraction, y, database_size, p_tilde,
                         tol, max_iter, max_cells)
     doc = summarize(model, all_records, thresholds)

@@ -348,11 +348,16 @@ def test_pitman_fit_of_a_register_sized_sample_never_adds_the_terms(Z, N, monkey
 @pytest.mark.parametrize("model", ["loglinear_forest", "pitman", "zayatz", "snb", "dankar"])
 def test_no_sample_unique_is_zero_with_an_interval_under_every_model(model):
     """gpurisk's rule, n1 = 0 (cells of 2, 3, 5 in a population 10 times as large, π = 0.1): every
-    model gives 0 and the measure shows the model-free interval [0, 28] (log 0.05 / log 0.9 = 28.4)
-    with the reason, never a bare 0; ARX's rule keeps its own bare 0."""
+    model gives 0 and the measure shows the model-free one-sided bound 43 at 1 − α = 99 % (log 0.01 /
+    log 0.9 = 43.7; issue 41: levels from --alpha, as every bound) with the reason, never a bare 0;
+    ARX's rule keeps its own bare 0. With level=0.95: 28 (log 0.05 / log 0.9 = 28.4)."""
     f = [2, 3, 5]
     r = run(PopUniqueness, f, [x * 10 for x in f], fraction=0.1, model=model)
-    assert r.value == 0.0 and r.extra["lower"] == 0.0 and r.upper == 28.0
-    assert r.extra["level"] == 0.95 and "n1 = 0" in r.extra["note"]
+    assert r.value == 0.0 and r.extra["lower"] == 0.0 and r.upper == 43.0
+    assert r.extra["interval_upper"] == 43.0 and r.extra["interval_level"] == 0.99
+    assert r.extra["bound_level"] == 0.99 and "n1 = 0" in r.extra["note"]
+    r95 = run(PopUniqueness, f, [x * 10 for x in f], fraction=0.1, model=model, level=0.95)
+    assert r95.extra["interval_upper"] == 28.0 and r95.extra["interval_level"] == 0.95
+    assert r95.upper == 43.0                             # the bound stays at 1 − α
     arx = run_arx(PopUniqueness, f, [x * 10 for x in f], fraction=0.1, model="pitman")
     assert arx.value == 0.0 and arx.upper is None

@@ -261,7 +261,14 @@ def test_measure_reports_the_interval_and_rejects_a_bad_level():
     table = table_from_counts(PITMAN_F, [x * 10 for x in PITMAN_F])[0]
     r = run_measure(PopUniqueness, table, Context(fraction=0.1, options={"pop_uniqueness": {"model": "pitman"}}))
     assert r.extra["rule"] == "gpurisk" and r.extra["model"] == "pitman"
-    assert r.extra["lower"] <= r.value <= r.upper and r.se > 0 and r.extra["level"] == 0.95
+    assert r.extra["lower"] <= r.value <= r.upper and r.se > 0
+    # one convention (issue 41): the two-sided interval at 1 − α, the one-sided bound at 1 − α
+    # below its upper end (the central 1 − 2α interval's upper end)
+    assert r.extra["interval_level"] == 0.99 and r.extra["bound_level"] == 0.99
+    assert r.extra["interval_lower"] <= r.extra["lower"] and r.upper <= r.extra["interval_upper"]
+    r95 = run_measure(PopUniqueness, table, Context(fraction=0.1, options={
+        "pop_uniqueness": {"model": "pitman", "level": 0.95}}))
+    assert r95.extra["interval_level"] == 0.95 and r95.upper == r.upper
     with pytest.raises(BadInput):
         run_measure(PopUniqueness, table, Context(fraction=0.1, options={"pop_uniqueness": {"level": 1.5}}))
 

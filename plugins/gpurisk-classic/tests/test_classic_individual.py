@@ -99,10 +99,24 @@ def test_fraction_and_population_give_fk():
     assert res.value == pytest.approx(float((f * r).sum() / table.n), rel=1e-12)
 
 
-def test_weights_below_one_are_not_applicable():
+def test_calibrated_weights_below_one_take_the_cell_at_its_count():
+    """gpurisk's one rule for weights (issue 41): a cell whose weights sum below its count is taken
+    at its count, F̂ = f (sdcMicro's r = 1/f there); the other cell's F̂ is its weight sum."""
     df = pd.DataFrame({"a": [1, 1, 2], "w": [0.2, 0.3, 5.0]})
     res = gpurisk.assess(df, ["a"], weights="w", measures=["indiv_risk"]).measures["indiv_risk"]
-    assert res.value is None and "sum to less than their sample count" in res.reason
+    p = 1 / 5.0                                  # cell a=2: f = 1, F̂ = 5
+    hand = (2 * (1 / 2) + p / (1 - p) * np.log(1 / p)) / 3
+    assert res.value == pytest.approx(hand, rel=1e-12)
+
+
+def test_normalised_weights_without_a_population_size_say_how_to_give_it():
+    df = pd.DataFrame({"a": [1, 1, 2, 3], "w": [0.5, 1.5, 1.0, 1.0]})        # Σw = n
+    res = gpurisk.assess(df, ["a"], weights="w", measures=["indiv_risk"]).measures["indiv_risk"]
+    assert res.value is None and "normalised weights" in res.reason and "fraction=PI" in res.reason
+    # with π given they are scaled by 1/π: the same risk as the design weights w/π
+    a = gpurisk.assess(df, ["a"], weights="w", fraction=0.1, measures=["indiv_risk"])
+    b = gpurisk.assess(df.assign(w=df["w"] / 0.1), ["a"], weights="w", measures=["indiv_risk"])
+    assert a.measures["indiv_risk"].value == pytest.approx(b.measures["indiv_risk"].value, rel=1e-12)
 
 
 # --- the exact method ----------------------------------------------------------------------------

@@ -14,7 +14,8 @@ uniqueness" is that number over N, the extra ``share``. Models (option ``model``
 (Dankar et al. 2012's decision rule, ARX's default). Formulas, fitting and their starting values
 are in :mod:`gpurisk_arx.uniqueness`. N is the population's size when one is given, else n/π.
 Option ``rule``: ``gpurisk`` (default) fits Pitman by its maximum likelihood over the whole parameter
-space and reports E[N1 | sample] with an interval (``se``, ``upper``, extra ``lower``), SNB with a
+space and reports E[N1 | sample] with ``se``, the one-sided (1 − α) bound ``upper`` and the two-sided
+(1 − α) interval ``interval_lower``/``interval_upper`` (gpurisk's one convention), SNB with a
 root scan, every value within what the sample allows; ``arx`` gives ARX's own numbers. ``model=auto``
 is Dankar's decision rule under both (the validation's least biased choice for gpurisk's fits).
 A model that does not apply, or whose fit does not converge, gives no value and a reason; the
@@ -62,7 +63,9 @@ class PopUniqueness(Measure):
         "expectation": Option(str, "conditional", choices=("conditional", "finite", "limit"),
                               help="rule gpurisk, Pitman's N1: conditional (given the sample), finite "
                                    "(N (θ+α)_{N−1}/(θ+1)_{N−1}) or limit (Γ(θ+1)/Γ(θ+α) N^α, ARX's)"),
-        "level": Option(float, 0.95, help="rule gpurisk: level of the interval for N1 (lower, upper)"),
+        "level": Option(float, None, help="rule gpurisk: level of the two-sided interval for N1 "
+                                          "(interval_lower, interval_upper); default 1 − --alpha, "
+                                          "as every interval; upper is the one-sided 1 − α bound"),
         "unseen_categories": Option(bool, True,
                                     help="log-linear models: add the population uniques in "
                                          "categories no sample record has, (1-pi)/pi times the "
@@ -86,15 +89,36 @@ class PopUniqueness(Measure):
     #                       the frequencies of frequencies, n and N)
 
     def compute(self, table, ctx: Context) -> Result:
+        """The one convention of levels (:mod:`gpurisk.core.levels`): ``upper`` the one-sided
+        (1 − α) bound, the upper end of the fit's central (1 − 2α) interval, and
+        ``interval_lower``/``interval_upper`` the two-sided interval at ``level`` (1 − α)."""
+        alpha = float(ctx.alpha)
+        given = ctx.option(self.name, "level", None)
+        level = 1.0 - alpha if given is None else float(given)
+        if not 0.0 < level < 1.0:
+            raise BadInput(f"pop_uniqueness.level must lie strictly between 0 and 1, got {level}")
+        r = self._at(table, ctx, level)
+        if r.value is None or r.upper is None:
+            return r
+        if r.se is None:        # n1 = 0: the model-free bound is one-sided already, at 1 − α
+            b = r if given is None else self._at(table, ctx, 1.0 - alpha)
+            return Result(value=r.value, upper=b.upper, extra=dict(
+                r.extra, interval_lower=r.extra.get("lower"), interval_upper=r.upper,
+                interval_level=level, bound_level=1.0 - alpha))
+        b = self._at(table, ctx, 1.0 - 2.0 * alpha)         # its upper end: the one-sided bound
+        extra = dict(r.extra, interval_lower=r.extra.get("lower"), interval_upper=r.upper,
+                     interval_level=level, lower=b.extra.get("lower"), level=1.0 - 2.0 * alpha,
+                     bound_level=1.0 - alpha)
+        return Result(value=r.value, se=r.se, upper=b.upper, extra=extra)
+
+    def _at(self, table, ctx: Context, level: float) -> Result:
+        """The estimate with its interval at ``level`` (``lower``, ``upper``)."""
         rule = ctx.option(self.name, "rule", "gpurisk")
         model = ctx.option(self.name, "model", "auto")
         if model == "auto":
             model = U.GPURISK_DEFAULT_MODEL if rule == "gpurisk" else "dankar"
         est = ctx.option(self.name, "k_estimator", "sh3")
         expectation = ctx.option(self.name, "expectation", "conditional")
-        level = float(ctx.option(self.name, "level", 0.95))
-        if not 0.0 < level < 1.0:
-            raise BadInput(f"pop_uniqueness.level must lie strictly between 0 and 1, got {level}")
         n = table.n
         if n == 0:
             return Result.not_applicable("the sample has no records")

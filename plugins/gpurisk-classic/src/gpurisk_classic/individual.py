@@ -39,13 +39,30 @@ def estimated_population(table, ctx: Context, source: str = "auto",
         raise BadInput(f"{name}.Fk={source!r} is not one of auto, {', '.join(FK_SOURCES)}")
     xp = table.xp
     f = table.f.astype(xp.float64)
-    have = {"weights": None if table.w is None else table.w.astype(xp.float64),
+    have = {"weights": _design_weights(table, ctx),
             "population": None if table.F is None else table.F.astype(xp.float64),
             "fraction": f / float(ctx.fraction) if ctx.fraction else None,
             "sample": f}
     if source == "auto":
         source = next((s for s in FK_SOURCES[:3] if have[s] is not None), "weights")
+    if source == "weights" and table.w is not None and have["weights"] is None:
+        return None, NORMALISED
     return have[source], source
+
+
+#: the source named when the weights are normalised and no population size is given
+NORMALISED = "normalised weights"
+
+
+def _design_weights(table, ctx: Context):
+    """F̂_k from the weights by gpurisk's one rule (:mod:`gpurisk.core.weights`, applied when the
+    records are counted): design weights, a cell's weight sum below its count raised to it
+    (calibrated weights below 1). Weights that gave no π are normalised weights without a population
+    size (design weights give π = n/Σw): None."""
+    from gpurisk.core.weights import design_cell_weights
+    if table.w is None or ctx.fraction is None:
+        return None
+    return design_cell_weights(table.f, table.w, 1.0, table.xp)[0]
 
 
 NO_FK = {"weights": "needs design weights ({weights})",
@@ -69,6 +86,10 @@ def risk_options(name: str, ctx: Context, defaults) -> tuple[str, float]:
 
 def fk_missing(name: str, source: str, wanted: str) -> str:
     """Why F̂_k cannot be had from ``source`` (``wanted``: the option as given)."""
+    if source == NORMALISED:
+        return ("the weights sum to n: normalised weights, which say nothing of the population size; "
+                "give it as {fraction} (π = n/N) to scale them to design weights, or give design "
+                "weights 1/π_i")
     if wanted == "auto":
         return (f"needs an estimate of the population counts F_k: give {{weights}}, {{population}}, "
                 f"{{sample_flag}} or {{fraction}} (or {{option:{name}.Fk=sample}} for sdcMicro's "
@@ -107,6 +128,9 @@ def record_risk(table, method: str = "approx", qual: float = 1.0, fraction: floa
     F̂_k as for the measure (option ``Fk``): the table's weights, else its population, else
     f_k / ``fraction``; ``Fk="sample"`` takes F̂_k = f_k (sdcMicro without weights).
     """
+    if fraction is None and table.w is not None:       # design weights give π = n/Σw
+        from gpurisk.inputs import resolve_fraction
+        fraction = resolve_fraction(table, None)[0]
     ctx = Context(fraction=fraction,
                   options={IndividualRisk.name: {"method": method, "qual": qual, "Fk": Fk}})
     r, _, why = risk_of_cells(IndividualRisk.name, table, ctx, IndividualRisk.options)
