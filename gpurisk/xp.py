@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["namespace", "to_host", "scalar", "to_device", "frame_namespace", "is_cudf",
+__all__ = ["namespace", "to_host", "scalar", "to_device", "frame_namespace", "is_cudf", "is_pandas",
            "readonly"]
 
 
@@ -85,6 +85,11 @@ def readonly(a):
 def is_cudf(obj) -> bool:
     """A cuDF DataFrame, Series or Index (by module, so cudf is never imported to ask)."""
     return type(obj).__module__.split(".")[0] == "cudf"
+
+
+def is_pandas(obj) -> bool:
+    """A pandas DataFrame, Series or Index (by module, as :func:`is_cudf`)."""
+    return type(obj).__module__.split(".")[0] == "pandas"
 
 
 def frame_namespace(frame):

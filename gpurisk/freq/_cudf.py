@@ -34,13 +34,12 @@ def to_cudf(data, columns, sep=None, where="the sample", **check):  # pragma: no
             return cudf.read_parquet(target, columns=cols)
         frame = read_table(data, sep=sep, columns=cols)
         return cudf.from_pandas(frame)
-    from gpurisk.xp import is_cudf
+    from gpurisk.xp import is_cudf, is_pandas
     if hasattr(data, "__dask_graph__") and hasattr(data, "npartitions"):
         raise bad_input("a Dask DataFrame counts on {arg:--backend dask|backend='dask'} or "
                         "{arg:--backend dask-cudf|backend='dask-cudf'}, not cudf")
     on_gpu = is_cudf(data)
-    pandas = type(data).__module__.split(".")[0] == "pandas"
-    if not (on_gpu or pandas) or not hasattr(data, "columns"):   # a pandas or a cuDF frame
+    if not (on_gpu or is_pandas(data)) or not hasattr(data, "columns"):   # a pandas or a cuDF frame
         raise BadInput(f"expected a DataFrame or a path, got {type(data).__name__}")
     check_columns(data.columns, **check, where=where)
     sub = data[cols]

@@ -48,7 +48,7 @@ def to_dask(data, columns, gpu: bool, nworkers: int, sep=None, where="the sample
     """A Dask DataFrame of ``columns`` (checked to exist) from a path, a frame or a Dask frame."""
     import dask.dataframe as dd
 
-    from gpurisk.xp import is_cudf
+    from gpurisk.xp import is_cudf, is_pandas
     if isinstance(data, (str, Path)):
         from gpurisk.io import read_lazy
         from gpurisk.io.lazy import check_flat
@@ -58,7 +58,7 @@ def to_dask(data, columns, gpu: bool, nworkers: int, sep=None, where="the sample
     else:
         if _is_dask(data):
             ddf, in_memory = data, False
-        elif type(data).__module__.split(".")[0] == "pandas" and hasattr(data, "columns"):
+        elif is_pandas(data) and hasattr(data, "columns"):
             nparts = max(nworkers, math.ceil(len(data) / ROWS_PER_PARTITION), 1)
             check_columns(data.columns, **check, where=where)
             from gpurisk.freq.encode import check_value_types
