@@ -78,7 +78,7 @@ from gpurisk.options import Option
 from gpurisk.xp import scalar, to_host
 
 #: the log-linear models offered (option ``model``): margins fitted
-MODELS = ("auto_cv", "independence", "two_way")
+MODELS = ("auto_cv", "risk", "independence", "two_way")
 #: how the cells may vary around the model (option ``dispersion``)
 DISPERSIONS = ("moment", "none")
 #: how a sample unique's λ is taken from the fit (option ``prior``)
@@ -250,7 +250,7 @@ def model_margins(model: str, d: int) -> list[tuple[int, ...]] | None:
     """The margins of a model over d keys (None: every pair, the default of fit_two_way)."""
     if model == "two_way":
         return None
-    if model in ("independence", "auto_cv"):
+    if model in ("independence", "auto_cv", "risk"):
         return [(v,) for v in range(d)]
     raise BadInput(f"log-linear model {model!r} is not one of {', '.join(MODELS)}")
 
@@ -275,14 +275,29 @@ def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = Z_CHOICE, ma
     alternatives: :func:`gpurisk.models.forest.doubtful`); on the host, closed form, no K-cell
     array."""
     def make():
+        from gpurisk.models.forest import choose_forest, doubtful
+        codes, f, cards, ranks, margins = sample_margins(table)
+        limit = len(codes) - 1 if max_pairs is None else int(max_pairs)
+        edges, scores = choose_forest(codes, f, cards, splits, seed, z, ranks, table.keys, limit,
+                                      margins)
+        mu, alpha, counts = forest_model(margins, edges)
+        alts = [(w, *forest_model(margins, es)) for w, es in doubtful(edges, scores, z, limit)]
+        return mu, alpha, edges, counts, alts
+    return table.cached(f"_ll_auto_cv_{int(splits)}_{int(seed)}_{float(z)!r}_{max_pairs}", make)
+
+
+def sample_margins(table):
+    """(codes per key, counts f, categories per key, category ranks, :class:`Margins`) of the
+    sample's cells and categories only: a table that also holds the population's cells and
+    categories (validate, --population) gives what the sample alone gives. Each key's counts are
+    the table's margins of f where it has them (a scan's), at the seen categories (whole numbers:
+    the same sums)."""
+    def make():
         from gpurisk.freq.rollup import codes_at, known_margins
-        from gpurisk.models.forest import (Margins, choose_forest, doubtful, forest_counts,
-                                           forest_means)
+        from gpurisk.models.forest import Margins
         from gpurisk.models.model_choice import category_ranks
         seen = table.xp.flatnonzero(table.f > 0)
         f = to_host(table.f[seen])
-        # the sample's cells and categories only: a table that also holds the population's cells
-        # and categories (validate, --population) must give what the sample alone gives
         codes, cards, ranks, kept = [], [], [], []
         for c, r in zip(codes_at(table, seen), category_ranks(table.categories)):
             present = np.bincount(c, minlength=r.shape[0]) > 0     # the categories seen, in order
@@ -292,27 +307,37 @@ def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = Z_CHOICE, ma
             cards.append(int(used.shape[0]))
             ranks.append(r[used])
             kept.append(used)
-        limit = len(codes) - 1 if max_pairs is None else int(max_pairs)
-        # each key's counts: the table's margins of f where it has them (a scan's), at the seen
-        # categories (whole numbers: the same sums), shared by the scores, the kept forest, the
-        # doubtful
         known = known_margins(table)
         margins = Margins(codes, f, cards, None if known is None else
                           [np.asarray(to_host(m), dtype=np.float64)[u] for m, u in zip(known, kept)])
-        edges, scores = choose_forest(codes, f, cards, splits, seed, z, ranks, table.keys, limit,
-                                      margins)
-        su = np.flatnonzero(f == 1)
-        fs = f.astype(np.float64)
+        return codes, f, cards, ranks, margins
+    return table.cached("_ll_sample_margins", make)
 
-        def model(es):
-            # α̂ over the sampled cells (a cell seen in the population only adds μ̂² alone)
-            mu, sum_mu2 = forest_means(codes, f, cards, es, margins)
-            return (mu[su], _moment(fs, mu, sum_mu2),
-                    forest_counts(codes, f, cards, es, su, margins))
-        mu, alpha, counts = model(edges)
-        alts = [(w, *model(es)) for w, es in doubtful(edges, scores, z, limit)]
-        return mu, alpha, edges, counts, alts
-    return table.cached(f"_ll_auto_cv_{int(splits)}_{int(seed)}_{float(z)!r}_{max_pairs}", make)
+
+def forest_model(margins, edges):
+    """(μ̂ of the sample uniques, α̂, their margin counts for :func:`loo_prior`) under main effects
+    + the forest ``edges`` (α̂ over the sampled cells: a cell seen in the population only adds μ̂²
+    alone)."""
+    from gpurisk.models.forest import forest_counts, forest_means
+    codes, f, cards = margins.codes, margins.f, margins.cards
+    su = np.flatnonzero(f == 1)
+    mu, sum_mu2 = forest_means(codes, f, cards, edges, margins)
+    return mu[su], _moment(f, mu, sum_mu2), forest_counts(codes, f, cards, edges, su, margins)
+
+
+def risk_means(table, pi: float, kind: str = "inverse", z: float | None = None, seed: int = 0):
+    """As :func:`auto_cv_means`, the forest chosen by the risk criterion of
+    :mod:`gpurisk.models.risk_choice` (forward selection on |T_h|, h = E's term by default: the
+    same model for tau1_ll and matches_ll); no doubtful alternatives."""
+    from gpurisk.models import risk_choice
+    z = risk_choice.Z_RISK if z is None else float(z)
+
+    def make():
+        margins = sample_margins(table)[4]
+        edges, path = risk_choice.choose(margins, pi, kind, z, seed)
+        mu, alpha, counts = forest_model(margins, edges)
+        return mu, alpha, edges, counts, [], path
+    return table.cached(f"_ll_risk_{pi!r}_{kind}_{z!r}_{int(seed)}", make)
 
 
 def _means(table, model, tol, max_iter, max_cells):
@@ -363,7 +388,9 @@ class LoglinearPoisson(Measure):
                         help="log-linear model of the sample counts: auto_cv = main effects plus "
                              "the two-way interactions whose held-out log-likelihood gains in "
                              "split halves pass a z test, kept while they form a forest (closed "
-                             "form); independence = "
+                             "form); risk = main effects plus the forest of interactions a forward "
+                             "selection on Skinner & Shlomo's risk-weighted over-dispersion score "
+                             "adds; independence = "
                              "main effects only (closed form); two_way = main effects and all "
                              "two-way interactions (IPF; Skinner & Shlomo's usual choice, which "
                              "overfits sparse samples)"),
@@ -432,6 +459,13 @@ class LoglinearPoisson(Measure):
                 model_key = f"{model}_{choice}"
                 extra["interaction"] = (", ".join(f"{table.keys[a]} x {table.keys[b]}"
                                                   for a, b in pair) or None)
+            elif model == "risk":
+                fit = None
+                mu, alpha, pair, counts, alts, path = risk_means(table, pi)
+                model_key = model
+                extra["interaction"] = (", ".join(f"{table.keys[a]} x {table.keys[b]}"
+                                                  for a, b in pair) or None)
+                extra["misfit_T"] = path[-1][2]
             else:
                 alts, model_key = [], model
                 if model != "independence":      # the closed form forms no K-cell array
