@@ -142,3 +142,26 @@ def test_the_selection_finds_a_chain_and_keeps_nothing_without_one():
         indep.append(risk_choice.choose(Margins(codes, f, cards), 0.015, seed=r)[0])
     assert sum((0, 1) in e for e in linked) >= 7
     assert sum(len(e) == 0 for e in indep) >= 6
+
+
+@pytest.mark.parametrize("c,a", [(0.01, 1.5), (0.7, 2.0), (5.0, 1.05), (40.0, 11.0), (300.0, 1.3)])
+def test_inverse_square_is_the_negative_binomial_sum(c, a):
+    """E[1/F² | f = 1] with F − 1 negative binomial (Poisson-gamma), summed term by term."""
+    from scipy.special import gammaln
+
+    from gpurisk.measures._ll_poisson import inverse_square
+    k = np.arange(0, 200_000)
+    logp = (gammaln(a + k) - gammaln(a) - gammaln(k + 1) - a * np.log1p(c)
+            + k * (np.log(c) - np.log1p(c)))
+    want = float(np.sum(np.exp(logp) / (1.0 + k) ** 2))
+    assert inverse_square(np.array([c]), a)[0] == pytest.approx(want, rel=1e-6)
+
+
+@pytest.mark.parametrize("m", [1e-3, 0.4, 3.0, 30.0])
+def test_inverse_square_tends_to_the_poisson_moment(m):
+    """A gamma of tiny variance (a large, c = m/a): E[1/F²] of F − 1 ~ Poisson(m)."""
+    from gpurisk.measures._ll_poisson import inverse_square, inverse_terms
+    e1, v = inverse_terms(np.array([m]))
+    a = 1e7
+    assert inverse_square(np.array([m / a]), a)[0] == pytest.approx(v[0] + e1[0] ** 2, rel=1e-5)
+    assert inverse_square(np.array([1e-9]), 2.0)[0] == pytest.approx(1 - 0.75 * 2e-9, rel=1e-12)

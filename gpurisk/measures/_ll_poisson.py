@@ -81,6 +81,8 @@ from gpurisk.xp import scalar, to_host
 MODELS = ("auto_cv", "risk", "independence", "two_way")
 #: how the cells may vary around the model (option ``dispersion``)
 DISPERSIONS = ("moment", "none")
+#: how the s.e. is formed (option ``interval``)
+INTERVALS = ("calibrated", "model")
 #: how a sample unique's λ is taken from the fit (option ``prior``)
 PRIORS = ("loo", "plugin")
 #: the leave-one-out prior's pseudo-count per fitted margin (Jeffreys' prior for a Poisson mean)
@@ -179,7 +181,7 @@ def inverse_terms(m):
     return e1, np.maximum(e2 - e1 * e1, 0.0)
 
 
-def nb_terms(m, alpha, pi, kind):
+def nb_terms(m, alpha, pi, kind, exact: bool = False):
     """(term, its variance) per sample unique under the Poisson-gamma model (option dispersion).
 
     λ_j = λ̂_j γ_j, γ_j ~ Gamma(mean 1, variance α) (α a number, or one per cell as
@@ -190,7 +192,8 @@ def nb_terms(m, alpha, pi, kind):
         E[1/F_j | f_j = 1]      = ∫_0^1 E e^{−(1−π)Λu} du = α [1 − (1 + c)^{−1/α}] / c
 
     (both → the Poisson terms as α → 0). The variance of 1/F is the Poisson one at the posterior
-    mean of (1 − π)Λ (an approximation; the study measures the s.e.'s coverage)."""
+    mean of (1 − π)Λ (an approximation; the study measures the s.e.'s coverage); with ``exact`` it is
+    the Poisson-gamma one, E[1/F² | f = 1] − E[1/F | f = 1]² (:func:`inverse_square`)."""
     lam_m = np.asarray(m, dtype=np.float64)           # (1 − π) λ̂
     alpha = np.asarray(alpha, dtype=np.float64)
     if alpha.ndim == 0 and float(alpha) <= 1e-12:
@@ -207,8 +210,51 @@ def nb_terms(m, alpha, pi, kind):
     zero = c <= 0.0                                   # π = 1 or λ̂ = 0: F = 1
     cs = np.where(zero, 1.0, c)
     t = np.where(zero, 1.0, alpha * -np.expm1(-np.log1p(cs) / alpha) / cs)
+    if exact:
+        return t, np.maximum(inverse_square(cs, 1.0 / alpha + 1.0, zero) - t * t, 0.0)
     post = q * (1.0 / alpha + 1.0) / b                # E[(1 − π)Λ | f = 1]
     return t, inverse_terms(post)[1]
+
+
+#: Gauss-Legendre nodes of :func:`inverse_square`'s integral, and how many e-folds of its
+#: exponential factor it covers (beyond, the integrand is below e^{−50} of its start)
+LEGENDRE_NODES = 64
+EFOLDS = 50.0
+
+
+@functools.lru_cache(maxsize=1)
+def _legendre():
+    x, w = np.polynomial.legendre.leggauss(LEGENDRE_NODES)
+    return (x + 1.0) / 2.0, w / 2.0                    # on [0, 1]
+
+
+def inverse_square(c, a, zero=None, chunk: int = 1 << 15):
+    """E[1/F² | f = 1] under the Poisson-gamma model (:func:`nb_terms`: F − 1 negative binomial with
+    pgf E s^X = (1 + c(1 − s))^{−a}). From 1/(1 + X)² = ∫_0^1 (1/t) ∫_0^t s^X ds dt,
+    E[1/F²] = ∫_0^1 H(t)/t dt with H(t) = [(1 + c(1 − t))^{1−a} − (1 + c)^{1−a}] / (c (a − 1)); with
+    w = ln(1 + c(1 − t)), L = ln(1 + c),
+
+        E[1/F²] = ∫_0^L e^{(1−a)w} [−expm1((1 − a)(L − w))] / ((a − 1) c expm1(L − w)) dw,
+
+    a smooth integrand (finite at w = L), taken by Gauss-Legendre on [0, min(L, EFOLDS/(a − 1))].
+    ``c``, ``a`` per sample unique (``a`` may be a number); ``zero``: where F = 1 surely (1)."""
+    xg, wg = _legendre()
+    c = np.asarray(c, dtype=np.float64)
+    a = np.broadcast_to(np.asarray(a, dtype=np.float64), c.shape)
+    out = np.empty(c.shape)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for i in range(0, c.shape[0], chunk):
+            cc, aa = c[i:i + chunk, None], a[i:i + chunk, None] - 1.0
+            L = np.log1p(cc)
+            W = np.minimum(L, EFOLDS / aa)
+            w = W * xg
+            f = (np.exp(-aa * w) * -np.expm1(-aa * (L - w))) / (aa * cc * np.expm1(L - w))
+            out[i:i + chunk] = (f @ wg) * W[:, 0]
+    small = c < 1e-8                                   # F = 1 almost surely
+    out = np.where(small, 1.0 - 0.75 * c * a, out)     # P(X = 1) ≈ a c adds 1/4 − 1
+    if zero is not None:
+        out = np.where(zero, 1.0, out)
+    return out
 
 
 def loo_prior(n: float, counts, alpha, a0: float = LOO_PSEUDO):
@@ -325,19 +371,44 @@ def forest_model(margins, edges):
     return mu[su], _moment(f, mu, sum_mu2), forest_counts(codes, f, cards, edges, su, margins)
 
 
-def risk_means(table, pi: float, kind: str = "inverse", z: float | None = None, seed: int = 0):
+def risk_z() -> float:
+    from gpurisk.models.risk_choice import Z_RISK
+    return Z_RISK
+
+
+def risk_means(table, pi: float, kind: str = "inverse", z: float | None = None, seed: int = 0,
+               boot: int = 0):
     """As :func:`auto_cv_means`, the forest chosen by the risk criterion of
     :mod:`gpurisk.models.risk_choice` (forward selection on |T_h|, h = E's term by default: the
-    same model for tau1_ll and matches_ll); no doubtful alternatives."""
+    same model for tau1_ll and matches_ll), and the path of the selection. The alternatives are
+    the forests the same selection chooses on ``boot`` bootstrap samples (each cell's count redrawn
+    as Poisson(f_j): the sample's records resampled), each weighted by the share of the bootstrap
+    samples choosing it, and fitted to the sample itself: their spread around the kept forest's
+    estimate is the model choice's own uncertainty."""
     from gpurisk.models import risk_choice
+    from gpurisk.models.forest import Margins
     z = risk_choice.Z_RISK if z is None else float(z)
 
     def make():
         margins = sample_margins(table)[4]
         edges, path = risk_choice.choose(margins, pi, kind, z, seed)
         mu, alpha, counts = forest_model(margins, edges)
-        return mu, alpha, edges, counts, [], path
-    return table.cached(f"_ll_risk_{pi!r}_{kind}_{z!r}_{int(seed)}", make)
+        draws = risk_choice.Draws(margins, risk_choice.draws_for(margins), seed)
+        # the criterion of each measure's own term at the kept forest: (B̂_h, T_h)
+        misfit = {h: risk_choice.score(margins, edges, pi, draws, h) for h in ("inverse", "tau1")}
+        chosen: dict = {}
+        rng = np.random.default_rng(seed + 1)
+        for b in range(int(boot)):
+            fb = rng.poisson(margins.f)
+            keep = fb > 0
+            mb = Margins([c[keep] for c in margins.codes], fb[keep], margins.cards)
+            eb = tuple(risk_choice.choose(mb, pi, kind, z, seed + 2 + b,
+                                          draws=risk_choice.DRAWS_BOOT)[0])
+            chosen[eb] = chosen.get(eb, 0) + 1
+        alts = [(k / boot, *forest_model(margins, list(e))) for e, k in chosen.items()
+                if list(e) != edges]
+        return mu, alpha, edges, counts, alts, misfit
+    return table.cached(f"_ll_risk_{pi!r}_{kind}_{z!r}_{int(seed)}_{int(boot)}", make)
 
 
 def _means(table, model, tol, max_iter, max_cells):
@@ -419,6 +490,15 @@ class LoglinearPoisson(Measure):
                                 help="model=auto_cv: add to the s.e. the estimate's spread over "
                                      "the models one held-out test away, each weighted by the "
                                      "chance that test goes the other way"),
+        "interval": Option(str, "calibrated", choices=INTERVALS,
+                           help="calibrated = the Poisson s.e. times se_factor plus a relative "
+                                "model_error (constants fitted on real populations); model = the "
+                                "Poisson-gamma model's own variance plus the spread of the model "
+                                "choice over bootstrap samples (model=risk) plus the squared "
+                                "estimated bias where the risk criterion still signals misfit"),
+        "choice_boot": Option(int, 10, min=0,
+                              help="model=risk, interval=model: bootstrap samples over which the "
+                                   "model choice is repeated"),
         "cv_z": Option(float, Z_CHOICE, min=0.0,
                        help="model=auto_cv: an interaction is kept when its held-out gain exceeds "
                             "cv_z times its standard error (0: any positive gain)"),
@@ -461,11 +541,13 @@ class LoglinearPoisson(Measure):
                                                   for a, b in pair) or None)
             elif model == "risk":
                 fit = None
-                mu, alpha, pair, counts, alts, path = risk_means(table, pi)
+                interval = str(self.opt(ctx, "interval"))
+                mu, alpha, pair, counts, alts, misfit = risk_means(
+                    table, pi, boot=int(self.opt(ctx, "choice_boot")) if interval == "model" else 0)
                 model_key = model
                 extra["interaction"] = (", ".join(f"{table.keys[a]} x {table.keys[b]}"
                                                   for a, b in pair) or None)
-                extra["misfit_T"] = path[-1][2]
+                extra["misfit_T"] = misfit[self.kind][1]
             else:
                 alts, model_key = [], model
                 if model != "independence":      # the closed form forms no K-cell array
@@ -489,8 +571,9 @@ class LoglinearPoisson(Measure):
             if prior == "loo":          # the same for tau1_ll and matches_ll: computed once
                 mu_prior, alpha_cell = table.cached(f"_ll_loo_{model_key}_{i}_{alpha!r}",
                                                     lambda: loo_prior(n, counts, alpha))
-                return nb_terms((1.0 - pi) * mu_prior / pi, alpha_cell, pi, self.kind)
-            return nb_terms((1.0 - pi) * mu / pi, alpha, pi, self.kind)
+                return nb_terms((1.0 - pi) * mu_prior / pi, alpha_cell, pi, self.kind, exact)
+            return nb_terms((1.0 - pi) * mu / pi, alpha, pi, self.kind, exact)
+        exact = str(self.opt(ctx, "interval")) == "model"
         t, v = terms(mu, alpha, counts)
         extra["alpha"] = alpha if dispersion == "moment" else 0.0
         value = float(t.sum())
@@ -501,6 +584,17 @@ class LoglinearPoisson(Measure):
                                 for i, (w, *alt) in enumerate(alts)))
                   if alts and bool(self.opt(ctx, "choice_spread")) else 0.0)
         k, c = float(self.opt(ctx, "se_factor")), float(self.opt(ctx, "model_error"))
+        if exact:         # interval=model: the model's own variance, no fitted factor
+            k, c = 1.0, 0.0
+            t_misfit = extra.get("misfit_T")
+            if t_misfit is not None and abs(t_misfit) > risk_z():
+                # the criterion still signals misfit: its estimate of the bias widens the interval
+                bias = misfit[self.kind][0]
+                extra["misfit_bias"] = bias
+                extra["note"] = (f"the model still misfits where sample uniques are made (risk "
+                                 f"score T = {t_misfit:.2f}): the interval is widened by the "
+                                 f"criterion's estimate of the bias, {bias:.3g}")
+                spread = math.hypot(spread, bias)
         se = math.sqrt((k * se_p) ** 2 + (c * value) ** 2 + spread ** 2)
         extra["se_choice"] = spread
         z = z_upper(ctx.alpha)

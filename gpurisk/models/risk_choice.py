@@ -50,6 +50,9 @@ Z_RISK = 1.959963984540054
 DRAWS_MIN = 20_000
 DRAWS_PER_RECORD = 2
 DRAWS_MAX = 400_000
+#: draws of each bootstrap sample's selection (the bootstrap's own spread is far larger than the
+#: importance sample's error at this size)
+DRAWS_BOOT = 5_000
 
 
 def weights(mu, pi: float, kind: str = "inverse") -> np.ndarray:
@@ -185,19 +188,67 @@ def score(margins: Margins, edges, pi: float, draws: Draws, kind: str = "inverse
     e = draws.empty(cells)
     scale = m.n / e.shape[0]
     b_emp = scale * float(np.sum(wx[e]))
-    v_emp = scale * float(np.sum((wx * weights(mux, pi, kind))[e]))
+    v_emp = scale * float(np.sum((wx * (wx / np.where(mux > 0, mux, 1.0)))[e]))
     b = -0.5 * (b_obs + b_emp)
     var = 0.5 * (v_obs + v_emp)
     return b, (b / math.sqrt(var) if var > 0 else 0.0)
 
 
+def draws_for(margins: Margins) -> int:
+    """The size of the importance sample for a sample of n records (module constants)."""
+    return int(min(max(DRAWS_MIN, DRAWS_PER_RECORD * margins.n), DRAWS_MAX))
+
+
+class _Pairs:
+    """The (a, b) pair counts of the sample, looked up at any cells: a dense c_a × c_b table where
+    it is small, else a sorted list of the observed pairs."""
+
+    DENSE_MAX = 1 << 22
+
+    def __init__(self, margins: Margins):
+        self.m = margins
+        self._t: dict = {}
+
+    def counts(self, a: int, b: int, ca, cb) -> np.ndarray:
+        m = self.m
+        if (a, b) not in self._t:
+            kb = m.cards[b]
+            key = m.codes[a].astype(np.int64) * kb + m.codes[b]
+            if m.cards[a] * kb <= self.DENSE_MAX:
+                self._t[(a, b)] = (True, np.bincount(key, weights=m.f, minlength=m.cards[a] * kb))
+            else:
+                uniq, inv = np.unique(key, return_inverse=True)
+                self._t[(a, b)] = (False, (uniq, np.bincount(inv.reshape(-1), weights=m.f)))
+        dense, t = self._t[(a, b)]
+        want = np.asarray(ca, dtype=np.int64) * m.cards[b] + cb
+        if dense:
+            return t[want]
+        uniq, counts = t
+        i = np.minimum(np.searchsorted(uniq, want), uniq.shape[0] - 1)
+        return np.where(uniq[i] == want, counts[i], 0.0)
+
+    def ratio(self, a: int, b: int, ca, cb) -> np.ndarray:
+        """n m_ab / (m_a m_b) at the cells: μ̂ with the (a, b) interaction over μ̂ without it, when
+        a and b are in different trees of the forest."""
+        m = self.m
+        return m.n * self.counts(a, b, ca, cb) / (m.one(a)[ca] * m.one(b)[cb])
+
+
+
 def choose(margins: Margins, pi: float, kind: str = "inverse", z: float = Z_RISK, seed: int = 0,
            draws: int | None = None, max_pairs: int | None = None):
-    """(the kept pairs, sorted; the path [(pairs, B̂, T)] of the forward selection)."""
+    """(the kept pairs, sorted; the path [(pairs, B̂, T)] of the forward selection).
+
+    Each step draws the importance sample from the current forest and scores every candidate pair
+    (a, b) joining two of its trees on those draws, reweighted: μ̂ with the pair is μ̂ without it
+    times n m_ab/(m_a m_b), so Σ_{x empty} g(μ̂'_x) = n E_{x ~ μ̂/n}[I(x empty) g(μ̂'_x)/μ̂_x]. The
+    best candidate is then scored on draws of its own (:func:`score`) and kept if that |T| is
+    smaller."""
     d = len(margins.codes)
     limit = d - 1 if max_pairs is None else min(int(max_pairs), d - 1)
-    size = draws or int(min(max(DRAWS_MIN, DRAWS_PER_RECORD * margins.n), DRAWS_MAX))
-    dr = Draws(margins, size, seed)
+    dr = Draws(margins, draws or draws_for(margins), seed)
+    pairs = _Pairs(margins)
+    f = margins.f
     edges: list = []
     b, t = score(margins, edges, pi, dr, kind)
     path = [(list(edges), b, t)]
@@ -208,18 +259,35 @@ def choose(margins: Margins, pi: float, kind: str = "inverse", z: float = Z_RISK
             v = parent[v]
         return v
     while abs(t) > z and len(edges) < limit:
+        mu, _ = forest_means(margins.codes, f, margins.cards, edges, margins)
+        cells = dr.cells(edges)
+        e = dr.empty(cells)
+        cells = [c[e] for c in cells]
+        mux = means_at(margins, edges, cells)
+        scale = margins.n / e.shape[0]
         best = None
         for a in range(d):
             for c in range(a + 1, d):
                 if root(a) == root(c):
                     continue
-                bb, tt = score(margins, sorted(edges + [(a, c)]), pi, dr, kind)
-                if best is None or abs(tt) < abs(best[2]):
-                    best = ((a, c), bb, tt)
-        if best is None or abs(best[2]) >= abs(t):
+                mo = mu * pairs.ratio(a, c, margins.codes[a], margins.codes[c])
+                wo = weights(mo, pi, kind)
+                mx = mux * pairs.ratio(a, c, cells[a], cells[c])
+                ww = weights(mx, pi, kind)
+                wx = ww * mx * (mx / mux)
+                bb = -0.5 * (float(np.sum(wo * ((f - mo) ** 2 - f))) + scale * float(np.sum(wx)))
+                var = 0.5 * (float(np.sum((wo * mo) ** 2)) + scale * float(np.sum(wx * ww)))
+                tt = bb / math.sqrt(var) if var > 0 else 0.0
+                if best is None or abs(tt) < abs(best[1]):
+                    best = ((a, c), tt)
+        if best is None:
             break
-        (a, c), b, t = best
+        (a, c), _ = best
+        new = sorted(edges + [(a, c)])
+        bn, tn = score(margins, new, pi, dr, kind)
+        if abs(tn) >= abs(t):
+            break
         parent[root(a)] = root(c)
-        edges = sorted(edges + [(a, c)])
+        edges, b, t = new, bn, tn
         path.append((list(edges), b, t))
     return edges, path
