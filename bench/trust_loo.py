@@ -64,7 +64,8 @@ def summary(t: pd.DataFrame, limit: float) -> dict:
     b = t["rel_bias"].abs()
     out = {"cells": len(t), f"within {limit:.0%}": int((b <= limit).sum()),
            "within 20%": int((b <= 0.2).sum()), "median |bias|": float(b.median()),
-           "worst": float(t["rel_bias"].iloc[int(b.to_numpy().argmax())]) if len(t) else math.nan}
+           "worst": (float(t["rel_bias"].iloc[int(b.fillna(-1).to_numpy().argmax())])
+                     if len(t) else math.nan)}
     if "upper" in t:
         out["upper ≥ 98 %"] = int((t["upper"] >= 0.98).sum())
     if "se_sd" in t:

@@ -161,6 +161,11 @@ LL_VARIANTS = {"two_way": {"model": "two_way", "dispersion": "none", "max_iter":
                "main_loo": {"model": "independence"},
                # issue 43: the forest chosen by Skinner & Shlomo's risk-weighted criterion
                "risk": {"model": "risk"},
+               # ... started from the held-out tests' forest
+               "cv_risk": {"model": "cv_risk"},
+               # the interval from the model alone (no fitted factor): the default's model, and cv_risk
+               "model_iv": {"interval": "model"},
+               "cv_risk_model": {"model": "cv_risk", "interval": "model"},
                "z0": {"cv_z": 0.0},
                "one_pair": {"max_interactions": 1},
                "auto_cv3": {"model": "auto_cv", "cv_splits": 3},

@@ -8,6 +8,7 @@ and with none (tests/test_forest.py's simulation).
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -165,3 +166,52 @@ def test_inverse_square_tends_to_the_poisson_moment(m):
     a = 1e7
     assert inverse_square(np.array([m / a]), a)[0] == pytest.approx(v[0] + e1[0] ** 2, rel=1e-5)
     assert inverse_square(np.array([1e-9]), 2.0)[0] == pytest.approx(1 - 0.75 * 2e-9, rel=1e-12)
+
+
+def _population_sample(seed, pi=0.05):
+    """A sample of the chain population (a × b, b × c interactions) as a frame, and its true E."""
+    import pandas as pd
+
+    from tests.test_forest import _chain_population
+    pop = _chain_population(60_000, True, 11)
+    rng = np.random.default_rng(seed)
+    s = pop[rng.random(len(pop)) < pi]
+    F = pop.groupby(list("abcd")).size().rename("F").reset_index()
+    f = s.groupby(list("abcd")).size().rename("f").reset_index().merge(F, on=list("abcd"))
+    return pd.DataFrame(s), float((1.0 / f.loc[f.f == 1, "F"]).sum())
+
+
+def test_cv_risk_starts_from_the_held_out_forest_and_the_interval_has_no_factor():
+    import gpurisk
+    s, _ = _population_sample(1)
+    got = {}
+    for model in ("auto_cv", "cv_risk"):
+        r = gpurisk.assess(s, list("abcd"), fraction=0.05, measures=["matches_ll"],
+                           options={"loglinear_risk": {"model": model, "interval": "model"}})
+        got[model] = r.measures["matches_ll"]
+    cv = set((got["auto_cv"].extra["interaction"] or "").split(", ")) - {""}
+    both = set((got["cv_risk"].extra["interaction"] or "").split(", ")) - {""}
+    assert cv <= both
+    x = got["cv_risk"].extra
+    # interval=model: the model's variance and the choice's spread, nothing fitted
+    assert x["se_factor"] == 1.0 and x["model_error"] == 0.0
+    extra = x.get("misfit_bias", 0.0)
+    assert got["cv_risk"].se == pytest.approx(math.sqrt(x["se_poisson"] ** 2 + x["se_choice"] ** 2
+                                                        + extra ** 2), rel=1e-9)
+
+
+def test_the_model_interval_is_honest_where_the_model_holds():
+    """Samples of a population made by a chain of interactions (the forest's own kind): the
+    interval from the model's variance and the choice's spread, with no fitted factor, has s.e./sd
+    near 1 and covers the true E (counted from the population)."""
+    import gpurisk
+    res = []
+    for seed in range(30):
+        s, E = _population_sample(100 + seed)
+        x = gpurisk.assess(s, list("abcd"), fraction=0.05, measures=["matches_ll"],
+                           options={"loglinear_risk": {"interval": "model"}}).measures["matches_ll"]
+        res.append((x.value, x.se, E))
+    a = np.array(res)
+    err = a[:, 0] - a[:, 2]
+    assert 0.7 < a[:, 1].mean() / err.std(ddof=1) < 1.5
+    assert np.mean(np.abs(err) <= 2.576 * a[:, 1]) >= 0.9

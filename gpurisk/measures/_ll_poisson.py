@@ -78,7 +78,7 @@ from gpurisk.options import Option
 from gpurisk.xp import scalar, to_host
 
 #: the log-linear models offered (option ``model``): margins fitted
-MODELS = ("auto_cv", "risk", "independence", "two_way")
+MODELS = ("auto_cv", "risk", "cv_risk", "independence", "two_way")
 #: how the cells may vary around the model (option ``dispersion``)
 DISPERSIONS = ("moment", "none")
 #: how the s.e. is formed (option ``interval``)
@@ -296,7 +296,7 @@ def model_margins(model: str, d: int) -> list[tuple[int, ...]] | None:
     """The margins of a model over d keys (None: every pair, the default of fit_two_way)."""
     if model == "two_way":
         return None
-    if model in ("independence", "auto_cv", "risk"):
+    if model in ("independence", "auto_cv", "risk", "cv_risk"):
         return [(v,) for v in range(d)]
     raise BadInput(f"log-linear model {model!r} is not one of {', '.join(MODELS)}")
 
@@ -377,21 +377,30 @@ def risk_z() -> float:
 
 
 def risk_means(table, pi: float, kind: str = "inverse", z: float | None = None, seed: int = 0,
-               boot: int = 0):
+               boot: int = 0, start: str = "main"):
     """As :func:`auto_cv_means`, the forest chosen by the risk criterion of
     :mod:`gpurisk.models.risk_choice` (forward selection on |T_h|, h = E's term by default: the
     same model for tau1_ll and matches_ll), and the path of the selection. The alternatives are
     the forests the same selection chooses on ``boot`` bootstrap samples (each cell's count redrawn
     as Poisson(f_j): the sample's records resampled), each weighted by the share of the bootstrap
     samples choosing it, and fitted to the sample itself: their spread around the kept forest's
-    estimate is the model choice's own uncertainty."""
+    estimate is the model choice's own uncertainty. ``start="cv"``: the selection starts from the
+    forest the held-out tests keep (:func:`auto_cv_means`' choice, redone on each bootstrap
+    sample), and adds pairs while the criterion signals misfit."""
     from gpurisk.models import risk_choice
     from gpurisk.models.forest import Margins
     z = risk_choice.Z_RISK if z is None else float(z)
 
     def make():
-        margins = sample_margins(table)[4]
-        edges, path = risk_choice.choose(margins, pi, kind, z, seed)
+        from gpurisk.models.forest import choose_forest
+        codes, f, cards, ranks, margins = sample_margins(table)
+
+        def first(m, fb):
+            if start != "cv":
+                return ()
+            return choose_forest(m.codes, fb, m.cards, 1, 0, Z_CHOICE, ranks, table.keys,
+                                 len(m.codes) - 1, m)[0]
+        edges, path = risk_choice.choose(margins, pi, kind, z, seed, start=first(margins, f))
         mu, alpha, counts = forest_model(margins, edges)
         draws = risk_choice.Draws(margins, risk_choice.draws_for(margins), seed)
         # the criterion of each measure's own term at the kept forest: (B̂_h, T_h)
@@ -403,12 +412,13 @@ def risk_means(table, pi: float, kind: str = "inverse", z: float | None = None, 
             keep = fb > 0
             mb = Margins([c[keep] for c in margins.codes], fb[keep], margins.cards)
             eb = tuple(risk_choice.choose(mb, pi, kind, z, seed + 2 + b,
-                                          draws=risk_choice.DRAWS_BOOT)[0])
+                                          draws=risk_choice.DRAWS_BOOT,
+                                          start=first(mb, fb[keep]))[0])
             chosen[eb] = chosen.get(eb, 0) + 1
         alts = [(k / boot, *forest_model(margins, list(e))) for e, k in chosen.items()
                 if list(e) != edges]
         return mu, alpha, edges, counts, alts, misfit
-    return table.cached(f"_ll_risk_{pi!r}_{kind}_{z!r}_{int(seed)}_{int(boot)}", make)
+    return table.cached(f"_ll_risk_{pi!r}_{kind}_{z!r}_{int(seed)}_{int(boot)}_{start}", make)
 
 
 def _means(table, model, tol, max_iter, max_cells):
@@ -461,7 +471,8 @@ class LoglinearPoisson(Measure):
                              "split halves pass a z test, kept while they form a forest (closed "
                              "form); risk = main effects plus the forest of interactions a forward "
                              "selection on Skinner & Shlomo's risk-weighted over-dispersion score "
-                             "adds; independence = "
+                             "adds; cv_risk = the held-out tests' forest, then pairs added by that "
+                             "criterion while it signals misfit; independence = "
                              "main effects only (closed form); two_way = main effects and all "
                              "two-way interactions (IPF; Skinner & Shlomo's usual choice, which "
                              "overfits sparse samples)"),
@@ -539,11 +550,12 @@ class LoglinearPoisson(Measure):
                 model_key = f"{model}_{choice}"
                 extra["interaction"] = (", ".join(f"{table.keys[a]} x {table.keys[b]}"
                                                   for a, b in pair) or None)
-            elif model == "risk":
+            elif model in ("risk", "cv_risk"):
                 fit = None
                 interval = str(self.opt(ctx, "interval"))
                 mu, alpha, pair, counts, alts, misfit = risk_means(
-                    table, pi, boot=int(self.opt(ctx, "choice_boot")) if interval == "model" else 0)
+                    table, pi, boot=int(self.opt(ctx, "choice_boot")) if interval == "model" else 0,
+                    start="cv" if model == "cv_risk" else "main")
                 model_key = model
                 extra["interaction"] = (", ".join(f"{table.keys[a]} x {table.keys[b]}"
                                                   for a, b in pair) or None)
@@ -594,9 +606,9 @@ class LoglinearPoisson(Measure):
                 extra["note"] = (f"the model still misfits where sample uniques are made (risk "
                                  f"score T = {t_misfit:.2f}): the interval is widened by the "
                                  f"criterion's estimate of the bias, {bias:.3g}")
-                spread = math.hypot(spread, bias)
-        se = math.sqrt((k * se_p) ** 2 + (c * value) ** 2 + spread ** 2)
         extra["se_choice"] = spread
+        se = math.sqrt((k * se_p) ** 2 + (c * value) ** 2 + spread ** 2
+                       + extra.get("misfit_bias", 0.0) ** 2)
         z = z_upper(ctx.alpha)
         z2 = z_upper(ctx.alpha / 2.0)
         extra |= {"se_poisson": se_p, "se_factor": k, "model_error": c,

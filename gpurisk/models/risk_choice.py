@@ -236,8 +236,9 @@ class _Pairs:
 
 
 def choose(margins: Margins, pi: float, kind: str = "inverse", z: float = Z_RISK, seed: int = 0,
-           draws: int | None = None, max_pairs: int | None = None):
-    """(the kept pairs, sorted; the path [(pairs, B̂, T)] of the forward selection).
+           draws: int | None = None, max_pairs: int | None = None, start=()):
+    """(the kept pairs, sorted; the path [(pairs, B̂, T)] of the forward selection), starting from
+    main effects plus the forest ``start`` (none: main effects).
 
     Each step draws the importance sample from the current forest and scores every candidate pair
     (a, b) joining two of its trees on those draws, reweighted: μ̂ with the pair is μ̂ without it
@@ -249,7 +250,7 @@ def choose(margins: Margins, pi: float, kind: str = "inverse", z: float = Z_RISK
     dr = Draws(margins, draws or draws_for(margins), seed)
     pairs = _Pairs(margins)
     f = margins.f
-    edges: list = []
+    edges: list = sorted(tuple(e) for e in start)
     b, t = score(margins, edges, pi, dr, kind)
     path = [(list(edges), b, t)]
     parent = list(range(d))
@@ -258,6 +259,8 @@ def choose(margins: Margins, pi: float, kind: str = "inverse", z: float = Z_RISK
         while parent[v] != v:
             v = parent[v]
         return v
+    for a, c in edges:
+        parent[root(a)] = root(c)
     while abs(t) > z and len(edges) < limit:
         mu, _ = forest_means(margins.codes, f, margins.cards, edges, margins)
         cells = dr.cells(edges)
