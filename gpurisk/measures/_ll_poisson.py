@@ -371,6 +371,20 @@ def forest_model(margins, edges):
     return mu[su], _moment(f, mu, sum_mu2), forest_counts(codes, f, cards, edges, su, margins)
 
 
+def forest_misfit(table, edges, pi: float, seed: int = 0) -> dict:
+    """{kind: (B̂_h, T_h)} of the risk criterion (:mod:`gpurisk.models.risk_choice`) at main
+    effects + the forest ``edges``, for E's term and τ1's (computed once per table)."""
+    from gpurisk.models import risk_choice
+    key = "_".join(f"{a}-{b}" for a, b in edges)
+
+    def make():
+        margins = sample_margins(table)[4]
+        draws = risk_choice.Draws(margins, risk_choice.draws_for(margins), seed)
+        return {h: risk_choice.score(margins, list(edges), pi, draws, h)
+                for h in ("inverse", "tau1")}
+    return table.cached(f"_ll_misfit_{pi!r}_{key}_{int(seed)}", make)
+
+
 def risk_z() -> float:
     from gpurisk.models.risk_choice import Z_RISK
     return Z_RISK
@@ -505,8 +519,10 @@ class LoglinearPoisson(Measure):
                            help="calibrated = the Poisson s.e. times se_factor plus a relative "
                                 "model_error (constants fitted on real populations); model = the "
                                 "Poisson-gamma model's own variance plus the spread of the model "
-                                "choice over bootstrap samples (model=risk) plus the squared "
-                                "estimated bias where the risk criterion still signals misfit"),
+                                "choice (over bootstrap samples with model=risk or cv_risk; over "
+                                "the forests one held-out test away with auto_cv) plus the "
+                                "squared estimated bias where the risk criterion still signals "
+                                "misfit (Skinner & Shlomo's score, |T| > 1.96)"),
         "choice_boot": Option(int, 10, min=0,
                               help="model=risk, interval=model: bootstrap samples over which the "
                                    "model choice is repeated"),
@@ -550,6 +566,9 @@ class LoglinearPoisson(Measure):
                 model_key = f"{model}_{choice}"
                 extra["interaction"] = (", ".join(f"{table.keys[a]} x {table.keys[b]}"
                                                   for a, b in pair) or None)
+                if str(self.opt(ctx, "interval")) == "model":
+                    misfit = forest_misfit(table, pair, pi)
+                    extra["misfit_T"] = misfit[self.kind][1]
             elif model in ("risk", "cv_risk"):
                 fit = None
                 interval = str(self.opt(ctx, "interval"))
