@@ -41,8 +41,11 @@ the test and the plug-in (worst −18 %), and in 37-38 with ``auto_cv`` and ``lo
 seeds). On 16 key sets not used to choose anything it was within ±10 % in 23 of 32 cells (main
 effects and the plug-in: 22), and far off where a key set needs more than one interaction (FARS
 race, hispanic, state, injury, sex: +37 to +89 %). The two-way model overfits samples this sparse
-(Ê 11-95 % low). Skinner & Shlomo's own
-model-choice criterion is not implemented (the paper's text is not at hand to check it against).
+(Ê 11-95 % low). ``risk`` chooses the forest by SPEC §12's form of Skinner & Shlomo's own
+criterion, a risk-weighted over-dispersion score in a forward selection
+(:mod:`gpurisk.models.risk_choice`); ``cv_risk`` starts that selection from ``auto_cv``'s forest.
+On 14 real populations (docs/validation.md, issue 43) neither beat ``auto_cv`` (82 of 126 cells
+within ±10 %: ``risk`` 79, ``cv_risk`` 82), so neither is the default.
 
 Variance. The Poisson terms, given λ: the cells are independent given λ, so
 Var(τ1 | f) = Σ_{f_j=1} e^{−m_j}(1 − e^{−m_j}) and Var(τ2 | f) = Σ_{f_j=1} [E(1/F_j²) − E(1/F_j)²] with
@@ -56,7 +59,10 @@ model error) calibrated per measure on that study (SE_CALIBRATION: 3.25 and 0.06
 0.10 for τ1), plus, with ``model=auto_cv``, the model choice's spread (``se_choice``, option
 ``choice_spread``): Σ_m w_m (T_m − T)² over the forests m one held-out test away from the kept one,
 T_m the estimate under m and w_m the chance that test goes the other way
-(:func:`gpurisk.models.forest.doubtful`); ``se_poisson`` keeps the Poisson part. ``upper`` = estimate + z_{1−α} s.e.; ``interval_lower`` and
+(:func:`gpurisk.models.forest.doubtful`); ``se_poisson`` keeps the Poisson part. With ``interval=model`` nothing is fitted: k = 1, c = 0, the variance of 1/F is the Poisson-gamma
+one (:func:`inverse_square`), the choice's spread is over bootstrap selections (``risk``,
+``cv_risk``), and where the risk criterion at the kept forest still signals misfit (|T_h| > 1.96)
+its bias estimate B̂_h enters in quadrature, with a note. ``upper`` = estimate + z_{1−α} s.e.; ``interval_lower`` and
 ``interval_upper`` the two-sided 1 − α interval, clipped to [0, n1].
 Skinner, C. and Shlomo, N. (2008) Assessing identification risk in survey microdata using log-linear
 models. J. Amer. Statist. Assoc. 103, 989-1001.
