@@ -105,11 +105,8 @@ def main(argv=None):
         print(f"E  {est:<28} {fmt(summary(t, 0.10))}")
         if a.cells:
             print(t.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
-    # the other figures that count correct matches or re-identifications, against E
-    # (validate_trust --others): one figure per question
-    if "indiv_risk" in df:
-        df["indiv_risk·n"] = df["indiv_risk"] * df["n"]
-    for est in ("matches_hat", "r1", "dis_suda", "indiv_risk·n"):
+    # matches_hat (θ̂·n1), the ranking's figure, against E too
+    for est in ("matches_hat",):
         if est in df:
             t = table(df, est, "matches")
             t = t[t["truth"] >= a.min_truth]

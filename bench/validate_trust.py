@@ -188,15 +188,10 @@ def load(path, sep) -> pd.DataFrame:
     return str(path) if sep is None else pd.read_csv(path, sep=sep)
 
 
-#: the other measures that count correct matches or re-identifications, measured against E
-#: (--others; issue 43's "one figure per question"): Σ r1 (Skinner 2007) and DIS-SUDA
-OTHERS: list[str] = []
-
-
 def measures() -> list[str]:
     from gpurisk.plugins import measure_registry
     reg = measure_registry()
-    extra = [m for m in ["matches_hat"] + OTHERS if m in reg]   # matches_hat: the ranking's (issue 21)
+    extra = [m for m in ("matches_hat",) if m in reg]       # the ranking measure (issue 21)
     return ESTIMATORS + extra
 
 
@@ -324,10 +319,6 @@ def e_estimators(df: pd.DataFrame) -> dict:
     if "matches_hat" in df:
         out["matches_hat (θ̂·n1)"] = (df["matches_hat"].to_numpy(float),
                                      df["matches_hat_se"].to_numpy(float))
-    for m, label in (("r1", "Σ r1 (Skinner 2007)"), ("dis_suda", "dis_suda (DIS)")):
-        if m in df:
-            out[label] = (df[m].to_numpy(float),
-                          df[f"{m}_se"].to_numpy(float) if f"{m}_se" in df else None)
     if "indiv_risk" in df:   # Benedetti-Franconi: expected re-identifications over every record
         out["indiv_risk·n (B-F)"] = (df["indiv_risk"].to_numpy(float) * df["n"].to_numpy(float), None)
     return out
@@ -625,15 +616,11 @@ def main(argv=None):
     ap.add_argument("--n1-estimators", default=None,
                     help=f"section 5's estimators, comma-separated, of {', '.join(_trust_n1.N1_ESTIMATORS)} "
                          "(default: all)")
-    ap.add_argument("--others", action="store_true",
-                    help="also measure Σ r1 and dis_suda against E (the two-way fit of r1 takes "
-                         "minutes on the large key sets)")
     ap.add_argument("--replicates-csv", default=None,
                     help="also write every replicate's numbers (for recalibrating) to this CSV")
     ap.add_argument("--json", default=str(OUT / "validate_trust.json"), help="write every number here")
     a = ap.parse_args(argv)
     RUN_VARIANTS[:] = [v for v in a.variants.split(",") if v]
-    OTHERS[:] = ["r1", "dis_suda", "indiv_risk"] if a.others else []
     if a.n1_estimators:
         keep = a.n1_estimators.split(",")
         for k in list(_trust_n1.N1_ESTIMATORS):
