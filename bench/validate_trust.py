@@ -167,6 +167,7 @@ LL_VARIANTS = {"two_way": {"model": "two_way", "dispersion": "none", "max_iter":
                "model_iv": {"interval": "model"},
                "cv_risk_model": {"model": "cv_risk", "interval": "model"},
                "z0": {"cv_z": 0.0},
+               "z1": {"cv_z": 1.0},
                "one_pair": {"max_interactions": 1},
                "auto_cv3": {"model": "auto_cv", "cv_splits": 3},
                # the default's Poisson s.e. alone (se_factor 1, no model error): for recalibrating
