@@ -1,4 +1,4 @@
-"""The risk-aimed model choice (gpurisk.models.risk_choice; SPEC §12, Skinner & Shlomo 2008).
+"""The risk-aimed model choice (gpurisk.models.risk_choice; Skinner & Shlomo 2008).
 
 References not derived from the code: w_h by finite differences of its definition; the sum over the
 empty cells against a dense sum over every cell of a small key space; the criterion's expectation
@@ -101,7 +101,7 @@ def test_means_at_the_drawn_cells_are_the_fit():
 
 
 def test_the_criterion_detects_gamma_mixing():
-    """With μ known, E[B̂] = −½ α Σ w μ² (SPEC §12); T ≈ N(0, 1) without mixing."""
+    """With μ known, E[B̂] = −½ α Σ w μ² (the gamma-mixing alternative); T ≈ N(0, 1) without mixing."""
     rng = np.random.default_rng(7)
     mu = rng.gamma(0.5, 0.8, 50_000)
     w = risk_choice.weights(mu, 0.05, "inverse")

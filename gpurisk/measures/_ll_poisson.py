@@ -41,7 +41,7 @@ the test and the plug-in (worst −18 %), and in 37-38 with ``auto_cv`` and ``lo
 seeds). On 16 key sets not used to choose anything it was within ±10 % in 23 of 32 cells (main
 effects and the plug-in: 22), and far off where a key set needs more than one interaction (FARS
 race, hispanic, state, injury, sex: +37 to +89 %). The two-way model overfits samples this sparse
-(Ê 11-95 % low). ``risk`` chooses the forest by SPEC §12's form of Skinner & Shlomo's own
+(Ê 11-95 % low). ``risk`` chooses the forest by a form of Skinner & Shlomo's own
 criterion, a risk-weighted over-dispersion score in a forward selection
 (:mod:`gpurisk.models.risk_choice`); ``cv_risk`` starts that selection from ``auto_cv``'s forest.
 On 14 real populations (docs/validation.md, issue 43) neither beat ``auto_cv`` (82 of 126 cells

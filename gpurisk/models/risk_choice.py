@@ -1,8 +1,9 @@
-"""Choosing the log-linear model by a criterion aimed at the risk (Skinner & Shlomo 2008; SPEC §12).
+"""Choosing the log-linear model by a criterion aimed at the risk (Skinner & Shlomo 2008).
 
 Skinner & Shlomo found that goodness-of-fit tests give little guidance for risk in sparse tables,
 and chose interactions by a score for over-dispersion weighted towards the cells that make sample
-uniques, in a forward selection. SPEC §12 states the principle this module implements: under
+uniques, in a forward selection. This module implements the principle, derived from a gamma-mixing
+alternative (their paper's criteria are of this kind; its exact form is not at hand): under
 λ_j ↦ λ_j u_j (E u = 1, Var u = α) E[(f_j − μ_j)² − f_j] = α μ_j², and to first order in α the
 model-based τ̂_h = Σ_{f_j=1} h(μ̂_j/π) is off by −½ α Σ_j μ_j² w_h(μ_j), with
 
