@@ -21,6 +21,8 @@ import gpurisk
 
 #: name: options of pop_uniqueness (the default first; ARX's rule is the anchor to beat)
 N1_ESTIMATORS = {"default": {},
+                 # issue 43: the forest Ê's risk criterion chooses
+                 "risk forest": {"model": "loglinear_risk"},
                  "tempered main effects": {"model": "loglinear"},
                  "Dankar, gpurisk's fits": {"model": "dankar"},
                  "ARX (rule=arx)": {"rule": "arx"}}

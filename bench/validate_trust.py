@@ -102,7 +102,49 @@ POPULATIONS = {
                  [["urbrur", "water", "sex"], ["urbrur", "water", "sex", "age"],
                   ["urbrur", "roof", "walls", "water", "sex", "age"]],
                  ["urbrur", "roof", "walls", "water", "sex", "age"]),
+    # the development populations of ../shared/data/populations (README there): three key sets each,
+    # small -> large, from the README's natural key variables, chosen before any estimate was seen
+    "gss_abortion": ("populations/gss_abortion.csv.gz", ",",
+                     [["year", "sex", "race"], ["year", "age", "sex", "race"],
+                      ["year", "age", "race", "sex", "hispaniccat", "educ", "partyid"]],
+                     ["year", "age", "race", "sex", "educ", "partyid"]),
+    "vietnam": ("populations/VietNamI.csv.gz", ",",
+                [["age", "sex", "married"], ["age", "sex", "married", "educ"],
+                 ["age", "sex", "married", "educ", "illness", "commune"]],
+                ["age", "sex", "married", "educ", "illness", "commune"]),
+    "star": ("populations/star.csv.gz", ",",
+             [["gr", "sx", "eth"], ["sch", "gr", "sx", "eth"],
+              ["sch", "gr", "sx", "eth", "birthq", "ses", "cltype"]],
+             ["sch", "gr", "sx", "eth", "birthq", "ses"]),
+    "labsup": ("populations/labsup.csv.gz", ",",
+               [["age", "black", "hispan"], ["age", "kids", "black", "hispan", "educ"],
+                ["age", "agefstm", "kids", "black", "hispan", "educ", "weeks"]],
+               ["age", "agefstm", "kids", "black", "educ", "weeks"]),
+    "gssvocab": ("populations/GSSvocab.csv.gz", ",",
+                 [["year", "gender", "nativeBorn"], ["year", "gender", "age"],
+                  ["year", "gender", "nativeBorn", "age", "educ"]],
+                 ["year", "gender", "nativeBorn", "age", "educ", "vocab"]),
+    "happiness": ("populations/happiness.csv.gz", ",",
+                  [["year", "female", "black"], ["year", "female", "black", "region", "educ"],
+                   ["year", "workstat", "educ", "region", "reg16", "income", "female", "black",
+                    "prestige"]],
+                  ["year", "workstat", "educ", "region", "income", "female"]),
+    "covid": ("populations/covid_testing.csv.gz", ",",
+              [["gender", "age"], ["gender", "age", "clinic_name"],
+               ["gender", "age", "clinic_name", "demo_group", "payor_group", "patient_class",
+                "pan_day"]],
+              ["gender", "age", "clinic_name", "demo_group", "payor_group", "pan_day"]),
+    "wvs": ("populations/wvs_immig.csv.gz", ",",
+            [["country", "s020"], ["country", "s020", "e143"], ["country", "s020", "s002", "e143"]],
+            ["country", "s020", "s002", "e143", "s003"]),
+    "mortgages": ("populations/mortgages.csv.gz", ",",
+                  [["bpl", "qob"], ["bpl", "qob", "nonwhite"],
+                   ["bpl", "qob", "nonwhite", "vet_wwko", "home_ownership"]],
+                  ["bpl", "qob", "nonwhite", "vet_wwko", "home_ownership"]),
 }
+#: the development populations (issue 43)
+DEVELOPMENT = ("gss_abortion", "vietnam", "star", "labsup", "gssvocab", "happiness", "covid", "wvs",
+               "mortgages")
 #: run unless --only names others (testdata, 4 580 records, gives samples of 46 at π = 1 %: the
 #: rare-pair case of issue 21)
 DEFAULT = ("fars", "adult", "cup", "mach2019", "testdata")
@@ -117,7 +159,15 @@ LL_VARIANTS = {"two_way": {"model": "two_way", "dispersion": "none", "max_iter":
                "auto_cv_plugin": {"model": "auto_cv", "prior": "plugin", "cv_z": 0.0,
                                   "max_interactions": 1},
                "main_loo": {"model": "independence"},
+               # issue 43: the forest chosen by Skinner & Shlomo's risk-weighted criterion
+               "risk": {"model": "risk"},
+               # ... started from the held-out tests' forest
+               "cv_risk": {"model": "cv_risk"},
+               # the interval from the model alone (no fitted factor): the default's model, and cv_risk
+               "model_iv": {"interval": "model"},
+               "cv_risk_model": {"model": "cv_risk", "interval": "model"},
                "z0": {"cv_z": 0.0},
+               "z1": {"cv_z": 1.0},
                "one_pair": {"max_interactions": 1},
                "auto_cv3": {"model": "auto_cv", "cv_splits": 3},
                # the default's Poisson s.e. alone (se_factor 1, no model error): for recalibrating
@@ -546,7 +596,7 @@ def main(argv=None):
     ap.add_argument("--rank-replicates", type=int, default=5,
                     help="samples per population for the ranking (the issue: 100); 0 skips it")
     ap.add_argument("--only", default=None,
-                    help=f"comma-separated populations of {', '.join(POPULATIONS)} "
+                    help=f"comma-separated populations of {', '.join(POPULATIONS)}, or all "
                          f"(default: {', '.join(DEFAULT)})")
     ap.add_argument("--population", action="append", default=[], metavar="FILE:K1,K2,...[;K1,...]",
                     help="another population file with its key sets (';' between sets); the first "
@@ -564,11 +614,19 @@ def main(argv=None):
     ap.add_argument("--n1-replicates", type=int, default=0,
                     help="samples per (key set, π) for section 5, N̂1 against N1 (needs the "
                          "gpurisk-arx plugin; 0 skips it; issue 27's study: 40)")
+    ap.add_argument("--n1-estimators", default=None,
+                    help=f"section 5's estimators, comma-separated, of {', '.join(_trust_n1.N1_ESTIMATORS)} "
+                         "(default: all)")
     ap.add_argument("--replicates-csv", default=None,
                     help="also write every replicate's numbers (for recalibrating) to this CSV")
     ap.add_argument("--json", default=str(OUT / "validate_trust.json"), help="write every number here")
     a = ap.parse_args(argv)
     RUN_VARIANTS[:] = [v for v in a.variants.split(",") if v]
+    if a.n1_estimators:
+        keep = a.n1_estimators.split(",")
+        for k in list(_trust_n1.N1_ESTIMATORS):
+            if k not in keep:
+                del _trust_n1.N1_ESTIMATORS[k]
     for v in RUN_VARIANTS:
         if v not in LL_VARIANTS:
             raise SystemExit(f"unknown variant {v!r}: one of {', '.join(LL_VARIANTS)}")
@@ -576,6 +634,8 @@ def main(argv=None):
     pops = {}
     data = find_data()
     names = a.only.split(",") if a.only else (list(DEFAULT) if not a.population else [])
+    if names == ["all"]:            # every population: the five and the development ones
+        names = list(POPULATIONS)
     for name in names:
         if name not in POPULATIONS:
             raise SystemExit(f"unknown population {name!r}: one of {', '.join(POPULATIONS)}")

@@ -348,3 +348,19 @@ def test_cli_progress_bar_on_a_terminal_only(tmp_path):
     assert proc.returncode == 0
     json.loads(out)                                   # stdout stays clean JSON
     assert b"replicates" in seen and b"/40" in seen, seen[-400:]
+
+
+def test_summary_shows_coverage_and_se_over_sd_beside_the_bias():
+    """Issue 43: per estimator with an interval, s.e./sd and the share of replicates whose upper
+    bound holds the truth, recomputed here from the replicates' own values."""
+    v = gpurisk.validate(load_testdata(), TESTDATA_KEYS, fractions=(0.05,), replicates=8,
+                         measures=["matches_ll"], seed=4)
+    r = v.replicates
+    est = r[r["measure"] == "matches_ll"].reset_index(drop=True)
+    tru = r[r["measure"] == "matches"].reset_index(drop=True)
+    err = est["value"] - tru["value"]
+    s = v.summary[v.summary["measure"] == "matches_ll"].iloc[0]
+    assert s["se_over_sd"] == pytest.approx(est["se"].mean() / err.std(ddof=1))
+    assert s["coverage"] == pytest.approx(float(np.mean(tru["value"] <= est["upper"])))
+    t1 = v.table1("matches_ll")
+    assert ("coverage", "") in t1.index and ("se_over_sd", "") in t1.index

@@ -10,7 +10,8 @@ from gpurisk.cli._common import (console, echo_json, input_options, output_optio
                                  run_options, split_list)
 
 LABELS = {"true": "true value", "estimate": "estimate", "error": "error (est − true)",
-          "se": "est. s.e.", "nmse": "NMSE"}
+          "se": "est. s.e.", "nmse": "NMSE", "se_over_sd": "s.e./sd",
+          "coverage": "coverage"}
 
 
 def _fmt(v) -> str:
@@ -62,6 +63,10 @@ def _legend(v) -> str:
     text = ("legend: mean and sd across replicate samples (sd with " + sd + "); true value = the "
             "measure on the population; error = estimate − true value of the same replicate; "
             "est. s.e. = the estimator's own standard error")
+    if "coverage" in v.summary and v.summary["coverage"].notna().any():
+        text += ("; s.e./sd = mean est. s.e. over the sd of the error (near 1: an honest s.e.); "
+                 "coverage = share of replicates whose upper bound (level 1 − alpha) holds the "
+                 "true value")
     if "nmse" in v.summary and v.summary["nmse"].notna().any():
         text += ("; NMSE = normalised mean squared error, mean((τ̂1 − τ1)² / n²) over the replicates "
                  "(n = sample size; Camerlenghi et al. 2021)")

@@ -41,8 +41,11 @@ the test and the plug-in (worst −18 %), and in 37-38 with ``auto_cv`` and ``lo
 seeds). On 16 key sets not used to choose anything it was within ±10 % in 23 of 32 cells (main
 effects and the plug-in: 22), and far off where a key set needs more than one interaction (FARS
 race, hispanic, state, injury, sex: +37 to +89 %). The two-way model overfits samples this sparse
-(Ê 11-95 % low). Skinner & Shlomo's own
-model-choice criterion is not implemented (the paper's text is not at hand to check it against).
+(Ê 11-95 % low). ``risk`` chooses the forest by a form of Skinner & Shlomo's own
+criterion, a risk-weighted over-dispersion score in a forward selection
+(:mod:`gpurisk.models.risk_choice`); ``cv_risk`` starts that selection from ``auto_cv``'s forest.
+On 14 real populations (docs/validation.md, issue 43) neither beat ``auto_cv`` (82 of 126 cells
+within ±10 %: ``risk`` 79, ``cv_risk`` 82), so neither is the default.
 
 Variance. The Poisson terms, given λ: the cells are independent given λ, so
 Var(τ1 | f) = Σ_{f_j=1} e^{−m_j}(1 − e^{−m_j}) and Var(τ2 | f) = Σ_{f_j=1} [E(1/F_j²) − E(1/F_j)²] with
@@ -56,7 +59,10 @@ model error) calibrated per measure on that study (SE_CALIBRATION: 3.25 and 0.06
 0.10 for τ1), plus, with ``model=auto_cv``, the model choice's spread (``se_choice``, option
 ``choice_spread``): Σ_m w_m (T_m − T)² over the forests m one held-out test away from the kept one,
 T_m the estimate under m and w_m the chance that test goes the other way
-(:func:`gpurisk.models.forest.doubtful`); ``se_poisson`` keeps the Poisson part. ``upper`` = estimate + z_{1−α} s.e.; ``interval_lower`` and
+(:func:`gpurisk.models.forest.doubtful`); ``se_poisson`` keeps the Poisson part. With ``interval=model`` nothing is fitted: k = 1, c = 0, the variance of 1/F is the Poisson-gamma
+one (:func:`inverse_square`), the choice's spread is over bootstrap selections (``risk``,
+``cv_risk``), and where the risk criterion at the kept forest still signals misfit (|T_h| > 1.96)
+its bias estimate B̂_h enters in quadrature, with a note. ``upper`` = estimate + z_{1−α} s.e.; ``interval_lower`` and
 ``interval_upper`` the two-sided 1 − α interval, clipped to [0, n1].
 Skinner, C. and Shlomo, N. (2008) Assessing identification risk in survey microdata using log-linear
 models. J. Amer. Statist. Assoc. 103, 989-1001.
@@ -78,9 +84,11 @@ from gpurisk.options import Option
 from gpurisk.xp import scalar, to_host
 
 #: the log-linear models offered (option ``model``): margins fitted
-MODELS = ("auto_cv", "independence", "two_way")
+MODELS = ("auto_cv", "risk", "cv_risk", "independence", "two_way")
 #: how the cells may vary around the model (option ``dispersion``)
 DISPERSIONS = ("moment", "none")
+#: how the s.e. is formed (option ``interval``)
+INTERVALS = ("calibrated", "model")
 #: how a sample unique's λ is taken from the fit (option ``prior``)
 PRIORS = ("loo", "plugin")
 #: the leave-one-out prior's pseudo-count per fitted margin (Jeffreys' prior for a Poisson mean)
@@ -179,7 +187,7 @@ def inverse_terms(m):
     return e1, np.maximum(e2 - e1 * e1, 0.0)
 
 
-def nb_terms(m, alpha, pi, kind):
+def nb_terms(m, alpha, pi, kind, exact: bool = False):
     """(term, its variance) per sample unique under the Poisson-gamma model (option dispersion).
 
     λ_j = λ̂_j γ_j, γ_j ~ Gamma(mean 1, variance α) (α a number, or one per cell as
@@ -190,7 +198,8 @@ def nb_terms(m, alpha, pi, kind):
         E[1/F_j | f_j = 1]      = ∫_0^1 E e^{−(1−π)Λu} du = α [1 − (1 + c)^{−1/α}] / c
 
     (both → the Poisson terms as α → 0). The variance of 1/F is the Poisson one at the posterior
-    mean of (1 − π)Λ (an approximation; the study measures the s.e.'s coverage)."""
+    mean of (1 − π)Λ (an approximation; the study measures the s.e.'s coverage); with ``exact`` it is
+    the Poisson-gamma one, E[1/F² | f = 1] − E[1/F | f = 1]² (:func:`inverse_square`)."""
     lam_m = np.asarray(m, dtype=np.float64)           # (1 − π) λ̂
     alpha = np.asarray(alpha, dtype=np.float64)
     if alpha.ndim == 0 and float(alpha) <= 1e-12:
@@ -207,8 +216,51 @@ def nb_terms(m, alpha, pi, kind):
     zero = c <= 0.0                                   # π = 1 or λ̂ = 0: F = 1
     cs = np.where(zero, 1.0, c)
     t = np.where(zero, 1.0, alpha * -np.expm1(-np.log1p(cs) / alpha) / cs)
+    if exact:
+        return t, np.maximum(inverse_square(cs, 1.0 / alpha + 1.0, zero) - t * t, 0.0)
     post = q * (1.0 / alpha + 1.0) / b                # E[(1 − π)Λ | f = 1]
     return t, inverse_terms(post)[1]
+
+
+#: Gauss-Legendre nodes of :func:`inverse_square`'s integral, and how many e-folds of its
+#: exponential factor it covers (beyond, the integrand is below e^{−50} of its start)
+LEGENDRE_NODES = 64
+EFOLDS = 50.0
+
+
+@functools.lru_cache(maxsize=1)
+def _legendre():
+    x, w = np.polynomial.legendre.leggauss(LEGENDRE_NODES)
+    return (x + 1.0) / 2.0, w / 2.0                    # on [0, 1]
+
+
+def inverse_square(c, a, zero=None, chunk: int = 1 << 15):
+    """E[1/F² | f = 1] under the Poisson-gamma model (:func:`nb_terms`: F − 1 negative binomial with
+    pgf E s^X = (1 + c(1 − s))^{−a}). From 1/(1 + X)² = ∫_0^1 (1/t) ∫_0^t s^X ds dt,
+    E[1/F²] = ∫_0^1 H(t)/t dt with H(t) = [(1 + c(1 − t))^{1−a} − (1 + c)^{1−a}] / (c (a − 1)); with
+    w = ln(1 + c(1 − t)), L = ln(1 + c),
+
+        E[1/F²] = ∫_0^L e^{(1−a)w} [−expm1((1 − a)(L − w))] / ((a − 1) c expm1(L − w)) dw,
+
+    a smooth integrand (finite at w = L), taken by Gauss-Legendre on [0, min(L, EFOLDS/(a − 1))].
+    ``c``, ``a`` per sample unique (``a`` may be a number); ``zero``: where F = 1 surely (1)."""
+    xg, wg = _legendre()
+    c = np.asarray(c, dtype=np.float64)
+    a = np.broadcast_to(np.asarray(a, dtype=np.float64), c.shape)
+    out = np.empty(c.shape)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for i in range(0, c.shape[0], chunk):
+            cc, aa = c[i:i + chunk, None], a[i:i + chunk, None] - 1.0
+            L = np.log1p(cc)
+            W = np.minimum(L, EFOLDS / aa)
+            w = W * xg
+            f = (np.exp(-aa * w) * -np.expm1(-aa * (L - w))) / (aa * cc * np.expm1(L - w))
+            out[i:i + chunk] = (f @ wg) * W[:, 0]
+    small = c < 1e-8                                   # F = 1 almost surely
+    out = np.where(small, 1.0 - 0.75 * c * a, out)     # P(X = 1) ≈ a c adds 1/4 − 1
+    if zero is not None:
+        out = np.where(zero, 1.0, out)
+    return out
 
 
 def loo_prior(n: float, counts, alpha, a0: float = LOO_PSEUDO):
@@ -250,7 +302,7 @@ def model_margins(model: str, d: int) -> list[tuple[int, ...]] | None:
     """The margins of a model over d keys (None: every pair, the default of fit_two_way)."""
     if model == "two_way":
         return None
-    if model in ("independence", "auto_cv"):
+    if model in ("independence", "auto_cv", "risk", "cv_risk"):
         return [(v,) for v in range(d)]
     raise BadInput(f"log-linear model {model!r} is not one of {', '.join(MODELS)}")
 
@@ -275,14 +327,29 @@ def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = Z_CHOICE, ma
     alternatives: :func:`gpurisk.models.forest.doubtful`); on the host, closed form, no K-cell
     array."""
     def make():
+        from gpurisk.models.forest import choose_forest, doubtful
+        codes, f, cards, ranks, margins = sample_margins(table)
+        limit = len(codes) - 1 if max_pairs is None else int(max_pairs)
+        edges, scores = choose_forest(codes, f, cards, splits, seed, z, ranks, table.keys, limit,
+                                      margins)
+        mu, alpha, counts = forest_model(margins, edges)
+        alts = [(w, *forest_model(margins, es)) for w, es in doubtful(edges, scores, z, limit)]
+        return mu, alpha, edges, counts, alts
+    return table.cached(f"_ll_auto_cv_{int(splits)}_{int(seed)}_{float(z)!r}_{max_pairs}", make)
+
+
+def sample_margins(table):
+    """(codes per key, counts f, categories per key, category ranks, :class:`Margins`) of the
+    sample's cells and categories only: a table that also holds the population's cells and
+    categories (validate, --population) gives what the sample alone gives. Each key's counts are
+    the table's margins of f where it has them (a scan's), at the seen categories (whole numbers:
+    the same sums)."""
+    def make():
         from gpurisk.freq.rollup import codes_at, known_margins
-        from gpurisk.models.forest import (Margins, choose_forest, doubtful, forest_counts,
-                                           forest_means)
+        from gpurisk.models.forest import Margins
         from gpurisk.models.model_choice import category_ranks
         seen = table.xp.flatnonzero(table.f > 0)
         f = to_host(table.f[seen])
-        # the sample's cells and categories only: a table that also holds the population's cells
-        # and categories (validate, --population) must give what the sample alone gives
         codes, cards, ranks, kept = [], [], [], []
         for c, r in zip(codes_at(table, seen), category_ranks(table.categories)):
             present = np.bincount(c, minlength=r.shape[0]) > 0     # the categories seen, in order
@@ -292,27 +359,86 @@ def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = Z_CHOICE, ma
             cards.append(int(used.shape[0]))
             ranks.append(r[used])
             kept.append(used)
-        limit = len(codes) - 1 if max_pairs is None else int(max_pairs)
-        # each key's counts: the table's margins of f where it has them (a scan's), at the seen
-        # categories (whole numbers: the same sums), shared by the scores, the kept forest, the
-        # doubtful
         known = known_margins(table)
         margins = Margins(codes, f, cards, None if known is None else
                           [np.asarray(to_host(m), dtype=np.float64)[u] for m, u in zip(known, kept)])
-        edges, scores = choose_forest(codes, f, cards, splits, seed, z, ranks, table.keys, limit,
-                                      margins)
-        su = np.flatnonzero(f == 1)
-        fs = f.astype(np.float64)
+        return codes, f, cards, ranks, margins
+    return table.cached("_ll_sample_margins", make)
 
-        def model(es):
-            # α̂ over the sampled cells (a cell seen in the population only adds μ̂² alone)
-            mu, sum_mu2 = forest_means(codes, f, cards, es, margins)
-            return (mu[su], _moment(fs, mu, sum_mu2),
-                    forest_counts(codes, f, cards, es, su, margins))
-        mu, alpha, counts = model(edges)
-        alts = [(w, *model(es)) for w, es in doubtful(edges, scores, z, limit)]
-        return mu, alpha, edges, counts, alts
-    return table.cached(f"_ll_auto_cv_{int(splits)}_{int(seed)}_{float(z)!r}_{max_pairs}", make)
+
+def forest_model(margins, edges):
+    """(μ̂ of the sample uniques, α̂, their margin counts for :func:`loo_prior`) under main effects
+    + the forest ``edges`` (α̂ over the sampled cells: a cell seen in the population only adds μ̂²
+    alone)."""
+    from gpurisk.models.forest import forest_counts, forest_means
+    codes, f, cards = margins.codes, margins.f, margins.cards
+    su = np.flatnonzero(f == 1)
+    mu, sum_mu2 = forest_means(codes, f, cards, edges, margins)
+    return mu[su], _moment(f, mu, sum_mu2), forest_counts(codes, f, cards, edges, su, margins)
+
+
+def forest_misfit(table, edges, pi: float, seed: int = 0) -> dict:
+    """{kind: (B̂_h, T_h)} of the risk criterion (:mod:`gpurisk.models.risk_choice`) at main
+    effects + the forest ``edges``, for E's term and τ1's (computed once per table)."""
+    from gpurisk.models import risk_choice
+    key = "_".join(f"{a}-{b}" for a, b in edges)
+
+    def make():
+        margins = sample_margins(table)[4]
+        draws = risk_choice.Draws(margins, risk_choice.draws_for(margins), seed)
+        return {h: risk_choice.score(margins, list(edges), pi, draws, h)
+                for h in ("inverse", "tau1")}
+    return table.cached(f"_ll_misfit_{pi!r}_{key}_{int(seed)}", make)
+
+
+def risk_z() -> float:
+    from gpurisk.models.risk_choice import Z_RISK
+    return Z_RISK
+
+
+def risk_means(table, pi: float, kind: str = "inverse", z: float | None = None, seed: int = 0,
+               boot: int = 0, start: str = "main"):
+    """As :func:`auto_cv_means`, the forest chosen by the risk criterion of
+    :mod:`gpurisk.models.risk_choice` (forward selection on |T_h|, h = E's term by default: the
+    same model for tau1_ll and matches_ll), and the path of the selection. The alternatives are
+    the forests the same selection chooses on ``boot`` bootstrap samples (each cell's count redrawn
+    as Poisson(f_j): the sample's records resampled), each weighted by the share of the bootstrap
+    samples choosing it, and fitted to the sample itself: their spread around the kept forest's
+    estimate is the model choice's own uncertainty. ``start="cv"``: the selection starts from the
+    forest the held-out tests keep (:func:`auto_cv_means`' choice, redone on each bootstrap
+    sample), and adds pairs while the criterion signals misfit."""
+    from gpurisk.models import risk_choice
+    from gpurisk.models.forest import Margins
+    z = risk_choice.Z_RISK if z is None else float(z)
+
+    def make():
+        from gpurisk.models.forest import choose_forest
+        codes, f, cards, ranks, margins = sample_margins(table)
+
+        def first(m, fb):
+            if start != "cv":
+                return ()
+            return choose_forest(m.codes, fb, m.cards, 1, 0, Z_CHOICE, ranks, table.keys,
+                                 len(m.codes) - 1, m)[0]
+        edges, path = risk_choice.choose(margins, pi, kind, z, seed, start=first(margins, f))
+        mu, alpha, counts = forest_model(margins, edges)
+        draws = risk_choice.Draws(margins, risk_choice.draws_for(margins), seed)
+        # the criterion of each measure's own term at the kept forest: (B̂_h, T_h)
+        misfit = {h: risk_choice.score(margins, edges, pi, draws, h) for h in ("inverse", "tau1")}
+        chosen: dict = {}
+        rng = np.random.default_rng(seed + 1)
+        for b in range(int(boot)):
+            fb = rng.poisson(margins.f)
+            keep = fb > 0
+            mb = Margins([c[keep] for c in margins.codes], fb[keep], margins.cards)
+            eb = tuple(risk_choice.choose(mb, pi, kind, z, seed + 2 + b,
+                                          draws=risk_choice.DRAWS_BOOT,
+                                          start=first(mb, fb[keep]))[0])
+            chosen[eb] = chosen.get(eb, 0) + 1
+        alts = [(k / boot, *forest_model(margins, list(e))) for e, k in chosen.items()
+                if list(e) != edges]
+        return mu, alpha, edges, counts, alts, misfit
+    return table.cached(f"_ll_risk_{pi!r}_{kind}_{z!r}_{int(seed)}_{int(boot)}_{start}", make)
 
 
 def _means(table, model, tol, max_iter, max_cells):
@@ -363,7 +489,10 @@ class LoglinearPoisson(Measure):
                         help="log-linear model of the sample counts: auto_cv = main effects plus "
                              "the two-way interactions whose held-out log-likelihood gains in "
                              "split halves pass a z test, kept while they form a forest (closed "
-                             "form); independence = "
+                             "form); risk = main effects plus the forest of interactions a forward "
+                             "selection on Skinner & Shlomo's risk-weighted over-dispersion score "
+                             "adds; cv_risk = the held-out tests' forest, then pairs added by that "
+                             "criterion while it signals misfit; independence = "
                              "main effects only (closed form); two_way = main effects and all "
                              "two-way interactions (IPF; Skinner & Shlomo's usual choice, which "
                              "overfits sparse samples)"),
@@ -392,6 +521,17 @@ class LoglinearPoisson(Measure):
                                 help="model=auto_cv: add to the s.e. the estimate's spread over "
                                      "the models one held-out test away, each weighted by the "
                                      "chance that test goes the other way"),
+        "interval": Option(str, "calibrated", choices=INTERVALS,
+                           help="calibrated = the Poisson s.e. times se_factor plus a relative "
+                                "model_error (constants fitted on real populations); model = the "
+                                "Poisson-gamma model's own variance plus the spread of the model "
+                                "choice (over bootstrap samples with model=risk or cv_risk; over "
+                                "the forests one held-out test away with auto_cv) plus the "
+                                "squared estimated bias where the risk criterion still signals "
+                                "misfit (Skinner & Shlomo's score, |T| > 1.96)"),
+        "choice_boot": Option(int, 10, min=0,
+                              help="model=risk, interval=model: bootstrap samples over which the "
+                                   "model choice is repeated"),
         "cv_z": Option(float, Z_CHOICE, min=0.0,
                        help="model=auto_cv: an interaction is kept when its held-out gain exceeds "
                             "cv_z times its standard error (0: any positive gain)"),
@@ -432,6 +572,19 @@ class LoglinearPoisson(Measure):
                 model_key = f"{model}_{choice}"
                 extra["interaction"] = (", ".join(f"{table.keys[a]} x {table.keys[b]}"
                                                   for a, b in pair) or None)
+                if str(self.opt(ctx, "interval")) == "model":
+                    misfit = forest_misfit(table, pair, pi)
+                    extra["misfit_T"] = misfit[self.kind][1]
+            elif model in ("risk", "cv_risk"):
+                fit = None
+                interval = str(self.opt(ctx, "interval"))
+                mu, alpha, pair, counts, alts, misfit = risk_means(
+                    table, pi, boot=int(self.opt(ctx, "choice_boot")) if interval == "model" else 0,
+                    start="cv" if model == "cv_risk" else "main")
+                model_key = model
+                extra["interaction"] = (", ".join(f"{table.keys[a]} x {table.keys[b]}"
+                                                  for a, b in pair) or None)
+                extra["misfit_T"] = misfit[self.kind][1]
             else:
                 alts, model_key = [], model
                 if model != "independence":      # the closed form forms no K-cell array
@@ -455,8 +608,9 @@ class LoglinearPoisson(Measure):
             if prior == "loo":          # the same for tau1_ll and matches_ll: computed once
                 mu_prior, alpha_cell = table.cached(f"_ll_loo_{model_key}_{i}_{alpha!r}",
                                                     lambda: loo_prior(n, counts, alpha))
-                return nb_terms((1.0 - pi) * mu_prior / pi, alpha_cell, pi, self.kind)
-            return nb_terms((1.0 - pi) * mu / pi, alpha, pi, self.kind)
+                return nb_terms((1.0 - pi) * mu_prior / pi, alpha_cell, pi, self.kind, exact)
+            return nb_terms((1.0 - pi) * mu / pi, alpha, pi, self.kind, exact)
+        exact = str(self.opt(ctx, "interval")) == "model"
         t, v = terms(mu, alpha, counts)
         extra["alpha"] = alpha if dispersion == "moment" else 0.0
         value = float(t.sum())
@@ -467,8 +621,19 @@ class LoglinearPoisson(Measure):
                                 for i, (w, *alt) in enumerate(alts)))
                   if alts and bool(self.opt(ctx, "choice_spread")) else 0.0)
         k, c = float(self.opt(ctx, "se_factor")), float(self.opt(ctx, "model_error"))
-        se = math.sqrt((k * se_p) ** 2 + (c * value) ** 2 + spread ** 2)
+        if exact:         # interval=model: the model's own variance, no fitted factor
+            k, c = 1.0, 0.0
+            t_misfit = extra.get("misfit_T")
+            if t_misfit is not None and abs(t_misfit) > risk_z():
+                # the criterion still signals misfit: its estimate of the bias widens the interval
+                bias = misfit[self.kind][0]
+                extra["misfit_bias"] = bias
+                extra["note"] = (f"the model still misfits where sample uniques are made (risk "
+                                 f"score T = {t_misfit:.2f}): the interval is widened by the "
+                                 f"criterion's estimate of the bias, {bias:.3g}")
         extra["se_choice"] = spread
+        se = math.sqrt((k * se_p) ** 2 + (c * value) ** 2 + spread ** 2
+                       + extra.get("misfit_bias", 0.0) ** 2)
         z = z_upper(ctx.alpha)
         z2 = z_upper(ctx.alpha / 2.0)
         extra |= {"se_poisson": se_p, "se_factor": k, "model_error": c,

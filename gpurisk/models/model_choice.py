@@ -29,8 +29,8 @@ no K-cell array; Σ_j μ̂_j² over every cell (for the moment dispersion) is n�
 Its scores choose the interactions of the default model of tau1_ll/matches_ll (``model=auto_cv``:
 as many pairs as pass the test and form a forest, fitted in closed form by :mod:`gpurisk.models.forest`;
 ``max_interactions=1`` keeps one pair, :func:`gpurisk.models.forest.choose_pair`; docs/validation.md gives the
-validation). This is not Skinner
-& Shlomo's (2008) own criterion (their paper is not at hand).
+validation). Skinner & Shlomo's (2008) kind of criterion, aimed at the risk, is
+:mod:`gpurisk.models.risk_choice` (``model=risk``).
 """
 from __future__ import annotations
 

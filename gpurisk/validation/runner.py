@@ -99,6 +99,9 @@ class Validation:
                 col = f"{q}_{stat}"
                 if col in s and s[col].notna().any():
                     rows[(q, stat)] = s[col].to_numpy()
+        for q in ("se_over_sd", "coverage"):
+            if q in s and s[q].notna().any():
+                rows[(q, "")] = s[q].to_numpy()
         if "nmse" in s and s["nmse"].notna().any():
             rows[("nmse", "")] = s["nmse"].to_numpy()
         out = pd.DataFrame(rows, index=s["fraction"].to_numpy()).T
@@ -201,7 +204,9 @@ def _stats(x: np.ndarray, ddof: int) -> tuple[float, float]:
 
 
 def summarise(reps: pd.DataFrame, names, pairs, ddof: int) -> pd.DataFrame:
-    """One row per (fraction, measure): mean and sd of true, estimate, error, se; NMSE for τ̂1."""
+    """One row per (fraction, measure): mean and sd of true, estimate, error, se; s.e./sd (the mean
+    s.e. over the error's sd); coverage (the share of replicates whose upper bound holds the
+    truth); NMSE for τ̂1."""
     out = []
     for (frac, name), g in reps.groupby(["fraction", "measure"], sort=False):
         est = g["value"].to_numpy(float)
@@ -222,6 +227,15 @@ def summarise(reps: pd.DataFrame, names, pairs, ddof: int) -> pd.DataFrame:
             row["error_mean"], row["error_sd"] = _stats(err, ddof)
             row["se_mean"], row["se_sd"] = _stats(g["se"].to_numpy(float)[ok], ddof)
             row["rmse"] = float(np.sqrt(np.mean(err ** 2))) if err.size else math.nan
+            # the s.e.'s honesty: its mean over the sd of the error, and the share of replicates
+            # whose upper bound holds the truth (issue 43)
+            sd = row["error_sd"]
+            row["se_over_sd"] = (row["se_mean"] / sd if sd == sd and sd > 0
+                                 and row["se_mean"] == row["se_mean"] else math.nan)
+            up = g["upper"].to_numpy(float)[ok] if "upper" in g else np.full(int(ok.sum()), np.nan)
+            has = np.isfinite(up)
+            row["coverage"] = (float(np.mean(truth[ok][has] <= up[has] + 1e-9 * np.maximum(
+                1.0, np.abs(up[has])))) if has.any() else math.nan)
             if pairs.get(name) == "tau1":
                 n = g["n"].to_numpy(float)[ok]
                 row["nmse"] = float(np.mean((err / n) ** 2)) if err.size else math.nan
@@ -231,7 +245,7 @@ def summarise(reps: pd.DataFrame, names, pairs, ddof: int) -> pd.DataFrame:
         out.append(row)
     cols = ["fraction", "measure", "truth_measure", "replicates", "defined", "n_mean",
             "true_mean", "true_sd", "estimate_mean", "estimate_sd", "error_mean", "error_sd",
-            "se_mean", "se_sd", "rmse", "nmse", "reliable_share"]
+            "se_mean", "se_sd", "se_over_sd", "coverage", "rmse", "nmse", "reliable_share"]
     df = pd.DataFrame(out)
     for c in cols:
         if c not in df:

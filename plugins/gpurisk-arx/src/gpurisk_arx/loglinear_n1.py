@@ -606,6 +606,8 @@ def calibrated_alpha(grid, counts, pi: float, n1: int) -> float:
 #: the measure's models (option ``model``) and how each is fitted: (margins, dispersion)
 LL_MODELS = {"loglinear": ("tempered", "calibrated"),
              "loglinear_forest": ("forest", "calibrated"),
+             # the forest chosen by Ê's risk criterion (gpurisk.models.risk_choice, issue 43)
+             "loglinear_risk": ("forest", "calibrated"),
              "loglinear_main": ("main", "calibrated"),
              "bethlehem": ("none", "calibrated")}
 #: what the key space of each model holds (the measure's extra ``key_space``)
@@ -630,6 +632,16 @@ FOREST_KAPPA = 0.25
 #: except adult-b at 5 % (68 %, where the estimate is 26 % low); 0.10 left adult at 10 % at 88 %
 #: (40 samples a cell; set on that same study: in-sample)
 MODEL_ERROR = 0.15
+
+
+def risk_edges(codes, f, pi: float) -> list:
+    """The pairs of keys the risk criterion keeps (``gpurisk.models.risk_choice.choose``, Ê's
+    ``model=risk``) for the sampled cells ``codes`` (any integers per key) with counts ``f``."""
+    from gpurisk.models.forest import Margins
+    from gpurisk.models.risk_choice import choose
+    idx = [_category_index(c)[1] for c in codes]
+    cards = [int(i.max()) + 1 if i.size else 0 for i in idx]
+    return choose(Margins(idx, np.asarray(f, dtype=float), cards), min(pi, 1.0))[0]
 
 
 def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
@@ -661,8 +673,9 @@ def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
     keep = f > 0
     kept = [np.asarray(c)[keep] for c in codes]
     kappa = FOREST_KAPPA if margins.startswith("forest") else 0.0
+    edges = risk_edges(kept, f[keep], float(f.sum()) / float(N)) if model == "loglinear_risk" else None
     r = estimate(kept, f[keep], N, margins, dispersion, ranks=ranks, names=names, kappa=kappa,
-                 support=support)
+                 support=support, edges=edges)
     lo_cap, hi_cap = bounds(sm)
     add, add_var = (unseen_part(kept, f[keep], r.p1, float(f.sum()) / float(N)) if unseen
                     else (0.0, 0.0))

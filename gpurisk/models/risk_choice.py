@@ -1,0 +1,297 @@
+"""Choosing the log-linear model by a criterion aimed at the risk (Skinner & Shlomo 2008).
+
+Skinner & Shlomo found that goodness-of-fit tests give little guidance for risk in sparse tables,
+and chose interactions by a score for over-dispersion weighted towards the cells that make sample
+uniques, in a forward selection. This module implements the principle, derived from a gamma-mixing
+alternative (their paper's criteria are of this kind; its exact form is not at hand): under
+λ_j ↦ λ_j u_j (E u = 1, Var u = α) E[(f_j − μ_j)² − f_j] = α μ_j², and to first order in α the
+model-based τ̂_h = Σ_{f_j=1} h(μ̂_j/π) is off by −½ α Σ_j μ_j² w_h(μ_j), with
+
+    k(m) = m e^{−m},   h̃(m) = h(m/π),   w_h = 2 k' h̃' + k h̃''.
+
+So, over every cell j of the key space,
+
+    B̂_h = −½ Σ_j w_h(μ̂_j) [(f_j − μ̂_j)² − f_j],     T_h = B̂_h / sqrt(½ Σ_j w_h(μ̂_j)² μ̂_j²)
+
+(B̂_h estimates that bias; T_h is about standard normal when the model is adequate). h is E's
+term, h2(λ) = (1 − e^{−(1−π)λ})/((1 − π)λ) (``kind="inverse"``), or τ1's, h1(λ) = e^{−(1−π)λ}
+(``kind="tau1"``).
+
+The sum over every cell. An observed cell contributes its term; an empty one −½ w(μ̂) μ̂² to B̂
+and ½ w² μ̂² to the variance: functions of μ̂ alone. Their sum over the empty cells is taken by
+importance sampling from the fitted model itself, never from a list of the K cells: M cells are
+drawn with probability μ̂_x / n (ancestral sampling along each tree of the forest, from the
+sample's margins; a cell with μ̂ = 0 is never drawn and contributes 0), and
+
+    Σ_{x empty} g(μ̂_x) = n E_{x ~ μ̂/n}[ I(x empty) g(μ̂_x) / μ̂_x ],
+
+with g(μ)/μ = w(μ) μ (and w² μ), which is bounded and vanishes at μ = 0 and for large μ (w decays
+as e^{−μ}). The draws use the same uniforms for every candidate model (common random numbers), so
+the candidates are compared on the same draws; the seed is fixed, so a sample gives one answer.
+
+Forward selection (:func:`choose`): start from main effects; while |T_h| > ``z``, add the two-way
+interaction among those that keep the model a forest (a decomposable model, closed form:
+:mod:`gpurisk.models.forest`) that gives the smallest |T_h|, as long as it makes |T_h| smaller; stop
+when |T_h| ≤ z or no pair lowers it. ``z`` is the two-sided 5 % normal quantile, fixed in
+advance (not tuned on any population). Only the sample's cells and their margins are read.
+Skinner, C. and Shlomo, N. (2008) Assessing identification risk in survey microdata using log-linear
+models. J. Amer. Statist. Assoc. 103, 989-1001.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from gpurisk.models.forest import Margins, forest_means, tree_order
+
+#: |T_h| above this is misfit (two-sided 5 %: fixed in advance, not tuned)
+Z_RISK = 1.959963984540054
+#: draws of the importance sample: at least this many, and at least DRAWS_PER_RECORD per record
+DRAWS_MIN = 20_000
+DRAWS_PER_RECORD = 2
+DRAWS_MAX = 400_000
+#: draws of each bootstrap sample's selection (the bootstrap's own spread is far larger than the
+#: importance sample's error at this size)
+DRAWS_BOOT = 5_000
+
+
+def weights(mu, pi: float, kind: str = "inverse") -> np.ndarray:
+    """w_h(μ) = 2 k'(μ) h̃'(μ) + k(μ) h̃''(μ), k(m) = m e^{−m}, h̃(m) = h(m/π) (module docstring)."""
+    m = np.asarray(mu, dtype=np.float64)
+    a = (1.0 - pi) / pi
+    x = a * m
+    em = np.exp(-m)
+    k, k1 = m * em, (1.0 - m) * em
+    if kind == "tau1":
+        ex = np.exp(-x)
+        return 2.0 * k1 * (-a * ex) + k * (a * a * ex)
+    if kind != "inverse":
+        raise ValueError(f"kind {kind!r}")
+    # φ(x) = (1 − e^{−x})/x: φ' = (e^{−x}(1 + x) − 1)/x², φ'' = (2 − e^{−x}(x² + 2x + 2))/x³; their
+    # series below x = 1e-2 (cancellation)
+    small = x < 1e-2
+    xs = np.where(small, 1.0, x)
+    ex = np.exp(-xs)
+    d1 = np.where(small, -0.5 + x / 3.0 - x * x / 8.0 + x ** 3 / 30.0,
+                  (ex * (1.0 + xs) - 1.0) / (xs * xs))
+    d2 = np.where(small, 1.0 / 3.0 - x / 4.0 + x * x / 10.0,
+                  (2.0 - ex * (xs * xs + 2.0 * xs + 2.0)) / xs ** 3)
+    return 2.0 * k1 * a * d1 + k * a * a * d2
+
+
+def _cell_keys(codes, cards):
+    """One int64 per cell (mixed radix over ``cards``), or None when the product overflows."""
+    if math.prod(int(c) for c in cards) >= 2 ** 62:
+        return None
+    key = np.zeros(np.shape(codes[0])[0], dtype=np.int64)
+    for c, k in zip(codes, cards):
+        key *= int(k)
+        key += np.asarray(c, dtype=np.int64)
+    return key
+
+
+class Draws:
+    """Cells drawn from a forest model with common uniforms, and which of them the sample holds."""
+
+    def __init__(self, margins: Margins, draws: int, seed: int = 0):
+        self.m = margins
+        self.u = np.random.default_rng(seed).random((len(margins.codes), int(draws)))
+        keys = _cell_keys(margins.codes, margins.cards)
+        self._sorted = None if keys is None else np.sort(keys)
+        self._rows = None
+        if keys is None:        # too many cells for one int64: compare the code rows themselves
+            self._rows = np.stack([np.asarray(c, dtype=np.int64) for c in margins.codes], axis=1)
+        self._cond: dict = {}
+
+    def _conditional(self, p: int, v: int):
+        """(cumulative counts of the observed (p, v) pairs sorted by (x_p, x_v), their x_v, the
+        count of each category of p before it): for drawing x_v given x_p by inversion."""
+        if (p, v) not in self._cond:
+            m = self.m
+            cv = m.cards[v]
+            key = m.codes[p].astype(np.int64) * cv + m.codes[v]
+            uniq, inv = np.unique(key, return_inverse=True)
+            counts = np.bincount(inv.reshape(-1), weights=m.f, minlength=uniq.shape[0])
+            one = m.one(p)
+            before = np.concatenate([[0.0], np.cumsum(one)[:-1]])
+            self._cond[(p, v)] = (np.cumsum(counts), uniq % cv, before, one)
+        return self._cond[(p, v)]
+
+    def cells(self, edges) -> list:
+        """Per key, the code of each drawn cell under main effects + the forest ``edges``."""
+        m = self.m
+        d = len(m.codes)
+        out: list = [None] * d
+        for r in range(d):
+            if out[r] is not None:
+                continue
+            one = m.one(r)
+            cum = np.cumsum(one)
+            out[r] = np.minimum(np.searchsorted(cum, self.u[r] * m.n, side="right"), len(one) - 1)
+            for p, v in tree_order(r, edges):
+                cum, xv, before, onep = self._conditional(p, v)
+                xp = out[p]
+                target = before[xp] + self.u[v] * onep[xp]
+                i = np.minimum(np.searchsorted(cum, target, side="right"), cum.shape[0] - 1)
+                out[v] = xv[i]
+        return out
+
+    def empty(self, cells) -> np.ndarray:
+        """Whether each drawn cell is one the sample does not hold."""
+        if self._sorted is not None:
+            key = _cell_keys(cells, self.m.cards)
+            i = np.minimum(np.searchsorted(self._sorted, key), self._sorted.shape[0] - 1)
+            return self._sorted[i] != key
+        drawn = np.stack([np.asarray(c, dtype=np.int64) for c in cells], axis=1)
+        both = np.concatenate([self._rows, drawn])
+        _, inv = np.unique(both, axis=0, return_inverse=True)
+        inv = inv.reshape(-1)
+        held = np.zeros(int(inv.max()) + 1, dtype=bool)
+        held[inv[: self._rows.shape[0]]] = True
+        return ~held[inv[self._rows.shape[0]:]]
+
+
+def means_at(margins: Margins, edges, cells) -> np.ndarray:
+    """μ̂ of main effects + the forest ``edges`` at arbitrary cells (codes per key), each drawn
+    from that forest (so its pairs of categories are observed ones)."""
+    m = margins
+    deg = [0] * len(m.codes)
+    for a, b in edges:
+        deg[a] += 1
+        deg[b] += 1
+    mu = np.full(np.shape(cells[0])[0], m.n)
+    for v, c in enumerate(cells):
+        if deg[v] != 1:
+            mu *= (m.one(v) / m.n)[c] ** (1 - deg[v])
+    for a, b in edges:
+        cb = m.cards[b]
+        key = m.codes[a].astype(np.int64) * cb + m.codes[b]
+        uniq, inv = np.unique(key, return_inverse=True)
+        counts = np.bincount(inv.reshape(-1), weights=m.f, minlength=uniq.shape[0])
+        want = cells[a].astype(np.int64) * cb + cells[b]
+        i = np.minimum(np.searchsorted(uniq, want), uniq.shape[0] - 1)
+        mu *= np.where(uniq[i] == want, counts[i], 0.0) / m.n
+    return mu
+
+
+def score(margins: Margins, edges, pi: float, draws: Draws, kind: str = "inverse"):
+    """(B̂_h, T_h) of main effects + the forest ``edges`` (module docstring)."""
+    m = margins
+    mu, _ = forest_means(m.codes, m.f, m.cards, edges, m)
+    w = weights(mu, pi, kind)
+    f = m.f
+    b_obs = float(np.sum(w * ((f - mu) ** 2 - f)))
+    v_obs = float(np.sum((w * mu) ** 2))
+    cells = draws.cells(edges)
+    mux = means_at(m, edges, cells)
+    wx = weights(mux, pi, kind) * mux
+    e = draws.empty(cells)
+    scale = m.n / e.shape[0]
+    b_emp = scale * float(np.sum(wx[e]))
+    v_emp = scale * float(np.sum((wx * (wx / np.where(mux > 0, mux, 1.0)))[e]))
+    b = -0.5 * (b_obs + b_emp)
+    var = 0.5 * (v_obs + v_emp)
+    return b, (b / math.sqrt(var) if var > 0 else 0.0)
+
+
+def draws_for(margins: Margins) -> int:
+    """The size of the importance sample for a sample of n records (module constants)."""
+    return int(min(max(DRAWS_MIN, DRAWS_PER_RECORD * margins.n), DRAWS_MAX))
+
+
+class _Pairs:
+    """The (a, b) pair counts of the sample, looked up at any cells: a dense c_a × c_b table where
+    it is small, else a sorted list of the observed pairs."""
+
+    DENSE_MAX = 1 << 22
+
+    def __init__(self, margins: Margins):
+        self.m = margins
+        self._t: dict = {}
+
+    def counts(self, a: int, b: int, ca, cb) -> np.ndarray:
+        m = self.m
+        if (a, b) not in self._t:
+            kb = m.cards[b]
+            key = m.codes[a].astype(np.int64) * kb + m.codes[b]
+            if m.cards[a] * kb <= self.DENSE_MAX:
+                self._t[(a, b)] = (True, np.bincount(key, weights=m.f, minlength=m.cards[a] * kb))
+            else:
+                uniq, inv = np.unique(key, return_inverse=True)
+                self._t[(a, b)] = (False, (uniq, np.bincount(inv.reshape(-1), weights=m.f)))
+        dense, t = self._t[(a, b)]
+        want = np.asarray(ca, dtype=np.int64) * m.cards[b] + cb
+        if dense:
+            return t[want]
+        uniq, counts = t
+        i = np.minimum(np.searchsorted(uniq, want), uniq.shape[0] - 1)
+        return np.where(uniq[i] == want, counts[i], 0.0)
+
+    def ratio(self, a: int, b: int, ca, cb) -> np.ndarray:
+        """n m_ab / (m_a m_b) at the cells: μ̂ with the (a, b) interaction over μ̂ without it, when
+        a and b are in different trees of the forest."""
+        m = self.m
+        return m.n * self.counts(a, b, ca, cb) / (m.one(a)[ca] * m.one(b)[cb])
+
+
+
+def choose(margins: Margins, pi: float, kind: str = "inverse", z: float = Z_RISK, seed: int = 0,
+           draws: int | None = None, max_pairs: int | None = None, start=()):
+    """(the kept pairs, sorted; the path [(pairs, B̂, T)] of the forward selection), starting from
+    main effects plus the forest ``start`` (none: main effects).
+
+    Each step draws the importance sample from the current forest and scores every candidate pair
+    (a, b) joining two of its trees on those draws, reweighted: μ̂ with the pair is μ̂ without it
+    times n m_ab/(m_a m_b), so Σ_{x empty} g(μ̂'_x) = n E_{x ~ μ̂/n}[I(x empty) g(μ̂'_x)/μ̂_x]. The
+    best candidate is then scored on draws of its own (:func:`score`) and kept if that |T| is
+    smaller."""
+    d = len(margins.codes)
+    limit = d - 1 if max_pairs is None else min(int(max_pairs), d - 1)
+    dr = Draws(margins, draws or draws_for(margins), seed)
+    pairs = _Pairs(margins)
+    f = margins.f
+    edges: list = sorted(tuple(e) for e in start)
+    b, t = score(margins, edges, pi, dr, kind)
+    path = [(list(edges), b, t)]
+    parent = list(range(d))
+
+    def root(v):
+        while parent[v] != v:
+            v = parent[v]
+        return v
+    for a, c in edges:
+        parent[root(a)] = root(c)
+    while abs(t) > z and len(edges) < limit:
+        mu, _ = forest_means(margins.codes, f, margins.cards, edges, margins)
+        cells = dr.cells(edges)
+        e = dr.empty(cells)
+        cells = [c[e] for c in cells]
+        mux = means_at(margins, edges, cells)
+        scale = margins.n / e.shape[0]
+        best = None
+        for a in range(d):
+            for c in range(a + 1, d):
+                if root(a) == root(c):
+                    continue
+                mo = mu * pairs.ratio(a, c, margins.codes[a], margins.codes[c])
+                wo = weights(mo, pi, kind)
+                mx = mux * pairs.ratio(a, c, cells[a], cells[c])
+                ww = weights(mx, pi, kind)
+                wx = ww * mx * (mx / mux)
+                bb = -0.5 * (float(np.sum(wo * ((f - mo) ** 2 - f))) + scale * float(np.sum(wx)))
+                var = 0.5 * (float(np.sum((wo * mo) ** 2)) + scale * float(np.sum(wx * ww)))
+                tt = bb / math.sqrt(var) if var > 0 else 0.0
+                if best is None or abs(tt) < abs(best[1]):
+                    best = ((a, c), tt)
+        if best is None:
+            break
+        (a, c), _ = best
+        new = sorted(edges + [(a, c)])
+        bn, tn = score(margins, new, pi, dr, kind)
+        if abs(tn) >= abs(t):
+            break
+        parent[root(a)] = root(c)
+        edges, b, t = new, bn, tn
+        path.append((list(edges), b, t))
+    return edges, path

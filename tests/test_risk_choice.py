@@ -1,0 +1,217 @@
+"""The risk-aimed model choice (gpurisk.models.risk_choice; Skinner & Shlomo 2008).
+
+References not derived from the code: w_h by finite differences of its definition; the sum over the
+empty cells against a dense sum over every cell of a small key space; the criterion's expectation
+under gamma mixing by simulation; the selection on populations with a known chain of interactions
+and with none (tests/test_forest.py's simulation).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from gpurisk.models import risk_choice
+from gpurisk.models.forest import Margins, forest_means
+
+
+@pytest.mark.parametrize("kind", ["inverse", "tau1"])
+@pytest.mark.parametrize("pi", [0.01, 0.1])
+def test_weights_are_the_definition_by_finite_differences(kind, pi):
+    a = (1 - pi) / pi
+
+    def h(m):
+        lam = m / pi
+        return (np.exp(-(1 - pi) * lam) if kind == "tau1" else
+                -np.expm1(-(1 - pi) * lam) / ((1 - pi) * lam))
+    k = lambda m: m * np.exp(-m)                                            # noqa: E731
+    for m in (2e-4, 5e-3, 0.03, 0.4, 1.5, 4.0):
+        e = 1e-4 * m
+        kp = (k(m + e) - k(m - e)) / (2 * e)
+        hp = (h(m + e) - h(m - e)) / (2 * e)
+        hpp = (h(m + e) - 2 * h(m) + h(m - e)) / e ** 2
+        want = 2 * kp * hp + k(m) * hpp
+        assert risk_choice.weights(np.array([m]), pi, kind)[0] == pytest.approx(
+            want, rel=2e-4, abs=1e-9 * a * a)
+
+
+def _dense_score(codes, f, cards, edges, pi, kind):
+    """B̂ and T over every cell of the key space, listed (the reference)."""
+    K = list(itertools.product(*[range(c) for c in cards]))
+    allc = [np.array([x[v] for x in K]) for v in range(len(cards))]
+    # μ̂ at every cell from the margins, written out
+    n = f.sum()
+    deg = [sum(v in e for e in edges) for v in range(len(cards))]
+    one = [np.bincount(c, weights=f, minlength=k) / n for c, k in zip(codes, cards)]
+    mu = np.full(len(K), float(n))
+    for v in range(len(cards)):
+        with np.errstate(divide="ignore"):
+            mu *= np.where(one[v][allc[v]] > 0, one[v][allc[v]] ** (1 - deg[v]), 0.0)
+    for a, b in edges:
+        pab = np.zeros((cards[a], cards[b]))
+        np.add.at(pab, (codes[a], codes[b]), f / n)
+        mu *= pab[allc[a], allc[b]]
+    full = np.zeros(len(K))
+    idx = np.ravel_multi_index(codes, cards)
+    full[idx] = f
+    w = risk_choice.weights(mu, pi, kind)
+    b = -0.5 * np.sum(w * ((full - mu) ** 2 - full))
+    return b, b / np.sqrt(0.5 * np.sum(w * w * mu * mu))
+
+
+@pytest.mark.parametrize("edges", [[], [(0, 1)], [(0, 1), (1, 2)], [(0, 2), (1, 3)]])
+def test_score_matches_a_dense_sum_over_every_cell(edges):
+    rng = np.random.default_rng(3)
+    cards = [5, 4, 6, 3]
+    K = int(np.prod(cards))
+    lam = rng.gamma(0.6, 2.0, K)
+    f = rng.poisson(lam)
+    codes = [c[f > 0] for c in np.unravel_index(np.arange(K), cards)]
+    f = f[f > 0]
+    m = Margins(codes, f, cards)
+    for kind, pi in (("inverse", 0.05), ("tau1", 0.02)):
+        b0, t0 = _dense_score(codes, f.astype(float), cards, edges, pi, kind)
+        dr = risk_choice.Draws(m, 400_000, seed=1)
+        b, t = risk_choice.score(m, edges, pi, dr, kind)
+        assert b == pytest.approx(b0, rel=0.02, abs=0.02 * abs(b0) + 1e-3)
+        assert t == pytest.approx(t0, abs=0.05)
+
+
+def test_means_at_the_drawn_cells_are_the_fit():
+    rng = np.random.default_rng(4)
+    cards = [4, 5, 3]
+    K = int(np.prod(cards))
+    f = rng.poisson(2.0, K)
+    codes = [c[f > 0] for c in np.unravel_index(np.arange(K), cards)]
+    f = f[f > 0]
+    m = Margins(codes, f, cards)
+    edges = [(0, 1), (1, 2)]
+    mu, _ = forest_means(codes, f, cards, edges, m)
+    assert np.allclose(risk_choice.means_at(m, edges, codes), mu)
+    # the draws follow the fit: their cells' frequencies are μ̂/n
+    dr = risk_choice.Draws(m, 200_000, seed=2)
+    cells = dr.cells(edges)
+    got = np.bincount(np.ravel_multi_index(cells, cards), minlength=K)
+    every = list(np.unravel_index(np.arange(K), cards))     # every category is seen here
+    want = risk_choice.means_at(m, edges, every) / m.n
+    assert want.sum() == pytest.approx(1.0)
+    assert np.abs(got / 200_000 - want).max() < 0.004
+
+
+def test_the_criterion_detects_gamma_mixing():
+    """With μ known, E[B̂] = −½ α Σ w μ² (the gamma-mixing alternative); T ≈ N(0, 1) without mixing."""
+    rng = np.random.default_rng(7)
+    mu = rng.gamma(0.5, 0.8, 50_000)
+    w = risk_choice.weights(mu, 0.05, "inverse")
+    sd = np.sqrt(0.5 * np.sum(w * w * mu * mu))
+    ts, bs = [], []
+    for alpha in (0.0, 0.3):
+        t = []
+        for _ in range(60):
+            u = rng.gamma(1 / alpha, alpha, mu.shape[0]) if alpha else 1.0
+            f = rng.poisson(mu * u)
+            b = -0.5 * np.sum(w * ((f - mu) ** 2 - f))
+            t.append(b / sd)
+            bs.append((alpha, b))
+        ts.append(np.array(t))
+    assert abs(ts[0].mean()) < 0.5 and 0.6 < ts[0].std() < 1.5
+    want = -0.5 * 0.3 * np.sum(w * mu * mu)
+    got = np.mean([b for a, b in bs if a == 0.3])
+    assert got == pytest.approx(want, rel=0.15)
+    assert abs(ts[1].mean()) > 2      # 20 standard errors of the mean of 60 from 0
+
+
+def _sample(linked, seed, n=3000):
+    from tests.test_forest import _chain_population
+    pop = _chain_population(200_000, linked, 11)
+    cards = [6, 6, 5, 4]
+    rng = np.random.default_rng(seed)
+    take = rng.choice(len(pop), n, replace=False)
+    ids = np.ravel_multi_index([pop[k].to_numpy()[take] for k in "abcd"], cards)
+    cells, f = np.unique(ids, return_counts=True)
+    return list(np.unravel_index(cells, cards)), f, cards
+
+
+def test_the_selection_finds_a_chain_and_keeps_nothing_without_one():
+    linked, indep = [], []
+    for r in range(8):
+        codes, f, cards = _sample(True, 100 + r)
+        linked.append(risk_choice.choose(Margins(codes, f, cards), 0.015, seed=r)[0])
+        codes, f, cards = _sample(False, 200 + r)
+        indep.append(risk_choice.choose(Margins(codes, f, cards), 0.015, seed=r)[0])
+    assert sum((0, 1) in e for e in linked) >= 7
+    assert sum(len(e) == 0 for e in indep) >= 6
+
+
+@pytest.mark.parametrize("c,a", [(0.01, 1.5), (0.7, 2.0), (5.0, 1.05), (40.0, 11.0), (300.0, 1.3)])
+def test_inverse_square_is_the_negative_binomial_sum(c, a):
+    """E[1/F² | f = 1] with F − 1 negative binomial (Poisson-gamma), summed term by term."""
+    from scipy.special import gammaln
+
+    from gpurisk.measures._ll_poisson import inverse_square
+    k = np.arange(0, 200_000)
+    logp = (gammaln(a + k) - gammaln(a) - gammaln(k + 1) - a * np.log1p(c)
+            + k * (np.log(c) - np.log1p(c)))
+    want = float(np.sum(np.exp(logp) / (1.0 + k) ** 2))
+    assert inverse_square(np.array([c]), a)[0] == pytest.approx(want, rel=1e-6)
+
+
+@pytest.mark.parametrize("m", [1e-3, 0.4, 3.0, 30.0])
+def test_inverse_square_tends_to_the_poisson_moment(m):
+    """A gamma of tiny variance (a large, c = m/a): E[1/F²] of F − 1 ~ Poisson(m)."""
+    from gpurisk.measures._ll_poisson import inverse_square, inverse_terms
+    e1, v = inverse_terms(np.array([m]))
+    a = 1e7
+    assert inverse_square(np.array([m / a]), a)[0] == pytest.approx(v[0] + e1[0] ** 2, rel=1e-5)
+    assert inverse_square(np.array([1e-9]), 2.0)[0] == pytest.approx(1 - 0.75 * 2e-9, rel=1e-12)
+
+
+def _population_sample(seed, pi=0.05):
+    """A sample of the chain population (a × b, b × c interactions) as a frame, and its true E."""
+    import pandas as pd
+
+    from tests.test_forest import _chain_population
+    pop = _chain_population(60_000, True, 11)
+    rng = np.random.default_rng(seed)
+    s = pop[rng.random(len(pop)) < pi]
+    F = pop.groupby(list("abcd")).size().rename("F").reset_index()
+    f = s.groupby(list("abcd")).size().rename("f").reset_index().merge(F, on=list("abcd"))
+    return pd.DataFrame(s), float((1.0 / f.loc[f.f == 1, "F"]).sum())
+
+
+def test_cv_risk_starts_from_the_held_out_forest_and_the_interval_has_no_factor():
+    import gpurisk
+    s, _ = _population_sample(1)
+    got = {}
+    for model in ("auto_cv", "cv_risk"):
+        r = gpurisk.assess(s, list("abcd"), fraction=0.05, measures=["matches_ll"],
+                           options={"loglinear_risk": {"model": model, "interval": "model"}})
+        got[model] = r.measures["matches_ll"]
+    cv = set((got["auto_cv"].extra["interaction"] or "").split(", ")) - {""}
+    both = set((got["cv_risk"].extra["interaction"] or "").split(", ")) - {""}
+    assert cv <= both
+    x = got["cv_risk"].extra
+    # interval=model: the model's variance and the choice's spread, nothing fitted
+    assert x["se_factor"] == 1.0 and x["model_error"] == 0.0
+    extra = x.get("misfit_bias", 0.0)
+    assert got["cv_risk"].se == pytest.approx(math.sqrt(x["se_poisson"] ** 2 + x["se_choice"] ** 2
+                                                        + extra ** 2), rel=1e-9)
+
+
+def test_the_model_interval_is_honest_where_the_model_holds():
+    """Samples of a population made by a chain of interactions (the forest's own kind): the
+    interval from the model's variance and the choice's spread, with no fitted factor, has s.e./sd
+    near 1 and covers the true E (counted from the population)."""
+    import gpurisk
+    res = []
+    for seed in range(30):
+        s, E = _population_sample(100 + seed)
+        x = gpurisk.assess(s, list("abcd"), fraction=0.05, measures=["matches_ll"],
+                           options={"loglinear_risk": {"interval": "model"}}).measures["matches_ll"]
+        res.append((x.value, x.se, E))
+    a = np.array(res)
+    err = a[:, 0] - a[:, 2]
+    assert 0.7 < a[:, 1].mean() / err.std(ddof=1) < 1.5
+    assert np.mean(np.abs(err) <= 2.576 * a[:, 1]) >= 0.9
