@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["namespace", "to_host", "scalar", "to_device", "frame_namespace", "is_cudf", "is_pandas",
-           "readonly"]
+__all__ = ["namespace", "to_host", "scalar", "to_device", "frame_namespace", "is_cudf",
+           "is_pandas", "readonly"]
 
 
 def namespace(*arrays) -> Any:
