@@ -185,6 +185,7 @@ def main(argv=None) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for (rows, backend), g in table.groupby(["rows", "backend"]):
         ax.plot(g["combos"], g["gpurisk_s"], "o-", label=f"gpurisk {backend}, {rows / 1e6:g} M rows")
+    for rows, g in table.drop_duplicates(["rows", "pool", "max_size"]).groupby("rows"):
         ax.plot(g["combos"], g["loop_s"], "x--", label=f"pandas loop, {rows / 1e6:g} M rows")
     ax.set_xscale("log")
     ax.set_yscale("log")
