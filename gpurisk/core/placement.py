@@ -7,7 +7,7 @@ the sample uniques' sums...) and the bucket measures' small maps come back, unle
 
 - a recode regroups the cells (recodes sum the table here), or
 - a measure that was **named** reads cells (``Measure.reads = "cells"``): the table is brought here,
-  and the log says which measure did it, or
+  even with ``keep=True``, and the log says which measure did it, or
 - the command runs its **default** measures and the **headline** reads cells (Ê, ``matches_ll``,
   when the population counts are not known): the headline is never missing, so the table comes
   here — unless the caller asked to keep the cells on the workers (``keep=True``:
@@ -36,7 +36,7 @@ class Placement:
 
     on_workers: bool
     kept_out: Mapping[str, str] = field(default_factory=dict)
-    #: why the table comes to this process on a distributed backend (None where it does not)
+    #: what brings the table to this process on a distributed backend (empty where nothing does)
     brought_by: tuple[str, ...] = ()
 
 
