@@ -737,3 +737,23 @@ def test_ragged_row_of_a_large_csv_names_its_line(tmp_path, backend, request):
     assert p.stat().st_size > 2 << 20          # several of pyarrow's 1 MiB blocks
     [r] = run_many([["assess", p, "--keys", "a,c", *_dask(backend, request)]])
     _one_error(r, "malformed CSV", "the row on line 300004 has 4")
+
+
+def test_an_abandoned_measure_does_not_put_back_stale_streams():
+    """A measure past its time limit finishes later, in its own thread, while the next command
+    has its own stdout: putting back the streams saved before it ran would send that command's
+    output to the old one (seen as a rare empty stdout under pytest-xdist)."""
+    import contextlib
+    import io
+    import time
+
+    from gpurisk.core.contain import run_contained
+    first = io.StringIO()
+    with contextlib.redirect_stdout(first):
+        (finished, _, _), = run_contained([lambda: time.sleep(1.0)], timeout=0.2)
+    assert finished is False
+    second = io.StringIO()
+    with contextlib.redirect_stdout(second):
+        time.sleep(1.5)                 # the abandoned call ends meanwhile
+        print("mine")
+    assert second.getvalue() == "mine\n" and first.getvalue() == ""

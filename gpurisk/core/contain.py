@@ -279,16 +279,20 @@ def same_fds():
 
 
 @contextmanager
-def same_streams():
+def same_streams(abandoned: Callable[[], bool] = lambda: False):
     """Put back ``sys.stdin``, ``sys.stdout`` and ``sys.stderr`` after a block that replaced them
-    (a measure that sets ``sys.stdout = None`` must not take the command's output away)."""
+    (a measure that sets ``sys.stdout = None`` must not take the command's output away). Not when
+    ``abandoned()`` says the caller gave up on the block (a measure past its time limit): the
+    streams are the process's, and by then the command, or the next one, may have set its own;
+    putting back the ones saved before would send that command's output to a stale stream."""
     saved = [getattr(sys, name) for name in STREAMS]
     try:
         yield
     finally:
-        for name, stream in zip(STREAMS, saved):
-            if getattr(sys, name) is not stream:
-                setattr(sys, name, stream)
+        if not abandoned():
+            for name, stream in zip(STREAMS, saved):
+                if getattr(sys, name) is not stream:
+                    setattr(sys, name, stream)
 
 
 class _Worker:
@@ -322,7 +326,7 @@ class _Worker:
                         break
                     self.current = (i, time.monotonic())
                     try:
-                        with same_cwd(), same_streams():
+                        with same_cwd(), same_streams(lambda: self.cancelled):
                             out[i] = (True, fn(), None)
                     except BaseException as exc:  # noqa: B036 - handed to the caller
                         out[i] = (True, None, exc)
