@@ -290,7 +290,6 @@ def column_kinds(p: Path, sep: str, encoding: str, columns, skip_rows: int = 0) 
     does not fit that type would fail a block long after the plan was made (and pandas' message
     would quote the value). {} when the file cannot be tokenized (the pandas read says why)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.csv as pcsv
     columns = list(columns)
     if not columns:
