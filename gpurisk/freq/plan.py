@@ -170,10 +170,7 @@ def _key_plan(name, categories, has_missing, int_kind, lookups: bool = True) -> 
 
 def _code_dtype(card: int):
     """The smallest signed integer type holding codes 0..card-1 (codes of a partition on a worker)."""
-    for dt in (np.int8, np.int16, np.int32):
-        if card <= np.iinfo(dt).max:
-            return dt
-    return np.int64
+    return narrow_code_dtype(card)
 
 
 def encode_partition(plan: Plan, frame):
@@ -260,15 +257,44 @@ def pack_words(plan: Plan, codes, xp=np) -> list:
             for run in plan.layout]
 
 
-def unpack_words(plan: Plan, words: list, xp=np) -> list:
-    """Inverse of :func:`pack_words`: per key, int64 codes."""
-    cards = plan.cards
+#: words decoded per chunk on numpy (the running quotients stay in cache)
+UNPACK_CHUNK = 1 << 16
+
+
+def narrow_code_dtype(card: int, xp=np):
+    """The narrowest signed integer type holding codes 0 .. card - 1."""
+    c = int(card)
+    return xp.int8 if c <= 2**7 else xp.int16 if c <= 2**15 else xp.int32 if c <= 2**31 else xp.int64
+
+
+def unpack_words(plan: Plan, words: list, xp=np, narrow: bool = False) -> list:
+    """Inverse of :func:`pack_words`: per key, int64 codes (``narrow``: each key's in the narrowest
+    integer type that holds its codes, :func:`narrow_code_dtype`; a finest table of many keys keeps
+    a byte per key and cell instead of eight). On numpy the words are decoded in chunks of
+    :data:`UNPACK_CHUNK`, so the quotients stay in cache."""
+    cards = [int(c) for c in plan.cards]
     out: list = [None] * len(cards)
+    dt = [narrow_code_dtype(k, xp) if narrow else xp.int64 for k in cards]
     for run, w in zip(plan.layout, words):
-        rest = w.copy()
-        for i in reversed(run):
-            out[i] = rest % int(cards[i])
-            rest //= int(cards[i])
+        m = int(w.shape[0])
+        if xp is not np or m <= UNPACK_CHUNK:
+            rest = w.astype(xp.int64, copy=True)
+            for i in reversed(run):
+                out[i] = (rest % cards[i]).astype(dt[i], copy=False)
+                rest //= cards[i]
+            continue
+        for i in run:
+            out[i] = np.empty(m, dtype=dt[i])
+        rest = np.empty(UNPACK_CHUNK, dtype=np.int64)
+        rem = np.empty(UNPACK_CHUNK, dtype=np.int64)
+        for start in range(0, m, UNPACK_CHUNK):
+            stop = min(m, start + UNPACK_CHUNK)
+            r, q = rest[: stop - start], rem[: stop - start]
+            np.copyto(r, w[start:stop], casting="unsafe")
+            for i in reversed(run):
+                np.remainder(r, cards[i], out=q)
+                out[i][start:stop] = q
+                np.floor_divide(r, cards[i], out=r)
     return out
 
 

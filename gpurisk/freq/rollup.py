@@ -125,15 +125,20 @@ def f_margins(table: FreqTable, codes: Sequence | None = None) -> list:
     exact below 2**53 records, so the same whatever cells they are summed from), kept in the
     table's cache under MARGIN + key. A roll-up hands its parent's margins to the child for the
     keys it keeps without a recode (see :func:`_totals`), so a scan sums them once, on the root."""
-    xp, out, w = table.xp, [], None
+    xp, out, w, at = table.xp, [], None, None
     for v, key in enumerate(table.keys):
         got = table._memo.get(MARGIN + key)
         if got is None:
             if w is None:
-                w = table.f.astype(xp.float64)
                 codes = kept_codes(table) if codes is None else codes
-            got = table.cached(MARGIN + key, lambda: xp.bincount(codes[v], weights=w,
-                                                                  minlength=int(table.cards[v])))
+                # only the cells with f > 0 add to the sums: a register's sample cells (the
+                # same integer sums, exact in any order)
+                at = xp.flatnonzero(table.f)
+                if 2 * int(at.shape[0]) > int(table.f.shape[0]):
+                    at = None
+                w = table.f.astype(xp.float64) if at is None else table.f[at].astype(xp.float64)
+            got = table.cached(MARGIN + key, lambda: xp.bincount(
+                codes[v] if at is None else codes[v][at], weights=w, minlength=int(table.cards[v])))
         out.append(got)
     return out
 
@@ -289,18 +294,91 @@ def _finish_dense(table, ch: _Child, acc, acc2, w_sum, bits):
 
 
 def _cube_from_cells(table: FreqTable, keys, codes, packed) -> tuple:
-    """The dense sums (packed weights, second weights, w) of ``table`` over ``keys``, shaped by cards."""
+    """The dense sums (packed weights, second weights, w) of ``table`` over ``keys``, shaped by cards.
+
+    On numpy (without design weights) the pass is :func:`_cube_pass`: int64 ids of cache-sized
+    chunks of cells, each chunk counted into the cube as soon as it is formed."""
     xp = table.xp
     ch = _child(table, keys, None, codes)
-    ids = _radix(xp, ch.sub_codes, ch.cards)
     space = int(ch.space)
     shape = tuple(int(k) for k in ch.cards)
+    if xp is np and table.w is None and packed[1] is None:
+        return _cube_pass(table, ch, packed).reshape(shape), None, None
+    ids = _radix(xp, ch.sub_codes, ch.cards)
     acc = xp.bincount(ids, weights=packed[0], minlength=space).reshape(shape)
     acc2 = (xp.bincount(ids, weights=packed[1], minlength=space).reshape(shape)
             if packed[1] is not None else None)
     w = (xp.bincount(ids, weights=table.w, minlength=space).reshape(shape)
          if table.w is not None else None)
     return acc, acc2, w
+
+
+#: cells per chunk of :func:`_cube_pass` (at least; four times the cube's space when larger, so the
+#: per-chunk sums cost little beside the chunk's cells)
+CUBE_CHUNK = 1 << 16
+
+
+def _common_weight(table: FreqTable, packed):
+    """(c, exceptions, their weights - c) when most cells' packed weight is one value ``c`` (a
+    register's finest cells: F = 1, f = 0; a sample's: f = 1), else None. Kept on the table.
+
+    A cube is then ``c`` times a count of cells (``bincount`` without weights: no weights read, no
+    float sums) plus a weighted sum over the few exceptions, the same integers as the weighted sum."""
+    def make():
+        w = packed[0]
+        m = int(w.shape[0])
+        if m == 0:
+            return None
+        bits = packed[2]
+        c = float(1 << bits) if table.F is not None and bits is not None else 1.0
+        exc = np.flatnonzero(w != c)
+        if 4 * exc.shape[0] > m:
+            return None
+        return c, exc, w[exc] - c
+    return table.cached("common_weight", make)
+
+
+def _cube_pass(table: FreqTable, ch: "_Child", packed) -> np.ndarray:
+    """The flat cube of packed weights over ``ch``'s keys (numpy): per chunk of cells, their
+    mixed-radix ids (the narrowest type) are formed in a buffer that stays in cache and counted into
+    the cube at once (ids of the whole table would be written to memory, read back and converted
+    to int64 by ``bincount``). Integer sums below 2**53: exact, so equal to one weighted
+    ``bincount`` over every cell."""
+    space = int(ch.space)
+    codes, cards = ch.sub_codes, [int(k) for k in ch.cards]
+    m = int(codes[0].shape[0])
+    step = min(m, max(CUBE_CHUNK, 4 * space)) or 1
+    common = _common_weight(table, packed)
+    buf = np.empty(step, dtype=smallest_id_dtype(cards, np))
+    if common is not None:
+        c, exc, exc_w = common
+        exc_ids = np.empty(exc.shape[0], dtype=np.int64)
+        bounds = np.searchsorted(exc, np.arange(0, m + step, step))
+    count = None
+    acc = None
+    for j, start in enumerate(range(0, m, step)):
+        stop = min(m, start + step)
+        ids = buf[: stop - start]
+        np.copyto(ids, codes[0][start:stop], casting="unsafe")
+        for x, k in zip(codes[1:], cards[1:]):
+            ids *= k
+            ids += x[start:stop]
+        if common is not None:
+            lo, hi = int(bounds[j]), int(bounds[j + 1])
+            exc_ids[lo:hi] = ids[exc[lo:hi] - start]
+            h = np.bincount(ids, minlength=space)
+            count = h if count is None else np.add(count, h, out=count)
+        else:
+            h = np.bincount(ids, weights=packed[0][start:stop], minlength=space)
+            acc = h if acc is None else np.add(acc, h, out=acc)
+    if common is None:
+        return acc if acc is not None else np.zeros(space)
+    if count is None:
+        count = np.zeros(space, dtype=np.int64)
+    out = count.astype(np.float64)
+    out *= c
+    out += np.bincount(exc_ids, weights=exc_w, minlength=space)
+    return out
 
 
 def sum_axes(x, axes: tuple):

@@ -40,18 +40,11 @@ from gpurisk.freq.plan import Plan, unpack_words, word_layout
 AHEAD_PER_WORKER = 4
 
 
-def code_dtype(card: int, xp):
-    """The narrowest signed integer type holding codes 0 .. card - 1."""
-    c = int(card)
-    return xp.int8 if c <= 2**7 else xp.int16 if c <= 2**15 else xp.int32 if c <= 2**31 else xp.int64
-
-
 def bucket_codes(plan: Plan, part: dict) -> dict:
     """One bucket of the finest table as per-key codes (narrow integers) and its counts: what every
     subset of the keys is summed from (run on a worker, kept there)."""
     xp = namespace(part["words"][0])
-    codes = unpack_words(plan, part["words"], xp)
-    out = {"codes": [c.astype(code_dtype(k, xp)) for c, k in zip(codes, plan.cards)]}
+    out = {"codes": unpack_words(plan, part["words"], xp, narrow=True)}
     for k in P.FIELDS:
         if k in part:
             out[k] = part[k]
