@@ -129,21 +129,27 @@ def _word_order(words):
         if int(w.min()) < 0 or n * top >= 2**63:
             return None
         rng.append(top)
+    # (arrays are dropped as soon as they are used: a register's rows are many)
     order = np.argsort(words[0])
     keyed = words[0][order]              # the sort key so far, sorted
     for w, top in zip(words[1:], rng):
         fold = np.empty(n, dtype=np.int64)
         fold[0] = 0
         np.cumsum(keyed[1:] != keyed[:-1], out=fold[1:])     # the rank of each row's key so far
+        del keyed
         fold *= top
         fold += w[order]
         again = np.argsort(fold)
-        order = order[again]
         keyed = fold[again]
+        del fold
+        order = order[again]
+        del again
     return order
 
 
 def _segment_sums_int(xp, v_sorted, starts, n):
+    if xp is np:       # no per-row prefix sums: a register's flags stay one byte a row
+        return np.add.reduceat(v_sorted, starts, dtype=np.int64)
     cs = xp.cumsum(v_sorted.astype(xp.int64))
     ends = xp.concatenate([starts[1:], xp.asarray([n], dtype=starts.dtype)]) - 1
     tot = cs[ends]
@@ -154,8 +160,8 @@ def _segment_sums_int(xp, v_sorted, starts, n):
 
 def reduce_cells(xp, words, ints: dict, floats: dict, runs: bool = False,
                  space: int | None = None) -> dict:
-    """The partial of rows grouped by cell. ``ints[name]`` is None (count rows) or int64 counts
-    (sum them); ``floats[name]`` float64 values (sum them, in row order). ``space``: the ids'
+    """The partial of rows grouped by cell. ``ints[name]`` is None (count rows), integer counts or a
+    boolean mask (sum them: a register's sample flag); ``floats[name]`` float64 values (sum them, in row order). ``space``: the ids'
     range, when known (one word), for :func:`locate`.
 
     One word of unsorted rows (an input piece): the ids are sorted and run-length encoded
@@ -186,6 +192,7 @@ def reduce_cells(xp, words, ints: dict, floats: dict, runs: bool = False,
             return part
     order, sw, new, starts = _group(xp, words, runs, stable=bool(floats))
     part = {"words": [w[starts] for w in sw]}
+    del sw
     m = int(starts.shape[0])
     for k, v in ints.items():
         if v is None:
@@ -328,8 +335,7 @@ def count_words(xp, words, role: str, mask=None, w=None, space: int | None = Non
             # several words are grouped by one (lexicographic) sort: F and f (and w) in that one
             # pass rather than a second sort of the sampled rows and a merge sort of the two
             floats = {} if w is None else {"w": xp.where(mask, w, 0.0)}
-            return reduce_cells(xp, words, {"F": None, "f": mask.astype(xp.int64)}, floats,
-                                space=space)
+            return reduce_cells(xp, words, {"F": None, "f": mask}, floats, space=space)
         everyone = reduce_cells(xp, words, {"F": None}, {}, space=space)
         sampled = count_words(xp, [x[mask] for x in words], "sample", w=None if w is None else w[mask],
                               space=space)
