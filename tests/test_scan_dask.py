@@ -123,13 +123,14 @@ def test_a_large_subset_is_reduced_in_several_buckets(client, monkeypatch, adult
     from gpurisk.freq import subsets
     monkeypatch.setattr(_dask, "CELLS_PER_BUCKET", 5000)
     nsubs = []
-    real = subsets.subset_graph
+    real = subsets.subset_shape
 
-    def graph(plan, plan_f, cells, idx, max_cells, per, *a):
-        nsubs.append(len(cells))
-        return real(plan, plan_f, cells, idx, max_cells, 1, *a)
+    def shape(plan, idx, max_cells, per, nbuckets):
+        got = real(plan, idx, max_cells, 1, nbuckets)
+        nsubs.append(got[0])
+        return got
 
-    monkeypatch.setattr(subsets, "subset_graph", graph)
+    monkeypatch.setattr(subsets, "subset_shape", shape)
     opts = dict(keys=ADULT6[:5], max_size=5, min_size=4, sample_flag="s", measures=summary_measures())
     want = gpurisk.scan(adult, backend="pandas", **opts).results
     got = gpurisk.scan(adult, backend="dask", cells_on_workers=True, **opts).results
@@ -230,6 +231,35 @@ def test_subset_partials_equal_a_groupby_of_the_records(fars, strict):
             assert sum(s["n"] for s in sm) == int(fars["s"].sum())
             assert sum(s["N"] for s in sm) == len(fars)
             assert sum(s["fof"].get(1, 0) for s in sm) == int((want["f"] == 1).sum())
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_batch_of_subsets_from_one_lattice_equals_a_groupby(fars, strict):
+    """subset_batch (issue 40): one task sums a batch of subsets from a finest bucket through one
+    lattice (cubes and roll-ups shared); each subset's pieces equal a pandas groupby of the records,
+    as subset_split's do, under the strict namespace too."""
+    from gpurisk.freq import partial as P
+    from gpurisk.freq.subsets import bucket_codes, subset_batch
+    from gpurisk.xp import to_host
+    plan, part = _finest(fars, FARS8)
+    if strict:
+        from gpurisk.testing.strict import xp
+        part = {k: ([xp.asarray(w) for w in v] if k == "words" else xp.asarray(v)) for k, v in part.items()}
+    cells = bucket_codes(plan, part)
+    subsets = [["iage", "isex"], ["iage", "ideathday", "istatenum", "irace"], ["isex"], list(FARS8)]
+    spec = []
+    for keys, nsub in zip(subsets, (1, 3, 2, 1)):
+        idx = sorted(FARS8.index(k) for k in keys)
+        space = int(np.prod([plan.cards[i] for i in idx]))
+        spec.append((idx, nsub, -(-space // nsub)))
+    got = subset_batch(plan, cells, spec)
+    for (idx, nsub, _), pieces in zip(spec, got):
+        assert len(pieces) == nsub
+        names = [FARS8[i] for i in idx]
+        want = fars.groupby(names, sort=True).agg(F=("s", "size"), f=("s", "sum"))
+        one = P.concat(pieces) if nsub > 1 else pieces[0]
+        np.testing.assert_array_equal(to_host(one["F"]), want["F"].to_numpy())
+        np.testing.assert_array_equal(to_host(one["f"]), want["f"].to_numpy())
 
 
 def test_subset_partials_of_several_buckets_merge_to_the_groupby(fars):

@@ -74,6 +74,55 @@ def subset_split(plan: Plan, cells: dict, idx: Sequence[int], nsub: int, width: 
     return P.split(part, width, nsub) if nsub > 1 else [part]
 
 
+#: subsets summed from one finest bucket by one task: a lattice over the bucket's cells
+#: (:class:`gpurisk.freq.lattice.Lattice`) builds the batch's tables, sharing its cubes and
+#: roll-ups, where a task per subset would read every cell of the bucket once per subset
+BATCH = 64
+
+
+def bucket_table(plan: Plan, cells: dict):
+    """The FreqTable of one finest bucket (:func:`bucket_codes`): its cells with their codes."""
+    from gpurisk.freq.table import FreqTable
+    codes = cells["codes"]
+    xp = namespace(codes[0])
+    m = int(codes[0].shape[0])
+    f = cells["f"] if "f" in cells else xp.zeros(m, xp.int64)
+    return FreqTable(tuple(plan.keys), plan.categories, xp.arange(m, dtype=xp.int64), f,
+                     cells.get("F"), cells.get("w"), False, xp, list(codes), None, "dask")
+
+
+def _partial_of(plan: Plan, table, idx: Sequence[int]) -> dict:
+    """A roll-up of a bucket table over the keys at ``idx`` as a partial (the subset's words)."""
+    xp = table.xp
+    layout, _ = subset_layout(plan, idx)
+    if table.radix and len(layout) == 1:
+        words = [table.cell_id.astype(xp.int64, copy=False)]
+    else:
+        codes = table.cell_codes()
+        at = {i: j for j, i in enumerate(idx)}
+        words = [mixed_radix_ids([codes[at[i]] for i in run], [plan.cards[i] for i in run], xp,
+                                 dtype=xp.int64) for run in layout]
+    part = {"words": words, "f": table.f}
+    for k in ("F", "w"):
+        if getattr(table, k) is not None:
+            part[k] = getattr(table, k)
+    return part
+
+
+def subset_batch(plan: Plan, cells: dict, batch: Sequence[tuple]) -> list:
+    """Per subset of ``batch`` (``(key positions, nsub, width)``), what :func:`subset_split` gives
+    for it from this finest bucket, every table summed by one lattice over the bucket's cells."""
+    from gpurisk.freq.lattice import Lattice
+    table = bucket_table(plan, cells)
+    targets = [tuple(plan.keys[i] for i in idx) for idx, _, _ in batch]
+    out: list = [None] * len(batch)
+    for j, sub in Lattice(table).tables(targets):
+        idx, nsub, width = batch[j]
+        part = _partial_of(plan, sub, list(idx))
+        out[j] = P.split(part, width, nsub) if nsub > 1 else [part]
+    return out
+
+
 def merge_subset(space: int | None, *parts) -> dict:
     """:func:`gpurisk.freq.partial.merge` of a subset's partials from several finest buckets; one
     word of a small space (``space``: its number of ids) is summed by histograms instead of a sort
@@ -105,20 +154,29 @@ def collect_with_maps(nsub: int, *items) -> tuple:
     return list(items[:nsub]), list(items[nsub:])
 
 
+def subset_shape(plan: Plan, idx: Sequence[int], max_cells: int, per_bucket: int,
+                 nbuckets: int) -> tuple[int, int]:
+    """(nsub, width): how many range buckets the subset at ``idx`` is cut into, and their width."""
+    _, space = subset_layout(plan, idx)
+    cap = min(max_cells, radix_space([max(int(plan.cards[i]), 1) for i in idx]))
+    nsub = 1 if cap <= per_bucket else max(1, min(nbuckets, math.ceil(cap / per_bucket)))
+    return nsub, max(1, -(-space // nsub))
+
+
 def subset_graph(plan: Plan, plan_f, cells: list, idx: Sequence[int], max_cells: int,
-                 per_bucket: int, split_every: int, token: str, maps=None):
+                 per_bucket: int, split_every: int, token: str, maps=None, pieces=None):
     """The delayed list of per-bucket summaries of the subset at key positions ``idx``; with
     ``maps=(classes, ctx)`` the pair (summaries, the bucket measures' maps of each of the subset's
-    buckets: :func:`gpurisk.freq.buckets.map_measures`)."""
+    buckets: :func:`gpurisk.freq.buckets.map_measures`). ``pieces``: per finest bucket, the
+    (delayed) list of the subset's partials already summed there (:func:`subset_batch`)."""
     from dask import delayed
 
     from gpurisk.freq._dask import _tree, bucket_summary
     layout, space = subset_layout(plan, idx)
-    cap = min(max_cells, radix_space([max(int(plan.cards[i]), 1) for i in idx]))
-    nsub = 1 if cap <= per_bucket else max(1, min(len(cells), math.ceil(cap / per_bucket)))
-    width = max(1, -(-space // nsub))
-    pieces = [delayed(subset_split, nout=nsub, pure=True)(plan_f, c, list(idx), nsub, width)
-              for c in cells]
+    nsub, width = subset_shape(plan, idx, max_cells, per_bucket, len(cells))
+    if pieces is None:
+        pieces = [delayed(subset_split, nout=nsub, pure=True)(plan_f, c, list(idx), nsub, width)
+                  for c in cells]
     sums, mapped = [], []
     for s in range(nsub):
         merged = _tree([p[s] for p in pieces] if nsub > 1 else [p[0] for p in pieces],
@@ -170,24 +228,46 @@ def subset_summaries(connect, sample, keys: Sequence[str], subsets: Sequence[Seq
         token = uuid.uuid4().hex
         todo = [i for i in range(len(subsets)) if i not in skip]
         ahead = max(1, ahead or AHEAD_PER_WORKER * _nworkers(client))
+        idx_of = {j: sorted(pos[k] for k in subsets[j]) for j in todo}
+        shape = {j: subset_shape(run.plan, idx_of[j], max_cells, per, len(cells)) for j in todo}
+        # batches of subsets, each summed from every finest bucket by one task (subset_batch)
+        batch_of = {j: n // BATCH for n, j in enumerate(todo)}
+        place_of = {j: n % BATCH for n, j in enumerate(todo)}
+        batches: dict[int, list] = {}        # batch -> per finest bucket, its persisted result
+        left = {b: sum(1 for j in todo if batch_of[j] == b) for b in set(batch_of.values())}
+
+        def pieces_of(j):
+            b = batch_of[j]
+            if b not in batches:
+                members = todo[b * BATCH:(b + 1) * BATCH]
+                spec = [(idx_of[m], *shape[m]) for m in members]
+                batches[b] = client.persist(
+                    [delayed(subset_batch, pure=True)(run.plan_f, c, spec) for c in cells])
+            return [res[place_of[j]] for res in batches[b]]
+
         flight: deque = deque()
         nxt = 0
         try:
             for i in todo:
                 while nxt < len(todo) and len(flight) < ahead:
                     j = todo[nxt]
-                    idx = sorted(pos[k] for k in subsets[j])
-                    graph = subset_graph(run.plan, run.plan_f, cells, idx, max_cells, per,
+                    graph = subset_graph(run.plan, run.plan_f, cells, idx_of[j], max_cells, per,
                                          SPLIT_EVERY, token,
-                                         maps_for(j) if maps_for is not None else None)
+                                         maps_for(j) if maps_for is not None else None,
+                                         pieces=pieces_of(j))
                     flight.append((j, client.compute(graph)))
                     nxt += 1
                 j, fut = flight.popleft()
                 assert j == i
                 yield i, fut.result()
                 del fut
+                b = batch_of[i]
+                left[b] -= 1
+                if not left[b]:
+                    batches.pop(b, None)      # the batch's results are released on the workers
         finally:
             for _, fut in flight:
                 fut.cancel()
             flight.clear()
+            batches.clear()
             del cells
