@@ -121,7 +121,9 @@ def _degrees(d: int, edges) -> list[int]:
 
 class Margins:
     """The sample counts of each key's and each pair's categories, each computed once and shared by
-    every forest fitted on the same cells (the kept one and those :func:`doubtful` lists)."""
+    every forest fitted on the same cells (the kept one and those :func:`doubtful` lists). A pair's
+    counts are small (one per pair of categories) and kept; its per-cell index only for the pairs a
+    forest fits (:meth:`pair`), never for every pair the choice scores (:meth:`put_pair`)."""
 
     def __init__(self, codes, f, cards, one=None):
         """``one``: per key, the count of each category when the caller knows them already."""
@@ -131,6 +133,7 @@ class Margins:
         self.n = float(self.f.sum())
         self._one: dict = {} if one is None else dict(enumerate(one))
         self._pair: dict = {}
+        self._counts: dict = {}
 
     def one(self, v: int) -> np.ndarray:
         """Count per category of key v."""
@@ -138,11 +141,20 @@ class Margins:
             self._one[v] = np.bincount(self.codes[v], weights=self.f, minlength=self.cards[v])
         return self._one[v]
 
+    def put_pair(self, a: int, b: int, layout, counts) -> None:
+        """The counts of the (a, b) categories, in the slots of :func:`_pair_index` (``layout``:
+        None where they are the dense x_a·c_b + x_b, else that index), summed by the caller."""
+        if layout is None:
+            self._counts[(a, b)] = counts
+
     def pair(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
         """(each cell's index of its (a, b) categories, count per index)."""
         if (a, b) not in self._pair:
             inv, P = _pair_index(self.codes, self.cards, a, b, slice(None))
-            self._pair[(a, b)] = (inv, np.bincount(inv, weights=self.f, minlength=P))
+            counts = self._counts.get((a, b))
+            if counts is None or counts.shape[0] != P:
+                counts = np.bincount(inv, weights=self.f, minlength=P)
+            self._pair[(a, b)] = (inv, counts)
         return self._pair[(a, b)]
 
 

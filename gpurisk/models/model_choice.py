@@ -72,37 +72,43 @@ def pair_scores(codes, f, cards, splits: int = 1, seed: int = 0, ranks=None, nam
     when given, so that the split of a cell does not depend on where the table keeps it or in which
     order it lists the keys (a scan lists them sorted). ``margins``, when given: the
     :class:`gpurisk.models.forest.Margins` of these cells (every f > 0), whose counts of each
-    key's and pair's categories are shared.
+    key's and pair's categories are shared (the pairs' counts summed here are handed to it).
 
-    Each record's log-ratio is a function of its (a, b) categories, so it is computed once per
-    pair of categories (or once per cell where the cells are fewer) and gathered at the cells: the
-    same numbers, operation for operation, as computing it at every cell (tests/test_model_choice.py
-    checks equality with :func:`split_score`). Counts are sums of whole numbers, exact in any
-    order: a half's are the sample's less the other half's, a key's are summed from a pair's."""
+    Each record's log-ratio is a function of its (a, b) categories, so G = Σ_s l_s m_s and
+    Σ_j test_j l_j² = Σ_s l_s² m_s are summed over the observed pairs of categories s, m_s their
+    test half's count: no per-cell array. Only the counts are summed over the cells, several pairs
+    at a time (:func:`pair_counts`). Counts are sums of whole numbers, exact in any order (a half's
+    are the sample's less the other half's, a key's are summed from a pair's), and l_s is computed
+    element by element as at each cell, so only the order of G's and V's final sums differs from a
+    sum cell by cell (:func:`split_score`; tests/test_model_choice.py: equal to 1e-12)."""
     if margins is not None and int(np.count_nonzero(np.asarray(f) > 0)) != len(margins.f):
         margins = None
     sub, fs, splits = _split(codes, f, cards, splits, seed, ranks, names)
     pairs = list(itertools.combinations(range(len(sub)), 2))
     if not pairs:
         return {}
-    # first every pair's index and the first half's counts of its pairs of categories, from which
-    # each key's one-way counts are summed (whole numbers: the same sums as over the cells)
     k = np.asarray([int(c) for c in cards], dtype=np.int64)
     off = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(k)])
+    counted = pair_counts(sub, cards, [fs] + [h[0] for h in splits], pairs)
+    # each pair's observed pairs of categories, their counts in the sample and in each first half;
+    # each key's first-half counts summed from a pair's (whole numbers: the same sums as the cells')
     index, first = {}, [[None] * len(sub) for _ in splits]
     for a, b in pairs:
-        inv, mf = (margins.pair(a, b) if margins is not None else
-                   _pair_counts(sub, cards, a, b, fs))
-        P = mf.shape[0]
-        slots = P <= inv.shape[0]   # per pair of categories, gathered at the cells; else per cell
-        xa, xb = _slot_codes(sub, cards, a, b, inv, P) if slots else (None, None)
-        ma = [np.bincount(inv, weights=h[0], minlength=P) for h in splits]
-        index[(a, b)] = (inv, mf, slots, xa, xb, ma)
+        layout, got = counted.pop((a, b))
+        if margins is not None:
+            margins.put_pair(a, b, layout, got[0])
+        if layout is None:                   # dense: the slot is x_a·c_b + x_b
+            seen = np.flatnonzero(got[0])
+            xa, xb = np.divmod(seen, k[b])
+        else:                                # np.unique's slots: a cell of each gives its codes
+            seen = slice(None)
+            xa, xb = _slot_codes(sub, cards, a, b, layout, got[0].shape[0])
+        mf, ma = got[0][seen], [m[seen] for m in got[1:]]
+        index[(a, b)] = (mf, xa, xb, ma)
         for s, m in enumerate(ma):
-            for v, x, axis in ((a, xa, 1), (b, xb, 0)):
+            for v, x in ((a, xa), (b, xb)):
                 if first[s][v] is None:
-                    first[s][v] = (np.bincount(x, weights=m, minlength=int(k[v])) if slots else
-                                   m.reshape(int(k[a]), int(k[b])).sum(axis=axis))
+                    first[s][v] = np.bincount(x, weights=m, minlength=int(k[v]))
     total = np.concatenate([margins.one(v) for v in range(len(sub))] if margins is not None else
                            _counts(sub, cards, fs))
     card = np.repeat(k, k)
@@ -110,25 +116,86 @@ def pair_scores(codes, f, cards, splits: int = 1, seed: int = 0, ranks=None, nam
     for (fa, fb, na, nb), c in zip(splits, first):
         ca = np.concatenate(c)
         one = [_smoothed(ca, card, na), _smoothed(total - ca, card, nb)]
-        halves.append([(fa, fb, na, nb, one[0], np.log(one[0])),
-                       (fb, fa, nb, na, one[1], np.log(one[1]))])
+        halves.append([(na, nb, one[0], np.log(one[0])), (nb, na, one[1], np.log(one[1]))])
     out = {}
-    buf = np.empty((2, fs.shape[0]))       # the cells' log-ratios and their products, reused
     for a, b in pairs:
-        inv, mf, slots, xa, xb, ma = index.pop((a, b))
+        mf, xa, xb, ma = index.pop((a, b))
         kappa = PSEUDO * float(cards[a]) * float(cards[b])
-        xa, xb = (xa, xb) if slots else (sub[a], sub[b])
         xa, xb = xa + off[a], xb + off[b]       # in the stacked one-way margins
         scores = []
         for split, m_a in zip(halves, ma):
-            for (train, test, nt, nb, one, logs), m in zip(split, (m_a, mf - m_a)):
-                lr = _log_ratio(m if slots else m[inv], kappa, nt, one[xa], one[xb], logs[xa],
-                                logs[xb])
-                lr = np.take(lr, inv, out=buf[0], mode="clip") if slots else lr  # unbuffered
-                tl = np.multiply(test, lr, out=buf[1])  # no BLAS call (np.dot): one thread
-                g = float(tl.sum())
-                scores.append(_finish(g, float(np.multiply(tl, lr, out=tl).sum()), nb))
+            m_b = mf - m_a
+            for (nt, nb, one, logs), train, test in zip(split, (m_a, m_b), (m_b, m_a)):
+                lr = _log_ratio(train, kappa, nt, one[xa], one[xb], logs[xa], logs[xb])
+                tl = test * lr
+                scores.append(_finish(float(tl.sum()), float((tl * lr).sum()), nb))
         out[(a, b)] = (sum(g for g, _ in scores), sum(v for _, v in scores))
+    return out
+
+
+#: :func:`pair_counts` sums the counts of several keys' joint categories at once when their
+#: product is at most max(GROUP_MIN, cells / GROUP_CELLS_PER_SLOT) (and GROUP_MAX)
+GROUP_MIN = 1 << 16
+GROUP_CELLS_PER_SLOT = 4
+GROUP_MAX = 1 << 24
+
+
+def _groups(cards, pairs, limit: int) -> list:
+    """Groups of keys, each with at most ``limit`` joint categories, that together hold every pair
+    of ``pairs`` whose own c_a·c_b is at most ``limit`` (greedy: a group starts from the pair left
+    with the fewest joint categories and takes the key that holds the most pairs left, while it
+    fits). Returns [(keys of the group, the pairs it gives)]."""
+    left = [p for p in pairs if int(cards[p[0]]) * int(cards[p[1]]) <= limit]
+    out = []
+    while left:
+        a, b = min(left, key=lambda p: int(cards[p[0]]) * int(cards[p[1]]))
+        group, size = [a, b], int(cards[a]) * int(cards[b])
+        while True:
+            best, gain = None, 0
+            for v in range(len(cards)):
+                if v in group or size * int(cards[v]) > limit:
+                    continue
+                g = sum(1 for p in left if v in p and (p[0] in group or p[1] in group))
+                if g > gain or (g == gain and g and int(cards[v]) < int(cards[best])):
+                    best, gain = v, g
+            if best is None:
+                break
+            group.append(best)
+            size *= int(cards[best])
+        group.sort()
+        held = [p for p in left if p[0] in group and p[1] in group]
+        left = [p for p in left if p not in held]
+        out.append((group, held))
+    return out
+
+
+def pair_counts(codes, cards, weights, pairs) -> dict:
+    """{(a, b): (layout, [Σ w over each slot of :func:`_pair_index`, per weight])}: ``layout`` None
+    where the slot is x_a·c_b + x_b (the dense index), else the cells' np.unique slots. Pairs whose
+    dense index is small are summed from the joint counts of groups of keys (:func:`_groups`), one
+    bincount over the cells per group and weight; the others one pair at a time. Whole-number
+    weights give the same counts as :func:`_pair_counts` (sums of integers, exact in any order)."""
+    cells = int(np.shape(codes[0])[0]) if codes else 0
+    dense = max(DENSE_PAIR_FACTOR * cells, 1 << 16)          # _pair_index's rule
+    limit = min(max(GROUP_MIN, cells // GROUP_CELLS_PER_SLOT), GROUP_MAX, dense)
+    out = {}
+    for group, held in _groups(cards, pairs, limit):
+        shape = tuple(int(cards[v]) for v in group)
+        idx = np.zeros(cells, dtype=np.intp)
+        for v in group:
+            idx *= int(cards[v])
+            idx += codes[v]
+        joint = [np.bincount(idx, weights=w, minlength=math.prod(shape)).reshape(shape)
+                 for w in weights]
+        del idx
+        for a, b in held:
+            other = tuple(i for i, v in enumerate(group) if v not in (a, b))
+            out[(a, b)] = (None, [j.sum(axis=other).reshape(-1) for j in joint])
+    for a, b in pairs:
+        if (a, b) not in out:
+            inv, P = _pair_index(codes, cards, a, b, slice(None))
+            out[(a, b)] = (None if int(cards[a]) * int(cards[b]) <= dense else inv,
+                           [np.bincount(inv, weights=w, minlength=P) for w in weights])
     return out
 
 
