@@ -216,14 +216,13 @@ def _slot_codes(codes, cards, a, b, inv, P):
 
 
 def _split(codes, f, cards, splits, seed, ranks, names):
-    """(the observed cells' codes (a list per key, int64), their counts f (float64), per split
+    """(the observed cells' codes (a list per key, integers as given), their counts f (float64), per split
     the halves' counts (A, B, n_A, n_B), float64) for :func:`pair_scores`."""
     f = np.asarray(f, dtype=np.int64)
     rows = np.flatnonzero(f > 0)
     every = rows.shape[0] == f.shape[0]
     fs = f if every else f[rows]
-    sub = [np.asarray(c).astype(np.int64, copy=False) if every else
-           np.asarray(c)[rows].astype(np.int64, copy=False) for c in codes]
+    sub = [np.asarray(c) if every else np.asarray(c)[rows] for c in codes]
     rng = np.random.default_rng(seed)
     # the draws follow the cells' order by their codes, not their order in the table, so that a
     # table rolled up from a finer one (a scan) splits its cells as one counted directly does
