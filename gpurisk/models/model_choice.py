@@ -113,7 +113,7 @@ def pair_scores(codes, f, cards, splits: int = 1, seed: int = 0, ranks=None, nam
                            _counts(sub, cards, fs))
     card = np.repeat(k, k)
     halves = []                     # per split, its halves' smoothed one-way margins and logs
-    for (fa, fb, na, nb), c in zip(splits, first):
+    for (_, na, nb), c in zip(splits, first):
         ca = np.concatenate(c)
         one = [_smoothed(ca, card, na), _smoothed(total - ca, card, nb)]
         halves.append([(na, nb, one[0], np.log(one[0])), (nb, na, one[1], np.log(one[1]))])
@@ -181,10 +181,14 @@ def pair_counts(codes, cards, weights, pairs) -> dict:
     out = {}
     for group, held in _groups(cards, pairs, limit):
         shape = tuple(int(cards[v]) for v in group)
-        idx = np.zeros(cells, dtype=np.intp)
-        for v in group:
-            idx *= int(cards[v])
-            idx += codes[v]
+        idx = np.empty(cells, dtype=np.intp)
+        for start in range(0, cells, KEY_CHUNK):       # formed slice by slice, in cache
+            rows = slice(start, start + KEY_CHUNK)
+            x = np.zeros(min(cells, start + KEY_CHUNK) - start, dtype=np.intp)
+            for v in group:
+                x *= int(cards[v])
+                x += codes[v][rows]
+            idx[rows] = x
         joint = [np.bincount(idx, weights=w, minlength=math.prod(shape)).reshape(shape)
                  for w in weights]
         del idx
@@ -216,8 +220,8 @@ def _slot_codes(codes, cards, a, b, inv, P):
 
 
 def _split(codes, f, cards, splits, seed, ranks, names):
-    """(the observed cells' codes (a list per key, integers as given), their counts f (float64), per split
-    the halves' counts (A, B, n_A, n_B), float64) for :func:`pair_scores`."""
+    """(the observed cells' codes (a list per key, integers as given), their counts f (float64), per
+    split the first half's counts A (float64), n_A and n_B) for :func:`pair_scores`."""
     f = np.asarray(f, dtype=np.int64)
     rows = np.flatnonzero(f > 0)
     every = rows.shape[0] == f.shape[0]
@@ -226,17 +230,52 @@ def _split(codes, f, cards, splits, seed, ranks, names):
     rng = np.random.default_rng(seed)
     # the draws follow the cells' order by their codes, not their order in the table, so that a
     # table rolled up from a finer one (a scan) splits its cells as one counted directly does
-    by = sub if ranks is None else [np.asarray(r)[c] for r, c in zip(ranks, sub)]
+    keys = list(range(len(sub)))
     if names is not None:           # the keys' order too: by name, whatever order the table has
-        by = [by[v] for v in sorted(range(len(by)), key=lambda v: str(names[v]))]
-    order = lex_order(by, fs.shape[0])
+        keys = sorted(keys, key=lambda v: str(names[v]))
+    order = rank_order([sub[v] for v in keys], None if ranks is None else [ranks[v] for v in keys],
+                       fs.shape[0])
     out = []
+    n = float(fs.sum())
     for _ in range(int(splits)):
         fa = np.empty_like(fs)
         fa[order] = rng.binomial(fs[order], 0.5)
-        a, b = fa.astype(np.float64), (fs - fa).astype(np.float64)
-        out.append((a, b, float(a.sum()), float(b.sum())))
+        a = fa.astype(np.float64)
+        na = float(a.sum())
+        out.append((a, na, n - na))     # sums of whole numbers: n_B = Σ (f − f_A) exactly
     return sub, fs.astype(np.float64), out
+
+
+#: :func:`rank_order` forms the combined key on slices of this many cells
+KEY_CHUNK = 1 << 16
+
+
+def rank_order(codes, ranks, n: int):
+    """:func:`lex_order` of the cells by ``ranks[v][codes[v]]`` (or the codes themselves), the
+    combined mixed-radix key formed slice by slice from the small rank tables (no per-key array of
+    the cells' ranks). Each key's span is that of its whole rank table (at least the span of the
+    ranks the cells have): the key is still one-to-one and in the same order, so the order is
+    :func:`lex_order`'s."""
+    if ranks is None or n == 0 or not codes:
+        return lex_order(codes, n)
+    tables = [np.asarray(r) for r in ranks]
+    if any(t.dtype.kind not in "iu" or c.dtype.kind not in "iu" or t.shape[0] == 0
+           for t, c in zip(tables, codes)):
+        return lex_order([t[c] for t, c in zip(tables, codes)], n)
+    lo = [int(t.min()) for t in tables]
+    span = [int(t.max()) - x + 1 for t, x in zip(tables, lo)]
+    if math.prod(span) >= 2**62:
+        return lex_order([t[c] for t, c in zip(tables, codes)], n)
+    shifted = [(t.astype(np.int64) - x) for t, x in zip(tables, lo)]
+    key = np.empty(n, dtype=np.int64)
+    for start in range(0, n, KEY_CHUNK):
+        rows = slice(start, start + KEY_CHUNK)
+        k = np.zeros(min(n, start + KEY_CHUNK) - start, dtype=np.int64)
+        for t, c, s in zip(shifted, codes, span):
+            k *= s
+            k += t[c[rows]]
+        key[rows] = k
+    return _key_order(key)
 
 
 def lex_order(by, n: int):
@@ -257,6 +296,11 @@ def lex_order(by, n: int):
         key += b
         if x:
             key -= x
+    return _key_order(key)
+
+
+def _key_order(key):
+    """np.argsort(key, kind="stable"): a quicksort where the keys are distinct (a unique order)."""
     order = np.argsort(key)
     k = key[order]
     if k.shape[0] > 1 and bool((k[1:] == k[:-1]).any()):    # ties: keep their order
