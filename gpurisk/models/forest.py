@@ -273,10 +273,18 @@ def forest_counts(codes, f, cards, edges, rows, margins: Margins | None = None) 
     pairs' and their error shares records with them)."""
     m = Margins(codes, f, cards) if margins is None else margins
     deg = _degrees(len(m.codes), edges)
-    out = [(m.one(v)[c[rows]], 1 - deg[v], deg[v] == 0)
-           for v, c in enumerate(m.codes) if deg[v] != 1]
+    rows = np.arange(m.f.shape[0])[rows] if isinstance(rows, slice) else np.asarray(rows)
+    size = rows.shape[0]
+    factors = [((lambda r, c=m.codes[v]: c[r]), m.one(v), 1 - deg[v], deg[v] == 0)
+               for v in range(len(m.codes)) if deg[v] != 1]
     for a, b in edges:
         dense, counts = m.pair_counts(a, b)
-        at = pair_ids(m.codes, m.cards, a, b, rows) if dense else m.pair(a, b)[0][rows]
-        out.append((counts[at], 1, True))
-    return out
+        at = ((lambda r, a=a, b=b: pair_ids(m.codes, m.cards, a, b, r)) if dense else
+              (lambda r, inv=m.pair(a, b)[0]: inv[r]))
+        factors.append((at, counts, 1, True))
+    out = [np.empty(size) for _ in factors]
+    for start in range(0, size, CHUNK):                 # gathered slice by slice, in cache
+        r = rows[start:start + CHUNK]
+        for o, (at, counts, _, _) in zip(out, factors):
+            o[start:start + CHUNK] = counts[at(r)]
+    return [(o, power, counted) for o, (_, _, power, counted) in zip(out, factors)]
