@@ -290,11 +290,12 @@ def loo_prior(n: float, counts, alpha, a0: float = LOO_PSEUDO):
 CHUNK = 1 << 16
 
 
-def by_chunks(fn, n_out: int, *arrays, chunk: int = CHUNK):
+def by_chunks(fn, n_out: int, *arrays, chunk: int | None = None):
     """The ``n_out`` arrays ``fn(*arrays)`` returns, computed on slices of ``chunk`` elements and
     written into arrays of the whole length: element by element what ``fn`` gives on the whole
     arrays, for an ``fn`` that works element by element. An argument that is not an array of the
-    first one's length (a number) is passed whole."""
+    first one's length (a number) is passed whole. ``chunk``: default CHUNK."""
+    chunk = CHUNK if chunk is None else int(chunk)
     size = int(np.shape(arrays[0])[0]) if np.ndim(arrays[0]) else 0
     if size <= chunk:
         return fn(*arrays)
