@@ -270,7 +270,8 @@ def loo_prior(n: float, counts, alpha, a0: float = LOO_PSEUDO):
     variance α̂. μ̃ = (n − 1) Π_v s_v/(n − 1), α̃ = (1 + α̂) Π_v (1 + 1/s_v) − 1, s_v = c_v − 1 + a0.
     Computed on slices of CHUNK uniques (:func:`by_chunks`)."""
     margins = [c if isinstance(c, tuple) else (c, 1, True) for c in counts]
-    arrays = [np.asarray(c) for c, _, _ in margins]
+    # an array, or forest_counts' counts gathered when sliced (gpurisk.models.forest.AtRows)
+    arrays = [c if hasattr(c, "shape") else np.asarray(c) for c, _, _ in margins]
 
     def part(*cs):
         mu = np.full(np.shape(cs[0]), float(n - 1))
@@ -328,8 +329,13 @@ def dispersion_moment(table, mu_all, sum_mu2) -> float:
 
 
 def _moment(fs, ms, sum_mu2) -> float:
-    """:func:`dispersion_moment` from the sampled cells' f_j (float64) and μ̂_j, in their order."""
-    num = float(np.sum(fs * fs) - 2.0 * np.sum(fs * ms) + sum_mu2 - fs.sum())
+    """:func:`dispersion_moment` from the sampled cells' f_j (float64) and μ̂_j, in their order (the
+    two products in one buffer)."""
+    buf = np.multiply(fs, fs)
+    ff = np.sum(buf)
+    fm = np.sum(np.multiply(fs, ms, out=buf))
+    del buf
+    num = float(ff - 2.0 * fm + sum_mu2 - fs.sum())
     return max(num / sum_mu2, 0.0) if sum_mu2 > 0 else 0.0
 
 
@@ -407,7 +413,7 @@ def sample_margins(table):
                 ones.append(one[used])
         if known is not None:
             ones = [np.asarray(to_host(m), dtype=np.float64)[u] for m, u in zip(known, kept)]
-        margins = Margins(codes, f, cards, ones)
+        margins = Margins(codes, f if weights is None else weights, cards, ones)  # f as floats
         return codes, f, cards, ranks, margins
     return table.cached("_ll_sample_margins", make)
 

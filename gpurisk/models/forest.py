@@ -265,16 +265,41 @@ def _sum_squares(codes, one, pairs, deg, cards) -> float:
     return total
 
 
+class AtRows:
+    """One factor's counts at some cells, gathered from its small table when sliced (``x[i:j]``)
+    or read as an array (``np.asarray``, slice by slice): what :func:`forest_counts` hands the
+    leave-one-out prior, which reads it slice by slice, so no per-cell array of it is kept."""
+
+    ndim = 1
+
+    def __init__(self, counts, at, rows):
+        self.counts, self.at, self.rows = counts, at, rows
+        self.shape = (int(rows.shape[0]),)
+        self.dtype = counts.dtype
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, part):
+        return self.counts[self.at(self.rows[part])]
+
+    def __array__(self, dtype=None, copy=None):
+        out = np.empty(self.shape[0], dtype=self.dtype)
+        for start in range(0, self.shape[0], CHUNK):
+            out[start:start + CHUNK] = self[start:start + CHUNK]
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+
 def forest_counts(codes, f, cards, edges, rows, margins: Margins | None = None) -> list:
     """Per factor of the fitted model, at the cells ``rows``: (the sample count of the cell's
     category of that margin, its own record included; the factor's exponent; whether its
     uncertainty enters the prior's variance). The pairs' (exponent 1, counted), the lone keys'
     (1, counted), and the shared keys' (1 − deg, not counted: their counts are larger than their
-    pairs' and their error shares records with them)."""
+    pairs' and their error shares records with them). The counts are :class:`AtRows`: gathered
+    when sliced or read as an array, never kept per cell."""
     m = Margins(codes, f, cards) if margins is None else margins
     deg = _degrees(len(m.codes), edges)
     rows = np.arange(m.f.shape[0])[rows] if isinstance(rows, slice) else np.asarray(rows)
-    size = rows.shape[0]
     factors = [((lambda r, c=m.codes[v]: c[r]), m.one(v), 1 - deg[v], deg[v] == 0)
                for v in range(len(m.codes)) if deg[v] != 1]
     for a, b in edges:
@@ -282,9 +307,4 @@ def forest_counts(codes, f, cards, edges, rows, margins: Margins | None = None) 
         at = ((lambda r, a=a, b=b: pair_ids(m.codes, m.cards, a, b, r)) if dense else
               (lambda r, inv=m.pair(a, b)[0]: inv[r]))
         factors.append((at, counts, 1, True))
-    out = [np.empty(size) for _ in factors]
-    for start in range(0, size, CHUNK):                 # gathered slice by slice, in cache
-        r = rows[start:start + CHUNK]
-        for o, (at, counts, _, _) in zip(out, factors):
-            o[start:start + CHUNK] = counts[at(r)]
-    return [(o, power, counted) for o, (_, _, power, counted) in zip(out, factors)]
+    return [(AtRows(counts, at, rows), power, counted) for at, counts, power, counted in factors]

@@ -83,7 +83,8 @@ def pair_scores(codes, f, cards, splits: int = 1, seed: int = 0, ranks=None, nam
     sum cell by cell (:func:`split_score`; tests/test_model_choice.py: equal to 1e-12)."""
     if margins is not None and int(np.count_nonzero(np.asarray(f) > 0)) != len(margins.f):
         margins = None
-    sub, fs, splits = _split(codes, f, cards, splits, seed, ranks, names)
+    sub, fs, splits = _split(codes, f, cards, splits, seed, ranks, names,
+                             None if margins is None else margins.f)
     pairs = list(itertools.combinations(range(len(sub)), 2))
     if not pairs:
         return {}
@@ -219,12 +220,15 @@ def _slot_codes(codes, cards, a, b, inv, P):
     return codes[a][rep], codes[b][rep]
 
 
-def _split(codes, f, cards, splits, seed, ranks, names):
+def _split(codes, f, cards, splits, seed, ranks, names, weights=None):
     """(the observed cells' codes (a list per key, integers as given), their counts f (float64), per
-    split the first half's counts A (float64), n_A and n_B) for :func:`pair_scores`."""
+    split the first half's counts A (float64), n_A and n_B) for :func:`pair_scores`. ``weights``:
+    f as float64 when the caller has it (every f > 0), so that no copy is made. The halves are
+    drawn slice by slice in the cells' order (the same draws: the generator's stream continues from
+    one call to the next), each written at its cells as a float."""
     f = np.asarray(f, dtype=np.int64)
-    rows = np.flatnonzero(f > 0)
-    every = rows.shape[0] == f.shape[0]
+    every = bool((f > 0).all())
+    rows = slice(None) if every else np.flatnonzero(f > 0)
     fs = f if every else f[rows]
     sub = [np.asarray(c) if every else np.asarray(c)[rows] for c in codes]
     rng = np.random.default_rng(seed)
@@ -233,17 +237,21 @@ def _split(codes, f, cards, splits, seed, ranks, names):
     keys = list(range(len(sub)))
     if names is not None:           # the keys' order too: by name, whatever order the table has
         keys = sorted(keys, key=lambda v: str(names[v]))
+    size = fs.shape[0]
     order = rank_order([sub[v] for v in keys], None if ranks is None else [ranks[v] for v in keys],
-                       fs.shape[0])
+                       size)
     out = []
     n = float(fs.sum())
     for _ in range(int(splits)):
-        fa = np.empty_like(fs)
-        fa[order] = rng.binomial(fs[order], 0.5)
-        a = fa.astype(np.float64)
+        a = np.empty(size)
+        for start in range(0, size, KEY_CHUNK):
+            at = order[start:start + KEY_CHUNK]
+            a[at] = rng.binomial(fs[at], 0.5)
         na = float(a.sum())
         out.append((a, na, n - na))     # sums of whole numbers: n_B = Σ (f − f_A) exactly
-    return sub, fs.astype(np.float64), out
+    w = weights if every and weights is not None and weights.shape[0] == size else \
+        fs.astype(np.float64)
+    return sub, w, out
 
 
 #: :func:`rank_order` forms the combined key on slices of this many cells
