@@ -197,3 +197,26 @@ def test_slices_change_no_number(monkeypatch):
             else:
                 assert all(np.array_equal(x, y) for x, y in zip(got, want)), (kind, exact)
     assert math.isfinite(float(np.sum(got[0])))
+
+
+def test_split_order_and_draws_in_slices(monkeypatch):
+    """The cells' order from the rank key formed slice by slice, its ties found across slice
+    boundaries, and the halves drawn slice by slice: np.lexsort's order and one call's draws."""
+    rng = np.random.default_rng(11)
+    monkeypatch.setattr(model_choice, "KEY_CHUNK", 7)
+    for n, hi in ((60, 3), (500, 50), (2000, 10**4)):
+        codes = [rng.integers(0, hi, n) for _ in range(3)]
+        ranks = [rng.permutation(hi) for _ in range(3)]
+        want = np.lexsort([r[c] for r, c in zip(ranks, codes)][::-1])
+        assert np.array_equal(model_choice.rank_order(codes, ranks, n), want)
+    key = np.array([5, 3, 9, 1, 7, 2, 8, 4, 6, 0, 11, 10, 12, 13, 7])     # a tie across slices
+    assert np.array_equal(model_choice._key_order(key), np.argsort(key, kind="stable"))
+    f = rng.poisson(2.0, 500) + 1
+    codes = [rng.integers(0, 9, 500) for _ in range(2)]
+    _, _, got = model_choice._split(codes, f, [9, 9], 2, 5, None, None)
+    order = np.lexsort(codes[::-1])
+    draw = np.random.default_rng(5)
+    for a, na, nb in got:
+        want = np.empty(500)
+        want[order] = draw.binomial(f[order], 0.5)
+        assert np.array_equal(a, want) and na == want.sum() and nb == (f - want).sum()

@@ -308,11 +308,14 @@ def lex_order(by, n: int):
 
 
 def _key_order(key):
-    """np.argsort(key, kind="stable"): a quicksort where the keys are distinct (a unique order)."""
+    """np.argsort(key, kind="stable"): a quicksort where the keys are distinct (a unique order;
+    the sorted keys compared slice by slice, not copied whole)."""
     order = np.argsort(key)
-    k = key[order]
-    if k.shape[0] > 1 and bool((k[1:] == k[:-1]).any()):    # ties: keep their order
-        order = np.argsort(key, kind="stable")
+    n = order.shape[0]
+    for start in range(0, n - 1, KEY_CHUNK):
+        k = key[order[start:start + KEY_CHUNK + 1]]
+        if bool((k[1:] == k[:-1]).any()):               # ties: keep their order
+            return np.argsort(key, kind="stable")
     return order
 
 
