@@ -136,7 +136,7 @@ def pair_scores(codes, f, cards, splits: int = 1, seed: int = 0, ranks=None, nam
 
 #: :func:`pair_counts` sums the counts of several keys' joint categories at once when their
 #: product is at most max(GROUP_MIN, cells / GROUP_CELLS_PER_SLOT) (and GROUP_MAX)
-GROUP_MIN = 1 << 16
+GROUP_MIN = 64
 GROUP_CELLS_PER_SLOT = 4
 GROUP_MAX = 1 << 24
 
