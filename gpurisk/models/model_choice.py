@@ -274,13 +274,14 @@ def rank_order(codes, ranks, n: int):
     span = [int(t.max()) - x + 1 for t, x in zip(tables, lo)]
     if math.prod(span) >= 2**62:
         return lex_order([t[c] for t, c in zip(tables, codes)], n)
-    shifted = [(t.astype(np.int64) - x) for t, x in zip(tables, lo)]
+    # each key's term of the mixed-radix key, (rank − lo) times its place value, once per category
+    place = [math.prod(span[v + 1:]) for v in range(len(span))]
+    terms = [(t.astype(np.int64) - x) * p for t, x, p in zip(tables, lo, place)]
     key = np.empty(n, dtype=np.int64)
     for start in range(0, n, KEY_CHUNK):
         rows = slice(start, start + KEY_CHUNK)
-        k = np.zeros(min(n, start + KEY_CHUNK) - start, dtype=np.int64)
-        for t, c, s in zip(shifted, codes, span):
-            k *= s
+        k = terms[0][codes[0][rows]]
+        for t, c in zip(terms[1:], codes[1:]):
             k += t[c[rows]]
         key[rows] = k
     return _key_order(key)
