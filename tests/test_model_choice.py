@@ -261,6 +261,14 @@ def test_pair_counts_by_groups_are_bincounts(monkeypatch):
             for x, c in zip(w, counts):
                 assert np.array_equal(c, np.bincount(ids, weights=x, minlength=cards[a] * cards[b]))
     assert len(mc._groups(cards, pairs, 1 << 16)) < len(pairs) // 3    # fewer passes than pairs
+    monkeypatch.setattr(mc, "GROUP_MIN", 1 << 12)
+    monkeypatch.setattr(mc, "GROUP_MAX", 1 << 12)
+    for dtype in (np.int8, np.uint16, np.uint64):                        # any integer codes
+        got = mc.pair_counts([c.astype(dtype) for c in codes], cards, w, pairs)
+        for a, b in pairs:
+            ids = codes[a] * cards[b] + codes[b]
+            assert np.array_equal(got[(a, b)][1][0],
+                                  np.bincount(ids, weights=w[0], minlength=cards[a] * cards[b]))
 
 
 def test_lex_order_is_lexsort():

@@ -180,7 +180,8 @@ def dense_pair(cards, a: int, b: int, cells: int) -> bool:
 
 def pair_ids(codes, cards, a: int, b: int, rows=slice(None)):
     """x_a·c_b + x_b of the cells ``rows`` (the dense index of :func:`_pair_index`)."""
-    return codes[a][rows].astype(np.int64) * int(cards[b]) + codes[b][rows]
+    return (codes[a][rows].astype(np.int64) * int(cards[b])
+            + codes[b][rows].astype(np.int64, copy=False))
 
 
 def forest_means(codes, f, cards, edges, margins: Margins | None = None):
