@@ -2,7 +2,8 @@
 one pandas ``groupby().size()`` of the same keys (issue 43).
 
 Data: N records of bench_backends' ``tied_register`` (8 int8 keys of 2-100 categories, KEYS[1] tied to
-KEYS[0]: an interaction for the model choice to find), every record in the sample, π = 1 %. Each step
+KEYS[0]: an interaction for the model choice to find), or with ``--data uniform`` the same keys drawn
+independently (nearly every record a cell of its own), every record in the sample, π = 1 %. Each step
 runs in a child process of its own, by this code and by ``--before REV``'s (``git archive`` of its
 ``gpurisk/`` into a temporary folder, imported by the child), the codes in turn:
 
@@ -20,6 +21,7 @@ The load average is printed beside the table (a shared machine: compare numbers 
 
     python bench/bench_assess_headline.py --rows 2e6,2e7            # this code and BEFORE's
     python bench/bench_assess_headline.py --rows 2e6 --before none   # this code only
+    python bench/bench_assess_headline.py --rows 6e7 --data uniform --steps count,assess --before none
 """
 from __future__ import annotations
 
@@ -78,16 +80,28 @@ def _figures(res) -> dict:
     return out
 
 
-def child(step: str, rows: int) -> dict:
-    """One step on a fresh register of ``rows`` records: wall s, peak MB over the start, table MB."""
+def register(rows: int, data: str):
+    """The sample: bench_backends' tied register, or (``uniform``) its 8 keys drawn uniformly and
+    independently (seeded; nearly every record a cell of its own: 57 M cells at 6·10⁷ rows)."""
+    import numpy as np
+    import pandas as pd
+    from bench_backends import CARDS, KEYS, tied_register
+    if data == "tied":
+        return tied_register(rows)[KEYS]
+    rng = np.random.default_rng(0)
+    return pd.DataFrame({k: rng.integers(0, c, rows).astype("int8") for k, c in zip(KEYS, CARDS)})
+
+
+def child(step: str, rows: int, data: str = "tied") -> dict:
+    """One step on a fresh sample of ``rows`` records: wall s, peak MB over the start, table MB."""
     import gc
 
     import gpurisk
-    from bench_backends import KEYS, tied_register
+    from bench_backends import KEYS
     from gpurisk.freq.engine import build_table
     assert Path(gpurisk.__file__).resolve().is_relative_to(
         Path(os.environ.get("GPURISK_BENCH_TREE", str(ROOT))).resolve())
-    frame = tied_register(rows)[KEYS]
+    frame = register(rows, data)
     out: dict = {}
     table = None
     if step in ("count", "headline"):
@@ -128,11 +142,12 @@ def child(step: str, rows: int) -> dict:
     return out
 
 
-def run_child(step: str, rows: int, tree: Path | None) -> dict:
+def run_child(step: str, rows: int, tree: Path | None, data: str = "tied") -> dict:
     env = dict(os.environ)
     if tree is not None:
         env["GPURISK_BENCH_TREE"] = str(tree)
-    got = subprocess.run([sys.executable, __file__, "--child", step, "--rows", str(rows)], env=env,
+    got = subprocess.run([sys.executable, __file__, "--child", step, "--rows", str(rows),
+                          "--data", data], env=env,
                          capture_output=True, text=True)
     if got.returncode != 0:
         raise SystemExit(f"the child for {step!r} at {rows} rows failed:\n{got.stderr[-3000:]}")
@@ -175,10 +190,12 @@ def main(argv=None):
     ap.add_argument("--before", default=BEFORE, help="a git revision whose code runs the same "
                     "steps ('none': skip)")
     ap.add_argument("--steps", default=",".join(STEPS), help="comma-separated: " + ", ".join(STEPS))
+    ap.add_argument("--data", default="tied", choices=("tied", "uniform"),
+                    help="tied: bench_backends' tied register; uniform: its keys independent")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.child, int(float(args.rows)))))
+        print(json.dumps(child(args.child, int(float(args.rows)), args.data)))
         return
     steps = [s for s in STEPS if s in args.steps.split(",")]
     results: dict = {}
@@ -191,14 +208,14 @@ def main(argv=None):
                 for code, tree in codes.items():
                     if step == "groupby" and code != "this":
                         continue
-                    runs = [run_child(step, rows, tree) for _ in range(args.repeat)]
+                    runs = [run_child(step, rows, tree, args.data) for _ in range(args.repeat)]
                     best = min(runs, key=lambda r: r["wall"])
                     best["peak_mb"] = max(r["peak_mb"] for r in runs)
                     results[(rows, step, code)] = best
                     print(f"[{rows:,} rows] {STEPS[step]:15s} {code:8s} {best['wall']:8.2f} s  peak "
                           f"+{best['peak_mb']:7.0f} MB", flush=True)
     load = os.getloadavg()
-    print(f"\ngpurisk.assess of a sample of N records x 8 keys (bench_backends' tied register), "
+    print(f"\ngpurisk.assess of a sample of N records x 8 keys ({args.data}: bench_backends' keys), "
           f"pi = {FRACTION:g}; each step in a child process, wall best of {args.repeat}, peak: the "
           f"child's resident memory over its start; load average {load[0]:.1f} {load[1]:.1f} "
           f"{load[2]:.1f} on {os.cpu_count()} CPUs")
