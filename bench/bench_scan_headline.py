@@ -19,7 +19,8 @@ With ``--before REV`` (default: BEFORE, the commit before Ê's model choice was 
 default and the without-Ê scans are also run by that revision's code (``git archive`` of its
 ``gpurisk/`` into a temporary folder, imported by a child process that serves the scans one at a
 time, in turn with this process's), every column of its default scan is checked equal to this
-code's (floats exactly), and the table gives what Ê and τ̂1 add to a scan under each code.
+code's (floats exactly, but Ê's and τ̂1's to 1e-12 relative: :func:`same_scan`), and the table
+gives what Ê and τ̂1 add to a scan under each code.
 ``--synthetic N`` adds a synthetic register of N records: the 8 int8 keys of bench_backends' CARDS,
 KEYS[1] tied to KEYS[0] (an interaction), a 1 % Bernoulli sample flag (as bench/bench_scan_gpu.py).
 
@@ -168,6 +169,29 @@ def serve(fraction: float):
             print(json.dumps([wall, cpu]), flush=True)
 
 
+#: Ê's and τ̂1's columns may differ from the code before by the order of a sum (issue 43: the
+#: held-out scores summed over pairs of categories, not cells, move the model choice's spread in the
+#: s.e. by ~1e-16 relative); every other column must be equal exactly
+HEADLINE_RTOL = 1e-12
+
+
+def same_scan(before: pd.DataFrame, now: pd.DataFrame) -> float:
+    """Check the two scans' rows equal (Ê's and τ̂1's floats to HEADLINE_RTOL): the largest
+    relative difference of those."""
+    assert list(before.columns) == list(now.columns)
+    near = [c for c in now.columns if c.startswith(tuple(SCAN_HEADLINE))
+            and pd.api.types.is_float_dtype(now[c])]
+    other = [c for c in now.columns if c not in near]
+    pd.testing.assert_frame_equal(before[other], now[other], check_exact=True)
+    pd.testing.assert_frame_equal(before[near], now[near], check_exact=False, rtol=HEADLINE_RTOL,
+                                  atol=0.0)
+    x, y = before[near].to_numpy(dtype=float), now[near].to_numpy(dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel = np.abs(x - y) / np.maximum(np.abs(x), np.abs(y))
+    rel = rel[np.isfinite(rel)]
+    return float(rel.max()) if rel.size else 0.0
+
+
 def bench(name: str, repeat: int, fraction: float, before=None) -> list:
     runs = scanner(name, fraction)
     variants = {"new": runs["default"], "main": runs["main"], "without": runs["without"]}
@@ -190,9 +214,9 @@ def bench(name: str, repeat: int, fraction: float, before=None) -> list:
             (name, combos, "main effects, plug-in", "new") + result["main"][1:],
             (name, combos, "without matches_ll, tau1_ll", "new") + result["without"][1:]]
     if before is not None:
-        pd.testing.assert_frame_equal(result["before"][0], a, check_exact=True)
-        print(f"[{name}] every column of the default scan equal to {before.rev}'s (floats exactly)",
-              flush=True)
+        worst = same_scan(result["before"][0], a)
+        print(f"[{name}] every column of the default scan equal to {before.rev}'s (other columns "
+              f"exactly; Ê's and τ̂1's to {worst:.3g} relative at most)", flush=True)
         rows += [(name, combos, "default (auto_cv, loo)", before.rev) + result["before"][1:],
                  (name, combos, "without matches_ll, tau1_ll", before.rev)
                  + result["before without"][1:]]

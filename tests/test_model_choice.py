@@ -195,14 +195,24 @@ def _reference_scores(codes, f, cards, splits, seed, ranks, names):
     return out
 
 
+def _close(got: dict, want: dict) -> None:
+    """Every pair's (G, V) equal to 1e-12 relative: pair_scores sums G and V over the pairs of
+    categories, split_score over the cells (the same terms, element by element; the order of the
+    last sums differs)."""
+    assert got.keys() == want.keys()
+    for k, (g, v) in want.items():
+        assert got[k][0] == pytest.approx(g, rel=1e-12, abs=1e-12), k
+        assert got[k][1] == pytest.approx(v, rel=1e-12, abs=1e-12), k
+
+
 @pytest.mark.parametrize("splits", [1, 2])
-def test_pair_scores_are_split_scores_exactly(splits):
-    """pair_scores computes each pair's log-ratios once per pair of categories, scores both halves
-    of a split from one count, and orders the cells by one sort of a combined key: the numbers must
-    be those of split_score on the halves drawn in np.lexsort's order, bit for bit (a scan's Ê and
-    choice may not move). Cards from 2 to 3000: dense pair indices, np.unique's, and pairs with more
-    categories than cells (scored per cell); cells with f = 0 left out; the forest's Margins passed
-    or not."""
+def test_pair_scores_are_split_scores(splits):
+    """pair_scores computes each pair's log-ratios once per observed pair of categories, sums G and
+    V over those, counts several pairs in one pass over the cells and orders the cells by one sort
+    of a combined key: the numbers must be those of split_score on the halves drawn in np.lexsort's
+    order, to 1e-12 (a scan's Ê and choice may not move). Cards from 2 to 3000: dense pair indices,
+    np.unique's, and pairs with more categories than cells; cells with f = 0 left out; the
+    forest's Margins passed or not, and the pair counts it is handed equal to its own."""
     from gpurisk.models.forest import Margins
     rng = np.random.default_rng(4)
     cards = [2, 7, 40, 3000, 5]
@@ -216,12 +226,49 @@ def test_pair_scores_are_split_scores_exactly(splits):
     ranks = [rng.permutation(c) for c in cards]
     names = ["e", "b", "d", "a", "c"]
     want = _reference_scores(codes, f, cards, splits, 7, ranks, names)
-    assert mc.pair_scores(codes, f, cards, splits, 7, ranks, names) == want
+    _close(mc.pair_scores(codes, f, cards, splits, 7, ranks, names), want)
     seen = f > 0
     sub = [c[seen] for c in codes]
-    got = mc.pair_scores(sub, f[seen], cards, splits, 7, [r for r in ranks], names,
-                         Margins(sub, f[seen], cards))
-    assert got == want
+    handed = Margins(sub, f[seen], cards)
+    _close(mc.pair_scores(sub, f[seen], cards, splits, 7, [r for r in ranks], names, handed), want)
+    own = Margins(sub, f[seen], cards)
+    for a in range(len(cards)):
+        for b in range(a + 1, len(cards)):
+            assert np.array_equal(handed.pair(a, b)[0], own.pair(a, b)[0])
+            assert np.array_equal(handed.pair(a, b)[1], own.pair(a, b)[1])
+
+
+def test_pair_counts_by_groups_are_bincounts(monkeypatch):
+    """pair_counts sums pairs from groups of keys' joint counts (one pass per group): each pair's
+    counts equal a bincount of its own index, whatever the groups' size limit."""
+    rng = np.random.default_rng(8)
+    cards = [2, 100, 6, 17, 10, 50, 12, 5]
+    n = 20_000
+    codes = [rng.integers(0, c, n) for c in cards]
+    w = [rng.poisson(1.0, n).astype(float), rng.integers(0, 3, n).astype(float)]
+    pairs = [(a, b) for a in range(8) for b in range(a + 1, 8)]
+    for limit in (1 << 16, 1 << 10, 4):
+        monkeypatch.setattr(mc, "GROUP_MIN", limit)
+        monkeypatch.setattr(mc, "GROUP_MAX", limit)
+        groups = mc._groups(cards, pairs, limit)
+        assert all(np.prod([cards[v] for v in g]) <= limit for g, _ in groups)
+        got = mc.pair_counts(codes, cards, w, pairs)
+        assert set(got) == set(pairs)
+        for a, b in pairs:
+            ids = codes[a] * cards[b] + codes[b]
+            layout, counts = got[(a, b)]
+            assert layout is None
+            for x, c in zip(w, counts):
+                assert np.array_equal(c, np.bincount(ids, weights=x, minlength=cards[a] * cards[b]))
+    assert len(mc._groups(cards, pairs, 1 << 16)) < len(pairs) // 3    # fewer passes than pairs
+    monkeypatch.setattr(mc, "GROUP_MIN", 1 << 12)
+    monkeypatch.setattr(mc, "GROUP_MAX", 1 << 12)
+    for dtype in (np.int8, np.uint16, np.uint64):                        # any integer codes
+        got = mc.pair_counts([c.astype(dtype) for c in codes], cards, w, pairs)
+        for a, b in pairs:
+            ids = codes[a] * cards[b] + codes[b]
+            assert np.array_equal(got[(a, b)][1][0],
+                                  np.bincount(ids, weights=w[0], minlength=cards[a] * cards[b]))
 
 
 def test_lex_order_is_lexsort():

@@ -267,16 +267,52 @@ def loo_prior(n: float, counts, alpha, a0: float = LOO_PSEUDO):
     """(μ̃, α̃): each sample unique's prior mean (sample scale) and relative variance, from the other
     n − 1 records (option ``prior=loo``, module docstring). ``counts``: per fitted margin, the sample
     count of each unique's category of it (its own record included); ``alpha``: the cell effect's
-    variance α̂. μ̃ = (n − 1) Π_v s_v/(n − 1), α̃ = (1 + α̂) Π_v (1 + 1/s_v) − 1, s_v = c_v − 1 + a0."""
+    variance α̂. μ̃ = (n − 1) Π_v s_v/(n − 1), α̃ = (1 + α̂) Π_v (1 + 1/s_v) − 1, s_v = c_v − 1 + a0.
+    Computed on slices of CHUNK uniques (:func:`by_chunks`)."""
     margins = [c if isinstance(c, tuple) else (c, 1, True) for c in counts]
-    mu = np.full(np.shape(margins[0][0]), float(n - 1))
-    rv = np.full(np.shape(margins[0][0]), 1.0 + float(alpha))
-    for c, power, counted in margins:
-        s = np.asarray(c, dtype=np.float64) - 1.0 + a0
-        mu *= (s / float(n - 1)) ** power
-        if counted:
-            rv *= 1.0 + 1.0 / s
-    return mu, rv - 1.0
+    # an array, or forest_counts' counts gathered when sliced (gpurisk.models.forest.AtRows)
+    arrays = [c if hasattr(c, "shape") else np.asarray(c) for c, _, _ in margins]
+
+    def part(*cs):
+        mu = np.full(np.shape(cs[0]), float(n - 1))
+        rv = np.full(np.shape(cs[0]), 1.0 + float(alpha))
+        for c, (_, power, counted) in zip(cs, margins):
+            s = np.asarray(c, dtype=np.float64) - 1.0 + a0
+            mu *= (s / float(n - 1)) ** power
+            if counted:
+                rv *= 1.0 + 1.0 / s
+        return mu, rv - 1.0
+    return by_chunks(part, 2, *arrays)
+
+
+#: per-unique formulas (:func:`loo_prior`, :func:`unique_terms`) run on slices of this many sample
+#: uniques: their temporaries stay in the processor's cache and take a few slices' memory, not the
+#: uniques' (each element's value is the same: every formula works element by element)
+CHUNK = 1 << 16
+
+
+def by_chunks(fn, n_out: int, *arrays, chunk: int | None = None):
+    """The ``n_out`` arrays ``fn(*arrays)`` returns, computed on slices of ``chunk`` elements and
+    written into arrays of the whole length: element by element what ``fn`` gives on the whole
+    arrays, for an ``fn`` that works element by element. An argument that is not an array of the
+    first one's length (a number) is passed whole. ``chunk``: default CHUNK."""
+    chunk = CHUNK if chunk is None else int(chunk)
+    size = int(np.shape(arrays[0])[0]) if np.ndim(arrays[0]) else 0
+    if size <= chunk:
+        return fn(*arrays)
+    sliced = [np.ndim(a) == 1 and np.shape(a)[0] == size for a in arrays]
+    out = [np.empty(size) for _ in range(n_out)]
+    for start in range(0, size, chunk):
+        part = fn(*(a[start:start + chunk] if cut else a for a, cut in zip(arrays, sliced)))
+        for o, p in zip(out, part):
+            o[start:start + chunk] = p
+    return tuple(out)
+
+
+def unique_terms(mu, alpha, pi: float, kind: str, exact: bool = False):
+    """:func:`nb_terms` at (1 − π) μ/π (μ per sample unique, on the sample scale), on slices of
+    CHUNK uniques (:func:`by_chunks`; the same numbers)."""
+    return by_chunks(lambda m, a: nb_terms((1.0 - pi) * m / pi, a, pi, kind, exact), 2, mu, alpha)
 
 
 def dispersion_moment(table, mu_all, sum_mu2) -> float:
@@ -293,8 +329,13 @@ def dispersion_moment(table, mu_all, sum_mu2) -> float:
 
 
 def _moment(fs, ms, sum_mu2) -> float:
-    """:func:`dispersion_moment` from the sampled cells' f_j (float64) and μ̂_j, in their order."""
-    num = float(np.sum(fs * fs) - 2.0 * np.sum(fs * ms) + sum_mu2 - fs.sum())
+    """:func:`dispersion_moment` from the sampled cells' f_j (float64) and μ̂_j, in their order (the
+    two products in one buffer)."""
+    buf = np.multiply(fs, fs)
+    ff = np.sum(buf)
+    fm = np.sum(np.multiply(fs, ms, out=buf))
+    del buf
+    num = float(ff - 2.0 * fm + sum_mu2 - fs.sum())
     return max(num / sum_mu2, 0.0) if sum_mu2 > 0 else 0.0
 
 
@@ -339,29 +380,40 @@ def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = Z_CHOICE, ma
 
 
 def sample_margins(table):
-    """(codes per key, counts f, categories per key, category ranks, :class:`Margins`) of the
-    sample's cells and categories only: a table that also holds the population's cells and
-    categories (validate, --population) gives what the sample alone gives. Each key's counts are
-    the table's margins of f where it has them (a scan's), at the seen categories (whole numbers:
-    the same sums)."""
+    """(codes per key (host arrays of the smallest integer dtype), counts f, categories per key,
+    category ranks, :class:`Margins`) of the sample's cells and categories only: a table that also
+    holds the population's cells and categories (validate, --population) gives what the sample
+    alone gives. Each key's counts are the table's margins of f where it has them (a scan's), at the
+    seen categories, else summed here in the same pass that finds the seen categories (whole
+    numbers: the same sums). Where every cell is sampled (a sample's own table) the codes and f are
+    the table's own arrays, not copies."""
     def make():
         from gpurisk.freq.rollup import codes_at, known_margins
         from gpurisk.models.forest import Margins
         from gpurisk.models.model_choice import category_ranks
-        seen = table.xp.flatnonzero(table.f > 0)
+        sampled = table.f > 0
+        seen = slice(None) if bool(scalar(sampled.all())) else table.xp.flatnonzero(sampled)
         f = to_host(table.f[seen])
-        codes, cards, ranks, kept = [], [], [], []
+        known = known_margins(table)
+        weights = None if known is not None else np.asarray(f, dtype=np.float64)
+        codes, cards, ranks, kept, ones = [], [], [], [], []
         for c, r in zip(codes_at(table, seen), category_ranks(table.categories)):
-            present = np.bincount(c, minlength=r.shape[0]) > 0     # the categories seen, in order
+            if weights is None:
+                present = np.bincount(c, minlength=r.shape[0]) > 0     # the categories seen
+            else:
+                one = np.bincount(c, weights=weights, minlength=r.shape[0])
+                present = one > 0                                     # (every f here is > 0)
             used = np.flatnonzero(present)
-            codes.append(c.astype(np.int64) if used.shape[0] == r.shape[0] else
-                         (np.cumsum(present) - 1)[c])
+            codes.append(c if used.shape[0] == r.shape[0] else     # the smallest integer dtype
+                         (np.cumsum(present) - 1).astype(c.dtype)[c])
             cards.append(int(used.shape[0]))
             ranks.append(r[used])
             kept.append(used)
-        known = known_margins(table)
-        margins = Margins(codes, f, cards, None if known is None else
-                          [np.asarray(to_host(m), dtype=np.float64)[u] for m, u in zip(known, kept)])
+            if weights is not None:
+                ones.append(one[used])
+        if known is not None:
+            ones = [np.asarray(to_host(m), dtype=np.float64)[u] for m, u in zip(known, kept)]
+        margins = Margins(codes, f if weights is None else weights, cards, ones)  # f as floats
         return codes, f, cards, ranks, margins
     return table.cached("_ll_sample_margins", make)
 
@@ -608,8 +660,8 @@ class LoglinearPoisson(Measure):
             if prior == "loo":          # the same for tau1_ll and matches_ll: computed once
                 mu_prior, alpha_cell = table.cached(f"_ll_loo_{model_key}_{i}_{alpha!r}",
                                                     lambda: loo_prior(n, counts, alpha))
-                return nb_terms((1.0 - pi) * mu_prior / pi, alpha_cell, pi, self.kind, exact)
-            return nb_terms((1.0 - pi) * mu / pi, alpha, pi, self.kind, exact)
+                return unique_terms(mu_prior, alpha_cell, pi, self.kind, exact)
+            return unique_terms(mu, alpha, pi, self.kind, exact)
         exact = str(self.opt(ctx, "interval")) == "model"
         t, v = terms(mu, alpha, counts)
         extra["alpha"] = alpha if dispersion == "moment" else 0.0

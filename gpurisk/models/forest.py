@@ -29,7 +29,10 @@ import math
 
 import numpy as np
 
-from gpurisk.models.model_choice import Z_CHOICE, _pair_index, pair_scores
+from gpurisk.models.model_choice import DENSE_PAIR_FACTOR, Z_CHOICE, _pair_index, pair_scores
+
+#: per-cell products (:func:`forest_means`) run on slices of this many cells (temporaries in cache)
+CHUNK = 1 << 16
 
 
 def choose_forest(codes, f, cards, splits: int = 1, seed: int = 0, z: float = Z_CHOICE,
@@ -121,7 +124,9 @@ def _degrees(d: int, edges) -> list[int]:
 
 class Margins:
     """The sample counts of each key's and each pair's categories, each computed once and shared by
-    every forest fitted on the same cells (the kept one and those :func:`doubtful` lists)."""
+    every forest fitted on the same cells (the kept one and those :func:`doubtful` lists). A pair's
+    counts are small (one per pair of categories) and kept; its per-cell index only for the pairs a
+    forest fits (:meth:`pair`), never for every pair the choice scores (:meth:`put_pair`)."""
 
     def __init__(self, codes, f, cards, one=None):
         """``one``: per key, the count of each category when the caller knows them already."""
@@ -131,6 +136,7 @@ class Margins:
         self.n = float(self.f.sum())
         self._one: dict = {} if one is None else dict(enumerate(one))
         self._pair: dict = {}
+        self._counts: dict = {}
 
     def one(self, v: int) -> np.ndarray:
         """Count per category of key v."""
@@ -138,34 +144,78 @@ class Margins:
             self._one[v] = np.bincount(self.codes[v], weights=self.f, minlength=self.cards[v])
         return self._one[v]
 
+    def put_pair(self, a: int, b: int, layout, counts) -> None:
+        """The counts of the (a, b) categories, in the slots of :func:`_pair_index` (``layout``:
+        None where they are the dense x_a·c_b + x_b, else that index), summed by the caller."""
+        if layout is None:
+            self._counts[(a, b)] = counts
+
     def pair(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
         """(each cell's index of its (a, b) categories, count per index)."""
         if (a, b) not in self._pair:
             inv, P = _pair_index(self.codes, self.cards, a, b, slice(None))
-            self._pair[(a, b)] = (inv, np.bincount(inv, weights=self.f, minlength=P))
+            counts = self._counts.get((a, b))
+            if counts is None or counts.shape[0] != P:
+                counts = np.bincount(inv, weights=self.f, minlength=P)
+            self._pair[(a, b)] = (inv, counts)
         return self._pair[(a, b)]
+
+    def pair_counts(self, a: int, b: int) -> tuple[bool, np.ndarray]:
+        """(whether the (a, b) index of :func:`_pair_index` is the dense x_a·c_b + x_b, the count
+        per index): no per-cell index is kept where it is dense (:func:`pair_ids` forms it)."""
+        dense = dense_pair(self.cards, a, b, self.f.shape[0])
+        if dense and (a, b) not in self._pair:
+            if (a, b) not in self._counts:
+                self._counts[(a, b)] = np.bincount(pair_ids(self.codes, self.cards, a, b),
+                                                   weights=self.f,
+                                                   minlength=self.cards[a] * self.cards[b])
+            return True, self._counts[(a, b)]
+        return dense, self.pair(a, b)[1]
+
+
+def dense_pair(cards, a: int, b: int, cells: int) -> bool:
+    """Whether :func:`_pair_index` indexes the (a, b) categories of ``cells`` cells densely."""
+    return int(cards[a]) * int(cards[b]) <= max(DENSE_PAIR_FACTOR * cells, 1 << 16)
+
+
+def pair_ids(codes, cards, a: int, b: int, rows=slice(None)):
+    """x_a·c_b + x_b of the cells ``rows`` (the dense index of :func:`_pair_index`)."""
+    return (codes[a][rows].astype(np.int64) * int(cards[b])
+            + codes[b][rows].astype(np.int64, copy=False))
 
 
 def forest_means(codes, f, cards, edges, margins: Margins | None = None):
-    """(μ̂ of every cell given, Σ μ̂² over all K cells) of main effects + the forest ``edges``."""
+    """(μ̂ of every cell given, Σ μ̂² over all K cells) of main effects + the forest ``edges``.
+    The per-cell products run on slices of CHUNK cells, each key's factor p_v^{1 − deg(v)} raised
+    to its power once per category: the same products, in the same order, as cell by cell."""
     m = Margins(codes, f, cards) if margins is None else margins
     n, codes = m.n, m.codes
     deg = _degrees(len(codes), edges)
     one = [m.one(v) / n for v in range(len(codes))]
-    mu = np.full(m.f.shape[0], n)
-    for v, c in enumerate(codes):
-        if deg[v] != 1:
-            mu *= one[v][c] ** (1 - deg[v])
-    pairs = {}
+    with np.errstate(divide="ignore"):        # a category no cell has: never looked up
+        keys = [(c, one[v] if deg[v] == 0 else one[v] ** (1 - deg[v]))  # p ** 1 is p itself
+                for v, c in enumerate(codes) if deg[v] != 1]
+    pairs, factors = {}, []
     for a, b in edges:
-        inv, counts = m.pair(a, b)
+        dense, counts = m.pair_counts(a, b)
+        inv = None if dense else m.pair(a, b)[0]
         p = counts / n
-        mu *= p[inv]
         pairs[(a, b)] = (inv, p)
-    return mu, n * n * _sum_squares(codes, one, pairs, deg)
+        factors.append((a, b, inv, p))
+    size = m.f.shape[0]
+    mu = np.empty(size)
+    for start in range(0, size, CHUNK):
+        rows = slice(start, start + CHUNK)
+        x = np.full(min(size, start + CHUNK) - start, n)
+        for c, table in keys:
+            x *= table[c[rows]]
+        for a, b, inv, p in factors:
+            x *= p[pair_ids(codes, m.cards, a, b, rows) if inv is None else inv[rows]]
+        mu[rows] = x
+    return mu, n * n * _sum_squares(codes, one, pairs, deg, m.cards)
 
 
-def _sum_squares(codes, one, pairs, deg) -> float:
+def _sum_squares(codes, one, pairs, deg, cards) -> float:
     """Σ over every cell of the key space of (μ̂/n)², a product over the forest's trees."""
     d = len(codes)
     adj = {v: [] for v in range(d)}
@@ -203,13 +253,42 @@ def _sum_squares(codes, one, pairs, deg) -> float:
             # message to the parent: Σ_{x_v} p_{pv}(x_p, x_v)² own(x_v), over the observed pairs
             key = (min(p, v), max(p, v))
             inv, pp = pairs[key]
-            first = np.zeros(pp.shape[0], dtype=np.int64)
-            first[inv] = np.arange(inv.shape[0])        # one cell holding each observed pair
             obs = np.flatnonzero(pp > 0)
-            cell = first[obs]
-            xp, xv = codes[p][cell], codes[v][cell]
+            if inv is None:                             # the dense index x_a·c_b + x_b
+                hi, lo = np.divmod(obs, cards[key[1]])
+                xp, xv = (hi, lo) if p < v else (lo, hi)
+            else:
+                first = np.zeros(pp.shape[0], dtype=np.int64)
+                first[inv] = np.arange(inv.shape[0])    # one cell holding each observed pair
+                cell = first[obs]
+                xp, xv = codes[p][cell], codes[v][cell]
             msg[v] = np.bincount(xp, weights=pp[obs] ** 2 * own[xv], minlength=one[p].shape[0])
     return total
+
+
+class AtRows:
+    """One factor's counts at some cells, gathered from its small table when sliced (``x[i:j]``)
+    or read as an array (``np.asarray``, slice by slice): what :func:`forest_counts` hands the
+    leave-one-out prior, which reads it slice by slice, so no per-cell array of it is kept."""
+
+    ndim = 1
+
+    def __init__(self, counts, at, rows):
+        self.counts, self.at, self.rows = counts, at, rows
+        self.shape = (int(rows.shape[0]),)
+        self.dtype = counts.dtype
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, part):
+        return self.counts[self.at(self.rows[part])]
+
+    def __array__(self, dtype=None, copy=None):
+        out = np.empty(self.shape[0], dtype=self.dtype)
+        for start in range(0, self.shape[0], CHUNK):
+            out[start:start + CHUNK] = self[start:start + CHUNK]
+        return out if dtype is None else out.astype(dtype, copy=False)
 
 
 def forest_counts(codes, f, cards, edges, rows, margins: Margins | None = None) -> list:
@@ -217,12 +296,16 @@ def forest_counts(codes, f, cards, edges, rows, margins: Margins | None = None) 
     category of that margin, its own record included; the factor's exponent; whether its
     uncertainty enters the prior's variance). The pairs' (exponent 1, counted), the lone keys'
     (1, counted), and the shared keys' (1 − deg, not counted: their counts are larger than their
-    pairs' and their error shares records with them)."""
+    pairs' and their error shares records with them). The counts are :class:`AtRows`: gathered
+    when sliced or read as an array, never kept per cell."""
     m = Margins(codes, f, cards) if margins is None else margins
     deg = _degrees(len(m.codes), edges)
-    out = [(m.one(v)[c[rows]], 1 - deg[v], deg[v] == 0)
-           for v, c in enumerate(m.codes) if deg[v] != 1]
+    rows = np.arange(m.f.shape[0])[rows] if isinstance(rows, slice) else np.asarray(rows)
+    factors = [((lambda r, c=m.codes[v]: c[r]), m.one(v), 1 - deg[v], deg[v] == 0)
+               for v in range(len(m.codes)) if deg[v] != 1]
     for a, b in edges:
-        inv, counts = m.pair(a, b)
-        out.append((counts[inv[rows]], 1, True))
-    return out
+        dense, counts = m.pair_counts(a, b)
+        at = ((lambda r, a=a, b=b: pair_ids(m.codes, m.cards, a, b, r)) if dense else
+              (lambda r, inv=m.pair(a, b)[0]: inv[r]))
+        factors.append((at, counts, 1, True))
+    return [(AtRows(counts, at, rows), power, counted) for at, counts, power, counted in factors]

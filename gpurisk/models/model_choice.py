@@ -23,8 +23,11 @@ score G is chosen when G > z √V (``z`` = 2 by default: a held-out likelihood-r
 above). Only the sample's cells and categories enter (a table that also holds a population's cells
 gives what the sample alone gives). The test guards against a pair kept on noise: with one pair
 it changes little on the validation of docs/validation.md (Ê within ±10 % in 37 of 38 cells with
-it, 36 without), with a forest of pairs more (37 against 35, worst −10.5 against −22.7 %). Work per pair: O(cells) (bincounts),
-no K-cell array; Σ_j μ̂_j² over every cell (for the moment dispersion) is n² Σ p_ab² Π Σ p_v².
+it, 36 without), with a forest of pairs more (37 against 35, worst −10.5 against −22.7 %). Work: the
+pairs' counts in the sample and in each first half summed over the cells a group of keys at a time
+(:func:`pair_counts`: one bincount per group and weight, each pair's counts summed from its group's
+joint counts), then per pair O(its observed pairs of categories); no K-cell array, no per-cell
+array per pair; Σ_j μ̂_j² over every cell (for the moment dispersion) is n² Σ p_ab² Π Σ p_v².
 
 Its scores choose the interactions of the default model of tau1_ll/matches_ll (``model=auto_cv``:
 as many pairs as pass the test and form a forest, fitted in closed form by :mod:`gpurisk.models.forest`;
@@ -72,63 +75,135 @@ def pair_scores(codes, f, cards, splits: int = 1, seed: int = 0, ranks=None, nam
     when given, so that the split of a cell does not depend on where the table keeps it or in which
     order it lists the keys (a scan lists them sorted). ``margins``, when given: the
     :class:`gpurisk.models.forest.Margins` of these cells (every f > 0), whose counts of each
-    key's and pair's categories are shared.
+    key's and pair's categories are shared (the pairs' counts summed here are handed to it).
 
-    Each record's log-ratio is a function of its (a, b) categories, so it is computed once per
-    pair of categories (or once per cell where the cells are fewer) and gathered at the cells: the
-    same numbers, operation for operation, as computing it at every cell (tests/test_model_choice.py
-    checks equality with :func:`split_score`). Counts are sums of whole numbers, exact in any
-    order: a half's are the sample's less the other half's, a key's are summed from a pair's."""
+    Each record's log-ratio is a function of its (a, b) categories, so G = Σ_s l_s m_s and
+    Σ_j test_j l_j² = Σ_s l_s² m_s are summed over the observed pairs of categories s, m_s their
+    test half's count: no per-cell array. Only the counts are summed over the cells, several pairs
+    at a time (:func:`pair_counts`). Counts are sums of whole numbers, exact in any order (a half's
+    are the sample's less the other half's, a key's are summed from a pair's), and l_s is computed
+    element by element as at each cell, so only the order of G's and V's final sums differs from a
+    sum cell by cell (:func:`split_score`; tests/test_model_choice.py: equal to 1e-12)."""
     if margins is not None and int(np.count_nonzero(np.asarray(f) > 0)) != len(margins.f):
         margins = None
-    sub, fs, splits = _split(codes, f, cards, splits, seed, ranks, names)
+    sub, fs, splits = _split(codes, f, cards, splits, seed, ranks, names,
+                             None if margins is None else margins.f)
     pairs = list(itertools.combinations(range(len(sub)), 2))
     if not pairs:
         return {}
-    # first every pair's index and the first half's counts of its pairs of categories, from which
-    # each key's one-way counts are summed (whole numbers: the same sums as over the cells)
     k = np.asarray([int(c) for c in cards], dtype=np.int64)
     off = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(k)])
+    counted = pair_counts(sub, cards, [fs] + [h[0] for h in splits], pairs)
+    # each pair's observed pairs of categories, their counts in the sample and in each first half;
+    # each key's first-half counts summed from a pair's (whole numbers: the same sums as the cells')
     index, first = {}, [[None] * len(sub) for _ in splits]
     for a, b in pairs:
-        inv, mf = (margins.pair(a, b) if margins is not None else
-                   _pair_counts(sub, cards, a, b, fs))
-        P = mf.shape[0]
-        slots = P <= inv.shape[0]   # per pair of categories, gathered at the cells; else per cell
-        xa, xb = _slot_codes(sub, cards, a, b, inv, P) if slots else (None, None)
-        ma = [np.bincount(inv, weights=h[0], minlength=P) for h in splits]
-        index[(a, b)] = (inv, mf, slots, xa, xb, ma)
+        layout, got = counted.pop((a, b))
+        if margins is not None:
+            margins.put_pair(a, b, layout, got[0])
+        if layout is None:                   # dense: the slot is x_a·c_b + x_b
+            seen = np.flatnonzero(got[0])
+            xa, xb = np.divmod(seen, k[b])
+        else:                                # np.unique's slots: a cell of each gives its codes
+            seen = slice(None)
+            xa, xb = _slot_codes(sub, cards, a, b, layout, got[0].shape[0])
+        mf, ma = got[0][seen], [m[seen] for m in got[1:]]
+        index[(a, b)] = (mf, xa, xb, ma)
         for s, m in enumerate(ma):
-            for v, x, axis in ((a, xa, 1), (b, xb, 0)):
+            for v, x in ((a, xa), (b, xb)):
                 if first[s][v] is None:
-                    first[s][v] = (np.bincount(x, weights=m, minlength=int(k[v])) if slots else
-                                   m.reshape(int(k[a]), int(k[b])).sum(axis=axis))
+                    first[s][v] = np.bincount(x, weights=m, minlength=int(k[v]))
     total = np.concatenate([margins.one(v) for v in range(len(sub))] if margins is not None else
                            _counts(sub, cards, fs))
     card = np.repeat(k, k)
     halves = []                     # per split, its halves' smoothed one-way margins and logs
-    for (fa, fb, na, nb), c in zip(splits, first):
+    for (_, na, nb), c in zip(splits, first):
         ca = np.concatenate(c)
         one = [_smoothed(ca, card, na), _smoothed(total - ca, card, nb)]
-        halves.append([(fa, fb, na, nb, one[0], np.log(one[0])),
-                       (fb, fa, nb, na, one[1], np.log(one[1]))])
+        halves.append([(na, nb, one[0], np.log(one[0])), (nb, na, one[1], np.log(one[1]))])
     out = {}
-    buf = np.empty((2, fs.shape[0]))       # the cells' log-ratios and their products, reused
     for a, b in pairs:
-        inv, mf, slots, xa, xb, ma = index.pop((a, b))
+        mf, xa, xb, ma = index.pop((a, b))
         kappa = PSEUDO * float(cards[a]) * float(cards[b])
-        xa, xb = (xa, xb) if slots else (sub[a], sub[b])
         xa, xb = xa + off[a], xb + off[b]       # in the stacked one-way margins
         scores = []
         for split, m_a in zip(halves, ma):
-            for (train, test, nt, nb, one, logs), m in zip(split, (m_a, mf - m_a)):
-                lr = _log_ratio(m if slots else m[inv], kappa, nt, one[xa], one[xb], logs[xa],
-                                logs[xb])
-                lr = np.take(lr, inv, out=buf[0], mode="clip") if slots else lr  # unbuffered
-                tl = np.multiply(test, lr, out=buf[1])  # no BLAS call (np.dot): one thread
-                g = float(tl.sum())
-                scores.append(_finish(g, float(np.multiply(tl, lr, out=tl).sum()), nb))
+            m_b = mf - m_a
+            for (nt, nb, one, logs), train, test in zip(split, (m_a, m_b), (m_b, m_a)):
+                lr = _log_ratio(train, kappa, nt, one[xa], one[xb], logs[xa], logs[xb])
+                tl = test * lr
+                scores.append(_finish(float(tl.sum()), float((tl * lr).sum()), nb))
         out[(a, b)] = (sum(g for g, _ in scores), sum(v for _, v in scores))
+    return out
+
+
+#: :func:`pair_counts` sums the counts of several keys' joint categories at once when their
+#: product is at most max(GROUP_MIN, cells / GROUP_CELLS_PER_SLOT) (and GROUP_MAX)
+GROUP_MIN = 64
+GROUP_CELLS_PER_SLOT = 4
+GROUP_MAX = 1 << 24
+
+
+def _groups(cards, pairs, limit: int) -> list:
+    """Groups of keys, each with at most ``limit`` joint categories, that together hold every pair
+    of ``pairs`` whose own c_a·c_b is at most ``limit`` (greedy: a group starts from the pair left
+    with the fewest joint categories and takes the key that holds the most pairs left, while it
+    fits). Returns [(keys of the group, the pairs it gives)]."""
+    left = [p for p in pairs if int(cards[p[0]]) * int(cards[p[1]]) <= limit]
+    out = []
+    while left:
+        a, b = min(left, key=lambda p: int(cards[p[0]]) * int(cards[p[1]]))
+        group, size = [a, b], int(cards[a]) * int(cards[b])
+        while True:
+            best, gain = None, 0
+            for v in range(len(cards)):
+                if v in group or size * int(cards[v]) > limit:
+                    continue
+                g = sum(1 for p in left if v in p and (p[0] in group or p[1] in group))
+                if g > gain or (g == gain and g and int(cards[v]) < int(cards[best])):
+                    best, gain = v, g
+            if best is None:
+                break
+            group.append(best)
+            size *= int(cards[best])
+        group.sort()
+        held = [p for p in left if p[0] in group and p[1] in group]
+        left = [p for p in left if p not in held]
+        out.append((group, held))
+    return out
+
+
+def pair_counts(codes, cards, weights, pairs) -> dict:
+    """{(a, b): (layout, [Σ w over each slot of :func:`_pair_index`, per weight])}: ``layout`` None
+    where the slot is x_a·c_b + x_b (the dense index), else the cells' np.unique slots. Pairs whose
+    dense index is small are summed from the joint counts of groups of keys (:func:`_groups`), one
+    bincount over the cells per group and weight; the others one pair at a time. Whole-number
+    weights give the same counts as :func:`_pair_counts` (sums of integers, exact in any order)."""
+    cells = int(np.shape(codes[0])[0]) if codes else 0
+    dense = max(DENSE_PAIR_FACTOR * cells, 1 << 16)          # _pair_index's rule
+    limit = min(max(GROUP_MIN, cells // GROUP_CELLS_PER_SLOT), GROUP_MAX, dense)
+    out = {}
+    for group, held in _groups(cards, pairs, limit):
+        shape = tuple(int(cards[v]) for v in group)
+        idx = np.empty(cells, dtype=np.intp)
+        for start in range(0, cells, KEY_CHUNK):       # formed slice by slice, in cache
+            rows = slice(start, start + KEY_CHUNK)
+            x = np.zeros(min(cells, start + KEY_CHUNK) - start, dtype=np.intp)
+            for v in group:
+                x *= int(cards[v])
+                x += codes[v][rows].astype(np.intp, copy=False)
+            idx[rows] = x
+        joint = [np.bincount(idx, weights=w, minlength=math.prod(shape)).reshape(shape)
+                 for w in weights]
+        del idx
+        for a, b in held:
+            other = tuple(i for i, v in enumerate(group) if v not in (a, b))
+            out[(a, b)] = (None, [j.sum(axis=other).reshape(-1) for j in joint])
+    for a, b in pairs:
+        if (a, b) not in out:
+            inv, P = _pair_index(codes, cards, a, b, slice(None))
+            out[(a, b)] = (None if int(cards[a]) * int(cards[b]) <= dense else inv,
+                           [np.bincount(inv, weights=w, minlength=P) for w in weights])
     return out
 
 
@@ -148,29 +223,71 @@ def _slot_codes(codes, cards, a, b, inv, P):
     return codes[a][rep], codes[b][rep]
 
 
-def _split(codes, f, cards, splits, seed, ranks, names):
-    """(the observed cells' codes (a list per key, int64), their counts f (float64), per split
-    the halves' counts (A, B, n_A, n_B), float64) for :func:`pair_scores`."""
+def _split(codes, f, cards, splits, seed, ranks, names, weights=None):
+    """(the observed cells' codes (a list per key, integers as given), their counts f (float64), per
+    split the first half's counts A (float64), n_A and n_B) for :func:`pair_scores`. ``weights``:
+    f as float64 when the caller has it (every f > 0), so that no copy is made. The halves are
+    drawn slice by slice in the cells' order (the same draws: the generator's stream continues from
+    one call to the next), each written at its cells as a float."""
     f = np.asarray(f, dtype=np.int64)
-    rows = np.flatnonzero(f > 0)
-    every = rows.shape[0] == f.shape[0]
+    every = bool((f > 0).all())
+    rows = slice(None) if every else np.flatnonzero(f > 0)
     fs = f if every else f[rows]
-    sub = [np.asarray(c).astype(np.int64, copy=False) if every else
-           np.asarray(c)[rows].astype(np.int64, copy=False) for c in codes]
+    sub = [np.asarray(c) if every else np.asarray(c)[rows] for c in codes]
     rng = np.random.default_rng(seed)
     # the draws follow the cells' order by their codes, not their order in the table, so that a
     # table rolled up from a finer one (a scan) splits its cells as one counted directly does
-    by = sub if ranks is None else [np.asarray(r)[c] for r, c in zip(ranks, sub)]
+    keys = list(range(len(sub)))
     if names is not None:           # the keys' order too: by name, whatever order the table has
-        by = [by[v] for v in sorted(range(len(by)), key=lambda v: str(names[v]))]
-    order = lex_order(by, fs.shape[0])
+        keys = sorted(keys, key=lambda v: str(names[v]))
+    size = fs.shape[0]
+    order = rank_order([sub[v] for v in keys], None if ranks is None else [ranks[v] for v in keys],
+                       size)
     out = []
+    n = float(fs.sum())
     for _ in range(int(splits)):
-        fa = np.empty_like(fs)
-        fa[order] = rng.binomial(fs[order], 0.5)
-        a, b = fa.astype(np.float64), (fs - fa).astype(np.float64)
-        out.append((a, b, float(a.sum()), float(b.sum())))
-    return sub, fs.astype(np.float64), out
+        a = np.empty(size)
+        for start in range(0, size, KEY_CHUNK):
+            at = order[start:start + KEY_CHUNK]
+            a[at] = rng.binomial(fs[at], 0.5)
+        na = float(a.sum())
+        out.append((a, na, n - na))     # sums of whole numbers: n_B = Σ (f − f_A) exactly
+    w = weights if every and weights is not None and weights.shape[0] == size else \
+        fs.astype(np.float64)
+    return sub, w, out
+
+
+#: :func:`rank_order` forms the combined key on slices of this many cells
+KEY_CHUNK = 1 << 16
+
+
+def rank_order(codes, ranks, n: int):
+    """:func:`lex_order` of the cells by ``ranks[v][codes[v]]`` (or the codes themselves), the
+    combined mixed-radix key formed slice by slice from the small rank tables (no per-key array of
+    the cells' ranks). Each key's span is that of its whole rank table (at least the span of the
+    ranks the cells have): the key is still one-to-one and in the same order, so the order is
+    :func:`lex_order`'s."""
+    if ranks is None or n == 0 or not codes:
+        return lex_order(codes, n)
+    tables = [np.asarray(r) for r in ranks]
+    if any(t.dtype.kind not in "iu" or c.dtype.kind not in "iu" or t.shape[0] == 0
+           for t, c in zip(tables, codes)):
+        return lex_order([t[c] for t, c in zip(tables, codes)], n)
+    lo = [int(t.min()) for t in tables]
+    span = [int(t.max()) - x + 1 for t, x in zip(tables, lo)]
+    if math.prod(span) >= 2**62:
+        return lex_order([t[c] for t, c in zip(tables, codes)], n)
+    # each key's term of the mixed-radix key, (rank − lo) times its place value, once per category
+    place = [math.prod(span[v + 1:]) for v in range(len(span))]
+    terms = [(t.astype(np.int64) - x) * p for t, x, p in zip(tables, lo, place)]
+    key = np.empty(n, dtype=np.int64)
+    for start in range(0, n, KEY_CHUNK):
+        rows = slice(start, start + KEY_CHUNK)
+        k = terms[0][codes[0][rows]]
+        for t, c in zip(terms[1:], codes[1:]):
+            k += t[c[rows]]
+        key[rows] = k
+    return _key_order(key)
 
 
 def lex_order(by, n: int):
@@ -191,10 +308,18 @@ def lex_order(by, n: int):
         key += b
         if x:
             key -= x
+    return _key_order(key)
+
+
+def _key_order(key):
+    """np.argsort(key, kind="stable"): a quicksort where the keys are distinct (a unique order;
+    the sorted keys compared slice by slice, not copied whole)."""
     order = np.argsort(key)
-    k = key[order]
-    if k.shape[0] > 1 and bool((k[1:] == k[:-1]).any()):    # ties: keep their order
-        order = np.argsort(key, kind="stable")
+    n = order.shape[0]
+    for start in range(0, n - 1, KEY_CHUNK):
+        k = key[order[start:start + KEY_CHUNK + 1]]
+        if bool((k[1:] == k[:-1]).any()):               # ties: keep their order
+            return np.argsort(key, kind="stable")
     return order
 
 
