@@ -130,3 +130,49 @@ def test_cube_pass_without_a_common_weight(monkeypatch):
     cube = R._cube_from_cells(tab, ("a", "c"), R.kept_codes(tab), packed)[0]
     g = df.groupby(["a", "c"]).size().unstack(fill_value=0)
     np.testing.assert_array_equal(cube.astype(np.int64), g.to_numpy())
+
+
+@pytest.mark.parametrize("weights", [None, "wt"])
+def test_a_register_counted_in_two_ranges_is_the_same_table(monkeypatch, weights):
+    """From PARALLEL_ROWS rows (lowered here) a register of several words is grouped as two ranges
+    of its first word in two threads: the same cells, F, f and w as one grouping, and as groupby."""
+    df = _register(30000, seed=5)
+    keys = [f"k{i}" for i in range(12)]
+    one = build_table(df, keys, sample_flag="s", weights=weights)
+    calls = []
+    real = P._register_in_two_ranges
+
+    def spy(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(P, "PARALLEL_ROWS", 1000)
+    monkeypatch.setattr(P.schedule, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(P, "_register_in_two_ranges", spy)
+    two = build_table(df, keys, sample_flag="s", weights=weights)
+    assert calls
+    for a, b in zip(one.cell_codes(), two.cell_codes()):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(one.F, two.F)
+    np.testing.assert_array_equal(one.f, two.f)
+    if weights:
+        np.testing.assert_array_equal(one.w, two.w)
+    g = df.groupby(keys).agg(F=("s", "size"), f=("s", "sum"))
+    np.testing.assert_array_equal(np.asarray(two.F), g["F"].to_numpy())
+    np.testing.assert_array_equal(np.asarray(two.f), g["f"].to_numpy())
+    # the sample's records find their cells (the locator keeps the sampled rows' words)
+    rc = np.asarray(two.record_cell())
+    np.testing.assert_array_equal(rc, np.asarray(one.record_cell()))
+
+
+def test_words_decoded_in_two_ranges_are_the_codes(monkeypatch):
+    from gpurisk.freq import plan as PL
+    df = _register(5000, seed=7)
+    keys = [f"k{i}" for i in range(12)]
+    plan = make_plan(keys, {k: np.unique(df[k]) for k in keys})
+    words = pack_words(plan, [df[k].to_numpy() for k in keys])
+    monkeypatch.setattr(PL, "UNPACK_PARALLEL", 100)
+    monkeypatch.setattr(PL, "UNPACK_CHUNK", 64)
+    monkeypatch.setattr(PL, "usable_cpus", lambda: 2)
+    for k, c in zip(keys, unpack_words(plan, words, narrow=True)):
+        np.testing.assert_array_equal(c, df[k].to_numpy())

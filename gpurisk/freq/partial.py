@@ -22,6 +22,7 @@ from gpurisk.errors import BadInput
 from gpurisk.xp import frame_namespace, is_cudf, namespace, scalar, to_device, to_host
 from gpurisk.freq.cellid import mixed_radix_ids
 from gpurisk.freq.plan import Plan, encode_words, unpack_words
+from gpurisk.freq import schedule
 from gpurisk.freq.table import FreqTable
 
 INT_FIELDS = ("f", "F")
@@ -322,25 +323,66 @@ def encode_piece(plan: Plan, frame, role: str, sample_flag: str | None = None,
     return words, mask, w
 
 
-def count_words(xp, words, role: str, mask=None, w=None, space: int | None = None) -> dict:
+#: from this many rows a register of several words is grouped as two ranges of its first word,
+#: side by side in two threads where two CPUs are free (numpy's sorts and gathers release the GIL);
+#: the cells of the lower range all sort before the upper's, so the two partials concatenate
+PARALLEL_ROWS = 1 << 21
+
+
+def count_words(xp, words, role: str, mask=None, w=None, space: int | None = None,
+                consume: bool = False) -> dict:
     """The partial of records given by their words. ``role`` is ``"sample"`` (f, and w with
     weights), ``"population"`` (F) or ``"register"`` (F over every row, f and w over the rows
-    ``mask`` marks: the partial of all rows merged with the partial of the marked ones)."""
+    ``mask`` marks: the partial of all rows merged with the partial of the marked ones).
+    ``consume``: ``words`` (a list) is emptied, so its arrays are freed as soon as they are used."""
+    words, given = list(words), words
+    if consume:
+        given.clear()
     if role == "sample":
         return reduce_cells(xp, words, {"f": None}, {"w": w} if w is not None else {}, space=space)
     if role == "population":
         return reduce_cells(xp, words, {"F": None}, {}, space=space)
     if role == "register":
         if len(words) > 1:
-            # several words are grouped by one (lexicographic) sort: F and f (and w) in that one
-            # pass rather than a second sort of the sampled rows and a merge sort of the two
-            floats = {} if w is None else {"w": xp.where(mask, w, 0.0)}
-            return reduce_cells(xp, words, {"F": None, "f": mask}, floats, space=space)
+            # several words are grouped by one sort: F and f (and w) in that one pass rather than
+            # a second sort of the sampled rows and a merge sort of the two
+            n = int(words[0].shape[0])
+            if xp is np and n >= PARALLEL_ROWS and schedule.usable_cpus() >= 2:
+                return _register_in_two_ranges(words, mask, w, space)
+            return _register_words(xp, words, mask, w, space)
         everyone = reduce_cells(xp, words, {"F": None}, {}, space=space)
         sampled = count_words(xp, [x[mask] for x in words], "sample", w=None if w is None else w[mask],
                               space=space)
         return merge(everyone, sampled)
     raise ValueError(f"unknown role {role!r}")
+
+
+def _register_words(xp, words, mask, w, space):
+    floats = {} if w is None else {"w": xp.where(mask, w, 0.0)}
+    return reduce_cells(xp, words, {"F": None, "f": mask}, floats, space=space)
+
+
+def _register_in_two_ranges(words: list, mask, w, space) -> dict:
+    """:func:`_register_words` of numpy rows as the rows below and above a pivot of the first word
+    (the median of a seeded sample of it), grouped in two threads; the same partial. ``words`` (a
+    list the caller no longer holds) is emptied once both ranges have their copies."""
+    from concurrent.futures import ThreadPoolExecutor
+    n = int(words[0].shape[0])
+    pick = words[0][np.random.default_rng(0).integers(0, n, 4097)]
+    pivot = np.partition(pick, 2048)[2048]
+    low = words[0] < pivot
+    if not low.any():
+        return _register_words(np, words, mask, w, space)
+    sides = []
+    for sel in (low, ~low):
+        sides.append(([x[sel] for x in words], mask[sel], None if w is None else w[sel]))
+    del low, sel
+    words.clear()
+    with ThreadPoolExecutor(2, thread_name_prefix="gpurisk-count") as pool:
+        futs = [pool.submit(_register_words, np, *side, space) for side in sides]
+        del sides
+        parts = [f.result() for f in futs]
+    return concat(parts)
 
 
 def partial(plan: Plan, frame, role: str, sample_flag=None, weights=None, xp=None) -> dict:

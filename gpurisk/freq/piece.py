@@ -61,7 +61,9 @@ def build_table_piece(sample, keys, population=None, sample_flag=None, weights=N
             words = [to_device(a, xp) for a in words]
             mask = None if mask is None else to_device(mask, xp)
             w = None if w is None else to_device(w, xp)
-    part = P.count_words(xp, words, role, mask, w, space=plan.space)
+    # the sample's records' words, for the locator; the register's are dropped while counting
+    rec_words = [x[mask] for x in words] if mask is not None else words
+    part = P.count_words(xp, words, role, mask, w, space=plan.space, consume=mask is not None)
     if population is not None:
         if p_codes is None:
             p_words = P.encode_piece(plan, population, "population", xp=xp)[0]
@@ -70,8 +72,7 @@ def build_table_piece(sample, keys, population=None, sample_flag=None, weights=N
             del p_codes
         part = P.merge(part, P.count_words(xp, p_words, "population", space=plan.space))
         del p_words
-    if mask is not None:
-        words = [x[mask] for x in words]
+    words = rec_words
     space = plan.space
     # the locator's view of the table's f: the table marks its own arrays read-only
     f_counts = part["f"].view() if hasattr(part["f"], "view") else part["f"]

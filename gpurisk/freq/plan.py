@@ -26,6 +26,7 @@ from gpurisk.errors import BadInput
 from gpurisk.xp import frame_namespace, is_cudf, to_host
 from gpurisk.freq import cellid
 from gpurisk.freq.cellid import id_dtype, mixed_radix_ids, radix_space
+from gpurisk.freq.schedule import usable_cpus
 from gpurisk.freq.encode import (MISSING_POLICIES, _series_parts, check_keys, check_value_types,
                                  encode_keys)
 
@@ -285,17 +286,35 @@ def unpack_words(plan: Plan, words: list, xp=np, narrow: bool = False) -> list:
             continue
         for i in run:
             out[i] = np.empty(m, dtype=dt[i])
-        rest = np.empty(UNPACK_CHUNK, dtype=np.int64)
-        rem = np.empty(UNPACK_CHUNK, dtype=np.int64)
-        for start in range(0, m, UNPACK_CHUNK):
-            stop = min(m, start + UNPACK_CHUNK)
-            r, q = rest[: stop - start], rem[: stop - start]
-            np.copyto(r, w[start:stop], casting="unsafe")
-            for i in reversed(run):
-                np.remainder(r, cards[i], out=q)
-                out[i][start:stop] = q
-                np.floor_divide(r, cards[i], out=r)
+        halves = 2 if m >= UNPACK_PARALLEL and usable_cpus() >= 2 else 1
+        cut = [m * h // halves // UNPACK_CHUNK * UNPACK_CHUNK for h in range(halves)] + [m]
+        if halves == 1:
+            _unpack_rows(w, run, cards, out, 0, m)
+            continue
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(halves, thread_name_prefix="gpurisk-unpack") as pool:
+            for f in [pool.submit(_unpack_rows, w, run, cards, out, a, b)
+                      for a, b in zip(cut[:-1], cut[1:])]:
+                f.result()
     return out
+
+
+#: from this many cells the words are decoded in two threads (two ranges of cells)
+UNPACK_PARALLEL = 1 << 21
+
+
+def _unpack_rows(w, run, cards, out, lo: int, hi: int) -> None:
+    """Decode the words ``w[lo:hi]`` of the keys ``run`` into ``out`` (numpy), chunk by chunk."""
+    rest = np.empty(UNPACK_CHUNK, dtype=np.int64)
+    rem = np.empty(UNPACK_CHUNK, dtype=np.int64)
+    for start in range(lo, hi, UNPACK_CHUNK):
+        stop = min(hi, start + UNPACK_CHUNK)
+        r, q = rest[: stop - start], rem[: stop - start]
+        np.copyto(r, w[start:stop], casting="unsafe")
+        for i in reversed(run):
+            np.remainder(r, cards[i], out=q)
+            out[i][start:stop] = q
+            np.floor_divide(r, cards[i], out=r)
 
 
 # --- distinct values of one partition -------------------------------------------------------------

@@ -1,5 +1,16 @@
 """The serial stand-ins for ``Future`` used by :meth:`gpurisk.freq.lattice.Lattice.tables` when it
-runs without a thread pool, and :func:`_submit`, which picks a pool or runs at once."""
+runs without a thread pool, :func:`_submit`, which picks a pool or runs at once, and
+:func:`usable_cpus`, what decides whether the engine's work is split between threads."""
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on."""
+    import os
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
 
 
 class _Done:

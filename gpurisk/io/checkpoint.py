@@ -23,11 +23,17 @@ def fingerprint(settings: Mapping, arrays: Iterable = (), named: Mapping | None 
     order, each name before its array)."""
     h = hashlib.sha256(json.dumps(dict(settings), sort_keys=True, default=str).encode())
     for a in arrays:
-        h.update(np.ascontiguousarray(np.asarray(a), dtype=np.int64).tobytes())
+        h.update(_int64_view(a))
     for name in sorted(named or {}):
         h.update(str(name).encode())
-        h.update(np.ascontiguousarray(np.asarray(named[name]), dtype=np.int64).tobytes())
+        h.update(_int64_view(named[name]))
     return h.hexdigest()
+
+
+def _int64_view(a) -> memoryview:
+    """The int64 bytes of ``a`` without a copy when it already is contiguous int64 (hashlib reads
+    the buffer: a register's 20 M-cell arrays are not copied to be hashed)."""
+    return memoryview(np.ascontiguousarray(np.asarray(a), dtype=np.int64)).cast("B")
 
 
 def load_checked(path, fp: str, *, unreadable: str, mismatch: str) -> dict:

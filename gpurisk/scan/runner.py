@@ -245,11 +245,8 @@ def prepare_summaries(table) -> None:
 def default_threads() -> int:
     """Roll-up threads: the CPUs this process may use, at most 4 (roll-ups are memory-bound past a
     few), or 0 (everything in the calling thread) on a single CPU."""
-    import os
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        n = os.cpu_count() or 1
+    from gpurisk.freq.schedule import usable_cpus
+    n = usable_cpus()
     return 0 if n <= 1 else min(4, n)
 
 
