@@ -408,3 +408,16 @@ def test_register_scan_on_the_workers_leads_with_the_exact_E(client, adult):
         su = f == 1
         assert row["matches"] == pytest.approx(np.sum(1.0 / F[su]), rel=1e-12)
         assert row["tau1"] == np.sum(F[su] == 1)
+
+
+def test_batches_are_bounded_by_subsets_and_cells(monkeypatch):
+    """Subsets go to the workers in consecutive batches of at most BATCH subsets and BATCH_CELLS
+    cells out of a bucket (each subset counted at min(its key space, the bucket's cells))."""
+    from gpurisk.freq import subsets
+    monkeypatch.setattr(subsets, "BATCH", 3)
+    monkeypatch.setattr(subsets, "BATCH_CELLS", 100)
+    spaces = [10, 10, 10, 10, 60, 50, 1000, 5, 5]
+    got = subsets.batches_of(spaces, bucket_cells=80)
+    assert got == [[0, 1, 2], [3, 4], [5], [6, 7, 8]]
+    assert [n for g in got for n in g] == list(range(len(spaces)))
+    assert subsets.batches_of([], 80) == []

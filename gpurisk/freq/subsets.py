@@ -18,8 +18,12 @@ subset cell comes from several finest buckets) into the subset's cells of range 
 summaries (:func:`gpurisk.freq._dask.bucket_summary`) are all that reach the client. The client
 adds them up (:func:`gpurisk.freq.summary.combine`).
 
-:func:`subset_summaries` yields the finest table's summaries, then each subset's in the order asked,
-keeping a window of subsets' graphs submitted ahead so the workers stay busy while the caller
+Steps 1 and 2 run for a batch of :data:`BATCH` subsets at once per finest bucket
+(:func:`subset_batch`): one lattice over the bucket's cells (:class:`gpurisk.freq.lattice.Lattice`)
+builds the batch's tables, sharing cubes and roll-ups, so a bucket's cells are read a few times per
+batch rather than once per subset; the batch's results stay on the workers until its subsets are
+merged. :func:`subset_summaries` yields the finest table's summaries, then each subset's in the order
+asked, keeping a window of subsets' graphs submitted ahead so the workers stay busy while the caller
 computes the measures of those already done. Every function run on a worker is written against the
 array namespace of its input (numpy, or CuPy on dask-cuda workers).
 """
@@ -74,10 +78,33 @@ def subset_split(plan: Plan, cells: dict, idx: Sequence[int], nsub: int, width: 
     return P.split(part, width, nsub) if nsub > 1 else [part]
 
 
-#: subsets summed from one finest bucket by one task: a lattice over the bucket's cells
-#: (:class:`gpurisk.freq.lattice.Lattice`) builds the batch's tables, sharing its cubes and
-#: roll-ups, where a task per subset would read every cell of the bucket once per subset
+#: at most this many subsets are summed from one finest bucket by one task: a lattice over the
+#: bucket's cells (:class:`gpurisk.freq.lattice.Lattice`) builds the batch's tables, sharing its
+#: cubes and roll-ups, where a task per subset would read every cell of the bucket once per subset
 BATCH = 64
+#: ... and at most this many cells out of one bucket per batch (each subset counted at its most:
+#: its key space, or the bucket's cells), so what a batch keeps on the workers until its subsets are
+#: merged stays bounded (about 200 MB per bucket)
+BATCH_CELLS = 1 << 23
+
+
+def batches_of(spaces: Sequence[int], bucket_cells: int) -> list[list[int]]:
+    """Consecutive batches of positions into ``spaces`` (each subset's key space): at most BATCH
+    subsets and BATCH_CELLS cells at most out of a bucket of ``bucket_cells`` (a subset larger than
+    that alone is a batch of its own)."""
+    out: list[list[int]] = []
+    cur: list[int] = []
+    load = 0
+    for n, sp in enumerate(spaces):
+        est = min(int(sp), int(bucket_cells))
+        if cur and (len(cur) >= BATCH or load + est > BATCH_CELLS):
+            out.append(cur)
+            cur, load = [], 0
+        cur.append(n)
+        load += est
+    if cur:
+        out.append(cur)
+    return out
 
 
 def bucket_table(plan: Plan, cells: dict):
@@ -231,16 +258,19 @@ def subset_summaries(connect, sample, keys: Sequence[str], subsets: Sequence[Seq
         idx_of = {j: sorted(pos[k] for k in subsets[j]) for j in todo}
         shape = {j: subset_shape(run.plan, idx_of[j], max_cells, per, len(cells)) for j in todo}
         # batches of subsets, each summed from every finest bucket by one task (subset_batch)
-        batch_of = {j: n // BATCH for n, j in enumerate(todo)}
-        place_of = {j: n % BATCH for n, j in enumerate(todo)}
+        groups = batches_of([radix_space([max(int(run.plan.cards[i]), 1) for i in idx_of[j]])
+                             for j in todo], -(-max_cells // max(1, len(cells))))
+        batch_of, place_of = {}, {}
+        for b, group in enumerate(groups):
+            for p, n in enumerate(group):
+                batch_of[todo[n]], place_of[todo[n]] = b, p
         batches: dict[int, list] = {}        # batch -> per finest bucket, its persisted result
-        left = {b: sum(1 for j in todo if batch_of[j] == b) for b in set(batch_of.values())}
+        left = {b: len(group) for b, group in enumerate(groups)}
 
         def pieces_of(j):
             b = batch_of[j]
             if b not in batches:
-                members = todo[b * BATCH:(b + 1) * BATCH]
-                spec = [(idx_of[m], *shape[m]) for m in members]
+                spec = [(idx_of[todo[n]], *shape[todo[n]]) for n in groups[b]]
                 batches[b] = client.persist(
                     [delayed(subset_batch, pure=True)(run.plan_f, c, spec) for c in cells])
             return [res[place_of[j]] for res in batches[b]]
