@@ -162,8 +162,8 @@ def _segment_sums_int(xp, v_sorted, starts, n):
 def reduce_cells(xp, words, ints: dict, floats: dict, runs: bool = False,
                  space: int | None = None) -> dict:
     """The partial of rows grouped by cell. ``ints[name]`` is None (count rows), integer counts or a
-    boolean mask (sum them: a register's sample flag); ``floats[name]`` float64 values (sum them, in row order). ``space``: the ids'
-    range, when known (one word), for :func:`locate`.
+    boolean mask (sum them: a register's sample flag); ``floats[name]`` float64 values (sum them,
+    in row order). ``space``: the ids' range, when known (one word), for :func:`locate`.
 
     One word of unsorted rows (an input piece): the ids are sorted and run-length encoded
     (:func:`count_ids`); only when values are summed is each row located in its cell (:func:`locate`,
