@@ -166,6 +166,12 @@ LL_VARIANTS = {"two_way": {"model": "two_way", "dispersion": "none", "max_iter":
                # the interval from the model alone (no fitted factor): the default's model, and cv_risk
                "model_iv": {"interval": "model"},
                "cv_risk_model": {"model": "cv_risk", "interval": "model"},
+               # issue 43: the forest of smoothed pairs, each kept by its Bayes factor (models/eb_forest),
+               # α̂ by zero-truncated likelihood (models/dispersion) or by moments; and the held-out
+               # tests' forest with the truncated α̂
+               "eb": {"model": "eb", "dispersion": "truncated"},
+               "eb_moment": {"model": "eb"},
+               "truncated": {"dispersion": "truncated"},
                "z0": {"cv_z": 0.0},
                "z1": {"cv_z": 1.0},
                "one_pair": {"max_interactions": 1},

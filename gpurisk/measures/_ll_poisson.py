@@ -45,7 +45,12 @@ race, hispanic, state, injury, sex: +37 to +89 %). The two-way model overfits sa
 criterion, a risk-weighted over-dispersion score in a forward selection
 (:mod:`gpurisk.models.risk_choice`); ``cv_risk`` starts that selection from ``auto_cv``'s forest.
 On 14 real populations (docs/validation.md, issue 43) neither beat ``auto_cv`` (82 of 126 cells
-within ±10 %: ``risk`` 79, ``cv_risk`` 82), so neither is the default.
+within ±10 %: ``risk`` 79, ``cv_risk`` 82), so neither is the default. ``eb`` keeps each pair by its
+Bayes factor and shrinks it towards independence by an empirical-Bayes prior
+(:mod:`gpurisk.models.eb_forest`); ``dispersion=truncated`` takes α̂ from the zero-truncated
+likelihood of the sampled cells (:mod:`gpurisk.models.dispersion`). On the same cells ``eb`` with
+``truncated`` is within ±10 % in 89 (85 under the leave-one-population-out choice): not yet the
+default (docs/validation.md).
 
 Variance. The Poisson terms, given λ: the cells are independent given λ, so
 Var(τ1 | f) = Σ_{f_j=1} e^{−m_j}(1 − e^{−m_j}) and Var(τ2 | f) = Σ_{f_j=1} [E(1/F_j²) − E(1/F_j)²] with
@@ -78,15 +83,16 @@ import numpy as np
 from gpurisk.errors import BadInput
 from gpurisk.measure import Context, Measure, Result
 from gpurisk.measures._util import z_upper
+from gpurisk.models.dispersion import truncated_alpha
 from gpurisk.models.loglinear import MAX_CELLS, MAX_ITER, TOL, check_cells, sample_levels
 from gpurisk.models.model_choice import Z_CHOICE
 from gpurisk.options import Option
 from gpurisk.xp import scalar, to_host
 
 #: the log-linear models offered (option ``model``): margins fitted
-MODELS = ("auto_cv", "risk", "cv_risk", "independence", "two_way")
+MODELS = ("auto_cv", "eb", "risk", "cv_risk", "independence", "two_way")
 #: how the cells may vary around the model (option ``dispersion``)
-DISPERSIONS = ("moment", "none")
+DISPERSIONS = ("moment", "truncated", "none")
 #: how the s.e. is formed (option ``interval``)
 INTERVALS = ("calibrated", "model")
 #: how a sample unique's λ is taken from the fit (option ``prior``)
@@ -360,7 +366,8 @@ def sample_unique_means(table, model="two_way", tol=TOL, max_iter=MAX_ITER, max_
     return _means(table, model, tol, max_iter, max_cells)
 
 
-def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = Z_CHOICE, max_pairs=None):
+def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = Z_CHOICE, max_pairs=None,
+                  dispersion: str = "moment"):
     """(μ̂ of the sample-unique cells, α̂, the kept pairs of key indices (a list, maybe empty), the
     uniques' margin counts for :func:`loo_prior`, the doubtful alternatives [(weight, μ̂, α̂,
     counts)]) under main effects + the forest of interactions the held-out tests keep
@@ -373,10 +380,31 @@ def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = Z_CHOICE, ma
         limit = len(codes) - 1 if max_pairs is None else int(max_pairs)
         edges, scores = choose_forest(codes, f, cards, splits, seed, z, ranks, table.keys, limit,
                                       margins)
-        mu, alpha, counts = forest_model(margins, edges)
-        alts = [(w, *forest_model(margins, es)) for w, es in doubtful(edges, scores, z, limit)]
+        mu, alpha, counts = forest_model(margins, edges, dispersion)
+        alts = [(w, *forest_model(margins, es, dispersion))
+                for w, es in doubtful(edges, scores, z, limit)]
         return mu, alpha, edges, counts, alts
-    return table.cached(f"_ll_auto_cv_{int(splits)}_{int(seed)}_{float(z)!r}_{max_pairs}", make)
+    return table.cached(f"_ll_auto_cv_{int(splits)}_{int(seed)}_{float(z)!r}_{max_pairs}"
+                        f"_{dispersion}", make)
+
+
+def eb_means(table, max_pairs=None, dispersion: str = "moment"):
+    """As :func:`auto_cv_means`, main effects + the forest of smoothed interactions of
+    :mod:`gpurisk.models.eb_forest` (each pair kept by its evidence, shrunk towards independence by
+    its empirical-Bayes prior); the uniques' counts are a :class:`gpurisk.models.eb_forest.LooCounts`
+    and there are no alternatives (the shrinkage, not a test, handles a pair the sample cannot
+    tell)."""
+    def make():
+        from gpurisk.models import eb_forest
+        margins = sample_margins(table)[4]
+        edges, alphas, _ = eb_forest.choose(margins, max_pairs)
+        mu, sum_mu2 = eb_forest.means(margins, edges, alphas)
+        f = margins.f
+        alpha = (truncated_alpha(f, mu) if dispersion == "truncated" else
+                 _moment(f, mu, sum_mu2))
+        su = np.flatnonzero(f == 1)
+        return mu[su], alpha, edges, eb_forest.LooCounts(margins, edges, alphas, su), []
+    return table.cached(f"_ll_eb_{max_pairs}_{dispersion}", make)
 
 
 def sample_margins(table):
@@ -418,15 +446,16 @@ def sample_margins(table):
     return table.cached("_ll_sample_margins", make)
 
 
-def forest_model(margins, edges):
+def forest_model(margins, edges, dispersion: str = "moment"):
     """(μ̂ of the sample uniques, α̂, their margin counts for :func:`loo_prior`) under main effects
     + the forest ``edges`` (α̂ over the sampled cells: a cell seen in the population only adds μ̂²
-    alone)."""
+    alone; by moments, or by the zero-truncated likelihood with ``dispersion="truncated"``)."""
     from gpurisk.models.forest import forest_counts, forest_means
     codes, f, cards = margins.codes, margins.f, margins.cards
     su = np.flatnonzero(f == 1)
     mu, sum_mu2 = forest_means(codes, f, cards, edges, margins)
-    return mu[su], _moment(f, mu, sum_mu2), forest_counts(codes, f, cards, edges, su, margins)
+    alpha = truncated_alpha(f, mu) if dispersion == "truncated" else _moment(f, mu, sum_mu2)
+    return mu[su], alpha, forest_counts(codes, f, cards, edges, su, margins)
 
 
 def forest_misfit(table, edges, pi: float, seed: int = 0) -> dict:
@@ -541,7 +570,10 @@ class LoglinearPoisson(Measure):
                         help="log-linear model of the sample counts: auto_cv = main effects plus "
                              "the two-way interactions whose held-out log-likelihood gains in "
                              "split halves pass a z test, kept while they form a forest (closed "
-                             "form); risk = main effects plus the forest of interactions a forward "
+                             "form); eb = main effects plus a forest of interactions each kept by "
+                             "its evidence (a Bayes factor above the BIC price) and shrunk towards "
+                             "independence by an empirical-Bayes Dirichlet prior (closed form); "
+                             "risk = main effects plus the forest of interactions a forward "
                              "selection on Skinner & Shlomo's risk-weighted over-dispersion score "
                              "adds; cv_risk = the held-out tests' forest, then pairs added by that "
                              "criterion while it signals misfit; independence = "
@@ -550,7 +582,9 @@ class LoglinearPoisson(Measure):
                              "overfits sparse samples)"),
         "dispersion": Option(str, "moment", choices=DISPERSIONS,
                              help="moment = a gamma-distributed cell effect around the model, its "
-                                  "variance by moments (negative binomial); none = Poisson"),
+                                  "variance by moments (negative binomial); truncated = that "
+                                  "variance by zero-truncated maximum likelihood over the sampled "
+                                  "cells (model=auto_cv or eb); none = Poisson"),
         "prior": Option(str, "loo", choices=PRIORS,
                         help="loo = each sample unique's λ from the margins of the other n - 1 "
                              "records with their uncertainty (a gamma prior per cell); plugin = the "
@@ -620,13 +654,22 @@ class LoglinearPoisson(Measure):
                 fit = None
                 choice = (int(self.opt(ctx, "cv_splits")), int(self.opt(ctx, "cv_seed")),
                           float(self.opt(ctx, "cv_z")), self.opt(ctx, "max_interactions"))
-                mu, alpha, pair, counts, alts = auto_cv_means(table, *choice)
-                model_key = f"{model}_{choice}"
+                mu, alpha, pair, counts, alts = auto_cv_means(table, *choice, dispersion)
+                model_key = f"{model}_{choice}_{dispersion}"
                 extra["interaction"] = (", ".join(f"{table.keys[a]} x {table.keys[b]}"
                                                   for a, b in pair) or None)
                 if str(self.opt(ctx, "interval")) == "model":
                     misfit = forest_misfit(table, pair, pi)
                     extra["misfit_T"] = misfit[self.kind][1]
+            elif model == "eb":
+                fit = None
+                mu, alpha, pair, counts, alts = eb_means(
+                    table, self.opt(ctx, "max_interactions"), dispersion)
+                model_key = f"eb_{self.opt(ctx, 'max_interactions')}_{dispersion}"
+                extra["interaction"] = (", ".join(f"{table.keys[a]} x {table.keys[b]}"
+                                                  for a, b in pair) or None)
+            elif dispersion == "truncated":
+                raise BadInput("dispersion=truncated needs a forest model (model=auto_cv or eb)")
             elif model in ("risk", "cv_risk"):
                 fit = None
                 interval = str(self.opt(ctx, "interval"))
@@ -656,15 +699,17 @@ class LoglinearPoisson(Measure):
 
         def terms(mu, alpha, counts, i=0):
             """Per sample unique, the term and its variance under fitted model i (0: the kept)."""
-            alpha = alpha if dispersion == "moment" else 0.0
+            alpha = alpha if dispersion != "none" else 0.0
             if prior == "loo":          # the same for tau1_ll and matches_ll: computed once
-                mu_prior, alpha_cell = table.cached(f"_ll_loo_{model_key}_{i}_{alpha!r}",
-                                                    lambda: loo_prior(n, counts, alpha))
+                mu_prior, alpha_cell = table.cached(
+                    f"_ll_loo_{model_key}_{i}_{alpha!r}",
+                    lambda: counts.prior(alpha) if hasattr(counts, "prior") else
+                    loo_prior(n, counts, alpha))
                 return unique_terms(mu_prior, alpha_cell, pi, self.kind, exact)
             return unique_terms(mu, alpha, pi, self.kind, exact)
         exact = str(self.opt(ctx, "interval")) == "model"
         t, v = terms(mu, alpha, counts)
-        extra["alpha"] = alpha if dispersion == "moment" else 0.0
+        extra["alpha"] = alpha if dispersion != "none" else 0.0
         value = float(t.sum())
         se_p = math.sqrt(float(v.sum()))
         # the model choice's spread: the estimate under each forest one test away, weighted by the

@@ -109,7 +109,7 @@ def model_text(extra: Mapping[str, Any]) -> str | None:
     """One line naming the log-linear model behind an estimate (matches_ll, tau1_ll): its margins,
     the interaction a split-sample test kept, and how each sample unique's λ is taken."""
     model = extra.get("model")
-    if model not in ("auto_cv", "independence", "two_way"):
+    if model not in ("auto_cv", "eb", "independence", "two_way"):
         return None
     if model == "two_way":
         margins = "main effects and every two-way interaction"
@@ -118,6 +118,11 @@ def model_text(extra: Mapping[str, Any]) -> str | None:
         margins = f"main effects + {extra['interaction'].replace(' x ', ' × ')} (kept by {tests})"
     elif model == "auto_cv":
         margins = "main effects (no interaction passed the held-out test)"
+    elif model == "eb" and extra.get("interaction"):
+        margins = (f"main effects + {extra['interaction'].replace(' x ', ' × ')} (each kept by "
+                   "its Bayes factor, shrunk towards independence)")
+    elif model == "eb":
+        margins = "main effects (no interaction's Bayes factor passed the BIC price)"
     else:
         margins = "main effects"
     prior = ("each sample unique's λ from the other records" if extra.get("prior") == "loo"
