@@ -198,7 +198,6 @@ class LooCounts:
             self.pairs.append((AtRows(counts, at, rows), key(a), key(b), alphas[(a, b)]))
 
     def prior(self, alpha: float, a0: float = 0.5):
-        from gpurisk.measures._ll_poisson import by_chunks
         n1 = self.n - 1.0
         arrays = [k for k, _, _ in self.keys] + [x for p in self.pairs for x in p[:3]]
 
@@ -219,4 +218,9 @@ class LooCounts:
                 mu *= s / (n1 + al)
                 rv *= 1.0 + 1.0 / s
             return mu, rv - 1.0
-        return by_chunks(part, 2, *arrays)
+        size = len(arrays[0])
+        mu, rv = np.empty(size), np.empty(size)
+        for start in range(0, size, CHUNK):          # slices of CHUNK uniques: temporaries in cache
+            rows = slice(start, start + CHUNK)
+            mu[rows], rv[rows] = part(*(x[rows] for x in arrays))
+        return mu, rv
