@@ -39,7 +39,7 @@ import math
 
 import numpy as np
 
-from gpurisk.models.forest import CHUNK, AtRows, Margins, _degrees, pair_ids
+from gpurisk.models.forest import CHUNK, AtRows, Margins, _degrees, joins, pair_ids, tree_squares
 
 #: ln α_ab is searched in this range (above it the pair is independence for any sample)
 LOG_ALPHA_RANGE = (math.log(1e-3), math.log(1e9))
@@ -91,19 +91,11 @@ def choose(m: Margins, max_pairs: int | None = None):
     threshold = 0.5 * math.log(max(m.n, 1.0))
     limit = d - 1 if max_pairs is None else int(max_pairs)
     parent = list(range(d))
-
-    def root(v):
-        while parent[v] != v:
-            parent[v] = parent[parent[v]]
-            v = parent[v]
-        return v
     kept = []
     for (a, b), bf in sorted(scores.items(), key=lambda kv: -kv[1]):
         if len(kept) >= limit or bf <= threshold:
             break
-        ra, rb = root(a), root(b)
-        if ra != rb:
-            parent[ra] = rb
+        if joins(parent, a, b):
             kept.append((a, b))
     return sorted(kept), {e: alphas[e] for e in kept}, scores
 
@@ -135,46 +127,20 @@ def means(m: Margins, edges, alphas):
 
 
 def _sum_squares(m: Margins, one, edges, alphas, deg) -> float:
-    """Σ over every cell of the key space of (μ̂/n)², per tree a pass from the leaves to a root."""
-    d = len(one)
-    adj = {v: [] for v in range(d)}
-    for a, b in edges:
-        adj[a].append(b)
-        adj[b].append(a)
-    total, seen = 1.0, set()
-    for r in range(d):
-        if r in seen:
-            continue
-        order, stack, up = [], [(r, None)], {}
-        while stack:
-            v, p = stack.pop()
-            seen.add(v)
-            up[v] = p
-            order.append(v)
-            stack.extend((w, v) for w in adj[v] if w != p)
-        msg = {}
-        for v in reversed(order):
-            with np.errstate(divide="ignore", invalid="ignore"):
-                own = (np.where(one[v] > 0, one[v] ** (2 * (1 - deg[v])), 0.0) if deg[v] != 1
-                       else np.ones_like(one[v]))
-            for w in adj[v]:
-                if w != up[v]:
-                    own = own * msg[w]
-            p = up[v]
-            if p is None:
-                total *= float(np.sum(own))
-                continue
-            a, b = min(p, v), max(p, v)
-            al, n = alphas[(a, b)], m.n
-            nab, xa, xb, _ = _observed(m, a, b)
-            q = one[a][xa] * one[b][xb]
-            xp, xv = (xa, xb) if p == a else (xb, xa)
-            # Σ_{x_v} p̃² own: the observed cells' n_ab² + 2 α q n_ab, and α² q_p² Σ_v q_v² own
-            part = np.bincount(xp, weights=(nab * nab + 2.0 * al * q * nab) * own[xv],
-                               minlength=one[p].shape[0])
-            part = part + al * al * one[p] ** 2 * float(np.sum(one[v] ** 2 * own))
-            msg[v] = part / (n + al) ** 2
-    return total
+    """Σ over every cell of the key space of (μ̂/n)²
+    (:func:`gpurisk.models.forest.tree_squares`), each pair's message with p̃² = (n_ab² + 2 α q n_ab
+    + α² q²)/(n + α)²: the observed cells' first two terms, and α² q_p² Σ_v q_v² own."""
+    def message(p, v, own):
+        a, b = min(p, v), max(p, v)
+        al, n = alphas[(a, b)], m.n
+        nab, xa, xb, _ = _observed(m, a, b)
+        q = one[a][xa] * one[b][xb]
+        xp, xv = (xa, xb) if p == a else (xb, xa)
+        part = np.bincount(xp, weights=(nab * nab + 2.0 * al * q * nab) * own[xv],
+                           minlength=one[p].shape[0])
+        part = part + al * al * one[p] ** 2 * float(np.sum(one[v] ** 2 * own))
+        return part / (n + al) ** 2
+    return tree_squares(one, edges, deg, message)
 
 
 class LooCounts:

@@ -42,24 +42,29 @@ def choose_forest(codes, f, cards, splits: int = 1, seed: int = 0, z: float = Z_
     with the scores)."""
     scores = pair_scores(codes, f, cards, splits, seed, ranks, names, margins)
     parent = list(range(len(codes)))
+    kept = []
+    for (a, b), (g, v) in sorted(scores.items(), key=lambda kv: -kv[1][0]):
+        if len(kept) >= max_pairs or g <= 0:
+            break
+        if g <= z * np.sqrt(v) or not joins(parent, a, b):
+            continue
+        kept.append((a, b))
+    return sorted(kept), scores
 
+
+def joins(parent: list, a: int, b: int) -> bool:
+    """Kruskal's union-find step: whether keys a and b were in different trees of ``parent`` (one
+    entry per key, each its tree's link), joining the two trees when they were."""
     def root(v):
         while parent[v] != v:
             parent[v] = parent[parent[v]]
             v = parent[v]
         return v
-    kept = []
-    for (a, b), (g, v) in sorted(scores.items(), key=lambda kv: -kv[1][0]):
-        if len(kept) >= max_pairs or g <= 0:
-            break
-        if g <= z * np.sqrt(v):
-            continue
-        ra, rb = root(a), root(b)
-        if ra == rb:
-            continue
-        parent[ra] = rb
-        kept.append((a, b))
-    return sorted(kept), scores
+    ra, rb = root(a), root(b)
+    if ra == rb:
+        return False
+    parent[ra] = rb
+    return True
 
 
 def choose_pair(codes, f, cards, splits: int = 1, seed: int = 0, z: float = Z_CHOICE, ranks=None,
@@ -215,20 +220,19 @@ def forest_means(codes, f, cards, edges, margins: Margins | None = None):
     return mu, n * n * _sum_squares(codes, one, pairs, deg, m.cards)
 
 
-def _sum_squares(codes, one, pairs, deg, cards) -> float:
-    """Σ over every cell of the key space of (μ̂/n)², a product over the forest's trees."""
-    d = len(codes)
+def tree_squares(one, edges, deg, message) -> float:
+    """Σ over every cell of the key space of Π_e p_e² Π_v p_v^{2(1 − deg v)}, a product over the
+    forest's trees, each summed by passing messages from its leaves to a root: ``message(p, v, own)``
+    is Σ_{x_v} p_pv(x_p, x_v)² own(x_v) per category of the parent p (``own``: what key v and its
+    children give per category of v). A lone key gives Σ p_v²."""
+    d = len(one)
     adj = {v: [] for v in range(d)}
-    for a, b in pairs:
+    for a, b in edges:
         adj[a].append(b)
         adj[b].append(a)
     total, seen = 1.0, set()
     for r in range(d):
         if r in seen:
-            continue
-        if not adj[r]:
-            seen.add(r)
-            total *= float(np.sum(one[r] ** 2))
             continue
         order, stack, up = [], [(r, None)], {}
         while stack:                                   # the tree's keys, parents before children
@@ -249,21 +253,29 @@ def _sum_squares(codes, one, pairs, deg, cards) -> float:
             p = up[v]
             if p is None:
                 total *= float(np.sum(own))
-                continue
-            # message to the parent: Σ_{x_v} p_{pv}(x_p, x_v)² own(x_v), over the observed pairs
-            key = (min(p, v), max(p, v))
-            inv, pp = pairs[key]
-            obs = np.flatnonzero(pp > 0)
-            if inv is None:                             # the dense index x_a·c_b + x_b
-                hi, lo = np.divmod(obs, cards[key[1]])
-                xp, xv = (hi, lo) if p < v else (lo, hi)
             else:
-                first = np.zeros(pp.shape[0], dtype=np.int64)
-                first[inv] = np.arange(inv.shape[0])    # one cell holding each observed pair
-                cell = first[obs]
-                xp, xv = codes[p][cell], codes[v][cell]
-            msg[v] = np.bincount(xp, weights=pp[obs] ** 2 * own[xv], minlength=one[p].shape[0])
+                msg[v] = message(p, v, own)
     return total
+
+
+def _sum_squares(codes, one, pairs, deg, cards) -> float:
+    """Σ over every cell of the key space of (μ̂/n)² (:func:`tree_squares`), each pair's message
+    over its observed pairs of categories only (an unobserved pair has p_ab = 0)."""
+    def message(p, v, own):
+        # Σ_{x_v} p_{pv}(x_p, x_v)² own(x_v), over the observed pairs
+        key = (min(p, v), max(p, v))
+        inv, pp = pairs[key]
+        obs = np.flatnonzero(pp > 0)
+        if inv is None:                             # the dense index x_a·c_b + x_b
+            hi, lo = np.divmod(obs, cards[key[1]])
+            xp, xv = (hi, lo) if p < v else (lo, hi)
+        else:
+            first = np.zeros(pp.shape[0], dtype=np.int64)
+            first[inv] = np.arange(inv.shape[0])    # one cell holding each observed pair
+            cell = first[obs]
+            xp, xv = codes[p][cell], codes[v][cell]
+        return np.bincount(xp, weights=pp[obs] ** 2 * own[xv], minlength=one[p].shape[0])
+    return tree_squares(one, list(pairs), deg, message)
 
 
 class AtRows:
