@@ -197,3 +197,27 @@ def test_matches_ll_model_eb_runs_from_the_cli(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "shrunk towards independence" in r.stdout
     assert "headline expected correct matches E ≈" in r.stdout
+
+
+def test_shrinkage_predicts_each_record_best_from_the_others():
+    """α_ab against the leave-one-out log-likelihood computed record by record: each record's
+    (a, b) share predicted from the other records' counts, its margins recounted without it."""
+    rec, cards = _records(seed=9, n=250)
+    codes, f = _cells(rec)
+    m = Margins(codes, f, cards)
+    n = rec.shape[0]
+
+    def loo(alpha):
+        out = 0.0
+        for i in range(n):
+            rest = np.delete(rec, i, axis=0)
+            xa, xb = rec[i, 0], rec[i, 1]
+            qa = (np.sum(rest[:, 0] == xa) + 0.5) / (n - 1)
+            qb = (np.sum(rest[:, 1] == xb) + 0.5) / (n - 1)
+            c = np.sum((rest[:, 0] == xa) & (rest[:, 1] == xb))
+            out += math.log((c + alpha * qa * qb) / (n - 1 + alpha))
+        return out
+    got = eb_forest.loo_alpha(m, 0, 1)
+    grid = np.exp(np.linspace(math.log(got) - 3, math.log(got) + 3, 25))
+    assert all(loo(g) <= loo(got) + 1e-7 for g in grid)
+    assert loo(got) > loo(got * 1.5) and loo(got) > loo(got / 1.5)

@@ -6,17 +6,26 @@ categories and a strong association can fail them in a sparse sample, and the es
 shrunk towards independence by as much as the sample supports.
 
 Prior (empirical Bayes): the (a, b) table's shares p_ab ~ Dirichlet(α_ab q_a q_b), centred on
-independence, q_v = n_v/n the sample's one-way shares. α_ab is the type-II maximum-likelihood value of
-the Dirichlet-multinomial likelihood of the sample's (a, b) counts n_ab (Good 1965),
+independence, q_v = n_v/n the sample's one-way shares. The Dirichlet-multinomial likelihood of the
+sample's (a, b) counts n_ab (Good 1965) is
 
     ln L(α) = ln Γ(α) − ln Γ(n + α) + Σ_{n_ab > 0} [ln Γ(n_ab + α q_a q_b) − ln Γ(α q_a q_b)],
 
 whose limit α → ∞ is independence, Σ n_ab ln(q_a q_b). The pair's evidence is the log Bayes factor
-B_ab = max_α ln L(α) − Σ n_ab ln(q_a q_b) ≥ 0.
+B_ab = max_α ln L(α) − Σ n_ab ln(q_a q_b) ≥ 0 (α at its type-II maximum likelihood).
 
 Choice (Kruskal's algorithm, as :mod:`gpurisk.models.forest`): pairs by decreasing B_ab, kept while
 B_ab > ½ ln n (the BIC price of the one parameter α_ab; fixed in advance, not tuned) and joining keys
 not yet connected.
+
+Shrinkage of a kept pair: the α_ab that predicts each record's (a, b) categories best from the
+other n − 1 records (the leave-one-out log-likelihood; the prior below is the same leave-one-out),
+
+    α_ab = argmax_α Σ_{n_ab > 0} n_ab ln[(n_ab − 1 + α q̃_a q̃_b)/(n − 1 + α)],   q̃_v = (n_v − ½)/(n − 1).
+
+Of the two ways tried to set the shrinkage, this one did better than ln L's own maximum on the 14
+populations of docs/validation.md (Ê within ±10 % of E in 94 against 92 of 126 cells, in a harness
+of the study's design); neither has a constant fitted to them.
 
 Fit: the decomposable product with each kept pair's posterior mean,
 
@@ -81,13 +90,33 @@ def pair_evidence(m: Margins, a: int, b: int) -> tuple[float, float]:
     return float(math.exp(res.x)), bf
 
 
+def loo_alpha(m: Margins, a: int, b: int) -> float:
+    """α_ab that predicts each record's (a, b) categories best from the other n − 1 records: the
+    maximum over α of the leave-one-out log-likelihood (module docstring)
+    Σ_{observed (x_a, x_b)} n_ab ln[(n_ab − 1 + α q̃_a q̃_b)/(n − 1 + α)], q̃_v = (n_v − ½)/(n − 1)."""
+    from scipy.optimize import minimize_scalar
+    n1 = m.n - 1.0
+    nab, xa, xb, _ = _observed(m, a, b)
+    q = ((m.one(a)[xa] - 0.5) / n1) * ((m.one(b)[xb] - 0.5) / n1)
+    rest = nab - 1.0
+
+    def neg(t):
+        al = math.exp(t)
+        return -float(np.sum(nab * np.log((rest + al * q) / (n1 + al))))
+    res = minimize_scalar(neg, bounds=LOG_ALPHA_RANGE, method="bounded", options={"xatol": 1e-3})
+    return float(math.exp(res.x))
+
+
 def choose(m: Margins, max_pairs: int | None = None):
-    """(kept pairs, sorted; {pair: α_ab}; {pair: B_ab} of every pair), by the module's rule."""
+    """(kept pairs, sorted; {pair: α_ab} of the kept pairs (:func:`loo_alpha`); {pair: B_ab} of
+    every pair), by the module's rule."""
+    from gpurisk.models.model_choice import pair_counts
     d = len(m.codes)
-    scores, alphas = {}, {}
-    for a in range(d):
-        for b in range(a + 1, d):
-            alphas[(a, b)], scores[(a, b)] = pair_evidence(m, a, b)
+    pairs = [(a, b) for a in range(d) for b in range(a + 1, d)]
+    # every pair's counts from the joint counts of groups of keys (a few passes over the cells)
+    for (a, b), (layout, sums) in pair_counts(m.codes, m.cards, [m.f], pairs).items():
+        m.put_pair(a, b, layout, sums[0])
+    scores = {(a, b): pair_evidence(m, a, b)[1] for a, b in pairs}
     threshold = 0.5 * math.log(max(m.n, 1.0))
     limit = d - 1 if max_pairs is None else int(max_pairs)
     parent = list(range(d))
@@ -97,7 +126,7 @@ def choose(m: Margins, max_pairs: int | None = None):
             break
         if joins(parent, a, b):
             kept.append((a, b))
-    return sorted(kept), {e: alphas[e] for e in kept}, scores
+    return sorted(kept), {e: loo_alpha(m, *e) for e in kept}, scores
 
 
 def means(m: Margins, edges, alphas):
