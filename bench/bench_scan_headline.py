@@ -4,9 +4,9 @@ A scan runs ``matches_ll`` and ``tau1_ll`` for every combination by default (the
 For FARS (8 keys, every one of the 255 combinations, π = 1 %) and Adult (8 keys, all 255, π = 1 %)
 this times ``gpurisk.scan`` (one thread: ``threads=0``; no output file) with
 
-- ``default``: the default measures and options: Ê and τ̂1 with ``model=auto_cv`` (main effects plus
-  the interactions split-sample tests keep: every pair of keys scored on held-out halves) and
-  ``prior=loo``;
+- ``default``: the default measures and options: Ê and τ̂1 with the default ``model`` (``eb`` since
+  issue 43: every pair of keys scored by its Bayes factor, the kept ones shrunk towards
+  independence; ``auto_cv`` before: every pair scored on held-out halves) and ``prior=loo``;
 - ``main effects, plug-in``: the same with ``model=independence, prior=plugin`` (the default before
   issue 27's third stop; the obvious cheaper alternative, closed form);
 - ``without Ê, τ̂1``: the default measures minus matches_ll and tau1_ll.
@@ -210,14 +210,14 @@ def bench(name: str, repeat: int, fraction: float, before=None) -> list:
     picked = int(a["matches_ll"].notna().sum())
     print(f"[{name}] {combos} combinations, Ê given in {picked}; other columns equal to the main "
           "effects' scan", flush=True)
-    rows = [(name, combos, "default (auto_cv, loo)", "new") + result["new"][1:],
+    rows = [(name, combos, "default model", "new") + result["new"][1:],
             (name, combos, "main effects, plug-in", "new") + result["main"][1:],
             (name, combos, "without matches_ll, tau1_ll", "new") + result["without"][1:]]
     if before is not None:
         worst = same_scan(result["before"][0], a)
         print(f"[{name}] every column of the default scan equal to {before.rev}'s (other columns "
               f"exactly; Ê's and τ̂1's to {worst:.3g} relative at most)", flush=True)
-        rows += [(name, combos, "default (auto_cv, loo)", before.rev) + result["before"][1:],
+        rows += [(name, combos, "default model", before.rev) + result["before"][1:],
                  (name, combos, "without matches_ll, tau1_ll", before.rev)
                  + result["before without"][1:]]
     return rows
@@ -268,8 +268,8 @@ def main(argv=None):
     for name in dict.fromkeys(r[0] for r in rows):
         got = {(r[2], r[3]): r[4] for r in rows if r[0] == name}
         if before is not None:
-            new = got[("default (auto_cv, loo)", "new")] - got[("without matches_ll, tau1_ll", "new")]
-            old = (got[("default (auto_cv, loo)", args.before)]
+            new = got[("default model", "new")] - got[("without matches_ll, tau1_ll", "new")]
+            old = (got[("default model", args.before)]
                    - got[("without matches_ll, tau1_ll", args.before)])
             adds[name] = (old, new)
     for name, (old, new) in adds.items():

@@ -170,8 +170,10 @@ LL_VARIANTS = {"two_way": {"model": "two_way", "dispersion": "none", "max_iter":
                # α̂ by zero-truncated likelihood (models/dispersion) or by moments; and the held-out
                # tests' forest with the truncated α̂
                "eb": {"model": "eb", "dispersion": "truncated"},
-               "eb_moment": {"model": "eb"},
-               "truncated": {"dispersion": "truncated"},
+               # the default before issue 43's eb: the held-out tests' forest, α̂ by moments
+               "auto_cv": {"model": "auto_cv"},
+               "eb_moment": {"model": "eb", "dispersion": "moment"},
+               "truncated": {"model": "auto_cv", "dispersion": "truncated"},
                "z0": {"cv_z": 0.0},
                "z1": {"cv_z": 1.0},
                "one_pair": {"max_interactions": 1},

@@ -221,3 +221,19 @@ def test_shrinkage_predicts_each_record_best_from_the_others():
     grid = np.exp(np.linspace(math.log(got) - 3, math.log(got) + 3, 25))
     assert all(loo(g) <= loo(got) + 1e-7 for g in grid)
     assert loo(got) > loo(got * 1.5) and loo(got) > loo(got / 1.5)
+
+
+def test_the_evidence_is_below_half_the_likelihood_ratio_statistic():
+    """No prior beats the table's own shares: B_ab ≤ Σ n_ab ln(n_ab / (n q_a q_b)) (the G statistic
+    over 2), counted here from the records; below a floor the search is skipped."""
+    rec, cards = _records(seed=4, n=600)
+    codes, f = _cells(rec)
+    m = Margins(codes, f, cards)
+    n = rec.shape[0]
+    for a, b in itertools.combinations(range(3), 2):
+        t = pd.crosstab(rec[:, a], rec[:, b]).to_numpy(float)
+        e = np.outer(t.sum(1), t.sum(0)) / n
+        g2 = float(np.sum(t[t > 0] * np.log(t[t > 0] / e[t > 0])))
+        _, bf = eb_forest.pair_evidence(m, a, b)
+        assert 0.0 <= bf <= g2 + 1e-9
+        assert eb_forest.pair_evidence(m, a, b, floor=g2 + 1.0) == (math.inf, pytest.approx(g2))

@@ -84,7 +84,8 @@ def test_estimate_under_a_chain_by_hand():
     pop = _chain_population(100_000, True, 21)
     sample = pop.sample(frac=0.05, random_state=1)
     keys = ["a", "b", "c", "d"]
-    r = gpurisk.assess(sample, keys, measures=["matches_ll"], fraction=0.05).measures["matches_ll"]
+    r = gpurisk.assess(sample, keys, measures=["matches_ll"], fraction=0.05,
+                       options={"loglinear_risk": {"model": "auto_cv"}}).measures["matches_ll"]
     assert r.extra["interaction"] == "a x b, b x c"
     n = float(len(sample))
     cnt = sample.groupby(keys).size()
@@ -145,9 +146,11 @@ def test_the_choice_spread_adds_to_the_se_in_quadrature():
     seen = 0
     for seed in range(6):
         sample = df.sample(frac=0.01, random_state=seed)
-        on = gpurisk.assess(sample, keys, fraction=0.01, measures=["matches_ll"]).measures["matches_ll"]
+        on = gpurisk.assess(sample, keys, fraction=0.01, measures=["matches_ll"],
+                            options={"loglinear_risk": {"model": "auto_cv"}}).measures["matches_ll"]
         off = gpurisk.assess(sample, keys, fraction=0.01, measures=["matches_ll"],
-                             options={"loglinear_risk": {"choice_spread": False}}
+                             options={"loglinear_risk": {"choice_spread": False,
+                                                         "model": "auto_cv"}}
                              ).measures["matches_ll"]
         k, c = on.extra["se_factor"], on.extra["model_error"]
         assert off.extra["se_choice"] == 0.0 and off.value == on.value

@@ -2,8 +2,9 @@
 
 ``HEADLINE`` names the measure an office is told to act on: the expected number of correct matches
 E = Σ_{f_j=1} 1/F_j, estimated from the sample by ``matches_ll`` (Skinner & Shlomo 2008's
-log-linear estimator, with main effects plus the interactions held-out tests keep, a gamma cell
-effect and a leave-one-out prior per sample unique; chosen on the validation of docs/validation.md,
+log-linear estimator, with main effects plus a forest of smoothed interactions each kept by its
+Bayes factor (issue 43), a gamma cell effect and a leave-one-out prior per sample unique; chosen on
+the validation of docs/validation.md,
 where θ̂·n1 was 13-85 % low and the two-way model 11-95 % low). ``BESIDE`` is
 shown next to it (τ1, the sample uniques that are population uniques). ``SCENARIOS`` says in one
 line, for each measure that counts or prices re-identifications, the intruder scenario it answers,

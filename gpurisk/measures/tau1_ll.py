@@ -5,10 +5,12 @@
 (Skinner & Shlomo 2008, the estimator of τ1 under the Poisson log-linear model: the expectation of
 I(F_j = 1) given f_j = 1 when F_j − f_j ~ Poisson((1 − π) λ_j), summed over the sample uniques.)
 μ̂ is the fit of a log-linear model of the sample counts (option ``model``: by default main effects
-plus the two-way interactions held-out tests keep, a forest in closed form; ``independence``;
+plus a forest of two-way interactions each kept by its Bayes factor and shrunk towards independence
+(``eb``, closed form); ``auto_cv`` the interactions held-out tests keep; ``independence``;
 ``two_way``, the paper's usual choice, fitted by IPF on the support cells so key spaces far beyond a
 dense table work, which was 23-100 % low on real populations: it overfits sparse samples), with a
-gamma cell effect around it whose variance is estimated by moments (option ``dispersion``), and each
+gamma cell effect around it whose variance is estimated by zero-truncated likelihood (option
+``dispersion``; moments with the other models), and each
 sample unique's λ taken from the other records' margins (option ``prior``; see
 :mod:`gpurisk.measures._ll_poisson`). s.e.: the Poisson terms' variance Σ e^{−m}(1 − e^{−m}),
 m = (1 − π) λ̂, its root times 1.5, with a 10 % relative model error and the model choice's spread added in quadrature (calibrated

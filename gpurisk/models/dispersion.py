@@ -13,9 +13,10 @@ Two estimators of α:
 
   and the Poisson limit α = 0: Σ [f_j ln μ_j − μ_j − ln f_j! − ln(1 − e^{−μ_j})]. It reads the small
   counts (f = 1, 2, 3 …), where the sample uniques are made. ln Γ(f + r) − ln Γ(r) is computed once
-  per distinct f, not per cell. Over more than MAX_CELLS cells the likelihood is summed over every
-  k-th cell (a systematic sample of MAX_CELLS = 2^18, k = ⌈cells/MAX_CELLS⌉): α is one number, and a
-  quarter of a million cells fix it far more closely than the samples' own spread.
+  per distinct f, not per cell. The cells are first grouped by (f_j, ln μ_j rounded to LOG_BIN = 10⁻³),
+  each group counted once at its bin's μ (a relative error below 5·10⁻⁴ in μ): the sum then runs
+  over a few thousand groups in a fixed order, so α̂ is the same whichever order a table keeps its
+  cells in (an assess and a scan's roll-up give the same figure), and costs one pass over the cells.
 """
 from __future__ import annotations
 
@@ -26,21 +27,42 @@ import numpy as np
 #: α is searched on ln α in this range (beyond: the Poisson limit, or a cell effect larger than any
 #: sample can show)
 LOG_ALPHA_RANGE = (math.log(1e-4), math.log(1e4))
-#: the likelihood is summed over at most this many cells (a systematic sample beyond)
-MAX_CELLS = 1 << 18
+#: the width of the bins of ln μ the cells are grouped in
+LOG_BIN = 1e-3
 
 
-def _loglik(f, mu, log_mu, uniq, inv, alpha: float) -> float:
-    """ℓ(α) of the module docstring, without the terms that do not depend on α (−ln f!)."""
+def _loglik(f, mu, log_mu, w, uniq, inv, alpha: float) -> float:
+    """ℓ(α) of the module docstring over groups of ``w`` cells, without the terms that do not
+    depend on α (−ln f!)."""
     if alpha <= 0.0:
-        return float(np.sum(f * log_mu - mu - np.log(-np.expm1(-mu))))
+        return float(np.sum(w * (f * log_mu - mu - np.log(-np.expm1(-mu)))))
     r = 1.0 / alpha
     from scipy.special import gammaln
     per_f = gammaln(uniq + r) - gammaln(r)
     log_r_mu = np.log(r + mu)
     log_p0 = r * (math.log(r) - log_r_mu)
-    return float(np.sum(per_f[inv] + r * math.log(r) + f * log_mu - (r + f) * log_r_mu
-                        - np.log(-np.expm1(log_p0))))
+    return float(np.sum(w * (per_f[inv] + r * math.log(r) + f * log_mu - (r + f) * log_r_mu
+                             - np.log(-np.expm1(log_p0)))))
+
+
+def groups(f, mu):
+    """(f, μ, ln μ, cells) per group of cells with one f and one bin of ln μ (module docstring), in
+    the order of (f, bin): the same groups in the same order for the same cells in any order."""
+    b = np.rint(np.log(mu) * (1.0 / LOG_BIN)).astype(np.int64)
+    b -= b.min()
+    width = int(b.max()) + 1
+    one = f == 1                  # most cells: counted by bin alone, in one pass
+    c1 = np.bincount(b[one], minlength=width)
+    bins1 = np.flatnonzero(c1)
+    key = (f[~one].astype(np.int64) - 2) * width + b[~one]
+    ku, kc = np.unique(key, return_counts=True)
+    fk, bk = ku // width + 2, ku % width
+    fs = np.concatenate([np.ones(bins1.shape[0]), fk.astype(np.float64)])
+    bins = np.concatenate([bins1, bk])
+    w = np.concatenate([c1[bins1], kc]).astype(np.float64)
+    lo = float(np.rint(np.log(mu).min() * (1.0 / LOG_BIN)))
+    log_mu = (bins + lo) * LOG_BIN
+    return fs, np.exp(log_mu), log_mu, w
 
 
 def truncated_alpha(f, mu) -> float:
@@ -55,12 +77,9 @@ def truncated_alpha(f, mu) -> float:
         f, mu = f[keep], mu[keep]
     if f.shape[0] == 0:
         return 0.0
-    if f.shape[0] > MAX_CELLS:
-        step = -(-f.shape[0] // MAX_CELLS)
-        f, mu = f[::step], mu[::step]
+    f, mu, log_mu, w = groups(f, mu)
     uniq, inv = np.unique(f, return_inverse=True)
-    log_mu = np.log(mu)
-    res = minimize_scalar(lambda t: -_loglik(f, mu, log_mu, uniq, inv, math.exp(t)),
-                          bounds=LOG_ALPHA_RANGE, method="bounded", options={"xatol": 1e-3})
-    poisson = _loglik(f, mu, log_mu, uniq, inv, 0.0)
+    res = minimize_scalar(lambda t: -_loglik(f, mu, log_mu, w, uniq, inv, math.exp(t)),
+                          bounds=LOG_ALPHA_RANGE, method="bounded", options={"xatol": 1e-5})
+    poisson = _loglik(f, mu, log_mu, w, uniq, inv, 0.0)
     return float(math.exp(res.x)) if -res.fun > poisson else 0.0

@@ -52,11 +52,15 @@ from gpurisk.models.forest import CHUNK, AtRows, Margins, _degrees, joins, pair_
 
 #: ln α_ab is searched in this range (above it the pair is independence for any sample)
 LOG_ALPHA_RANGE = (math.log(1e-3), math.log(1e9))
+#: how closely ln α is found (a relative 10⁻⁴ in α: far below what a sample can tell)
+XATOL = 1e-4
 
 
 def _observed(m: Margins, a: int, b: int):
     """(count n_ab, code of a, code of b, each cell's slot or None when dense) of the observed (a, b)
-    categories."""
+    categories. The sums over them (:func:`pair_evidence`, :func:`loo_alpha`) are taken in the
+    order of (n_ab, the shares' product) (:func:`_canonical`), not the table's, so a pair gives the
+    same α and evidence whichever order its keys and cells are listed in."""
     dense, counts = m.pair_counts(a, b)
     obs = np.flatnonzero(counts > 0)
     if dense:
@@ -69,21 +73,36 @@ def _observed(m: Margins, a: int, b: int):
     return counts[obs], m.codes[a][cell], m.codes[b][cell], inv
 
 
-def pair_evidence(m: Margins, a: int, b: int) -> tuple[float, float]:
+def _canonical(nab, q):
+    """(n_ab, q) sorted by n_ab then q: an order that does not depend on the table's."""
+    order = np.lexsort((q, nab))
+    return nab[order], q[order]
+
+
+def pair_evidence(m: Margins, a: int, b: int, floor: float = -math.inf) -> tuple[float, float]:
     """(α_ab, B_ab): the Dirichlet prior's type-II ML concentration and the pair's log Bayes factor
-    over independence (module docstring)."""
+    over independence (module docstring). B_ab is at most half the likelihood-ratio statistic,
+    Σ n_ab ln(n_ab/(n q_a q_b)) (no prior beats the table's own shares): where that bound is at most
+    ``floor``, (∞, the bound) is returned without the search (the pair cannot pass ``floor``)."""
     from scipy.optimize import minimize_scalar
     from scipy.special import gammaln
     n = m.n
     nab, xa, xb, _ = _observed(m, a, b)
-    q = (m.one(a)[xa] / n) * (m.one(b)[xb] / n)
+    nab, q = _canonical(nab, (m.one(a)[xa] / n) * (m.one(b)[xb] / n))
     limit = float(np.sum(nab * np.log(q)))
+    bound = float(np.sum(nab * np.log(nab / n))) - limit
+    if bound <= floor:
+        return math.inf, max(bound, 0.0)
+    # categories seen once (a prefix: sorted by n_ab) add ln Γ(1 + x) − ln Γ(x) = ln x = ln α + ln q
+    ones = int(np.searchsorted(nab, 1.0, side="right"))
+    log_q1 = float(np.sum(np.log(q[:ones])))
+    nab, q = nab[ones:], q[ones:]
 
     def neg(t):
         al = math.exp(t)
-        return -(math.lgamma(al) - math.lgamma(n + al)
+        return -(math.lgamma(al) - math.lgamma(n + al) + ones * t + log_q1
                  + float(np.sum(gammaln(nab + al * q) - gammaln(al * q))))
-    res = minimize_scalar(neg, bounds=LOG_ALPHA_RANGE, method="bounded", options={"xatol": 1e-3})
+    res = minimize_scalar(neg, bounds=LOG_ALPHA_RANGE, method="bounded", options={"xatol": XATOL})
     bf = -float(res.fun) - limit
     if bf <= 0.0:
         return math.inf, 0.0
@@ -97,13 +116,13 @@ def loo_alpha(m: Margins, a: int, b: int) -> float:
     from scipy.optimize import minimize_scalar
     n1 = m.n - 1.0
     nab, xa, xb, _ = _observed(m, a, b)
-    q = ((m.one(a)[xa] - 0.5) / n1) * ((m.one(b)[xb] - 0.5) / n1)
+    nab, q = _canonical(nab, ((m.one(a)[xa] - 0.5) / n1) * ((m.one(b)[xb] - 0.5) / n1))
     rest = nab - 1.0
 
     def neg(t):
         al = math.exp(t)
         return -float(np.sum(nab * np.log((rest + al * q) / (n1 + al))))
-    res = minimize_scalar(neg, bounds=LOG_ALPHA_RANGE, method="bounded", options={"xatol": 1e-3})
+    res = minimize_scalar(neg, bounds=LOG_ALPHA_RANGE, method="bounded", options={"xatol": XATOL})
     return float(math.exp(res.x))
 
 
@@ -116,8 +135,8 @@ def choose(m: Margins, max_pairs: int | None = None):
     # every pair's counts from the joint counts of groups of keys (a few passes over the cells)
     for (a, b), (layout, sums) in pair_counts(m.codes, m.cards, [m.f], pairs).items():
         m.put_pair(a, b, layout, sums[0])
-    scores = {(a, b): pair_evidence(m, a, b)[1] for a, b in pairs}
     threshold = 0.5 * math.log(max(m.n, 1.0))
+    scores = {(a, b): pair_evidence(m, a, b, threshold)[1] for a, b in pairs}
     limit = d - 1 if max_pairs is None else int(max_pairs)
     parent = list(range(d))
     kept = []
