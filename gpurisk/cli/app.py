@@ -90,11 +90,15 @@ def resume_hint(argv) -> str:
 def _leave(code) -> None:
     """End the process now with ``code`` if a non-daemon thread other than the main one is alive
     (a plugin's measure that started one and never joined it): the interpreter would wait for it
-    before exiting. Standard output and error are flushed and the ``atexit`` handlers run first
-    (local Dask clusters close there); the threads are not waited for."""
+    before exiting. Also once Arrow is loaded: its C++ thread pools, torn down with the interpreter,
+    sometimes abort the process after the command has finished ("terminate called without an active
+    exception", exit 134 instead of the command's code; apache/arrow#34314; seen here about once in
+    25 runs of a bad-input error on a loaded machine). Standard output and error are flushed and the
+    ``atexit`` handlers run first (local Dask clusters close there, temporary folders are removed);
+    the threads are not waited for."""
     left = [t for t in threading.enumerate()
             if t is not threading.main_thread() and not t.daemon and t.is_alive()]
-    if not left:
+    if not left and "pyarrow" not in sys.modules:
         return
     if code is not None and not isinstance(code, int):     # sys.exit("text") prints the text
         sys.stderr.write(f"{code}\n")
