@@ -44,6 +44,7 @@ c_a × c_b table is formed.
 """
 from __future__ import annotations
 
+import heapq
 import math
 
 import numpy as np
@@ -127,8 +128,11 @@ def loo_alpha(m: Margins, a: int, b: int) -> float:
 
 
 def choose(m: Margins, max_pairs: int | None = None):
-    """(kept pairs, sorted; {pair: α_ab} of the kept pairs (:func:`loo_alpha`); {pair: B_ab} of
-    every pair), by the module's rule."""
+    """(kept pairs, sorted; {pair: α_ab} of the kept pairs (:func:`loo_alpha`); {pair: B_ab, or its
+    bound G_ab/2 where B_ab was not needed}), by the module's rule. Kruskal's order by B_ab is taken
+    lazily: the pairs wait in a heap under their bound G_ab/2 ≥ B_ab, and B_ab is searched for only
+    when a pair reaches the top while its keys are still apart, so a pair whose keys are already
+    joined costs no search. The kept pairs are those the full sort by B_ab keeps."""
     from gpurisk.models.model_choice import pair_counts
     d = len(m.codes)
     pairs = [(a, b) for a in range(d) for b in range(a + 1, d)]
@@ -136,15 +140,24 @@ def choose(m: Margins, max_pairs: int | None = None):
     for (a, b), (layout, sums) in pair_counts(m.codes, m.cards, [m.f], pairs).items():
         m.put_pair(a, b, layout, sums[0])
     threshold = 0.5 * math.log(max(m.n, 1.0))
-    scores = {(a, b): pair_evidence(m, a, b, threshold)[1] for a, b in pairs}
+    scores = {p: pair_evidence(m, *p, math.inf)[1] for p in pairs}      # the bounds G/2
+    heap = [(-g, True, p) for p, g in scores.items()]
+    heapq.heapify(heap)
     limit = d - 1 if max_pairs is None else int(max_pairs)
     parent = list(range(d))
     kept = []
-    for (a, b), bf in sorted(scores.items(), key=lambda kv: -kv[1]):
-        if len(kept) >= limit or bf <= threshold:
+    while heap and len(kept) < limit:
+        value, bound, (a, b) = heapq.heappop(heap)
+        if -value <= threshold:
             break
-        if joins(parent, a, b):
-            kept.append((a, b))
+        if not joins(parent, a, b, join=False):
+            continue                   # its keys are joined already: the sort would pass it over
+        if bound:                      # its B_ab now, back into the heap
+            scores[(a, b)] = pair_evidence(m, a, b, threshold)[1]
+            heapq.heappush(heap, (-scores[(a, b)], False, (a, b)))
+            continue
+        joins(parent, a, b)
+        kept.append((a, b))
     return sorted(kept), {e: loo_alpha(m, *e) for e in kept}, scores
 
 

@@ -52,9 +52,10 @@ def choose_forest(codes, f, cards, splits: int = 1, seed: int = 0, z: float = Z_
     return sorted(kept), scores
 
 
-def joins(parent: list, a: int, b: int) -> bool:
+def joins(parent: list, a: int, b: int, join: bool = True) -> bool:
     """Kruskal's union-find step: whether keys a and b were in different trees of ``parent`` (one
-    entry per key, each its tree's link), joining the two trees when they were."""
+    entry per key, each its tree's link), joining the two trees when they were (``join=False``:
+    only whether they are apart)."""
     def root(v):
         while parent[v] != v:
             parent[v] = parent[parent[v]]
@@ -63,7 +64,8 @@ def joins(parent: list, a: int, b: int) -> bool:
     ra, rb = root(a), root(b)
     if ra == rb:
         return False
-    parent[ra] = rb
+    if join:
+        parent[ra] = rb
     return True
 
 
