@@ -279,18 +279,33 @@ def loo_prior(n: float, counts, alpha, a0: float = LOO_PSEUDO):
     n − 1 records (option ``prior=loo``, module docstring). ``counts``: per fitted margin, the sample
     count of each unique's category of it (its own record included); ``alpha``: the cell effect's
     variance α̂. μ̃ = (n − 1) Π_v s_v/(n − 1), α̃ = (1 + α̂) Π_v (1 + 1/s_v) − 1, s_v = c_v − 1 + a0.
+    A margin is an array (exponent 1, counted), a tuple (counts, exponent, counted), or a smoothed
+    pair (c_ab, c_a, c_b, α_ab) of :mod:`gpurisk.models.eb_forest`, whose s_ab = c_ab − 1 +
+    α_ab q̃_a q̃_b (q̃_v = (c_v − 1 + a0)/(n − 1)) enters as s_ab/(n − 1 + α_ab), counted.
     Computed on slices of CHUNK uniques (:func:`by_chunks`)."""
     margins = [c if isinstance(c, tuple) else (c, 1, True) for c in counts]
-    # an array, or forest_counts' counts gathered when sliced (gpurisk.models.forest.AtRows)
-    arrays = [c if hasattr(c, "shape") else np.asarray(c) for c, _, _ in margins]
+    # arrays, or forest_counts' counts gathered when sliced (gpurisk.models.forest.AtRows)
+    arrays = [c if hasattr(c, "shape") else np.asarray(c)
+              for m in margins for c in (m[:3] if len(m) == 4 else m[:1])]
+    n1 = float(n - 1)
 
     def part(*cs):
-        mu = np.full(np.shape(cs[0]), float(n - 1))
+        mu = np.full(np.shape(cs[0]), n1)
         rv = np.full(np.shape(cs[0]), 1.0 + float(alpha))
-        for c, (_, power, counted) in zip(cs, margins):
-            s = np.asarray(c, dtype=np.float64) - 1.0 + a0
-            mu *= (s / float(n - 1)) ** power
-            if counted:
+        i = 0
+        for m in margins:
+            if len(m) == 4:          # a smoothed pair: its counts, its keys' counts, α_ab
+                cab, ca, cb = (np.asarray(c, dtype=np.float64) for c in cs[i:i + 3])
+                i += 3
+                al = m[3]
+                s = cab - 1.0 + al * ((ca - 1.0 + a0) / n1) * ((cb - 1.0 + a0) / n1)
+                mu *= s / (n1 + al)
+                rv *= 1.0 + 1.0 / s
+                continue
+            s = np.asarray(cs[i], dtype=np.float64) - 1.0 + a0
+            i += 1
+            mu *= (s / n1) ** m[1]
+            if m[2]:
                 rv *= 1.0 + 1.0 / s
         return mu, rv - 1.0
     return by_chunks(part, 2, *arrays)
@@ -396,8 +411,8 @@ def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = Z_CHOICE, ma
 def eb_means(table, max_pairs=None, dispersion: str = "moment"):
     """As :func:`auto_cv_means`, main effects + the forest of smoothed interactions of
     :mod:`gpurisk.models.eb_forest` (each pair kept by its evidence, shrunk towards independence by
-    its empirical-Bayes prior); the uniques' counts are a :class:`gpurisk.models.eb_forest.LooCounts`
-    and there are no alternatives (the shrinkage, not a test, handles a pair the sample cannot
+    its empirical-Bayes prior); the uniques' counts are :func:`gpurisk.models.eb_forest.loo_counts`
+    factors and there are no alternatives (the shrinkage, not a test, handles a pair the sample cannot
     tell)."""
     def make():
         from gpurisk.models import eb_forest
@@ -408,7 +423,7 @@ def eb_means(table, max_pairs=None, dispersion: str = "moment"):
         alpha = (truncated_alpha(f, mu) if dispersion == "truncated" else
                  _moment(f, mu, sum_mu2))
         su = np.flatnonzero(f == 1)
-        return mu[su], alpha, edges, eb_forest.LooCounts(margins, edges, alphas, su), []
+        return mu[su], alpha, edges, eb_forest.loo_counts(margins, edges, alphas, su), []
     return table.cached(f"_ll_eb_{max_pairs}_{dispersion}", make)
 
 
@@ -607,8 +622,9 @@ class LoglinearPoisson(Measure):
         "max_interactions": Option(int, None, min=1,
                                    help="model=auto_cv or eb: at most this many two-way interactions "
                                         "(default: no limit but the forest's, one fewer than the "
-                                        "keys), kept in order of held-out gain while they pass "
-                                        "the test and form no cycle (closed form)"),
+                                        "keys), kept in order of held-out gain (auto_cv) or "
+                                        "Bayes factor (eb) while they pass the test and form no "
+                                        "cycle (closed form)"),
         "choice_spread": Option(bool, True,
                                 help="model=auto_cv: add to the s.e. the estimate's spread over "
                                      "the models one held-out test away, each weighted by the "
@@ -664,8 +680,7 @@ class LoglinearPoisson(Measure):
                           float(self.opt(ctx, "cv_z")), self.opt(ctx, "max_interactions"))
                 mu, alpha, pair, counts, alts = auto_cv_means(table, *choice, dispersion)
                 model_key = f"{model}_{choice}_{dispersion}"
-                extra["interaction"] = (", ".join(f"{table.keys[a]} x {table.keys[b]}"
-                                                  for a, b in pair) or None)
+                extra["interaction"] = _pairs_text(table, pair)
                 if str(self.opt(ctx, "interval")) == "model":
                     misfit = forest_misfit(table, pair, pi)
                     extra["misfit_T"] = misfit[self.kind][1]
@@ -674,8 +689,7 @@ class LoglinearPoisson(Measure):
                 mu, alpha, pair, counts, alts = eb_means(
                     table, self.opt(ctx, "max_interactions"), dispersion)
                 model_key = f"eb_{self.opt(ctx, 'max_interactions')}_{dispersion}"
-                extra["interaction"] = (", ".join(f"{table.keys[a]} x {table.keys[b]}"
-                                                  for a, b in pair) or None)
+                extra["interaction"] = _pairs_text(table, pair)
             elif dispersion == "truncated":
                 raise BadInput("dispersion=truncated needs a forest model (model=auto_cv or eb)")
             elif model in ("risk", "cv_risk"):
@@ -685,8 +699,7 @@ class LoglinearPoisson(Measure):
                     table, pi, boot=int(self.opt(ctx, "choice_boot")) if interval == "model" else 0,
                     start="cv" if model == "cv_risk" else "main")
                 model_key = model
-                extra["interaction"] = (", ".join(f"{table.keys[a]} x {table.keys[b]}"
-                                                  for a, b in pair) or None)
+                extra["interaction"] = _pairs_text(table, pair)
                 extra["misfit_T"] = misfit[self.kind][1]
             else:
                 alts, model_key = [], model
@@ -709,10 +722,8 @@ class LoglinearPoisson(Measure):
             """Per sample unique, the term and its variance under fitted model i (0: the kept)."""
             alpha = alpha if dispersion != "none" else 0.0
             if prior == "loo":          # the same for tau1_ll and matches_ll: computed once
-                mu_prior, alpha_cell = table.cached(
-                    f"_ll_loo_{model_key}_{i}_{alpha!r}",
-                    lambda: counts.prior(alpha) if hasattr(counts, "prior") else
-                    loo_prior(n, counts, alpha))
+                mu_prior, alpha_cell = table.cached(f"_ll_loo_{model_key}_{i}_{alpha!r}",
+                                                    lambda: loo_prior(n, counts, alpha))
                 return unique_terms(mu_prior, alpha_cell, pi, self.kind, exact)
             return unique_terms(mu, alpha, pi, self.kind, exact)
         exact = str(self.opt(ctx, "interval")) == "model"
@@ -753,6 +764,11 @@ class LoglinearPoisson(Measure):
             extra["note"] = (f"IPF stopped after {fit.iterations} cycles with a margin "
                              f"discrepancy of {fit.discrepancy:.3g} records (tol {fit.tol:g})")
         return Result(value=value, se=se, upper=min(value + z * se, float(n1)), extra=extra)
+
+
+def _pairs_text(table, pair) -> str | None:
+    """The kept interactions as key names ("a x b, c x d"), None for main effects alone."""
+    return ", ".join(f"{table.keys[a]} x {table.keys[b]}" for a, b in pair) or None
 
 
 def calibrated_options(kind: str) -> dict:

@@ -49,7 +49,8 @@ def groups(f, mu):
     """(f, μ, ln μ, cells) per group of cells with one f and one bin of ln μ (module docstring), in
     the order of (f, bin): the same groups in the same order for the same cells in any order."""
     b = np.rint(np.log(mu) * (1.0 / LOG_BIN)).astype(np.int64)
-    b -= b.min()
+    lo = int(b.min())
+    b -= lo
     width = int(b.max()) + 1
     one = f == 1                  # most cells: counted by bin alone, in one pass
     c1 = np.bincount(b[one], minlength=width)
@@ -60,7 +61,6 @@ def groups(f, mu):
     fs = np.concatenate([np.ones(bins1.shape[0]), fk.astype(np.float64)])
     bins = np.concatenate([bins1, bk])
     w = np.concatenate([c1[bins1], kc]).astype(np.float64)
-    lo = float(np.rint(np.log(mu).min() * (1.0 / LOG_BIN)))
     log_mu = (bins + lo) * LOG_BIN
     return fs, np.exp(log_mu), log_mu, w
 

@@ -204,50 +204,21 @@ def _sum_squares(m: Margins, one, edges, alphas, deg) -> float:
     return tree_squares(one, edges, deg, message)
 
 
-class LooCounts:
-    """What a sample unique's leave-one-out prior reads under the smoothed forest: per factor, the
-    sample counts of the unique's categories (gathered slice by slice, :class:`AtRows`). ``prior``
-    gives (μ̃, α̃) of the module docstring."""
+def loo_counts(m: Margins, edges, alphas, rows) -> list:
+    """What a sample unique's leave-one-out prior reads under the smoothed forest, as
+    :func:`gpurisk.measures._ll_poisson.loo_prior` takes it: per lone or shared key (counts of the
+    unique's category, exponent 1 − deg, counted when alone), then per kept pair (counts of the
+    unique's pair of categories, of its a and of its b, α_ab). The counts are :class:`AtRows`:
+    gathered slice by slice, never kept per unique."""
+    deg = _degrees(len(m.codes), edges)
+    rows = np.asarray(rows)
 
-    def __init__(self, m: Margins, edges, alphas, rows):
-        deg = _degrees(len(m.codes), edges)
-        self.n, self.deg = m.n, deg
-        rows = np.asarray(rows)
-
-        def key(v):
-            return AtRows(m.one(v), lambda r, c=m.codes[v]: c[r], rows)
-        self.keys = [(key(v), 1 - deg[v], deg[v] == 0) for v in range(len(m.codes)) if deg[v] != 1]
-        self.pairs = []
-        for a, b in edges:
-            dense, counts = m.pair_counts(a, b)
-            at = ((lambda r, a=a, b=b: pair_ids(m.codes, m.cards, a, b, r)) if dense else
-                  (lambda r, inv=m.pair(a, b)[0]: inv[r]))
-            self.pairs.append((AtRows(counts, at, rows), key(a), key(b), alphas[(a, b)]))
-
-    def prior(self, alpha: float, a0: float = 0.5):
-        n1 = self.n - 1.0
-        arrays = [k for k, _, _ in self.keys] + [x for p in self.pairs for x in p[:3]]
-
-        def part(*cs):
-            mu = np.full(np.shape(cs[0]), n1)
-            rv = np.full(np.shape(cs[0]), 1.0 + float(alpha))
-            i = 0
-            for _, power, counted in self.keys:
-                s = np.asarray(cs[i], dtype=np.float64) - 1.0 + a0
-                mu *= (s / n1) ** power
-                if counted:
-                    rv *= 1.0 + 1.0 / s
-                i += 1
-            for *_, al in self.pairs:
-                cab, ca, cb = (np.asarray(c, dtype=np.float64) for c in cs[i:i + 3])
-                i += 3
-                s = cab - 1.0 + al * ((ca - 1.0 + a0) / n1) * ((cb - 1.0 + a0) / n1)
-                mu *= s / (n1 + al)
-                rv *= 1.0 + 1.0 / s
-            return mu, rv - 1.0
-        size = len(arrays[0])
-        mu, rv = np.empty(size), np.empty(size)
-        for start in range(0, size, CHUNK):          # slices of CHUNK uniques: temporaries in cache
-            rows = slice(start, start + CHUNK)
-            mu[rows], rv[rows] = part(*(x[rows] for x in arrays))
-        return mu, rv
+    def key(v):
+        return AtRows(m.one(v), lambda r, c=m.codes[v]: c[r], rows)
+    out = [(key(v), 1 - deg[v], deg[v] == 0) for v in range(len(m.codes)) if deg[v] != 1]
+    for a, b in edges:
+        dense, counts = m.pair_counts(a, b)
+        at = ((lambda r, a=a, b=b: pair_ids(m.codes, m.cards, a, b, r)) if dense else
+              (lambda r, inv=m.pair(a, b)[0]: inv[r]))
+        out.append((AtRows(counts, at, rows), key(a), key(b), alphas[(a, b)]))
+    return out
