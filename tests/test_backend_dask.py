@@ -407,3 +407,35 @@ def test_cli_csv_glob_on_a_local_cluster(tmp_path):
     assert a.pop("backend") == "pandas" and b.pop("backend") == "dask"
     assert_same_docs(a, b)
     assert a["n"] == len(frame)
+
+
+def test_range_buckets_of_a_skewed_register_hold_equal_shares(client):
+    """Skewed keys (probabilities ~ 1/rank^1.1, as in bench_register_scan) put a third of the
+    records in one of 8 equal-width ranges of the cells; the ranges cut at the splitters pass 1
+    finds hold at most 1.5x an eighth of them each, so no merge holds much more than its share of
+    the cells. The counts are those of pandas either way."""
+    import contextlib
+
+    from gpurisk.freq import partial as P
+    from gpurisk.freq._dask import summary_dask
+    from gpurisk.freq.plan import encode_words
+    rng = np.random.default_rng(40)
+    cols = {}
+    for i, c in enumerate([120, 12, 100, 6, 50, 80]):
+        p = 1.0 / np.arange(1, c + 1) ** 1.1
+        cols[f"k{i}"] = rng.choice(c, size=160_000, p=p / p.sum())
+    frame = pd.DataFrame(cols)
+    frame["s"] = rng.random(len(frame)) < 0.05
+    keys = list(cols)
+    ddf = client.persist(dd.from_pandas(frame, npartitions=8, sort=False))
+    plan, parts = summary_dask(lambda: contextlib.nullcontext(client), ddf, keys, sample_flag="s",
+                               buckets=8)
+    records = np.array([b["N"] for b in parts])
+    assert records.sum() == len(frame) and records.max() <= 1.5 * len(frame) / 8
+    equal_width = np.bincount(P.bucket_ids(np, encode_words(plan, frame), plan.bucket_width(8)),
+                              minlength=8)
+    assert equal_width.max() > 2.5 * len(frame) / 8      # what the splitters avoid
+    ref = summary_of_table(build_table(frame, keys, sample_flag="s")).to_dict()
+    got = summarize(ddf, keys, sample_flag="s", buckets=8).to_dict()
+    assert {k: v for k, v in got.items() if k not in ("backend", "buckets")} == \
+        {k: v for k, v in ref.items() if k not in ("backend", "buckets")}

@@ -384,3 +384,33 @@ def test_group_ids_equals_numpy_unique(space):
     np.testing.assert_array_equal(cells, want)
     np.testing.assert_array_equal(inv, winv.reshape(-1))
     assert P.group_ids(ids[:0])[0].size == 0
+
+
+def test_splitters_cut_weighted_records_into_equal_shares():
+    """Splitters of the first word: equal shares of the records' weight in each range (hand
+    values), a value holding several ranges' share alone in one range, and ``split`` with them
+    keeps every piece sorted and inside its range; under the strict namespace too."""
+    from gpurisk.testing.strict import xp as sx
+    from gpurisk.xp import to_host
+    np.testing.assert_array_equal(P.splitters(np.arange(100), np.ones(100), 4), [25, 50, 75])
+    # weights: values 0-9 stand for 30 records each, 10-99 for 1 each: 390 in all, 97.5 a range;
+    # the running total first exceeds 97.5, 195 and 292.5 at values 3 (120), 6 (210) and 9 (300)
+    w = np.r_[np.full(10, 30.0), np.ones(90)]
+    np.testing.assert_array_equal(P.splitters(np.arange(100), w, 4), [3, 6, 9])
+    # 90 of 100 records share the value 5: it is a range of its own, the rest another
+    heavy = P.splitters(np.r_[np.full(90, 5), np.arange(6, 16)], np.ones(100), 4)
+    np.testing.assert_array_equal(heavy, [5, 6, 6])
+    np.testing.assert_array_equal(P.bucket_ids(np, [np.array([4, 5, 6, 15])], heavy), [0, 1, 3, 3])
+    rng = np.random.default_rng(5)
+    p = 1.0 / np.arange(1, 201) ** 1.1
+    words = [rng.choice(200, 20000, p=p / p.sum()), rng.integers(0, 7, 20000)]
+    part = P.reduce_cells(np, words, {"f": None}, {})
+    cut = P.splitters(words[0], np.ones(20000), 5)
+    pieces = P.split(part, cut, 5)
+    assert sum(P.size(q) for q in pieces) == P.size(part)
+    for b, q in enumerate(pieces):
+        np.testing.assert_array_equal(P.bucket_ids(np, q["words"], cut), np.full(P.size(q), b))
+        dev = P.bucket_ids(sx, [sx.asarray(q["words"][0])], cut)
+        np.testing.assert_array_equal(to_host(dev), np.full(P.size(q), b))
+    for x, y in zip(P.concat(pieces)["words"], part["words"]):
+        np.testing.assert_array_equal(x, y)

@@ -7,6 +7,12 @@ Two passes over the partitions, each a tree reduction (fan-in ``SPLIT_EVERY``) o
 2. each partition's partial counts by cell (:mod:`gpurisk.freq.partial`), cut into ``buckets``
    ranges of cells; bucket ``b`` of every partition merges into the cells of range ``b``.
 
+The ranges are cut where they hold about equal numbers of records (:meth:`_Run.cut`): pass 1 also
+keeps, on the workers, rows spread evenly over each partition; once the plan is known their cells'
+first words (codes, not values) come back and give the splitters. Equal-width ranges of the cell
+space put a skewed key's common categories in one range: a third of a 100 M register's cells in one
+of 100 merges, more than a 3 GB worker holds.
+
 Records never leave their worker. :func:`build_table_dask` brings the merged cell table (cells <=
 records; about 16-32 bytes a cell) to the client as a FreqTable with numpy arrays -- that table must
 fit in the client's memory. :func:`summary_dask` keeps the cells on the workers and brings back
@@ -28,7 +34,8 @@ from gpurisk.errors import BadInput
 from gpurisk.core.messages import bad_input
 from gpurisk.xp import is_cudf, namespace, scalar, to_host
 from gpurisk.freq import partial as P
-from gpurisk.freq.plan import check_columns, make_plan, merge_uniques, partition_uniques, uniques_to_pandas
+from gpurisk.freq.plan import (check_columns, encode_words, make_plan, merge_uniques,
+                               partition_uniques, uniques_to_pandas)
 
 SPLIT_EVERY = 8
 ROWS_PER_PARTITION = 1_000_000   # in-memory frames are cut into partitions of about this size
@@ -112,9 +119,15 @@ def _tree(items, fn, split_every=SPLIT_EVERY):
 _PARSE_FAILURES = ("Unable to parse string", "invalid literal for", "could not convert string")
 
 
-def _compute(client, obj):
-    """client.compute(...).result(), with Dask's CSV type errors turned into one line."""
+def _compute(client, obj, keep: int = 0):
+    """client.compute(...).result(), with Dask's CSV type errors turned into one line. With
+    ``keep``, ``obj`` is a list whose last ``keep`` items are computed in the same graph (their
+    inputs read once with the others') but left on the cluster: (results of the others, futures
+    of those)."""
     try:
+        if keep:
+            futs = client.compute(list(obj))
+            return client.gather(futs[:len(futs) - keep]), futs[len(futs) - keep:]
         return client.compute(obj, sync=True)
     except (TypeError, OverflowError) as exc:
         msg = str(exc)
@@ -177,7 +190,12 @@ class _Run:
             uf = _tree([delayed(flagged_uniques)(d, self.keys, sample_flag) for d in self.s_parts],
                        merge_uniques)
             todo.append(delayed(uniques_to_pandas)(uf))
-        got = _compute(client, todo)
+        # rows spread over every partition, taken in the same pass and kept on the workers: where
+        # the ranges of cells fall, once the plan can encode them (:meth:`cut`)
+        every = self.s_parts + self.p_parts
+        per = max(SPREAD_MIN, -(-SPREAD_ROWS // max(1, len(every))))
+        got, self.spread = _compute(client, todo + [delayed(spread_rows)(d, self.keys, per)
+                                                    for d in every], keep=len(every))
         u_s = got[0]
         u_p = got[1] if self.p_parts else None
         u_flag = got[-1] if sample_flag else u_s
@@ -214,16 +232,37 @@ class _Run:
         nparts = len(self.s_parts) + len(self.p_parts)
         return max(1, min(MAX_BUCKETS, max(nparts // SPLIT_EVERY, math.ceil(self.records / per))))
 
-    def bucket_roots(self, nbuckets: int):
-        """Pass 2: one delayed partial per range bucket of cells (still on the cluster)."""
+    def cut(self, nbuckets: int):
+        """Where the ``nbuckets`` ranges of cells split (:func:`gpurisk.freq.partial.bucket_ids`):
+        splitters of the first word that give each range about the same number of records, from
+        the rows pass 1 spread over the partitions (:func:`spread_rows`); so no range holds more
+        than about records / nbuckets cells however skewed the keys."""
+        if nbuckets <= 1:
+            return 1
+        if self.spread is not None:       # the first words of the spread rows, once
+            from dask import delayed
+            got = _compute(self.client, [delayed(spread_words)(self.plan_f, s) for s in self.spread])
+            got = [(n, w) for n, w in got if w.shape[0]]
+            self.spread = None            # released on the workers
+            self._firsts = (np.concatenate([w for _, w in got]) if got else None,
+                            np.concatenate([np.full(w.shape[0], n / w.shape[0]) for n, w in got])
+                            if got else None)
+        first, weight = self._firsts
+        if first is None:
+            return self.plan.bucket_width(nbuckets)
+        return P.splitters(first, weight, nbuckets)
+
+    def bucket_roots(self, nbuckets: int, cut=None):
+        """Pass 2: one delayed partial per range bucket of cells (still on the cluster), the ranges
+        cut at ``cut`` (default :meth:`cut`)."""
         from dask import delayed
         parts = [delayed(P.partial)(self.plan_f, d, self.role, self.sample_flag, self.weights)
                  for d in self.s_parts]
         parts += [delayed(P.partial)(self.plan_f, d, "population") for d in self.p_parts]
         if nbuckets == 1:
             return [_tree(parts, P.merge)]
-        width = self.plan.bucket_width(nbuckets)
-        splits = [delayed(P.split, nout=nbuckets)(p, width, nbuckets) for p in parts]
+        cut = self.cut(nbuckets) if cut is None else cut
+        splits = [delayed(P.split, nout=nbuckets)(p, cut, nbuckets) for p in parts]
         return [_tree([sp[b] for sp in splits], P.merge) for b in range(nbuckets)]
 
 
@@ -261,6 +300,27 @@ def bucket_summary(part: dict) -> dict:
             out["bad_cells"] = {"words": [to_host(w[sel]) for w in part["words"]], "f": to_host(f[sel]),
                                 "F": to_host(part["F"][sel])}
     return out
+
+
+#: rows :func:`spread_rows` takes over all partitions together (at least SPREAD_MIN a partition)
+SPREAD_ROWS = 1 << 16
+SPREAD_MIN = 256
+
+
+def spread_rows(frame, keys, m: int):
+    """(rows, frame of ``keys`` at ``m`` evenly spaced rows) of one partition: where its records
+    lie in the space of cells (a sorted input is spread over its whole order). Kept on the worker."""
+    n = int(len(frame))
+    at = np.unique(np.linspace(0, n - 1, min(n, int(m))).round().astype(np.int64)) if n else \
+        np.zeros(0, np.int64)
+    return n, frame[list(keys)].iloc[at].reset_index(drop=True)
+
+
+def spread_words(plan, spread) -> tuple:
+    """(rows of the partition, first words of its :func:`spread_rows` on the host): cell codes,
+    not the records' values, reach the client."""
+    n, rows = spread
+    return n, to_host(encode_words(plan, rows)[0]) if len(rows) else np.zeros(0, np.int64)
 
 
 def flagged_uniques(frame, keys, sample_flag) -> dict:
@@ -327,10 +387,10 @@ def record_words(plan, frame, sample_flag=None):
     return words
 
 
-def lookup_bucket(acc, words, cells: dict, width: int, bucket: int, nbuckets: int,
+def lookup_bucket(acc, words, cells: dict, cut, bucket: int, nbuckets: int,
                   fields=P.FIELDS) -> dict:
     """Fill ``acc`` (per record: ``fields`` of its cell, by default f, F, w) for the records whose
-    cells fall in ``bucket``.
+    cells fall in ``bucket`` (ranges cut at ``cut``: :func:`gpurisk.freq.partial.bucket_ids`).
 
     ``acc`` is the previous step's output, its only consumer; it is filled in place (a retried
     step writes the same values again)."""
@@ -345,7 +405,7 @@ def lookup_bucket(acc, words, cells: dict, width: int, bucket: int, nbuckets: in
         sel = None
         rec = words
     else:
-        sel = xp.flatnonzero(P.bucket_ids(xp, words, width) == bucket)
+        sel = xp.flatnonzero(P.bucket_ids(xp, words, cut) == bucket)
         rec = [w[sel] for w in words]
     idx = P.locate(rec, cells["words"])
     if scalar((idx < 0).any()):  # pragma: no cover - a broken invariant, not bad input
@@ -395,8 +455,8 @@ def write_records_dask(connect, sample, keys, out_dir, population=None, sample_f
         _check_carry(sample, carry, sep)
         run = _Run(client, sample, keys, population, sample_flag, weights, missing, gpu, sep, carry)
         nb = buckets or run.default_buckets()
-        roots = client.persist(run.bucket_roots(nb))
-        width = run.plan.bucket_width(nb)
+        cut = run.cut(nb)
+        roots = client.persist(run.bucket_roots(nb, cut))
         out.mkdir(parents=True, exist_ok=True)
         tok = uuid.uuid4().hex
         writes = []
@@ -404,7 +464,7 @@ def write_records_dask(connect, sample, keys, out_dir, population=None, sample_f
             words = delayed(record_words, name=f"gpurisk-words-{tok}-{i}")(run.plan_f, d, sample_flag)
             acc = None
             for b, root in enumerate(roots):
-                acc = delayed(lookup_bucket, pure=False)(acc, words, root, width, b, nb)
+                acc = delayed(lookup_bucket, pure=False)(acc, words, root, cut, b, nb)
             writes.append(delayed(write_part, pure=False)(d if carry else None, acc,
                                                           str(out / f"part.{i:05d}.parquet"), carry,
                                                           sample_flag))
@@ -477,8 +537,9 @@ def record_pass_dask(connect, sample, table, columns: dict, sample_flag=None, gp
         sum(int(cells[k].dtype.itemsize) for k in fields)
     per_bucket = LOOKUP_BYTES_PER_BUCKET if not gpu else 8 * LOOKUP_BYTES_PER_BUCKET
     nb = max(1, min(MAX_BUCKETS, math.ceil(m * per_cell / per_bucket)))
-    width = plan.bucket_width(nb)
-    pieces = P.split(cells, width, nb)
+    # the cells are here: ranges of equal numbers of them
+    cut = P.splitters(cell_words[0], np.ones(m), nb) if nb > 1 else 1
+    pieces = P.split(cells, cut, nb)
     keys = list(table.keys)
     with connect() as client:
         nw = _nworkers(client)
@@ -506,7 +567,7 @@ def record_pass_dask(connect, sample, table, columns: dict, sample_flag=None, gp
             words = located[0]
             acc = None
             for b, fut in enumerate(futs):
-                acc = delayed(lookup_bucket, pure=False)(acc, words, fut, width, b, nb, fields)
+                acc = delayed(lookup_bucket, pure=False)(acc, words, fut, cut, b, nb, fields)
             path = None if out_dir is None else str(Path(out_dir) / f"part.{i:05d}.parquet")
             outs.append(delayed(_finish_records, pure=False)(acc, located, offsets[i], spec, write,
                                                             path))

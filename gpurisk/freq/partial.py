@@ -480,18 +480,47 @@ def _merge_subset(big: dict, small: dict):
     return out
 
 
-def bucket_ids(xp, words, width: int):
-    """Range bucket of each cell: its first word divided by ``width`` (see Plan.bucket_width)."""
-    return words[0] // int(width)
+def bucket_ids(xp, words, cut):
+    """Range bucket of each cell from its first word. ``cut`` is an int, the ranges' common width
+    (Plan.bucket_width: equal ranges of the word's space), or an ascending host array of
+    ``nbuckets - 1`` splitters (:func:`splitters`: ranges holding about equal shares of the
+    records); a word equal to a splitter starts the next range."""
+    if isinstance(cut, (int, np.integer)):
+        return words[0] // int(cut)
+    return xp.searchsorted(xp.asarray(cut), words[0], side="right")
 
 
-def split(part: dict, width: int, nbuckets: int) -> list[dict]:
-    """Cut a partial into ``nbuckets`` partials of consecutive cell ranges; each stays sorted, and
-    buckets in order concatenate to a sorted partial."""
+def splitters(first, weights, nbuckets: int) -> np.ndarray:
+    """The ``nbuckets - 1`` splitters (int64, ascending) that cut records, given by a sample of
+    their first words ``first`` each standing for ``weights`` records, into ranges of about equal
+    weight. Equal-width ranges of the word's space put a skewed key's common categories in one range
+    (a third of a register's cells in one of 100); a range of records holds at most as many cells,
+    so these bound every range's cells by about records / nbuckets. A value that alone holds more
+    than a range's share keeps a range of its own (its splitters repeat, the ranges between are
+    empty at the end). Where the splitters fall never changes a count, only which task sums it."""
+    first = np.asarray(first, dtype=np.int64)
+    k = max(int(nbuckets) - 1, 0)
+    if k == 0 or first.size == 0:
+        return np.zeros(k, np.int64)
+    order = np.argsort(first, kind="stable")
+    v = first[order]
+    cum = np.cumsum(np.asarray(weights, dtype=np.float64)[order])
+    at = np.searchsorted(cum, cum[-1] * np.arange(1, nbuckets) / nbuckets, side="right")
+    cuts, times = np.unique(v[np.minimum(at, v.size - 1)], return_counts=True)
+    # a value holding several ranges' share: its range ends where the next value starts
+    distinct = np.unique(v)
+    nxt = np.searchsorted(distinct, cuts[times > 1], side="right")
+    cuts = np.unique(np.concatenate([cuts, distinct[nxt[nxt < distinct.size]]]))[:k]
+    return np.concatenate([cuts, np.full(k - cuts.size, cuts[-1] if cuts.size else 0, np.int64)])
+
+
+def split(part: dict, cut, nbuckets: int) -> list[dict]:
+    """Cut a partial into ``nbuckets`` partials of consecutive cell ranges (``cut``: see
+    :func:`bucket_ids`); each stays sorted, and buckets in order concatenate to a sorted partial."""
     if nbuckets == 1:
         return [part]
     xp = namespace(part["words"][0])
-    b = bucket_ids(xp, part["words"], width)
+    b = bucket_ids(xp, part["words"], cut)
     bounds = xp.searchsorted(b, xp.arange(nbuckets + 1, dtype=b.dtype))  # cells are sorted
     bounds = to_host(bounds).tolist()
     return [{k: ([w[lo:hi] for w in v] if k == "words" else v[lo:hi]) for k, v in part.items()}

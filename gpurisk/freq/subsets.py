@@ -35,23 +35,48 @@ import uuid
 from collections import deque
 from typing import Iterable, Iterator, Sequence
 
-from gpurisk.xp import namespace
+from gpurisk.xp import namespace, scalar, to_host
 from gpurisk.freq import partial as P
 from gpurisk.freq.cellid import mixed_radix_ids, radix_space
-from gpurisk.freq.plan import Plan, unpack_words, word_layout
+from gpurisk.freq.plan import Plan, narrow_code_dtype, pack_words, unpack_words, word_layout
 
 #: subsets whose graphs are submitted ahead of the one being read, per worker
 AHEAD_PER_WORKER = 4
 
 
 def bucket_codes(plan: Plan, part: dict) -> dict:
-    """One bucket of the finest table as per-key codes (narrow integers) and its counts: what every
-    subset of the keys is summed from (run on a worker, kept there)."""
+    """One bucket of the finest table as per-key codes and counts f, F in the narrowest integer
+    types that hold them (a register's cells: mostly F = 1, f = 0), and w: what every subset of
+    the keys is summed from (run on a worker, kept there; :func:`wide_counts` widens the counts
+    again in each task that reads them)."""
     xp = namespace(part["words"][0])
     out = {"codes": unpack_words(plan, part["words"], xp, narrow=True)}
     for k in P.FIELDS:
         if k in part:
-            out[k] = part[k]
+            v = part[k]
+            if k in P.INT_FIELDS and int(v.shape[0]):
+                v = v.astype(narrow_code_dtype(int(scalar(xp.max(v))) + 1, xp), copy=False)
+            out[k] = v
+    return out
+
+
+def wide_counts(cells: dict) -> dict:
+    """``cells`` (:func:`bucket_codes`) with f and F as int64 again."""
+    xp = namespace(cells["codes"][0])
+    return {k: (v.astype(xp.int64, copy=False) if k in P.INT_FIELDS else v) for k, v in cells.items()}
+
+
+def codes_summary(plan: Plan, cells: dict) -> dict:
+    """:func:`gpurisk.freq._dask.bucket_summary` of a bucket kept as codes (:func:`bucket_codes`)."""
+    from gpurisk.freq._dask import bucket_summary
+    xp = namespace(cells["codes"][0])
+    part = wide_counts(cells)
+    codes = part.pop("codes")
+    part["words"] = [xp.zeros(int(codes[0].shape[0]) if codes else 0, xp.int64)]
+    out = bucket_summary(part)
+    if out["bad_cells"] is not None:     # the words of the (at most three) cells with f > F
+        sel = xp.flatnonzero(part["f"] > part["F"])[:3]
+        out["bad_cells"]["words"] = [to_host(w) for w in pack_words(plan, [c[sel] for c in codes], xp)]
     return out
 
 
@@ -66,6 +91,7 @@ def subset_layout(plan: Plan, idx: Sequence[int]) -> tuple[list[list[int]], int]
 def subset_split(plan: Plan, cells: dict, idx: Sequence[int], nsub: int, width: int) -> list[dict]:
     """The partial of one finest bucket's cells regrouped by the keys at positions ``idx``, cut into
     ``nsub`` range buckets of the subset's cells (a list of ``nsub`` partials)."""
+    cells = wide_counts(cells)
     codes = cells["codes"]
     xp = namespace(codes[0])
     layout, _ = subset_layout(plan, idx)
@@ -110,6 +136,7 @@ def batches_of(spaces: Sequence[int], bucket_cells: int) -> list[list[int]]:
 def bucket_table(plan: Plan, cells: dict):
     """The FreqTable of one finest bucket (:func:`bucket_codes`): its cells with their codes."""
     from gpurisk.freq.table import FreqTable
+    cells = wide_counts(cells)
     codes = cells["codes"]
     xp = namespace(codes[0])
     m = int(codes[0].shape[0])
@@ -239,15 +266,14 @@ def subset_summaries(connect, sample, keys: Sequence[str], subsets: Sequence[Seq
     from dask import delayed
 
     from gpurisk.freq._dask import (CELLS_PER_BUCKET, GPU_CELLS_PER_BUCKET, SPLIT_EVERY, _compute,
-                                    _nworkers, _Run, bucket_summary)
+                                    _nworkers, _Run)
     with connect() as client:
         run = _Run(client, sample, keys, population, sample_flag, weights, missing, gpu, sep)
         nb = buckets or run.default_buckets()
-        roots = client.persist(run.bucket_roots(nb))
-        finest = _compute(client, [delayed(bucket_summary)(r) for r in roots])
+        # each bucket of the finest table is kept as codes (its merged words freed once decoded)
+        cells = client.persist([delayed(bucket_codes)(run.plan_f, r) for r in run.bucket_roots(nb)])
+        finest = _compute(client, [delayed(codes_summary)(run.plan_f, c) for c in cells])
         yield "finest", run.plan, finest, run.sample_cards
-        cells = client.persist([delayed(bucket_codes)(run.plan_f, r) for r in roots])
-        del roots       # released once the codes are kept
         # cells of the finest table (an upper bound on any subset's): sampled, or in the population
         max_cells = sum(max(p["cells"], p["pop_cells"] or 0) for p in finest)
         per = GPU_CELLS_PER_BUCKET if gpu else CELLS_PER_BUCKET
