@@ -173,6 +173,15 @@ LL_VARIANTS = {"two_way": {"model": "two_way", "dispersion": "none", "max_iter":
                # the default before issue 43's eb: the held-out tests' forest, α̂ by moments
                "auto_cv": {"model": "auto_cv"},
                "eb_moment": {"model": "eb", "dispersion": "moment"},
+               # eb's interval from the model alone: the Poisson-gamma variance plus α̂'s spread over
+               # its profile-likelihood interval, no fitted factor
+               # (with the risk criterion's bias where it flags misfit), and without that widening
+               "eb_model": {"model": "eb", "dispersion": "truncated", "interval": "model"},
+               "eb_model_plain": {"model": "eb", "dispersion": "truncated", "interval": "model",
+                                  "misfit_widen": False},
+               # ... and without α̂'s spread either: the Poisson-gamma variance alone
+               "eb_model_cells": {"model": "eb", "dispersion": "truncated", "interval": "model",
+                                  "misfit_widen": False, "alpha_spread": False},
                "truncated": {"model": "auto_cv", "dispersion": "truncated"},
                "z0": {"cv_z": 0.0},
                "z1": {"cv_z": 1.0},

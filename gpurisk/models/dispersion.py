@@ -65,6 +65,56 @@ def groups(f, mu):
     return fs, np.exp(log_mu), log_mu, w
 
 
+#: ℓ drops by this much from its maximum at the ends of α's profile interval (one s.e. each side:
+#: the likelihood-ratio statistic 2 Δℓ = 1)
+PROFILE_DROP = 0.5
+
+
+def _prepared(f, mu):
+    f = np.asarray(f, dtype=np.float64)
+    mu = np.maximum(np.asarray(mu, dtype=np.float64), 1e-300)
+    keep = f > 0
+    if not keep.all():
+        f, mu = f[keep], mu[keep]
+    if f.shape[0] == 0:
+        return None
+    f, mu, log_mu, w = groups(f, mu)
+    uniq, inv = np.unique(f, return_inverse=True)
+    return lambda alpha: _loglik(f, mu, log_mu, w, uniq, inv, alpha)
+
+
+def alpha_profile(f, mu, alpha_hat: float, drop: float = PROFILE_DROP) -> tuple[float, float]:
+    """(α_lo, α_hi): where the zero-truncated log-likelihood ℓ(α) (module docstring, μ held at the
+    model's) has fallen ``drop`` below its value at α̂ on each side, searched on ln α within
+    LOG_ALPHA_RANGE: α̂'s one-s.e. profile interval (the likelihood-ratio statistic 2 Δℓ = 1). α_lo
+    is 0 where the Poisson limit lies within it; α_hi is the range's end where ℓ never falls that
+    far. The spread of an estimate over [α_lo, α_hi] is α̂'s part of its s.e., which the per-cell
+    variance (α taken as known) leaves out."""
+    from scipy.optimize import brentq
+    ll = _prepared(f, mu)
+    if ll is None:
+        return 0.0, 0.0
+    lo_t, hi_t = LOG_ALPHA_RANGE
+    at = max(float(alpha_hat), math.exp(lo_t))
+    target = (ll(float(alpha_hat)) if alpha_hat > 0 else ll(0.0)) - drop
+
+    def gap(t):
+        return ll(math.exp(t)) - target
+    low = 0.0
+    if alpha_hat > 0 and ll(0.0) < target and gap(lo_t) < 0 < gap(math.log(at)):
+        low = math.exp(brentq(gap, lo_t, math.log(at), xtol=1e-6))
+    high = math.exp(hi_t)
+    if gap(math.log(at)) > 0:
+        step = math.log(at)
+        while step < hi_t and gap(step) > 0:      # bracket: ℓ falls off beyond α̂ (unimodal)
+            step = min(step + 1.0, hi_t)
+        if gap(step) <= 0:
+            high = math.exp(brentq(gap, max(step - 1.0, math.log(at)), step, xtol=1e-6))
+    else:                                         # ℓ already below the target at the range's start
+        high = at
+    return float(low), float(high)
+
+
 def truncated_alpha(f, mu) -> float:
     """α̂ by zero-truncated negative-binomial maximum likelihood over the cells with f_j > 0
     (module docstring); 0 where the Poisson limit is as likely. ``f``: the sampled cells' counts;
