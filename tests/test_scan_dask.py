@@ -92,6 +92,24 @@ def test_summary_scan_equals_pandas_with_a_sample_flag(client, small_buckets, sp
     assert want["N1"].notna().all() and (want["pop_cells"] >= want["cells"]).all()
 
 
+def test_a_batch_of_one_range_combinations_is_merged_whole(client, monkeypatch, fars):
+    """Every combination one range of cells (2 keys of FARS: at most 5 100 cells) over 6 finest
+    buckets, no bucket measure: the batch is merged and summarised by tasks of the whole batch
+    (subsets._batch_graph), and the rows equal pandas'."""
+    from gpurisk.freq import _dask, subsets
+    monkeypatch.setattr(_dask, "CELLS_PER_BUCKET", 20_000)
+    batches = []
+    real = subsets._batch_graph
+    monkeypatch.setattr(subsets, "_batch_graph",
+                        lambda run, cells, idxs, shapes: (batches.append((len(cells), len(idxs))),
+                                                          real(run, cells, idxs, shapes))[1])
+    opts = dict(keys=FARS8, max_size=2, sample_flag="s", measures=summary_measures(), seed=3)
+    want = gpurisk.scan(fars, backend="pandas", **opts).results
+    got = gpurisk.scan(fars, backend="dask", cells_on_workers=True, **opts).results
+    pd.testing.assert_frame_equal(got, want)
+    assert batches == [(6, len(want))] and len(want) == 36
+
+
 @pytest.mark.parametrize("data,keys", [("adult", ADULT6), ("fars", FARS8)])
 def test_summary_scan_equals_pandas_with_a_fraction(client, small_buckets, spy, request, data, keys):
     df = request.getfixturevalue(data)

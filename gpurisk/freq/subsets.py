@@ -199,6 +199,20 @@ def merge_subset(space: int | None, *parts) -> dict:
     return P.reduce_cells(xp, words, ints, floats, space=space)
 
 
+def merge_batch(spaces: Sequence, *results) -> list:
+    """The partials of a batch of subsets (one range bucket each: ``[part]`` per subset, as
+    :func:`subset_batch` gives) from several finest buckets, merged subset by subset
+    (:func:`merge_subset`, ``spaces[i]`` for subset ``i``): one task for the whole batch."""
+    results = [r for r in results if r is not None]
+    return [[merge_subset(spaces[i], *[r[i][0] for r in results])] for i in range(len(results[0]))]
+
+
+def batch_summaries(merged: list) -> list:
+    """Per subset of a merged batch (:func:`merge_batch`), its list of one bucket summary."""
+    from gpurisk.freq._dask import bucket_summary
+    return [[bucket_summary(parts[0])] for parts in merged]
+
+
 def collect(*summaries) -> list:
     return list(summaries)
 
@@ -301,29 +315,62 @@ def subset_summaries(connect, sample, keys: Sequence[str], subsets: Sequence[Seq
                     [delayed(subset_batch, pure=True)(run.plan_f, c, spec) for c in cells])
             return [res[place_of[j]] for res in batches[b]]
 
+        maps = {j: maps_for(j) for j in todo} if maps_for is not None else {}
+        # what is computed at once, in order: a whole batch, where each of its subsets is one
+        # range of cells and no bucket measure maps it (one tree of batch merges over the finest
+        # buckets, then one task of summaries), else one subset (its own tree of merges)
+        units: list = []
+        for b, group in enumerate(groups):
+            if all(shape[todo[n]][0] == 1 and not maps.get(todo[n]) for n in group):
+                units.append((True, b, [todo[n] for n in group]))
+            else:
+                units.extend((False, b, [todo[n]]) for n in group)
+
+        def submit(whole, b, members):
+            if whole:
+                return client.compute(_batch_graph(run, cells, [idx_of[j] for j in members],
+                                                   [shape[j] for j in members]))
+            j = members[0]
+            return client.compute(subset_graph(run.plan, run.plan_f, cells, idx_of[j], max_cells,
+                                               per, SPLIT_EVERY, token, maps.get(j),
+                                               pieces=pieces_of(j)))
+
         flight: deque = deque()
-        nxt = 0
+        nxt, queued = 0, 0
         try:
-            for i in todo:
-                while nxt < len(todo) and len(flight) < ahead:
-                    j = todo[nxt]
-                    graph = subset_graph(run.plan, run.plan_f, cells, idx_of[j], max_cells, per,
-                                         SPLIT_EVERY, token,
-                                         maps_for(j) if maps_for is not None else None,
-                                         pieces=pieces_of(j))
-                    flight.append((j, client.compute(graph)))
+            for u, (whole, b, members) in enumerate(units):
+                while nxt < len(units) and (nxt <= u + 1 or queued < ahead):
+                    flight.append(submit(*units[nxt]))
+                    queued += len(units[nxt][2])
                     nxt += 1
-                j, fut = flight.popleft()
-                assert j == i
-                yield i, fut.result()
+                fut = flight.popleft()
+                got = fut.result() if whole else [fut.result()]
                 del fut
-                b = batch_of[i]
-                left[b] -= 1
-                if not left[b]:
-                    batches.pop(b, None)      # the batch's results are released on the workers
+                queued -= len(members)
+                for j, summaries in zip(members, got):
+                    yield j, summaries
+                if not whole:
+                    left[b] -= 1
+                    if not left[b]:
+                        batches.pop(b, None)  # the batch's results are released on the workers
         finally:
-            for _, fut in flight:
+            for fut in flight:
                 fut.cancel()
             flight.clear()
             batches.clear()
             del cells
+
+
+def _batch_graph(run, cells, idxs: Sequence, shapes: Sequence):
+    """The delayed per-subset summaries (each a list of one bucket summary) of a batch of subsets,
+    each one range of cells (key positions ``idxs``): :func:`subset_batch` on each finest bucket,
+    a tree of :func:`merge_batch`, then :func:`batch_summaries`: tasks of the whole batch."""
+    from dask import delayed
+
+    from gpurisk.freq._dask import SPLIT_EVERY, _tree
+    spec = [(idx, *sh) for idx, sh in zip(idxs, shapes)]
+    spaces = [radix_space([run.plan.cards[i] for i in idx])
+              if len(subset_layout(run.plan, idx)[0]) == 1 else None for idx in idxs]
+    parts = [delayed(subset_batch, pure=True)(run.plan_f, c, spec) for c in cells]
+    root = _tree(parts, functools.partial(merge_batch, spaces), SPLIT_EVERY)
+    return delayed(batch_summaries, pure=True)(root)
