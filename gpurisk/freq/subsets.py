@@ -114,6 +114,12 @@ BATCH = 64
 BATCH_CELLS = 1 << 23
 
 
+#: a batch merged whole (:func:`_batch_graph`) holds at most this many cells (each subset counted at
+#: its key space, or the finest table's cells): a merge of SPLIT_EVERY of its partials reads at most
+#: SPLIT_EVERY times that (about 0.8 GB at 24 bytes a cell)
+BATCH_MERGE_CELLS = 1 << 22
+
+
 def batches_of(spaces: Sequence[int], bucket_cells: int) -> list[list[int]]:
     """Consecutive batches of positions into ``spaces`` (each subset's key space): at most BATCH
     subsets and BATCH_CELLS cells at most out of a bucket of ``bucket_cells`` (a subset larger than
@@ -322,7 +328,18 @@ def subset_summaries(connect, sample, keys: Sequence[str], subsets: Sequence[Seq
         units: list = []
         for b, group in enumerate(groups):
             if all(shape[todo[n]][0] == 1 and not maps.get(todo[n]) for n in group):
-                units.append((True, b, [todo[n] for n in group]))
+                # cut so that a merge's inputs stay bounded (BATCH_MERGE_CELLS cells out of each)
+                cur, load = [], 0
+                for n in group:
+                    j = todo[n]
+                    est = min(radix_space([max(int(run.plan.cards[i]), 1) for i in idx_of[j]]),
+                              max_cells)
+                    if cur and load + est > BATCH_MERGE_CELLS:
+                        units.append((True, b, cur))
+                        cur, load = [], 0
+                    cur.append(j)
+                    load += est
+                units.append((True, b, cur))
             else:
                 units.extend((False, b, [todo[n]]) for n in group)
 
