@@ -71,6 +71,8 @@ PROFILE_DROP = 0.5
 
 
 def _prepared(f, mu):
+    """ℓ(α) over the cells with f > 0 (module docstring), their groups formed once; None where
+    there is no such cell."""
     f = np.asarray(f, dtype=np.float64)
     mu = np.maximum(np.asarray(mu, dtype=np.float64), 1e-300)
     keep = f > 0
@@ -120,16 +122,9 @@ def truncated_alpha(f, mu) -> float:
     (module docstring); 0 where the Poisson limit is as likely. ``f``: the sampled cells' counts;
     ``mu``: the model's means there (sample scale)."""
     from scipy.optimize import minimize_scalar
-    f = np.asarray(f, dtype=np.float64)
-    mu = np.maximum(np.asarray(mu, dtype=np.float64), 1e-300)
-    keep = f > 0
-    if not keep.all():
-        f, mu = f[keep], mu[keep]
-    if f.shape[0] == 0:
+    ll = _prepared(f, mu)
+    if ll is None:
         return 0.0
-    f, mu, log_mu, w = groups(f, mu)
-    uniq, inv = np.unique(f, return_inverse=True)
-    res = minimize_scalar(lambda t: -_loglik(f, mu, log_mu, w, uniq, inv, math.exp(t)),
-                          bounds=LOG_ALPHA_RANGE, method="bounded", options={"xatol": 1e-5})
-    poisson = _loglik(f, mu, log_mu, w, uniq, inv, 0.0)
-    return float(math.exp(res.x)) if -res.fun > poisson else 0.0
+    res = minimize_scalar(lambda t: -ll(math.exp(t)), bounds=LOG_ALPHA_RANGE, method="bounded",
+                          options={"xatol": 1e-5})
+    return float(math.exp(res.x)) if -res.fun > ll(0.0) else 0.0
