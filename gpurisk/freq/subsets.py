@@ -5,7 +5,8 @@ gathers cells. The finest table (every key of the scan) is counted as in
 :func:`gpurisk.freq._dask.summary_dask`: range buckets of cells, merged on the workers
 (``_Run.bucket_roots``). Each bucket is then decoded once into per-key codes in the narrowest
 integer type that holds them (:func:`bucket_codes`, from ``plan.unpack_words``) and persisted with
-its counts f, F and w. A subset of the keys is then, per bucket,
+its counts f, F (narrowed too: a register's cells are mostly F = 1, f = 0) and w; its summary is
+taken from them (:func:`codes_summary`). A subset of the keys is then, per bucket,
 
 1. the mixed radix ids of its keys' codes (:func:`gpurisk.freq.cellid.mixed_radix_ids`, or one word
    per run of keys that fits int64: :func:`gpurisk.freq.plan.word_layout`),
@@ -22,7 +23,10 @@ Steps 1 and 2 run for a batch of :data:`BATCH` subsets at once per finest bucket
 (:func:`subset_batch`): one lattice over the bucket's cells (:class:`gpurisk.freq.lattice.Lattice`)
 builds the batch's tables, sharing cubes and roll-ups, so a bucket's cells are read a few times per
 batch rather than once per subset; the batch's results stay on the workers until its subsets are
-merged. :func:`subset_summaries` yields the finest table's summaries, then each subset's in the order
+merged. Where every subset of a batch is one range of cells and no bucket measure maps it, the
+batch is merged whole instead (:func:`_batch_graph`: a tree of :func:`merge_batch` over the finest
+buckets, then one task of :func:`batch_summaries`; at most :data:`BATCH_MERGE_CELLS` cells a batch),
+about BATCH times fewer tasks than a tree per subset. :func:`subset_summaries` yields the finest table's summaries, then each subset's in the order
 asked, keeping a window of subsets' graphs submitted ahead so the workers stay busy while the caller
 computes the measures of those already done. Every function run on a worker is written against the
 array namespace of its input (numpy, or CuPy on dask-cuda workers).
