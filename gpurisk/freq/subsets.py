@@ -124,16 +124,18 @@ BATCH_CELLS = 1 << 23
 BATCH_MERGE_CELLS = 1 << 22
 
 
-def batches_of(spaces: Sequence[int], bucket_cells: int) -> list[list[int]]:
+def batches_of(spaces: Sequence[int], bucket_cells: int,
+               limit: int | None = None) -> list[list[int]]:
     """Consecutive batches of positions into ``spaces`` (each subset's key space): at most BATCH
-    subsets and BATCH_CELLS cells at most out of a bucket of ``bucket_cells`` (a subset larger than
-    that alone is a batch of its own)."""
+    subsets and ``limit`` (default BATCH_CELLS) cells at most out of a bucket of ``bucket_cells``
+    (a subset larger than that alone is a batch of its own)."""
+    limit = BATCH_CELLS if limit is None else limit
     out: list[list[int]] = []
     cur: list[int] = []
     load = 0
     for n, sp in enumerate(spaces):
         est = min(int(sp), int(bucket_cells))
-        if cur and (len(cur) >= BATCH or load + est > BATCH_CELLS):
+        if cur and (len(cur) >= BATCH or load + est > limit):
             out.append(cur)
             cur, load = [], 0
         cur.append(n)
@@ -308,8 +310,8 @@ def subset_summaries(connect, sample, keys: Sequence[str], subsets: Sequence[Seq
         idx_of = {j: sorted(pos[k] for k in subsets[j]) for j in todo}
         shape = {j: subset_shape(run.plan, idx_of[j], max_cells, per, len(cells)) for j in todo}
         # batches of subsets, each summed from every finest bucket by one task (subset_batch)
-        groups = batches_of([radix_space([max(int(run.plan.cards[i]), 1) for i in idx_of[j]])
-                             for j in todo], -(-max_cells // max(1, len(cells))))
+        spaces = [radix_space([max(int(run.plan.cards[i]), 1) for i in idx_of[j]]) for j in todo]
+        groups = batches_of(spaces, -(-max_cells // max(1, len(cells))))
         batch_of, place_of = {}, {}
         for b, group in enumerate(groups):
             for p, n in enumerate(group):
@@ -333,17 +335,8 @@ def subset_summaries(connect, sample, keys: Sequence[str], subsets: Sequence[Seq
         for b, group in enumerate(groups):
             if all(shape[todo[n]][0] == 1 and not maps.get(todo[n]) for n in group):
                 # cut so that a merge's inputs stay bounded (BATCH_MERGE_CELLS cells out of each)
-                cur, load = [], 0
-                for n in group:
-                    j = todo[n]
-                    est = min(radix_space([max(int(run.plan.cards[i]), 1) for i in idx_of[j]]),
-                              max_cells)
-                    if cur and load + est > BATCH_MERGE_CELLS:
-                        units.append((True, b, cur))
-                        cur, load = [], 0
-                    cur.append(j)
-                    load += est
-                units.append((True, b, cur))
+                for part in batches_of([spaces[n] for n in group], max_cells, BATCH_MERGE_CELLS):
+                    units.append((True, b, [todo[group[k]] for k in part]))
             else:
                 units.extend((False, b, [todo[n]]) for n in group)
 

@@ -748,7 +748,7 @@ class LoglinearPoisson(Measure):
                                                     lambda: loo_prior(n, counts, alpha))
                 return unique_terms(mu_prior, alpha_cell, pi, self.kind, exact)
             return unique_terms(mu, alpha, pi, self.kind, exact)
-        exact = str(self.opt(ctx, "interval")) == "model"
+        exact = interval == "model"
         t, v = terms(mu, alpha, counts)
         extra["alpha"] = alpha if dispersion != "none" else 0.0
         value = float(t.sum())
@@ -761,7 +761,7 @@ class LoglinearPoisson(Measure):
         k, c = float(self.opt(ctx, "se_factor")), float(self.opt(ctx, "model_error"))
         if exact:         # interval=model: the model's own variance, no fitted factor
             k, c = 1.0, 0.0
-            if model == "eb" and span is not None:
+            if span is not None:     # model=eb: α̂'s profile interval was asked for
                 # α̂'s own uncertainty: the estimate's spread over its profile interval
                 at = [float(terms(mu, a, counts)[0].sum()) for a in span]
                 extra["alpha_interval"] = list(span)
