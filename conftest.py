@@ -14,10 +14,15 @@ fixtures (a file many tests read, the outputs of a batch of commands, a kept Das
 once that way, not once per worker; the modules with the most tests go first. A worker is a process
 of its own, with its own session fixtures (tests/conftest.py: one Dask cluster per worker, on ports
 the system picks) and its own temporary folders (tmp_path), so no two workers write the same path.
+
+Nothing a test does may leave a file in the checkout: the controller lists the untracked files git
+does not ignore before the run and after it, and a run that added one fails, naming it (a command
+run with the checkout as its directory would write its relative outputs there).
 """
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -85,3 +90,34 @@ def pytest_xdist_auto_num_workers(config):
     except AttributeError:          # not on Linux
         cores = os.cpu_count() or 1
     return 0 if cores < 2 else min(cores, MAX_WORKERS)
+
+
+def _untracked(root: Path) -> set[str] | None:
+    """The checkout's untracked files that git does not ignore, or None outside a git checkout."""
+    try:
+        out = subprocess.run(["git", "-C", str(root), "ls-files", "--others", "--exclude-standard",
+                              "-z"], capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return set(out.stdout.decode(errors="replace").split("\0")) - {""} if out.returncode == 0 else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    if not _is_worker(session.config):
+        session.config._gpurisk_untracked = _untracked(Path(__file__).resolve().parent)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    """Fail a run that left new files in the checkout (module docstring)."""
+    before = getattr(session.config, "_gpurisk_untracked", None)
+    if before is None or _is_worker(session.config):
+        return
+    new = sorted((_untracked(Path(__file__).resolve().parent) or set()) - before)
+    if new:
+        tw = session.config.get_terminal_writer()
+        tw.line()
+        tw.line(f"the test run left {len(new)} new file(s) in the checkout: {', '.join(new[:10])}",
+                red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
