@@ -180,6 +180,60 @@ def test_lattice_plan_with_intermediates_equals_recount(monkeypatch):
         seen.add(m)
 
 
+def test_tables_read_from_the_root_are_paired_into_cubes_one_pass_serves():
+    """A register whose finest table is about its records (12 skewed keys): every 1- to 3-key table.
+    Weighing the unions of tables still built from the root's cells (two in-cache cubes served
+    by one pass) leaves fewer passes over the root than the plan without that step, costs no more
+    by the planner's own measure, and every table still equals a recount."""
+    rng = np.random.default_rng(40)
+    cards = [120, 12, 2, 100, 6, 17, 10, 50, 5, 80, 3, 25]
+    cols = {}
+    for i, c in enumerate(cards):
+        p = 1.0 / np.arange(1, c + 1) ** 1.1
+        cols[f"k{i}"] = rng.choice(c, size=200_000, p=p / p.sum())
+    cols["s"] = rng.random(200_000) < 0.01
+    df, keys = pd.DataFrame(cols), [f"k{i}" for i in range(len(cards))]
+    finest = gpurisk.build_table(df, keys, sample_flag="s")
+    targets = [c for r in range(1, 4) for c in itertools.combinations(keys, r)]
+
+    def root_passes(plan):
+        return sum(plan.parent[m] == lat.full for m in plan.order)
+
+    def modelled(plan):
+        total = 0.0
+        for m in plan.order:
+            par = plan.parent[m]
+            total += (lat._space(par) if par in plan.cube
+                      else lat.CELL_COST * plan.estimate.get(par, lat.root_cells) * lat._penalty(m))
+        return total
+    lat = Lattice(finest)
+    assert lat.root_cells >= lat.PLAN_MIN_CELLS
+    refined = lat.plan(targets)
+    lat_plain = Lattice(finest)
+    lat_plain.REFINE_ROUNDS = 0
+    plain = lat_plain.plan(targets)
+    assert root_passes(refined) < root_passes(plain)
+    assert modelled(refined) <= modelled(plain)
+    got = dict(lat.tables(targets, plan=refined))
+    for i in range(0, len(targets), 11):
+        assert_same_table(got[i], gpurisk.build_table(df, list(targets[i]), sample_flag="s"))
+
+
+def test_pass_penalty_grows_with_the_accumulator_beyond_the_cache(monkeypatch):
+    """A pass over sparse cells into a dense accumulator: 1 up to 2**CACHE_BITS sums, then
+    CACHE_SLOPE more per doubling; a sparse table that must sort: SORT_PENALTY."""
+    df, keys = _register(5_000)
+    lat = Lattice(gpurisk.build_table(df, keys, sample_flag="s"))
+    mask_small = lat.mask_of(["k0", "k1"])                     # 2 x 40 = 80 sums
+    assert lat._penalty(mask_small) == 1.0
+    lat.CACHE_BITS = 4                                         # 2**4 = 16 sums "in cache"
+    assert lat._penalty(mask_small) == pytest.approx(1.0 + lat.CACHE_SLOPE * (np.log2(80) - 4))
+    wide = lat.mask_of(keys[:-1])                              # 81 600 sums
+    monkeypatch.setattr(plan_mod, "CUBE_LIMIT", 1000)
+    monkeypatch.setattr(plan_mod, "DENSE_LIMIT", 1000)
+    assert not lat.is_cube(wide) and lat._penalty(wide) == lat.SORT_PENALTY
+
+
 def test_lattice_skip_gives_identical_tables():
     df, keys = _register(20_000, seed=5)
     df["w"] = np.random.default_rng(0).uniform(1, 3, len(df))

@@ -72,8 +72,16 @@ class Planner:
     DECODE_COST = 2.0
     #: a roll-up that must sort reads each fine cell this many times more slowly than a bincount
     SORT_PENALTY = 8.0
+    #: a ``bincount`` into an accumulator of more than 2**CACHE_BITS sums (8 bytes each: about a
+    #: core's L2 cache) misses the cache: each doubling beyond costs CACHE_SLOPE more per fine cell
+    #: (numpy, one core, 20 M cells, ids + bincount of 3 keys: 3.3 ns a cell up to 10^5 sums, 4.6 ns
+    #: at 3·10^5, 7.9 ns at 10^6, 11.8 ns at 8·10^6)
+    CACHE_BITS = 17
+    CACHE_SLOPE = 0.42
     #: at most this many candidate intermediates are weighed
     MAX_CANDIDATES = 400
+    #: rounds that weigh the unions of tables still built from the root's cells (:meth:`plan`)
+    REFINE_ROUNDS = 3
     #: the root's children are built this many at a time (side by side in a pool), each group then
     #: followed by the tables below it: bounds the large tables kept at once
     ROOT_GROUP = 4
@@ -189,6 +197,20 @@ class Planner:
         chosen: list[int] = []
         if len(uniq) <= self.MAX_PLANNED and (big or any(self.is_cube(m) for m in uniq)):
             chosen = self._choose_intermediates(uniq, est, cost, big)
+            for _ in range(self.REFINE_ROUNDS if big else 0):
+                # tables still read from the root's cells, two of which one cube could serve
+                # with one pass: their unions are weighed next
+                nodes = [m for m in dict.fromkeys(uniq + chosen) if m != self.full]
+                par = self._parents(nodes, cost)
+                lone = [m for m in nodes if par[m] == self.full and self.is_cube(m)]
+                have = set(nodes)
+                unions = list(dict.fromkeys(
+                    a | b for i, a in enumerate(lone) for b in lone[i + 1:]
+                    if (a | b) not in have and self.is_cube(a | b)))
+                more = self._greedy(uniq + chosen, unions, est, cost) if unions else []
+                if not more:
+                    break
+                chosen += more
         nodes = [m for m in dict.fromkeys(uniq + chosen) if m != self.full]
         parent = self._parents(nodes, cost)
         # the root's children in groups of ROOT_GROUP (larger first: the costliest roll-ups,
@@ -213,30 +235,37 @@ class Planner:
         return Plan(order, parent, masks, est, chosen, frozenset(m for m in nodes if self.is_cube(m)))
 
     def _parents(self, nodes: list[int], cost: dict[int, float]) -> dict[int, int]:
-        """Each node's parent: the strict superset among the nodes (or the root) cheapest to read."""
+        """Each node's parent: the strict superset among the nodes (or the root) cheapest to build
+        it from: a cube's axis sums at its cost, a sparse table's cells at the node's penalty."""
         if not nodes:
             return {}
         root_cost = cost[self.full]
+        pen = {m: self._penalty(m) for m in nodes}
+        cube = {m: self.is_cube(m) for m in nodes}
         if len(nodes) <= self.MAX_PLANNED:
             vm = np.array(nodes, dtype=np.uint64)
             ve = np.array([cost[m] for m in nodes])
+            vp = np.array([pen[m] for m in nodes])
+            vc = np.array([cube[m] for m in nodes], dtype=bool)
             sup = ((vm[:, None] & ~vm[None, :]) == 0) & (vm[:, None] != vm[None, :])
-            e = np.where(sup, ve[None, :], np.inf)
+            e = np.where(sup, np.where(vc[None, :], ve[None, :], vp[:, None] * ve[None, :]), np.inf)
             j = np.argmin(e, axis=1)
             best = e[np.arange(len(nodes)), j]
-            return {m: (nodes[int(jj)] if b < root_cost else self.full)
-                    for m, jj, b in zip(nodes, j, best)}
+            return {m: (nodes[int(jj)] if b < p * root_cost else self.full)
+                    for m, jj, b, p in zip(nodes, j, best, vp)}
         # many nodes: look only at supersets with one or two more keys
         have = set(nodes)
         n = len(self.keys)
         out = {}
         for m in nodes:
-            best, be = self.full, root_cost
+            best, be = self.full, pen[m] * root_cost
             free = [i for i in range(n) if not m >> i & 1]
             for a, i in enumerate(free):
                 for c in [m | 1 << i] + [m | 1 << i | 1 << j for j in free[a + 1:]]:
-                    if c in have and cost[c] < be:
-                        best, be = c, cost[c]
+                    if c in have:
+                        e = cost[c] if cube[c] else pen[m] * cost[c]
+                        if e < be:
+                            best, be = c, e
             out[m] = best
         return out
 
@@ -276,9 +305,19 @@ class Planner:
                     grown[g] = grown.get(g, 0) + 1
         if not cands and not grown:
             return []
-        cand = sorted(grown, key=lambda c: (-grown[c], c))[: self.MAX_CANDIDATES // 4]
-        cand += [c for c in sorted(cands, key=lambda c: (-cands[c], c))
+        # ranked by the targets each holds per pass cost (a cube grown from one target can hold many)
+        cand = self._by_targets_held(list(grown), targets)[: self.MAX_CANDIDATES // 4]
+        cand += [c for c in self._by_targets_held(list(cands), targets)
                  if c not in grown][: self.MAX_CANDIDATES - len(cand)]
+        return self._greedy(targets, cand, est, cost, big)
+
+    def _greedy(self, targets: list[int], cand: list[int], est: dict[int, float],
+                cost: dict[int, float], big: bool = True) -> list[int]:
+        """The candidates ``cand`` chosen one at a time, the largest net benefit first, while it
+        is positive: what each saves building ``targets`` (and the candidates chosen before it),
+        less building it."""
+        if len(cand) > self.MAX_CANDIDATES:
+            cand = self._by_targets_held(cand, targets)[: self.MAX_CANDIDATES]
         for c in cand:
             self._cost(c, est, cost, big)
         V = [v for v in targets if v != self.full]
@@ -286,45 +325,69 @@ class Planner:
         cm = np.array(cand, dtype=np.uint64)
         ve = np.array([cost[v] for v in V])
         ce = np.array([cost[c] for c in cand])
+        vcube = np.array([self.is_cube(v) for v in V], dtype=bool)
+        ccube = np.array([self.is_cube(c) for c in cand], dtype=bool)
         vpen = np.array([self._penalty(v) for v in V])
         cpen = np.array([self._penalty(c) for c in cand])
         root = cost[self.full]
 
-        def smallest_superset(masks):
+        def cheapest_parent(masks, pen):
+            # a cube parent is summed along axes (its cost as it is); a sparse one (the root
+            # included) is read cell by cell, at the child's penalty
             sup = ((masks[:, None] & ~vm[None, :]) == 0) & (masks[:, None] != vm[None, :])
-            return np.minimum(np.where(sup, ve[None, :], np.inf).min(axis=1, initial=np.inf), root)
+            c = np.where(vcube[None, :], ve[None, :], pen[:, None] * ve[None, :])
+            return np.minimum(np.where(sup, c, np.inf).min(axis=1, initial=np.inf), pen * root)
 
-        vcost = vpen * smallest_superset(vm)    # cost of building each target, as things stand
+        vcost = cheapest_parent(vm, vpen)       # cost of building each target, as things stand
         # a candidate costs building it, a pass over its id space (a cube's, or a dense
         # accumulator's), and decoding its cells when a sparse table serves as a parent
         fixed = np.array([self.SPACE_COST * min(self._space(c), DENSE_LIMIT)
                           + (0.0 if self.is_cube(c) else
                              self.DECODE_COST * est[c] * bin(c).count("1")) for c in cand])
-        ccost = cpen * smallest_superset(cm)
+        ccost = cheapest_parent(cm, cpen)
         # sub[i, j]: node j is a strict subset of candidate i (nodes: targets, then chosen ones)
         sub = ((vm[None, :] & ~cm[:, None]) == 0) & (vm[None, :] != cm[:, None])
         npen = vpen.copy()
         alive = np.ones(len(cand), dtype=bool)
         chosen = []
+        def via(i_pen, j):
+            # the cost of building nodes at penalties ``i_pen`` from candidate(s) ``j``
+            return np.where(ccube[j], ce[j], i_pen * ce[j])
         while alive.any():
-            gain = (sub * np.maximum(0.0, vcost[None, :] - npen[None, :] * ce[:, None])).sum(axis=1)
+            gain = (sub * np.maximum(0.0, vcost[None, :] - np.where(
+                ccube[:, None], ce[:, None], npen[None, :] * ce[:, None]))).sum(axis=1)
             benefit = np.where(alive, gain - ccost - fixed - self.OVERHEAD, -np.inf)
             i = int(np.argmax(benefit))
             if benefit[i] <= 0:
                 break
             chosen.append(int(cand[i]))
             alive[i] = False
-            vcost = np.where(sub[i], np.minimum(vcost, npen * ce[i]), vcost)
+            vcost = np.where(sub[i], np.minimum(vcost, via(npen, i)), vcost)
             below = ((cm & ~cm[i]) == 0) & (cm != cm[i])
-            ccost = np.where(below, np.minimum(ccost, cpen * ce[i]), ccost)
+            ccost = np.where(below, np.minimum(ccost, via(cpen, i)), ccost)
             sub = np.concatenate([sub, ((cm[i] & ~cm) == 0)[:, None] & (cm != cm[i])[:, None]], axis=1)
             vcost = np.append(vcost, ccost[i])
             npen = np.append(npen, cpen[i])
         return chosen
 
     def _penalty(self, mask: int) -> float:
-        """Relative cost per parent cell of building a table: a sparse table that must sort costs more."""
-        if self.is_cube(mask):
-            return 1.0
-        return 1.0 if self._space(mask) <= DENSE_LIMIT else self.SORT_PENALTY
+        """Relative cost per cell of a sparse parent of building the table over ``mask``: a table that
+        must sort costs more, and so does a dense accumulator too large for the cache."""
+        space = self._space(mask)
+        if not self.is_cube(mask) and space > DENSE_LIMIT:
+            return self.SORT_PENALTY
+        return 1.0 + self.CACHE_SLOPE * max(0.0, math.log2(max(space, 1)) - self.CACHE_BITS)
+
+    def _by_targets_held(self, masks: list[int], targets: list[int]) -> list[int]:
+        """``masks`` sorted by how many of ``targets`` each contains per unit of the cost of a pass
+        that builds it (most first; ties by mask)."""
+        if not masks:
+            return []
+        cm = np.array(masks, dtype=np.uint64)
+        held = np.zeros(len(masks), dtype=np.int64)
+        tm = np.array(targets, dtype=np.uint64)
+        for lo in range(0, len(masks), 4096):      # bounds the masks × targets matrix
+            held[lo:lo + 4096] = ((tm[None, :] & ~cm[lo:lo + 4096, None]) == 0).sum(axis=1)
+        pen = np.array([self._penalty(int(c)) for c in cm])
+        return [int(cm[i]) for i in np.lexsort((cm, -held / pen))]
 
