@@ -414,3 +414,33 @@ def test_splitters_cut_weighted_records_into_equal_shares():
         np.testing.assert_array_equal(to_host(dev), np.full(P.size(q), b))
     for x, y in zip(P.concat(pieces)["words"], part["words"]):
         np.testing.assert_array_equal(x, y)
+
+
+def test_bucket_size_follows_the_workers_memory_and_count():
+    """Buckets hold at most the workers' memory limit over BUCKET_BYTES_PER_CELL cells (within
+    CELLS_PER_BUCKET_MIN and CELLS_PER_BUCKET), and there are BUCKETS_PER_WORKER per worker where
+    the records allow buckets of CELLS_PER_BUCKET_MIN: hand values for 2 workers of 3 GB."""
+    pytest.importorskip("distributed")
+    from types import SimpleNamespace
+
+    from gpurisk.freq import _dask
+    run = _dask._Run.__new__(_dask._Run)
+    run.s_parts, run.p_parts, run.gpu = list(range(20)), [], False
+    run.plan = SimpleNamespace(cards=[1000, 1000, 1000])
+    run.nworkers, run.worker_memory = 2, 3_000_000_000
+    assert _dask.BUCKET_BYTES_PER_CELL == 600 and _dask.CELLS_PER_BUCKET_MIN == 1_000_000
+    assert run.cells_per_bucket() == 5_000_000
+    run.records = 20_000_000
+    assert run.default_buckets() == 4             # 20 M / 5 M (and 2 a worker)
+    run.records = 100_000_000
+    assert run.default_buckets() == 20
+    run.records = 2_000_000
+    assert run.default_buckets() == 2             # 2 M allows 2 buckets of 1 M, not 4
+    run.records = 3_000_000
+    assert run.default_buckets() == 3
+    run.worker_memory = 100_000_000               # 100 MB: the floor of 1 M cells
+    assert run.cells_per_bucket() == 1_000_000
+    run.worker_memory = None                      # no limit: CELLS_PER_BUCKET
+    assert run.cells_per_bucket() == _dask.CELLS_PER_BUCKET
+    run.gpu = True
+    assert run.cells_per_bucket() == _dask.GPU_CELLS_PER_BUCKET

@@ -40,7 +40,16 @@ from gpurisk.freq.plan import (check_columns, encode_words, make_plan, merge_uni
 SPLIT_EVERY = 8
 ROWS_PER_PARTITION = 1_000_000   # in-memory frames are cut into partitions of about this size
 GPU_ROWS_PER_PARTITION = 64_000_000   # the same on GPU workers (kernels want long arrays)
-CELLS_PER_BUCKET = 1_000_000     # default buckets: at most this many cells merge in one task
+#: default buckets: at most this many cells merge in one task ...
+CELLS_PER_BUCKET = 8_000_000
+#: ... and at most a worker's memory limit over this many bytes (a 3 GB worker: 5 M cells; measured
+#: on a 20 M-record, 16-key register on 2 workers of 3 GB: 1.1 GB at the largest worker with
+#: buckets of 5 M cells, 1.5 GB with 10 M), but never fewer than CELLS_PER_BUCKET_MIN ...
+BUCKET_BYTES_PER_CELL = 600
+CELLS_PER_BUCKET_MIN = 1_000_000
+#: ... and at least this many buckets per worker where the records allow buckets of
+#: CELLS_PER_BUCKET_MIN cells (each worker merges and rolls up buckets of its own)
+BUCKETS_PER_WORKER = 2
 GPU_CELLS_PER_BUCKET = 64_000_000    # the same on GPU workers (~2 GiB of cells: 1/32 of an 80 GB GPU)
 MAX_BUCKETS = 256
 #: a record pass sends the cells' columns in buckets of about this size (one bucket in a task)
@@ -97,11 +106,22 @@ def _is_dask(data) -> bool:
     return hasattr(data, "__dask_graph__") and hasattr(data, "npartitions")
 
 
-def _nworkers(client) -> int:
+def _workers(client) -> dict:
     try:
-        return max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
+        return client.scheduler_info(n_workers=-1)["workers"]
     except TypeError:  # older distributed
-        return max(1, len(client.scheduler_info()["workers"]))
+        return client.scheduler_info()["workers"]
+
+
+def _nworkers(client) -> int:
+    return max(1, len(_workers(client)))
+
+
+def _worker_memory(client) -> int | None:
+    """The smallest memory limit of the client's workers in bytes (None: none is limited)."""
+    limits = [int(w.get("memory_limit") or 0) for w in _workers(client).values()]
+    limits = [m for m in limits if m > 0]
+    return min(limits) if limits else None
 
 
 def _tree(items, fn, split_every=SPLIT_EVERY):
@@ -165,7 +185,8 @@ class _Run:
             raise BadInput("give either a population frame or a sample flag, not both")
         self.client, self.keys, self.gpu = client, list(keys), gpu
         self.sample_flag, self.weights = sample_flag, weights
-        nw = _nworkers(client)
+        nw = self.nworkers = _nworkers(client)
+        self.worker_memory = _worker_memory(client)
         extra = [c for c in (sample_flag, weights) if c] + [c for c in carry if c not in self.keys]
         self.sample, mem = to_dask(sample, self.keys + extra, gpu, nw, sep=sep, keys=self.keys,
                                    sample_flag=sample_flag, weights=weights)
@@ -220,17 +241,31 @@ class _Run:
         however many records there are)."""
         return min(self.records, math.prod(max(int(c), 1) for c in self.plan.cards))
 
+    def cells_per_bucket(self) -> int:
+        """The most cells a bucket may hold: GPU_CELLS_PER_BUCKET on GPU workers, else
+        CELLS_PER_BUCKET and the workers' memory limit over BUCKET_BYTES_PER_CELL (not below
+        CELLS_PER_BUCKET_MIN). Fewer, larger buckets: fewer partials of every table to merge."""
+        if self.gpu:
+            return GPU_CELLS_PER_BUCKET
+        mem = getattr(self, "worker_memory", None)
+        if not mem:
+            return CELLS_PER_BUCKET
+        return min(CELLS_PER_BUCKET, max(CELLS_PER_BUCKET_MIN, mem // BUCKET_BYTES_PER_CELL))
+
     def default_buckets(self) -> int:
-        """Enough ranges that no bucket can hold more than CELLS_PER_BUCKET cells (GPU_CELLS_PER_BUCKET
-        on GPU workers; cells <= records), and at least one per SPLIT_EVERY partitions; at most
-        MAX_BUCKETS. A table so small that SPLIT_EVERY partials of all of it fit one bucket
-        (:meth:`max_cells`: 4 keys of 2, 100, 6 and 17 categories) is one bucket: cutting it into
-        ranges only adds tasks."""
-        per = GPU_CELLS_PER_BUCKET if self.gpu else CELLS_PER_BUCKET
+        """Enough ranges that no bucket can hold more than :meth:`cells_per_bucket` cells (cells <=
+        records), at least one per SPLIT_EVERY partitions, and BUCKETS_PER_WORKER per worker where
+        buckets of CELLS_PER_BUCKET_MIN cells allow it; at most MAX_BUCKETS. A table so small that
+        SPLIT_EVERY partials of all of it fit one bucket (:meth:`max_cells`: 4 keys of 2, 100, 6 and
+        17 categories) is one bucket: cutting it into ranges only adds tasks."""
+        per = self.cells_per_bucket()
         if self.max_cells() * SPLIT_EVERY <= per:
             return 1
         nparts = len(self.s_parts) + len(self.p_parts)
-        return max(1, min(MAX_BUCKETS, max(nparts // SPLIT_EVERY, math.ceil(self.records / per))))
+        spread = min(BUCKETS_PER_WORKER * getattr(self, "nworkers", 1),
+                     math.ceil(self.records / min(per, CELLS_PER_BUCKET_MIN)))
+        return max(1, min(MAX_BUCKETS, max(nparts // SPLIT_EVERY, math.ceil(self.records / per),
+                                           spread)))
 
     def cut(self, nbuckets: int):
         """Where the ``nbuckets`` ranges of cells split (:func:`gpurisk.freq.partial.bucket_ids`):

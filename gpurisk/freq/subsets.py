@@ -291,8 +291,7 @@ def subset_summaries(connect, sample, keys: Sequence[str], subsets: Sequence[Seq
     """
     from dask import delayed
 
-    from gpurisk.freq._dask import (CELLS_PER_BUCKET, GPU_CELLS_PER_BUCKET, SPLIT_EVERY, _compute,
-                                    _nworkers, _Run)
+    from gpurisk.freq._dask import SPLIT_EVERY, _compute, _nworkers, _Run
     with connect() as client:
         run = _Run(client, sample, keys, population, sample_flag, weights, missing, gpu, sep)
         nb = buckets or run.default_buckets()
@@ -302,7 +301,7 @@ def subset_summaries(connect, sample, keys: Sequence[str], subsets: Sequence[Seq
         yield "finest", run.plan, finest, run.sample_cards
         # cells of the finest table (an upper bound on any subset's): sampled, or in the population
         max_cells = sum(max(p["cells"], p["pop_cells"] or 0) for p in finest)
-        per = GPU_CELLS_PER_BUCKET if gpu else CELLS_PER_BUCKET
+        per = run.cells_per_bucket()
         pos = {k: j for j, k in enumerate(run.plan.keys)}
         token = uuid.uuid4().hex
         todo = [i for i in range(len(subsets)) if i not in skip]
