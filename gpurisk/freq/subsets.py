@@ -111,7 +111,9 @@ def subset_split(plan: Plan, cells: dict, idx: Sequence[int], nsub: int, width: 
 #: at most this many subsets are summed from one finest bucket by one task: a lattice over the
 #: bucket's cells (:class:`gpurisk.freq.lattice.Lattice`) builds the batch's tables, sharing its
 #: cubes and roll-ups, where a task per subset would read every cell of the bucket once per subset
-BATCH = 64
+#: (a register's 696 combinations of <= 3 of 16 keys in batches of 64 would read each bucket's cells
+#: 187 times, in batches of 256 122 times, in one plan 107 times; BATCH_CELLS bounds the memory)
+BATCH = 256
 #: ... and at most this many cells out of one bucket per batch (each subset counted at its most:
 #: its key space, or the bucket's cells), so what a batch keeps on the workers until its subsets are
 #: merged stays bounded (about 200 MB per bucket)
