@@ -81,7 +81,7 @@ def place(names: Sequence[str], inp, options=None, *, defaults: bool,
 def _why(m: str, inp, keep: bool | None) -> str:
     how = ("with {arg:--cells-on-workers|cells_on_workers=True}" if keep
            else f"on the {inp.backend} backend")
-    ranked = ("; the scan is ranked by matches_hat (θ̂·n1, a lower estimate of E)"
+    ranked = ("; without it a scan ranks by matches_hat (θ̂·n1, a lower estimate of E)"
               if m == "matches_ll" else "")
     return (f"it reads every cell, which stay on the workers {how}{ranked}. Name it "
             f"({{arg:--measures {m},...|measures=['{m}', ...]}}) to bring the table of cells here")
