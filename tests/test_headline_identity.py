@@ -173,10 +173,15 @@ def test_every_figure_as_the_per_cell_computation(monkeypatch, options):
     assert True in kept                 # interactions kept somewhere: forests fitted
 
 
-def test_slices_change_no_number(monkeypatch):
-    """The per-unique formulas on slices (by_chunks) give every element as on the whole arrays,
-    bit for bit: the loo prior and both measures' terms, with a gamma effect per cell or none
-    (interval=model's E[1/F²], a matrix product, to 1e-14)."""
+@pytest.mark.parametrize("threads", [1, 4])
+def test_slices_change_no_number(monkeypatch, threads):
+    """The per-unique formulas on slices (by_chunks), in one thread or shared among four, give
+    every element as on the whole arrays, bit for bit: the loo prior and both measures' terms,
+    with a gamma effect per cell or none (interval=model's E[1/F²], a matrix product, to 1e-14)."""
+    from gpurisk.freq import schedule
+    monkeypatch.setattr(_ll_poisson, "TERMS_THREADS", threads)
+    monkeypatch.setattr(_ll_poisson, "THREADED_CHUNKS", 2)
+    monkeypatch.setattr(schedule, "usable_cpus", lambda: 4)
     rng = np.random.default_rng(7)
     n = 5_000
     counts = [(rng.integers(1, 50, n).astype(float), 1, True), (rng.integers(1, 9, n), -1, False),

@@ -327,18 +327,39 @@ def by_chunks(fn, n_out: int, *arrays, chunk: int | None = None):
     """The ``n_out`` arrays ``fn(*arrays)`` returns, computed on slices of ``chunk`` elements and
     written into arrays of the whole length: element by element what ``fn`` gives on the whole
     arrays, for an ``fn`` that works element by element. An argument that is not an array of the
-    first one's length (a number) is passed whole. ``chunk``: default CHUNK."""
+    first one's length (a number) is passed whole. ``chunk``: default CHUNK. Where there are at least
+    THREADED_CHUNKS slices they are shared among the CPUs this process may use (at most
+    TERMS_THREADS; numpy releases the GIL): each slice is written by one thread, so the numbers are
+    the same."""
     chunk = CHUNK if chunk is None else int(chunk)
     size = int(np.shape(arrays[0])[0]) if np.ndim(arrays[0]) else 0
     if size <= chunk:
         return fn(*arrays)
     sliced = [np.ndim(a) == 1 and np.shape(a)[0] == size for a in arrays]
     out = [np.empty(size) for _ in range(n_out)]
-    for start in range(0, size, chunk):
+
+    def one(start):
         part = fn(*(a[start:start + chunk] if cut else a for a, cut in zip(arrays, sliced)))
         for o, p in zip(out, part):
             o[start:start + chunk] = p
+    starts = range(0, size, chunk)
+    from gpurisk.freq.schedule import usable_cpus
+    threads = min(TERMS_THREADS, usable_cpus())
+    if threads > 1 and len(starts) >= THREADED_CHUNKS:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(threads, thread_name_prefix="gpurisk-terms") as pool:
+            for _ in pool.map(one, starts):
+                pass
+    else:
+        for start in starts:
+            one(start)
     return tuple(out)
+
+
+#: by_chunks shares its slices among at most this many threads, where there are at least
+#: THREADED_CHUNKS of them (fewer cost less than starting threads)
+TERMS_THREADS = 4
+THREADED_CHUNKS = 16
 
 
 def unique_terms(mu, alpha, pi: float, kind: str, exact: bool = False):
