@@ -551,8 +551,12 @@ def test_lost_scheduler_is_one_line_with_how_to_resume(tmp_path):
     out = tmp_path / "s.parquet"
     scan = ["scan", str(tmp_path / "big.csv"), "--keys", ",".join(f"k{i}" for i in range(10)),
             "--max-size", "3", "--fraction", "0.1", "--backend", "dask", "--scheduler", address,
-            "-o", str(out), "--no-progress", "--measures", "sample_uniques,theta_hat",
+            "-o", str(out), "--no-progress", "--measures", "sample_uniques,theta_hat,indiv_risk",
             "--cells-on-workers", "--batch-rows", "5"]     # each combination on the cluster
+    # indiv_risk maps the buckets of each combination: each is merged by a graph of its own, so the
+    # rows arrive combination by combination (about 4 s of them left after the first are written,
+    # one worker); measures of summaries alone merge a batch of up to 256 combinations whole, and
+    # these 175 would come back at once, the scan over before the scheduler is killed
     procs = []
     try:
         sched = subprocess.Popen([*dask, "--host", "127.0.0.1", "--port", str(port),
