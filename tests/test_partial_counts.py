@@ -442,5 +442,9 @@ def test_bucket_size_follows_the_workers_memory_and_count():
     assert run.cells_per_bucket() == 1_000_000
     run.worker_memory = None                      # no limit: CELLS_PER_BUCKET
     assert run.cells_per_bucket() == _dask.CELLS_PER_BUCKET
-    run.gpu = True
+    run.gpu = True                                # one bucket a GPU's 64 M cells, no spreading
     assert run.cells_per_bucket() == _dask.GPU_CELLS_PER_BUCKET
+    run.records = 10_000_000
+    assert run.default_buckets() == 2             # 20 partitions // SPLIT_EVERY
+    run.s_parts = list(range(4))
+    assert run.default_buckets() == 1

@@ -254,16 +254,17 @@ class _Run:
 
     def default_buckets(self) -> int:
         """Enough ranges that no bucket can hold more than :meth:`cells_per_bucket` cells (cells <=
-        records), at least one per SPLIT_EVERY partitions, and BUCKETS_PER_WORKER per worker where
-        buckets of CELLS_PER_BUCKET_MIN cells allow it; at most MAX_BUCKETS. A table so small that
+        records), at least one per SPLIT_EVERY partitions, and (not on GPU workers, whose kernels
+        want long arrays) BUCKETS_PER_WORKER per worker where buckets of CELLS_PER_BUCKET_MIN cells
+        allow it; at most MAX_BUCKETS. A table so small that
         SPLIT_EVERY partials of all of it fit one bucket (:meth:`max_cells`: 4 keys of 2, 100, 6 and
         17 categories) is one bucket: cutting it into ranges only adds tasks."""
         per = self.cells_per_bucket()
         if self.max_cells() * SPLIT_EVERY <= per:
             return 1
         nparts = len(self.s_parts) + len(self.p_parts)
-        spread = min(BUCKETS_PER_WORKER * getattr(self, "nworkers", 1),
-                     math.ceil(self.records / min(per, CELLS_PER_BUCKET_MIN)))
+        spread = 1 if self.gpu else min(BUCKETS_PER_WORKER * getattr(self, "nworkers", 1),
+                                        math.ceil(self.records / min(per, CELLS_PER_BUCKET_MIN)))
         return max(1, min(MAX_BUCKETS, max(nparts // SPLIT_EVERY, math.ceil(self.records / per),
                                            spread)))
 

@@ -349,8 +349,9 @@ class Planner:
         npen = vpen.copy()
         alive = np.ones(len(cand), dtype=bool)
         chosen = []
+
         def via(i_pen, j):
-            # the cost of building nodes at penalties ``i_pen`` from candidate(s) ``j``
+            # the cost of building nodes at penalties ``i_pen`` from candidate ``j``
             return np.where(ccube[j], ce[j], i_pen * ce[j])
         while alive.any():
             gain = (sub * np.maximum(0.0, vcost[None, :] - np.where(
