@@ -182,9 +182,9 @@ def test_lattice_plan_with_intermediates_equals_recount(monkeypatch):
 
 def test_tables_read_from_the_root_are_paired_into_cubes_one_pass_serves():
     """A register whose finest table is about its records (12 skewed keys): every 1- to 3-key table.
-    Weighing the unions of tables still built from the root's cells (two in-cache cubes served
-    by one pass) leaves fewer passes over the root than the plan without that step, costs no more
-    by the planner's own measure, and every table still equals a recount."""
+    Weighing the unions of tables still built from the root's cells (two tables that one cube's
+    pass can serve) leaves fewer passes over the root than the plan without that step, costs no
+    more by the planner's own measure, and every table still equals a recount."""
     rng = np.random.default_rng(40)
     cards = [120, 12, 2, 100, 6, 17, 10, 50, 5, 80, 3, 25]
     cols = {}
