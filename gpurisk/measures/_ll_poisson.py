@@ -94,7 +94,7 @@ import numpy as np
 from gpurisk.errors import BadInput
 from gpurisk.measure import Context, Measure, Result
 from gpurisk.measures._util import z_upper
-from gpurisk.models.dispersion import alpha_profile, truncated_alpha
+from gpurisk.models.dispersion import truncated_alpha, truncated_alpha_and_profile
 from gpurisk.models.loglinear import MAX_CELLS, MAX_ITER, TOL, check_cells, sample_levels
 from gpurisk.models.model_choice import Z_CHOICE
 from gpurisk.options import Option
@@ -447,10 +447,13 @@ def eb_means(table, max_pairs=None, dispersion: str = "moment", profile: bool = 
         edges, alphas, _ = eb_forest.choose(margins, max_pairs)
         mu, sum_mu2 = eb_forest.means(margins, edges, alphas)
         f = margins.f
-        alpha = (truncated_alpha(f, mu) if dispersion == "truncated" else
-                 _moment(f, mu, sum_mu2))
-        # with ``profile``, α̂'s one-s.e. profile interval (truncated: a likelihood to profile)
-        span = alpha_profile(f, mu, alpha) if profile and dispersion == "truncated" else None
+        span = None
+        if dispersion != "truncated":
+            alpha = _moment(f, mu, sum_mu2)
+        elif profile:       # α̂ and its one-s.e. profile interval, the cells grouped once
+            alpha, span = truncated_alpha_and_profile(f, mu)
+        else:
+            alpha = truncated_alpha(f, mu)
         su = np.flatnonzero(f == 1)
         return mu[su], alpha, edges, eb_forest.loo_counts(margins, edges, alphas, su), [], span
     return table.cached(f"_ll_eb_{max_pairs}_{dispersion}_{bool(profile)}", make)

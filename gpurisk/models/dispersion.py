@@ -92,10 +92,36 @@ def alpha_profile(f, mu, alpha_hat: float, drop: float = PROFILE_DROP) -> tuple[
     is 0 where the Poisson limit lies within it; α_hi is the range's end where ℓ never falls that
     far. The spread of an estimate over [α_lo, α_hi] is α̂'s part of its s.e., which the per-cell
     variance (α taken as known) leaves out."""
-    from scipy.optimize import brentq
+    ll = _prepared(f, mu)
+    return (0.0, 0.0) if ll is None else _profile(ll, alpha_hat, drop)
+
+
+def truncated_alpha(f, mu) -> float:
+    """α̂ by zero-truncated negative-binomial maximum likelihood over the cells with f_j > 0
+    (module docstring); 0 where the Poisson limit is as likely. ``f``: the sampled cells' counts;
+    ``mu``: the model's means there (sample scale)."""
+    ll = _prepared(f, mu)
+    return 0.0 if ll is None else _alpha_hat(ll)
+
+
+def truncated_alpha_and_profile(f, mu, drop: float = PROFILE_DROP):
+    """(:func:`truncated_alpha`, :func:`alpha_profile` at it), the cells grouped once."""
     ll = _prepared(f, mu)
     if ll is None:
-        return 0.0, 0.0
+        return 0.0, (0.0, 0.0)
+    alpha = _alpha_hat(ll)
+    return alpha, _profile(ll, alpha, drop)
+
+
+def _alpha_hat(ll) -> float:
+    from scipy.optimize import minimize_scalar
+    res = minimize_scalar(lambda t: -ll(math.exp(t)), bounds=LOG_ALPHA_RANGE, method="bounded",
+                          options={"xatol": 1e-5})
+    return float(math.exp(res.x)) if -res.fun > ll(0.0) else 0.0
+
+
+def _profile(ll, alpha_hat: float, drop: float) -> tuple[float, float]:
+    from scipy.optimize import brentq
     lo_t, hi_t = LOG_ALPHA_RANGE
     at = max(float(alpha_hat), math.exp(lo_t))
     target = (ll(float(alpha_hat)) if alpha_hat > 0 else ll(0.0)) - drop
@@ -115,16 +141,3 @@ def alpha_profile(f, mu, alpha_hat: float, drop: float = PROFILE_DROP) -> tuple[
     else:                                         # ℓ already below the target at the range's start
         high = at
     return float(low), float(high)
-
-
-def truncated_alpha(f, mu) -> float:
-    """α̂ by zero-truncated negative-binomial maximum likelihood over the cells with f_j > 0
-    (module docstring); 0 where the Poisson limit is as likely. ``f``: the sampled cells' counts;
-    ``mu``: the model's means there (sample scale)."""
-    from scipy.optimize import minimize_scalar
-    ll = _prepared(f, mu)
-    if ll is None:
-        return 0.0
-    res = minimize_scalar(lambda t: -ll(math.exp(t)), bounds=LOG_ALPHA_RANGE, method="bounded",
-                          options={"xatol": 1e-5})
-    return float(math.exp(res.x)) if -res.fun > ll(0.0) else 0.0
