@@ -173,6 +173,9 @@ LL_VARIANTS = {"two_way": {"model": "two_way", "dispersion": "none", "max_iter":
                # the default before issue 43's eb: the held-out tests' forest, α̂ by moments
                "auto_cv": {"model": "auto_cv"},
                "eb_moment": {"model": "eb", "dispersion": "moment"},
+               # eb's default before its rooted smoothing: each kept pair's table shrunk towards
+               # independence (eb_smoothing=joint)
+               "eb_joint": {"model": "eb", "dispersion": "truncated", "eb_smoothing": "joint"},
                # eb's interval from the model alone: the Poisson-gamma variance plus α̂'s spread over
                # its profile-likelihood interval, no fitted factor
                # (with the risk criterion's bias where it flags misfit), and without that widening

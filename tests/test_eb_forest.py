@@ -253,7 +253,8 @@ def test_matches_ll_model_eb_runs_from_the_cli(tmp_path):
     from conftest import run_cli
     r = run_cli("assess", "example:adult", "--keys", "age,sex,race,marital-status",
                 "--fraction", "0.01", "--measures", "matches_ll,tau1_ll",
-                "--option", "loglinear_risk.model=eb", "--option", "loglinear_risk.dispersion=truncated")
+                "--option", "loglinear_risk.model=eb", "--option", "loglinear_risk.dispersion=truncated",
+                "--option", "loglinear_risk.eb_smoothing=joint")
     assert r.returncode == 0, r.stderr
     assert "shrunk towards independence" in r.stdout
     assert "headline expected correct matches E ≈" in r.stdout

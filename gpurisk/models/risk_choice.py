@@ -103,6 +103,7 @@ class Draws:
         if keys is None:        # too many cells for one int64: compare the code rows themselves
             self._rows = np.stack([np.asarray(c, dtype=np.int64) for c in margins.codes], axis=1)
         self._cond: dict = {}
+        self._fitted = None
 
     def _conditional(self, p: int, v: int):
         """(cumulative counts of the observed (p, v) pairs sorted by (x_p, x_v), their x_v, the
@@ -136,6 +137,18 @@ class Draws:
                 i = np.minimum(np.searchsorted(cum, target, side="right"), cum.shape[0] - 1)
                 out[v] = xv[i]
         return out
+
+    def fitted(self, edges):
+        """(μ̂ of the sample's cells, μ̂ of the drawn cells, which drawn cells are empty) under main
+        effects + the forest ``edges``: kept for the last forest asked, so the criterion of E's term
+        and of τ1's (:func:`score`) draw and look up the cells once."""
+        key = tuple(edges)
+        if self._fitted is None or self._fitted[0] != key:
+            m = self.m
+            cells = self.cells(edges)
+            self._fitted = (key, (forest_means(m.codes, m.f, m.cards, edges, m)[0],
+                                  means_at(m, edges, cells), self.empty(cells)))
+        return self._fitted[1]
 
     def empty(self, cells) -> np.ndarray:
         """Whether each drawn cell is one the sample does not hold."""
@@ -178,15 +191,12 @@ def means_at(margins: Margins, edges, cells) -> np.ndarray:
 def score(margins: Margins, edges, pi: float, draws: Draws, kind: str = "inverse"):
     """(B̂_h, T_h) of main effects + the forest ``edges`` (module docstring)."""
     m = margins
-    mu, _ = forest_means(m.codes, m.f, m.cards, edges, m)
+    mu, mux, e = draws.fitted(edges)
     w = weights(mu, pi, kind)
     f = m.f
     b_obs = float(np.sum(w * ((f - mu) ** 2 - f)))
     v_obs = float(np.sum((w * mu) ** 2))
-    cells = draws.cells(edges)
-    mux = means_at(m, edges, cells)
     wx = weights(mux, pi, kind) * mux
-    e = draws.empty(cells)
     scale = m.n / e.shape[0]
     b_emp = scale * float(np.sum(wx[e]))
     v_emp = scale * float(np.sum((wx * (wx / np.where(mux > 0, mux, 1.0)))[e]))

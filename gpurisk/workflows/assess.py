@@ -118,6 +118,9 @@ def model_text(extra: Mapping[str, Any]) -> str | None:
         margins = f"main effects + {extra['interaction'].replace(' x ', ' × ')} (kept by {tests})"
     elif model == "auto_cv":
         margins = "main effects (no interaction passed the held-out test)"
+    elif model == "eb" and extra.get("arcs"):
+        margins = (f"main effects + {extra['arcs']} (each pair kept by its Bayes factor; a key's "
+                   "shares given its parent's shrunk towards its own)")
     elif model == "eb" and extra.get("interaction"):
         margins = (f"main effects + {extra['interaction'].replace(' x ', ' × ')} (each kept by "
                    "its Bayes factor, shrunk towards independence)")
