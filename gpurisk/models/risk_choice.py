@@ -26,7 +26,8 @@ sample's margins; a cell with μ̂ = 0 is never drawn and contributes 0), and
     Σ_{x empty} g(μ̂_x) = n E_{x ~ μ̂/n}[ I(x empty) g(μ̂_x) / μ̂_x ],
 
 with g(μ)/μ = w(μ) μ (and w² μ), which is bounded and vanishes at μ = 0 and for large μ (w decays
-as e^{−μ}). The draws use the same uniforms for every candidate model (common random numbers), so
+as e^{−μ}). Where the key space has no more cells than there are draws, the sum is taken over
+every cell instead (exact, at no more cost; :meth:`Draws.fitted`). The draws use the same uniforms for every candidate model (common random numbers), so
 the candidates are compared on the same draws; the seed is fixed, so a sample gives one answer.
 
 Forward selection (:func:`choose`): start from main effects; while |T_h| > ``z``, add the two-way
@@ -94,9 +95,12 @@ def _cell_keys(codes, cards):
 class Draws:
     """Cells drawn from a forest model with common uniforms, and which of them the sample holds."""
 
-    def __init__(self, margins: Margins, draws: int, seed: int = 0):
+    def __init__(self, margins: Margins, draws: int, seed: int = 0, exact: bool = True):
+        """``exact``: sum over every cell where the key space has no more cells than ``draws``
+        (:meth:`fitted`); False draws always."""
         self.m = margins
-        self.u = np.random.default_rng(seed).random((len(margins.codes), int(draws)))
+        self.draws, self.seed, self.exact = int(draws), seed, exact
+        self._u = None
         keys = _cell_keys(margins.codes, margins.cards)
         self._sorted = None if keys is None else np.sort(keys)
         self._rows = None
@@ -104,6 +108,13 @@ class Draws:
             self._rows = np.stack([np.asarray(c, dtype=np.int64) for c in margins.codes], axis=1)
         self._cond: dict = {}
         self._fitted = None
+
+    @property
+    def u(self) -> np.ndarray:
+        """The common uniforms, one row per key, drawn when first read."""
+        if self._u is None:
+            self._u = np.random.default_rng(self.seed).random((len(self.m.codes), self.draws))
+        return self._u
 
     def _conditional(self, p: int, v: int):
         """(cumulative counts of the observed (p, v) pairs sorted by (x_p, x_v), their x_v, the
@@ -139,15 +150,28 @@ class Draws:
         return out
 
     def fitted(self, edges):
-        """(μ̂ of the sample's cells, μ̂ of the drawn cells, which drawn cells are empty) under main
-        effects + the forest ``edges``: kept for the last forest asked, so the criterion of E's term
-        and of τ1's (:func:`score`) draw and look up the cells once."""
+        """(μ̂ of the sample's cells, μ̂ of the cells summed over, which of them are empty, each
+        one's weight in Σ_{x empty} g(μ̂_x) = Σ weight · g(μ̂)/μ̂) under main effects + the forest
+        ``edges``: every cell of the key space, weight μ̂, where it has no more cells than there
+        are draws (the sum exact, at no more cost: the importance sample's error was the
+        criterion's largest there, testdata's urbrur, roof, water at π = 5 %, 80 cells: T from
+        −0.2 to −3.9 over ten seeds of 20 000 draws), else the drawn cells, weight n / draws. Kept
+        for the last forest asked, so the criterion of E's term and of τ1's (:func:`score`) read
+        the cells once."""
         key = tuple(edges)
         if self._fitted is None or self._fitted[0] != key:
             m = self.m
-            cells = self.cells(edges)
-            self._fitted = (key, (forest_means(m.codes, m.f, m.cards, edges, m)[0],
-                                  means_at(m, edges, cells), self.empty(cells)))
+            size = math.prod(m.cards)
+            exact = self.exact and size <= self.draws
+            if exact:
+                grid = np.indices(tuple(m.cards)).reshape(len(m.cards), -1)
+                cells = [g for g in grid]
+            else:
+                cells = self.cells(edges)
+            mux = means_at(m, edges, cells)
+            weight = mux if exact else np.full(mux.shape[0], m.n / mux.shape[0])
+            self._fitted = (key, (forest_means(m.codes, m.f, m.cards, edges, m)[0], mux,
+                                  self.empty(cells), weight))
         return self._fitted[1]
 
     def empty(self, cells) -> np.ndarray:
@@ -191,15 +215,14 @@ def means_at(margins: Margins, edges, cells) -> np.ndarray:
 def score(margins: Margins, edges, pi: float, draws: Draws, kind: str = "inverse"):
     """(B̂_h, T_h) of main effects + the forest ``edges`` (module docstring)."""
     m = margins
-    mu, mux, e = draws.fitted(edges)
+    mu, mux, e, per = draws.fitted(edges)
     w = weights(mu, pi, kind)
     f = m.f
     b_obs = float(np.sum(w * ((f - mu) ** 2 - f)))
     v_obs = float(np.sum((w * mu) ** 2))
     wx = weights(mux, pi, kind) * mux
-    scale = m.n / e.shape[0]
-    b_emp = scale * float(np.sum(wx[e]))
-    v_emp = scale * float(np.sum((wx * (wx / np.where(mux > 0, mux, 1.0)))[e]))
+    b_emp = float(np.sum((per * wx)[e]))
+    v_emp = float(np.sum((per * wx * (wx / np.where(mux > 0, mux, 1.0)))[e]))
     b = -0.5 * (b_obs + b_emp)
     var = 0.5 * (v_obs + v_emp)
     return b, (b / math.sqrt(var) if var > 0 else 0.0)
