@@ -96,10 +96,14 @@ def test_means_and_sum_of_squares_equal_a_dense_product(edges):
     m = Margins(codes, f, cards)
     alphas = {e: 3.0 + 7.0 * i for i, e in enumerate(edges)}
     mu, sum_mu2 = eb_forest.means(m, edges, alphas)
-    dense = _dense_means(rec, cards, edges, alphas)
+    assert_dense_fit(mu, sum_mu2, _dense_means(rec, cards, edges, alphas), codes, rec.shape[0])
+
+
+def assert_dense_fit(mu, sum_mu2, dense, codes, n):
+    """μ̂ at the sampled cells and Σ μ̂² are the dense product's, which is a distribution × n."""
     assert np.allclose(mu, dense[tuple(codes)], rtol=1e-12)
     assert sum_mu2 == pytest.approx(float((dense ** 2).sum()), rel=1e-12)
-    assert float(dense.sum()) == pytest.approx(rec.shape[0], rel=1e-12)   # a distribution × n
+    assert float(dense.sum()) == pytest.approx(n, rel=1e-12)
 
 
 def test_leave_one_out_prior_recounts_without_the_unique():

@@ -19,11 +19,7 @@ import gpurisk
 from gpurisk.measures._ll_poisson import loo_prior
 from gpurisk.models import eb_forest
 from gpurisk.models.forest import Margins
-
-
-def _cells(records):
-    u, f = np.unique(records, axis=0, return_counts=True)
-    return [u[:, j] for j in range(u.shape[1])], f.astype(float)
+from test_eb_forest import _cells, assert_dense_fit
 
 
 def _records(seed=3, n=400, cards=(6, 4, 3)):
@@ -64,10 +60,7 @@ def test_rooted_means_and_sum_of_squares_equal_a_dense_product(roots, arcs):
     codes, f = _cells(rec)
     m = Margins(codes, f, cards)
     mu, sum_mu2 = eb_forest.rooted_means(m, roots, arcs)
-    dense = _dense(rec, cards, roots, arcs)
-    assert np.allclose(mu, dense[tuple(codes)], rtol=1e-12)
-    assert sum_mu2 == pytest.approx(float((dense ** 2).sum()), rel=1e-12)
-    assert float(dense.sum()) == pytest.approx(rec.shape[0], rel=1e-12)   # a distribution × n
+    assert_dense_fit(mu, sum_mu2, _dense(rec, cards, roots, arcs), codes, rec.shape[0])
 
 
 def test_rooted_leave_one_out_prior_recounts_without_the_unique():
