@@ -225,6 +225,27 @@ def test_the_model_interval_is_honest_where_the_model_holds():
     assert np.mean(np.abs(err) <= 2.576 * a[:, 1]) >= 0.9
 
 
+def test_the_exact_sum_skips_categories_the_margins_lack():
+    """A bootstrap sample's margins keep the sample's categories, some with no record: summed over
+    every cell the criterion is still the dense sum (a cell with a missing category has μ̂ = 0),
+    where a shared key's missing category would give 0 × ∞."""
+    rng = np.random.default_rng(5)
+    cards = [6, 4, 5]
+    K = int(np.prod(cards))
+    f = rng.poisson(rng.gamma(0.8, 2.0, K))
+    codes = list(np.unravel_index(np.arange(K), cards))
+    f[codes[1] == 2] = 0                            # key 1's category 2: no record
+    keep = f > 0
+    codes, f = [c[keep] for c in codes], f[keep]
+    m = Margins(codes, f, cards)
+    edges = [(0, 1), (1, 2)]                        # key 1 shared by both pairs
+    for kind in ("inverse", "tau1"):
+        b0, t0 = _dense_score(codes, f.astype(float), cards, edges, 0.05, kind)
+        b, t = risk_choice.score(m, edges, 0.05, risk_choice.Draws(m, 20_000), kind)
+        assert np.isfinite(b) and b == pytest.approx(b0, rel=1e-9, abs=1e-12)
+        assert t == pytest.approx(t0, rel=1e-9, abs=1e-12)
+
+
 def test_the_criterion_is_the_same_whatever_order_the_keys_come_in():
     """A real sample (testdata's urbrur, roof, water at π = 5 %: 80 cells): the criterion at the
     kept forest does not depend on the keys' order nor on the draws' seed (it is summed over every

@@ -246,8 +246,8 @@ def tree_squares(one, edges, deg, message) -> float:
         msg = {}
         for v in reversed(order):                      # children before parents
             # at key v: p_v^{2(1 − deg)} times the messages from its children, per category of v
-            own = one[v] ** (2 * (1 - deg[v])) if deg[v] != 1 else np.ones_like(one[v])
-            with np.errstate(divide="ignore", invalid="ignore"):
+            with np.errstate(divide="ignore", invalid="ignore"):    # a category with no record
+                own = one[v] ** (2 * (1 - deg[v])) if deg[v] != 1 else np.ones_like(one[v])
                 own = np.where(one[v] > 0, own, 0.0)
             for w in adj[v]:
                 if w != up[v]:

@@ -27,7 +27,8 @@ sample's margins; a cell with μ̂ = 0 is never drawn and contributes 0), and
 
 with g(μ)/μ = w(μ) μ (and w² μ), which is bounded and vanishes at μ = 0 and for large μ (w decays
 as e^{−μ}). Where the key space has no more cells than there are draws, the sum is taken over
-every cell instead (exact, at no more cost; :meth:`Draws.fitted`). The draws use the same uniforms for every candidate model (common random numbers), so
+every cell instead (exact, at no more cost; :meth:`Draws.fitted`). The draws use the same uniforms
+for every candidate model (common random numbers), so
 the candidates are compared on the same draws; the seed is fixed, so a sample gives one answer.
 
 Forward selection (:func:`choose`): start from main effects; while |T_h| > ``z``, add the two-way
@@ -161,11 +162,13 @@ class Draws:
         key = tuple(edges)
         if self._fitted is None or self._fitted[0] != key:
             m = self.m
-            size = math.prod(m.cards)
+            # the categories the margins hold (a bootstrap sample's may lack some): a cell with
+            # another has μ̂ = 0 and adds nothing
+            held = [np.flatnonzero(m.one(v) > 0) for v in range(len(m.codes))]
+            size = math.prod(h.shape[0] for h in held)
             exact = self.exact and size <= self.draws
             if exact:
-                grid = np.indices(tuple(m.cards)).reshape(len(m.cards), -1)
-                cells = [g for g in grid]
+                cells = [g.reshape(-1) for g in np.meshgrid(*held, indexing="ij")]
             else:
                 cells = self.cells(edges)
             mux = means_at(m, edges, cells)
