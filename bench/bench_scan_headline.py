@@ -5,8 +5,9 @@ For FARS (8 keys, every one of the 255 combinations, π = 1 %) and Adult (8 keys
 this times ``gpurisk.scan`` (one thread: ``threads=0``; no output file) with
 
 - ``default``: the default measures and options: Ê and τ̂1 with the default ``model`` (``eb`` since
-  issue 43: every pair of keys scored by its Bayes factor, the kept ones shrunk towards
-  independence; ``auto_cv`` before: every pair scored on held-out halves) and ``prior=loo``;
+  issue 43: every pair of keys scored by its Bayes factor, the kept ones rooted and smoothed, a
+  key's shares given its parent's shrunk towards its own; ``auto_cv`` before: every pair scored on
+  held-out halves) and ``prior=loo``;
 - ``main effects, plug-in``: the same with ``model=independence, prior=plugin`` (the default before
   issue 27's third stop; the obvious cheaper alternative, closed form);
 - ``without Ê, τ̂1``: the default measures minus matches_ll and tau1_ll.

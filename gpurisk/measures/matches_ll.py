@@ -8,7 +8,9 @@
 E[1/F_j | f_j = 1] with F_j − 1 ~ Poisson((1 − π) λ_j).) E is Σ_{f=1} 1/F_j, the truth of
 ``match_prob_a`` times n1. μ̂ is the fit of a log-linear model of the sample counts (option
 ``model``: by default main effects plus a forest of two-way interactions, each kept by its Bayes
-factor and shrunk towards independence by an empirical-Bayes prior (``eb``, closed form); ``auto_cv``
+factor, each tree rooted and a key's shares given its parent's shrunk towards its own by an
+empirical-Bayes prior (``eb``, closed form; ``eb_smoothing=joint`` shrinks each pair's table towards
+independence instead); ``auto_cv``
 the interactions held-out tests keep; ``independence``; ``two_way``, IPF on the support cells, which was 11-95 % low on real
 populations), with a gamma cell effect whose variance is estimated by zero-truncated likelihood over the sampled
 cells (option ``dispersion``; moments with the other models), and each sample unique's λ taken from the other records' margins with their

@@ -5,8 +5,9 @@
 (Skinner & Shlomo 2008, the estimator of τ1 under the Poisson log-linear model: the expectation of
 I(F_j = 1) given f_j = 1 when F_j − f_j ~ Poisson((1 − π) λ_j), summed over the sample uniques.)
 μ̂ is the fit of a log-linear model of the sample counts (option ``model``: by default main effects
-plus a forest of two-way interactions each kept by its Bayes factor and shrunk towards independence
-(``eb``, closed form); ``auto_cv`` the interactions held-out tests keep; ``independence``;
+plus a forest of two-way interactions each kept by its Bayes factor, each tree rooted and a key's
+shares given its parent's shrunk towards its own by an empirical-Bayes prior (``eb``, closed form;
+``eb_smoothing=joint`` shrinks each pair's table towards independence instead); ``auto_cv`` the interactions held-out tests keep; ``independence``;
 ``two_way``, the paper's usual choice, fitted by IPF on the support cells so key spaces far beyond a
 dense table work, which was 23-100 % low on real populations: it overfits sparse samples), with a
 gamma cell effect around it whose variance is estimated by zero-truncated likelihood (option
