@@ -549,17 +549,13 @@ def forest_misfit(table, edges, pi: float, seed: int = 0) -> dict:
     key = "_".join(f"{a}-{b}" for a, b in edges)
 
     def make():
-        from gpurisk.models.forest import Margins
-        m = sample_margins(table)[4]
-        # the keys in the order of their names: the draws read the keys in turn, so a scan's
-        # table (keys in its own order) and an assess of the same keys draw the same cells
+        margins = sample_margins(table)[4]
+        # the keys drawn in the order of their names, so a scan's table (keys in its own order)
+        # and an assess of the same keys draw the same cells
         order = sorted(range(len(table.keys)), key=lambda v: str(table.keys[v]))
-        at = {v: i for i, v in enumerate(order)}
-        margins = Margins([m.codes[v] for v in order], m.f, [m.cards[v] for v in order],
-                          [m.one(v) for v in order])
-        arcs = [tuple(sorted((at[a], at[b]))) for a, b in edges]
-        draws = risk_choice.Draws(margins, risk_choice.draws_for(margins), seed)
-        return {h: risk_choice.score(margins, arcs, pi, draws, h) for h in ("inverse", "tau1")}
+        draws = risk_choice.Draws(margins, risk_choice.draws_for(margins), seed, order=order)
+        return {h: risk_choice.score(margins, list(edges), pi, draws, h)
+                for h in ("inverse", "tau1")}
     return table.cached(f"_ll_misfit_{pi!r}_{key}_{int(seed)}", make)
 
 

@@ -96,11 +96,16 @@ def _cell_keys(codes, cards):
 class Draws:
     """Cells drawn from a forest model with common uniforms, and which of them the sample holds."""
 
-    def __init__(self, margins: Margins, draws: int, seed: int = 0, exact: bool = True):
+    def __init__(self, margins: Margins, draws: int, seed: int = 0, exact: bool = True,
+                 order=None):
         """``exact``: sum over every cell where the key space has no more cells than ``draws``
-        (:meth:`fitted`); False draws always."""
+        (:meth:`fitted`); False draws always. ``order``: the keys in the order they take the
+        uniforms' rows and root their trees (default: their own), so that a caller can draw the
+        same cells whatever order a table lists its keys in."""
         self.m = margins
         self.draws, self.seed, self.exact = int(draws), seed, exact
+        self.order = list(range(len(margins.codes))) if order is None else list(order)
+        self._row = {v: i for i, v in enumerate(self.order)}
         self._u = None
         keys = _cell_keys(margins.codes, margins.cards)
         self._sorted = None if keys is None else np.sort(keys)
@@ -136,16 +141,17 @@ class Draws:
         m = self.m
         d = len(m.codes)
         out: list = [None] * d
-        for r in range(d):
+        for r in self.order:
             if out[r] is not None:
                 continue
             one = m.one(r)
             cum = np.cumsum(one)
-            out[r] = np.minimum(np.searchsorted(cum, self.u[r] * m.n, side="right"), len(one) - 1)
+            out[r] = np.minimum(np.searchsorted(cum, self.u[self._row[r]] * m.n, side="right"),
+                                len(one) - 1)
             for p, v in tree_order(r, edges):
                 cum, xv, before, onep = self._conditional(p, v)
                 xp = out[p]
-                target = before[xp] + self.u[v] * onep[xp]
+                target = before[xp] + self.u[self._row[v]] * onep[xp]
                 i = np.minimum(np.searchsorted(cum, target, side="right"), cum.shape[0] - 1)
                 out[v] = xv[i]
         return out
