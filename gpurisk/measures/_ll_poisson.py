@@ -247,8 +247,10 @@ def nb_terms(m, alpha, pi, kind, exact: bool = False):
 
 
 #: Gauss-Legendre nodes of :func:`inverse_square`'s integral, and how many e-folds of its
-#: exponential factor it covers (beyond, the integrand is below e^{−50} of its start)
-LEGENDRE_NODES = 64
+#: exponential factor it covers (beyond, the integrand is below e^{−50} of its start). 24 nodes
+#: are within 6e-14 (relative) of 64 nodes' sum over c in [1e-9, 1e12] and a − 1 in [1e-9, 1e13]
+#: (400 000 random points), at a third of the cost
+LEGENDRE_NODES = 24
 EFOLDS = 50.0
 
 

@@ -167,6 +167,35 @@ class Margins:
             self._pair[(a, b)] = (inv, counts)
         return self._pair[(a, b)]
 
+    def sorted_pair(self, p: int, v: int) -> tuple[np.ndarray, np.ndarray]:
+        """(x_p·c_v + x_v of the (p, v) categories the cells hold, sorted; the count of each): what
+        the risk criterion's draws look cells up in (:mod:`gpurisk.models.risk_choice`), taken from
+        the pair's counts (:meth:`pair_counts`) where every cell is sampled, else from the cells."""
+        if (p, v, "sorted") not in self._counts:
+            cv = self.cards[v]
+            if bool((self.f > 0).all()):
+                a, b = min(p, v), max(p, v)
+                dense, counts = self.pair_counts(a, b)
+                if dense:
+                    table = counts.reshape(self.cards[a], self.cards[b])
+                    flat = (table if p == a else table.T).reshape(-1)
+                    key = np.flatnonzero(flat > 0)
+                    got = (key, flat[key])
+                else:
+                    inv = self.pair(a, b)[0]
+                    ids = np.empty(counts.shape[0], dtype=np.int64)
+                    ids[inv] = pair_ids(self.codes, self.cards, a, b)
+                    xa, xb = np.divmod(ids, self.cards[b])
+                    key = xa * cv + xb if p == a else xb * cv + xa
+                    order = np.argsort(key, kind="stable")
+                    got = (key[order], counts[order])
+            else:       # cells with f = 0 (a bootstrap sample's): their pairs are listed too
+                key = self.codes[p].astype(np.int64) * cv + self.codes[v]
+                uniq, inv = np.unique(key, return_inverse=True)
+                got = (uniq, np.bincount(inv.reshape(-1), weights=self.f, minlength=uniq.shape[0]))
+            self._counts[(p, v, "sorted")] = got
+        return self._counts[(p, v, "sorted")]
+
     def pair_counts(self, a: int, b: int) -> tuple[bool, np.ndarray]:
         """(whether the (a, b) index of :func:`_pair_index` is the dense x_a·c_b + x_b, the count
         per index): no per-cell index is kept where it is dense (:func:`pair_ids` forms it)."""

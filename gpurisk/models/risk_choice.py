@@ -114,6 +114,7 @@ class Draws:
             self._rows = np.stack([np.asarray(c, dtype=np.int64) for c in margins.codes], axis=1)
         self._cond: dict = {}
         self._fitted = None
+        self._index = None
 
     @property
     def u(self) -> np.ndarray:
@@ -128,12 +129,11 @@ class Draws:
         if (p, v) not in self._cond:
             m = self.m
             cv = m.cards[v]
-            key = m.codes[p].astype(np.int64) * cv + m.codes[v]
-            uniq, inv = np.unique(key, return_inverse=True)
-            counts = np.bincount(inv.reshape(-1), weights=m.f, minlength=uniq.shape[0])
+            uniq, counts = m.sorted_pair(p, v)
             one = m.one(p)
             before = np.concatenate([[0.0], np.cumsum(one)[:-1]])
-            self._cond[(p, v)] = (np.cumsum(counts), uniq % cv, before, one)
+            cum = np.cumsum(counts)
+            self._cond[(p, v)] = (cum, _Inverse(cum), uniq % cv, before, one)
         return self._cond[(p, v)]
 
     def cells(self, edges) -> list:
@@ -144,25 +144,22 @@ class Draws:
         for r in self.order:
             if out[r] is not None:
                 continue
-            one = m.one(r)
-            cum = np.cumsum(one)
-            out[r] = np.minimum(np.searchsorted(cum, self.u[self._row[r]] * m.n, side="right"),
-                                len(one) - 1)
+            if ("root", r) not in self._cond:
+                self._cond[("root", r)] = _Inverse(np.cumsum(m.one(r)))
+            out[r] = self._cond[("root", r)](self.u[self._row[r]] * m.n)
             for p, v in tree_order(r, edges):
-                cum, xv, before, onep = self._conditional(p, v)
+                cum, inverse, xv, before, onep = self._conditional(p, v)
                 xp = out[p]
-                target = before[xp] + self.u[self._row[v]] * onep[xp]
-                i = np.minimum(np.searchsorted(cum, target, side="right"), cum.shape[0] - 1)
-                out[v] = xv[i]
+                out[v] = xv[inverse(before[xp] + self.u[self._row[v]] * onep[xp])]
         return out
 
     def fitted(self, edges):
-        """(μ̂ of the sample's cells, μ̂ of the cells summed over, which of them are empty, each
-        one's weight in Σ_{x empty} g(μ̂_x) = Σ weight · g(μ̂)/μ̂) under main effects + the forest
-        ``edges``: every cell of the key space, weight μ̂, where it has no more cells than there
-        are draws (the sum exact, at no more cost: the importance sample's error was the
-        criterion's largest there, testdata's urbrur, roof, water at π = 5 %, 80 cells: T from
-        −0.2 to −3.9 over ten seeds of 20 000 draws), else the drawn cells, weight n / draws. Kept
+        """(μ̂ of the sample's cells, μ̂ of the empty cells summed over, each one's weight in
+        Σ_{x empty} g(μ̂_x) = Σ weight · g(μ̂)/μ̂) under main effects + the forest ``edges``: every
+        empty cell of the key space, weight μ̂, where it has no more cells than there are draws
+        (the sum exact, at no more cost: the importance sample's error was the criterion's largest
+        there, testdata's urbrur, roof, water at π = 5 %, 80 cells: T from −0.2 to −3.9 over ten
+        seeds of 20 000 draws), else the empty ones of the drawn cells, weight n / draws. Kept
         for the last forest asked, so the criterion of E's term and of τ1's (:func:`score`) read
         the cells once."""
         key = tuple(edges)
@@ -177,18 +174,20 @@ class Draws:
                 cells = [g.reshape(-1) for g in np.meshgrid(*held, indexing="ij")]
             else:
                 cells = self.cells(edges)
-            mux = means_at(m, edges, cells)
-            weight = mux if exact else np.full(mux.shape[0], m.n / mux.shape[0])
-            self._fitted = (key, (forest_means(m.codes, m.f, m.cards, edges, m)[0], mux,
-                                  self.empty(cells), weight))
+            e = self.empty(cells)
+            size = e.shape[0]
+            mux = means_at(m, edges, [c[e] for c in cells])      # only the empty cells add
+            weight = mux if exact else np.full(mux.shape[0], m.n / size)
+            self._fitted = (key, (forest_means(m.codes, m.f, m.cards, edges, m)[0], mux, weight))
         return self._fitted[1]
 
     def empty(self, cells) -> np.ndarray:
         """Whether each drawn cell is one the sample does not hold."""
         if self._sorted is not None:
-            key = _cell_keys(cells, self.m.cards)
-            i = np.minimum(np.searchsorted(self._sorted, key), self._sorted.shape[0] - 1)
-            return self._sorted[i] != key
+            if self._index is None:        # a hash table of the sample's cells (pandas')
+                import pandas as pd
+                self._index = pd.Index(self._sorted)
+            return self._index.get_indexer(_cell_keys(cells, self.m.cards)) < 0
         drawn = np.stack([np.asarray(c, dtype=np.int64) for c in cells], axis=1)
         both = np.concatenate([self._rows, drawn])
         _, inv = np.unique(both, axis=0, return_inverse=True)
@@ -196,6 +195,36 @@ class Draws:
         held = np.zeros(int(inv.max()) + 1, dtype=bool)
         held[inv[: self._rows.shape[0]]] = True
         return ~held[inv[self._rows.shape[0]:]]
+
+
+#: :class:`_Inverse` reads a table of this many entries at most (int32: 64 MB) instead of searching
+LOOKUP_MAX = 1 << 24
+
+
+class _Inverse:
+    """``searchsorted(cum, t, side="right")`` clipped to the last index, for cumulative counts
+    ``cum``: where they are whole numbers up to LOOKUP_MAX, read from a table of the index for each
+    whole number below the total (for whole-number cum, cum_i > t exactly when cum_i > ⌊t⌋: the
+    same index, without a binary search per draw), else searched."""
+
+    def __init__(self, cum):
+        self.cum = cum
+        self.last = cum.shape[0] - 1
+        total = float(cum[-1]) if cum.shape[0] else 0.0
+        self.table = None
+        if 0 < total <= LOOKUP_MAX and bool(np.all(cum == np.floor(cum))):
+            widths = np.diff(cum, prepend=0.0).astype(np.int64)
+            self.table = np.repeat(np.arange(cum.shape[0], dtype=np.int32), widths)
+
+    def __call__(self, t):
+        if self.table is None:
+            return np.minimum(np.searchsorted(self.cum, t, side="right"), self.last)
+        k = np.floor(t).astype(np.int64)
+        over = k >= self.table.shape[0]        # at or past the total: the last index
+        k[over] = 0
+        i = self.table[k].astype(np.intp)
+        i[over] = self.last
+        return i
 
 
 def means_at(margins: Margins, edges, cells) -> np.ndarray:
@@ -208,14 +237,17 @@ def means_at(margins: Margins, edges, cells) -> np.ndarray:
         deg[b] += 1
     mu = np.full(np.shape(cells[0])[0], m.n)
     for v, c in enumerate(cells):
-        if deg[v] != 1:
-            mu *= (m.one(v) / m.n)[c] ** (1 - deg[v])
+        if deg[v] != 1:          # the power per category, then gathered: the same numbers
+            with np.errstate(divide="ignore"):
+                mu *= ((m.one(v) / m.n) ** (1 - deg[v]))[c]
     for a, b in edges:
         cb = m.cards[b]
-        key = m.codes[a].astype(np.int64) * cb + m.codes[b]
-        uniq, inv = np.unique(key, return_inverse=True)
-        counts = np.bincount(inv.reshape(-1), weights=m.f, minlength=uniq.shape[0])
         want = cells[a].astype(np.int64) * cb + cells[b]
+        dense, counts = m.pair_counts(a, b)
+        if dense:                # an unobserved pair's count is 0 there too
+            mu *= counts[want] / m.n
+            continue
+        uniq, counts = m.sorted_pair(a, b)
         i = np.minimum(np.searchsorted(uniq, want), uniq.shape[0] - 1)
         mu *= np.where(uniq[i] == want, counts[i], 0.0) / m.n
     return mu
@@ -224,14 +256,14 @@ def means_at(margins: Margins, edges, cells) -> np.ndarray:
 def score(margins: Margins, edges, pi: float, draws: Draws, kind: str = "inverse"):
     """(B̂_h, T_h) of main effects + the forest ``edges`` (module docstring)."""
     m = margins
-    mu, mux, e, per = draws.fitted(edges)
+    mu, mux, per = draws.fitted(edges)
     w = weights(mu, pi, kind)
     f = m.f
     b_obs = float(np.sum(w * ((f - mu) ** 2 - f)))
     v_obs = float(np.sum((w * mu) ** 2))
     wx = weights(mux, pi, kind) * mux
-    b_emp = float(np.sum((per * wx)[e]))
-    v_emp = float(np.sum((per * wx * (wx / np.where(mux > 0, mux, 1.0)))[e]))
+    b_emp = float(np.sum(per * wx))
+    v_emp = float(np.sum(per * wx * (wx / np.where(mux > 0, mux, 1.0))))
     b = -0.5 * (b_obs + b_emp)
     var = 0.5 * (v_obs + v_emp)
     return b, (b / math.sqrt(var) if var > 0 else 0.0)
