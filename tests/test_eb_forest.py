@@ -191,6 +191,14 @@ def test_eb_interval_from_the_model_adds_alpha_hats_spread():
     assert got.se == pytest.approx(want, rel=1e-12)
     calibrated = m.compute(table, Context(fraction=0.05)).extra
     assert "alpha_interval" not in calibrated and calibrated["se_factor"] > 1.0
+    # α̂'s spread: the terms with the prior rebuilt at each end of the profile interval (the
+    # measure rescales the fitted prior's variance instead, and computes no variance there)
+    from gpurisk.measures._ll_poisson import eb_means, loo_prior, unique_terms
+    *_, counts, _, span, _ = eb_means(table, None, "truncated", profile=True)
+    at = [unique_terms(*loo_prior(float(table.n), counts, a), 0.05, "inverse")[0].sum()
+          for a in span]
+    assert list(span) == [lo, hi]
+    assert x["se_alpha"] == pytest.approx(abs(at[1] - at[0]) / 2, rel=1e-10)
     plain = m.compute(table, Context(fraction=0.05, options={"loglinear_risk": {
         "interval": "model", "misfit_widen": False, "alpha_spread": False}}))
     assert "misfit_T" not in plain.extra and "se_alpha" not in plain.extra

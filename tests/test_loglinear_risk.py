@@ -215,6 +215,21 @@ def test_negative_binomial_terms_against_the_pmf(alpha, lam, pi):
     assert t2[0] == pytest.approx(float(np.sum(pmf / (k + 1.0))), rel=1e-7)
 
 
+@pytest.mark.parametrize("kind", ["tau1", "inverse"])
+@pytest.mark.parametrize("exact", [False, True])
+def test_terms_without_their_variance_are_the_same_terms(kind, exact):
+    """unique_terms(variance=False) (what the model choice's spread and α̂'s reads) gives the
+    terms bit for bit, over slices and threads (more uniques than THREADED_CHUNKS slices)."""
+    from gpurisk.measures._ll_poisson import CHUNK, THREADED_CHUNKS, unique_terms
+    rng = np.random.default_rng(3)
+    size = CHUNK * THREADED_CHUNKS + 11
+    mu, al = np.exp(rng.uniform(-8, 3, size)), np.exp(rng.uniform(-6, 2, size))
+    t, v = unique_terms(mu, al, 0.05, kind, exact)
+    t2, none = unique_terms(mu, al, 0.05, kind, exact, variance=False)
+    assert none is None and v.shape == t.shape
+    np.testing.assert_array_equal(t2, t)
+
+
 def test_no_dispersion_is_the_poisson_limit():
     m = np.array([0.5, 3.0, 80.0])
     for kind, fn in (("tau1", tau1_terms), ("inverse", inverse_terms)):

@@ -271,3 +271,86 @@ def test_the_criterion_is_the_same_whatever_order_the_keys_come_in():
         edges = eb_means(t, None, "truncated")[2]
         six.append(forest_misfit(t, edges, 0.05)["inverse"])
     assert six[0] == pytest.approx(six[1], rel=1e-9)
+
+
+def test_the_draws_inversion_is_the_binary_search_it_replaces():
+    """_Inverse against np.searchsorted(cum, t, side="right") clipped to the last index, on
+    whole-number cumulative counts with empty categories (a bootstrap sample's), targets on and
+    beside the integers and at the total; and on fractional counts (searched, not tabled)."""
+    rng = np.random.default_rng(5)
+    counts = rng.integers(0, 6, 300).astype(float)
+    counts[[0, 1, 150, 298, 299]] = 0.0                  # empty at both ends and inside
+    cum = np.cumsum(counts)
+    t = np.concatenate([rng.random(20_000) * cum[-1], np.arange(int(cum[-1]) + 1, dtype=float),
+                        [cum[-1], np.nextafter(cum[-1], 0.0)]])
+    want = np.minimum(np.searchsorted(cum, t, side="right"), cum.shape[0] - 1)
+    inv = risk_choice._Inverse(cum)
+    assert inv.table is not None
+    np.testing.assert_array_equal(inv(t), want)
+    frac = np.cumsum(rng.random(50))
+    inv = risk_choice._Inverse(frac)
+    assert inv.table is None
+    t = rng.random(1000) * frac[-1]
+    np.testing.assert_array_equal(inv(t), np.minimum(np.searchsorted(frac, t, side="right"), 49))
+
+
+@pytest.mark.parametrize("cards", [(3, 4, 5), (300, 400, 2)])
+def test_sorted_pairs_are_the_observed_pairs_counted_from_the_cells(cards):
+    """Margins.sorted_pair(p, v) (taken from the pair's dense or np.unique counts) against the
+    observed (x_p, x_v) listed and counted from the cells, both orientations; with cells of f = 0
+    (a bootstrap sample's) their pairs listed with count 0."""
+    rng = np.random.default_rng(6)
+    cells = 400
+    codes = [rng.integers(0, c, cells) for c in cards]
+    ids = np.unique(np.ravel_multi_index(codes, cards))
+    codes = list(np.unravel_index(ids, cards))
+    for f in (rng.integers(1, 4, ids.shape[0]).astype(float),
+              np.where(rng.random(ids.shape[0]) < 0.3, 0.0, 2.0)):
+        m = Margins(codes, f, cards)
+        for p, v in ((0, 1), (1, 0), (2, 1), (0, 2)):
+            key = codes[p].astype(np.int64) * cards[v] + codes[v]
+            listed = {}
+            for k, w in zip(key, f):
+                listed[int(k)] = listed.get(int(k), 0.0) + w
+            want = sorted(listed.items())      # every pair a cell holds (count 0 where f = 0)
+            got_key, got_n = m.sorted_pair(p, v)
+            assert got_key.tolist() == [k for k, _ in want]
+            assert got_n.tolist() == [n for _, n in want]
+
+
+def test_the_uniforms_are_the_generators_rows_shared_across_tables():
+    """uniforms(seed, rows, draws) is default_rng(seed).random((rows, draws)) whether a larger block
+    was drawn before or not, and read-only."""
+    want = np.random.default_rng(11).random((6, 500))
+    risk_choice._UNIFORMS.clear()
+    small = risk_choice.uniforms(11, 2, 500)
+    np.testing.assert_array_equal(small, want[:2])
+    np.testing.assert_array_equal(risk_choice.uniforms(11, 6, 500), want)
+    np.testing.assert_array_equal(risk_choice.uniforms(11, 3, 500), want[:3])
+    assert not risk_choice.uniforms(11, 3, 500).flags.writeable
+
+
+@pytest.mark.parametrize("kind", ["inverse", "tau1"])
+def test_weights_in_slices_are_the_formula_element_by_element(kind):
+    """weights() on a long array (slices of WEIGHTS_CHUNK, the series patched in) against the
+    closed forms and their series written out per element (np.where over the whole array)."""
+    rng = np.random.default_rng(7)
+    mu = np.concatenate([np.exp(rng.uniform(-20, 6, 3 * risk_choice.WEIGHTS_CHUNK + 17)),
+                         [0.0, 1e-300, 1e-5]])
+    for pi in (0.01, 0.3):
+        a = (1 - pi) / pi
+        x, em = a * mu, np.exp(-mu)
+        k, k1 = mu * em, (1 - mu) * em
+        if kind == "tau1":
+            ex = np.exp(-x)
+            want = 2.0 * k1 * (-a * ex) + k * (a * a * ex)
+        else:
+            small = x < 1e-2
+            xs = np.where(small, 1.0, x)
+            ex = np.exp(-xs)
+            d1 = np.where(small, -0.5 + x / 3 - x * x / 8 + x ** 3 / 30,
+                          (ex * (1 + xs) - 1) / (xs * xs))
+            d2 = np.where(small, 1 / 3 - x / 4 + x * x / 10,
+                          (2 - ex * (xs * xs + 2 * xs + 2)) / xs ** 3)
+            want = 2 * k1 * a * d1 + k * a * a * d2
+        np.testing.assert_array_equal(risk_choice.weights(mu, pi, kind), want)

@@ -58,9 +58,25 @@ DRAWS_MAX = 400_000
 DRAWS_BOOT = 5_000
 
 
+#: :func:`weights` runs on slices of this many cells (their temporaries stay in the cache)
+WEIGHTS_CHUNK = 1 << 16
+
+
 def weights(mu, pi: float, kind: str = "inverse") -> np.ndarray:
-    """w_h(μ) = 2 k'(μ) h̃'(μ) + k(μ) h̃''(μ), k(m) = m e^{−m}, h̃(m) = h(m/π) (module docstring)."""
+    """w_h(μ) = 2 k'(μ) h̃'(μ) + k(μ) h̃''(μ), k(m) = m e^{−m}, h̃(m) = h(m/π) (module docstring),
+    element by element, on slices of WEIGHTS_CHUNK cells."""
+    if kind not in ("inverse", "tau1"):
+        raise ValueError(f"kind {kind!r}")
     m = np.asarray(mu, dtype=np.float64)
+    if m.ndim != 1 or m.shape[0] <= WEIGHTS_CHUNK:
+        return _weights(m, pi, kind)
+    out = np.empty(m.shape[0])
+    for start in range(0, m.shape[0], WEIGHTS_CHUNK):
+        out[start:start + WEIGHTS_CHUNK] = _weights(m[start:start + WEIGHTS_CHUNK], pi, kind)
+    return out
+
+
+def _weights(m, pi: float, kind: str) -> np.ndarray:
     a = (1.0 - pi) / pi
     x = a * m
     em = np.exp(-m)
@@ -68,17 +84,17 @@ def weights(mu, pi: float, kind: str = "inverse") -> np.ndarray:
     if kind == "tau1":
         ex = np.exp(-x)
         return 2.0 * k1 * (-a * ex) + k * (a * a * ex)
-    if kind != "inverse":
-        raise ValueError(f"kind {kind!r}")
     # φ(x) = (1 − e^{−x})/x: φ' = (e^{−x}(1 + x) − 1)/x², φ'' = (2 − e^{−x}(x² + 2x + 2))/x³; their
-    # series below x = 1e-2 (cancellation)
-    small = x < 1e-2
-    xs = np.where(small, 1.0, x)
-    ex = np.exp(-xs)
-    d1 = np.where(small, -0.5 + x / 3.0 - x * x / 8.0 + x ** 3 / 30.0,
-                  (ex * (1.0 + xs) - 1.0) / (xs * xs))
-    d2 = np.where(small, 1.0 / 3.0 - x / 4.0 + x * x / 10.0,
-                  (2.0 - ex * (xs * xs + 2.0 * xs + 2.0)) / xs ** 3)
+    # series below x = 1e-2 (cancellation), written over the few cells there
+    ex = np.exp(-x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d1 = (ex * (1.0 + x) - 1.0) / (x * x)
+        d2 = (2.0 - ex * (x * x + 2.0 * x + 2.0)) / x ** 3
+    small = np.flatnonzero(x < 1e-2)
+    if small.size:
+        xs = x[small]
+        d1[small] = -0.5 + xs / 3.0 - xs * xs / 8.0 + xs ** 3 / 30.0
+        d2[small] = 1.0 / 3.0 - xs / 4.0 + xs * xs / 10.0
     return 2.0 * k1 * a * d1 + k * a * a * d2
 
 
@@ -118,9 +134,9 @@ class Draws:
 
     @property
     def u(self) -> np.ndarray:
-        """The common uniforms, one row per key, drawn when first read."""
+        """The common uniforms, one row per key, drawn when first read (:func:`uniforms`)."""
         if self._u is None:
-            self._u = np.random.default_rng(self.seed).random((len(self.m.codes), self.draws))
+            self._u = uniforms(self.seed, len(self.m.codes), self.draws)
         return self._u
 
     def _conditional(self, p: int, v: int):
@@ -184,10 +200,14 @@ class Draws:
     def empty(self, cells) -> np.ndarray:
         """Whether each drawn cell is one the sample does not hold."""
         if self._sorted is not None:
+            key = _cell_keys(cells, self.m.cards)
+            if self._sorted.shape[0] > key.shape[0]:      # many cells, fewer draws: searched
+                i = np.minimum(np.searchsorted(self._sorted, key), self._sorted.shape[0] - 1)
+                return self._sorted[i] != key
             if self._index is None:        # a hash table of the sample's cells (pandas')
                 import pandas as pd
                 self._index = pd.Index(self._sorted)
-            return self._index.get_indexer(_cell_keys(cells, self.m.cards)) < 0
+            return self._index.get_indexer(key) < 0
         drawn = np.stack([np.asarray(c, dtype=np.int64) for c in cells], axis=1)
         both = np.concatenate([self._rows, drawn])
         _, inv = np.unique(both, axis=0, return_inverse=True)
@@ -195,6 +215,23 @@ class Draws:
         held = np.zeros(int(inv.max()) + 1, dtype=bool)
         held[inv[: self._rows.shape[0]]] = True
         return ~held[inv[self._rows.shape[0]:]]
+
+
+_UNIFORMS: dict = {}
+
+
+def uniforms(seed: int, rows: int, draws: int) -> np.ndarray:
+    """``np.random.default_rng(seed).random((rows, draws))``, read-only: the first rows of the
+    largest such block drawn so far for (seed, draws) (the generator fills it row after row, so
+    they are the same numbers). A scan's tables share one sample, so one n and one number of draws:
+    the uniforms are drawn once per scan, not once per combination. One block is kept."""
+    got = _UNIFORMS.get((seed, draws))
+    if got is None or got.shape[0] < rows:
+        got = np.random.default_rng(seed).random((rows, draws))
+        got.flags.writeable = False
+        _UNIFORMS.clear()
+        _UNIFORMS[(seed, draws)] = got
+    return got[:rows]
 
 
 #: :class:`_Inverse` reads a table of this many entries at most (int32: 64 MB) instead of searching
