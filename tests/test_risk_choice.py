@@ -287,11 +287,14 @@ def test_the_draws_inversion_is_the_binary_search_it_replaces():
     inv = risk_choice._Inverse(cum)
     assert inv.table is not None
     np.testing.assert_array_equal(inv(t), want)
+    codes = rng.permutation(300) * 7                     # each index standing for a child's code
+    np.testing.assert_array_equal(risk_choice._Inverse(cum, codes)(t), codes[want])
     frac = np.cumsum(rng.random(50))
     inv = risk_choice._Inverse(frac)
     assert inv.table is None
     t = rng.random(1000) * frac[-1]
     np.testing.assert_array_equal(inv(t), np.minimum(np.searchsorted(frac, t, side="right"), 49))
+    np.testing.assert_array_equal(risk_choice._Inverse(frac, np.arange(50) + 3)(t), inv(t) + 3)
 
 
 @pytest.mark.parametrize("cards", [(3, 4, 5), (300, 400, 2)])

@@ -99,7 +99,7 @@ import numpy as np
 from gpurisk.errors import BadInput
 from gpurisk.measure import Context, Measure, Result
 from gpurisk.measures._util import z_upper
-from gpurisk.models.dispersion import truncated_alpha, truncated_alpha_and_profile
+from gpurisk.models.dispersion import alpha_of, loglik, profile_of, truncated_alpha
 from gpurisk.models.loglinear import MAX_CELLS, MAX_ITER, TOL, check_cells, sample_levels
 from gpurisk.models.model_choice import Z_CHOICE
 from gpurisk.options import Option
@@ -486,19 +486,23 @@ def eb_means(table, max_pairs=None, dispersion: str = "moment", profile: bool = 
         else:
             mu, sum_mu2 = eb_forest.means(margins, edges, alphas)
         f = margins.f
-        span = None
+        ll = None           # the truncated likelihood, its cells grouped once (α̂'s profile too)
         if dispersion != "truncated":
             alpha = _moment(f, mu, sum_mu2)
-        elif profile:       # α̂ and its one-s.e. profile interval, the cells grouped once
-            alpha, span = truncated_alpha_and_profile(f, mu)
         else:
-            alpha = truncated_alpha(f, mu)
+            ll = loglik(f, mu)
+            alpha = alpha_of(ll)
         su = np.flatnonzero(f == 1)
         if smoothing == "rooted":
             return (mu[su], alpha, edges, eb_forest.rooted_counts(margins, roots, arcs, su), [],
-                    span, [(p, c) for p, c, _ in arcs])
-        return mu[su], alpha, edges, eb_forest.loo_counts(margins, edges, alphas, su), [], span, None
-    return table.cached(f"_ll_eb_{max_pairs}_{dispersion}_{bool(profile)}_{smoothing}", make)
+                    ll, [(p, c) for p, c, _ in arcs])
+        return mu[su], alpha, edges, eb_forest.loo_counts(margins, edges, alphas, su), [], ll, None
+    key = f"_ll_eb_{max_pairs}_{dispersion}_{smoothing}"
+    mu, alpha, edges, counts, alts, ll, arcs = table.cached(key, make)
+    span = None
+    if profile and dispersion == "truncated":     # α̂'s one-s.e. profile interval, asked apart
+        span = table.cached(key + "_profile", lambda: profile_of(ll, alpha))
+    return mu, alpha, edges, counts, alts, span, arcs
 
 
 def sample_margins(table):
@@ -554,7 +558,8 @@ def forest_model(margins, edges, dispersion: str = "moment"):
 
 def forest_misfit(table, edges, pi: float, seed: int = 0) -> dict:
     """{kind: (B̂_h, T_h)} of the risk criterion (:mod:`gpurisk.models.risk_choice`) at main
-    effects + the forest ``edges``, for E's term and τ1's (computed once per table)."""
+    effects + the forest ``edges``, for E's term and τ1's (computed once per table, on one set of
+    draws)."""
     from gpurisk.models import risk_choice
     key = "_".join(f"{a}-{b}" for a, b in edges)
 
@@ -777,8 +782,8 @@ class LoglinearPoisson(Measure):
                 model_key = f"{model}_{choice}_{dispersion}"
                 extra["interaction"] = _pairs_text(table, pair)
                 if interval == "model" and bool(self.opt(ctx, "misfit_widen")):
-                    misfit = forest_misfit(table, pair, pi)
-                    extra["misfit_T"] = misfit[self.kind][1]
+                    misfit = forest_misfit(table, pair, pi)[self.kind]
+                    extra["misfit_T"] = misfit[1]
             elif model == "eb":
                 fit = None
                 smoothing = str(self.opt(ctx, "eb_smoothing"))
@@ -792,8 +797,8 @@ class LoglinearPoisson(Measure):
                 if arcs:      # parent → child, as the rooted form conditions them
                     extra["arcs"] = ", ".join(f"{table.keys[p]} → {table.keys[c]}" for p, c in arcs)
                 if interval == "model" and bool(self.opt(ctx, "misfit_widen")):
-                    misfit = forest_misfit(table, pair, pi)
-                    extra["misfit_T"] = misfit[self.kind][1]
+                    misfit = forest_misfit(table, pair, pi)[self.kind]
+                    extra["misfit_T"] = misfit[1]
             elif dispersion == "truncated":
                 raise BadInput("dispersion=truncated needs a forest model (model=auto_cv or eb)")
             elif model in ("risk", "cv_risk"):
@@ -803,7 +808,8 @@ class LoglinearPoisson(Measure):
                     start="cv" if model == "cv_risk" else "main")
                 model_key = model
                 extra["interaction"] = _pairs_text(table, pair)
-                extra["misfit_T"] = misfit[self.kind][1]
+                misfit = misfit[self.kind]
+                extra["misfit_T"] = misfit[1]
             else:
                 alts, model_key = [], model
                 if model != "independence":      # the closed form forms no K-cell array
@@ -862,7 +868,7 @@ class LoglinearPoisson(Measure):
             if t_misfit is not None and abs(t_misfit) > risk_z() and \
                     bool(self.opt(ctx, "misfit_widen")):
                 # the criterion still signals misfit: its estimate of the bias widens the interval
-                bias = misfit[self.kind][0]
+                bias = misfit[0]
                 extra["misfit_bias"] = bias
                 extra["note"] = (f"the model still misfits where sample uniques are made (risk "
                                  f"score T = {t_misfit:.2f}): the interval is widened by the "

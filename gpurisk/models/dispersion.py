@@ -104,6 +104,22 @@ def truncated_alpha(f, mu) -> float:
     return 0.0 if ll is None else _alpha_hat(ll)
 
 
+def loglik(f, mu):
+    """ℓ(α) over the cells with f > 0, their groups formed once (None where there is none): what
+    :func:`alpha_of` and :func:`profile_of` read, so α̂ and its profile can be asked for apart."""
+    return _prepared(f, mu)
+
+
+def alpha_of(ll) -> float:
+    """:func:`truncated_alpha` from :func:`loglik`'s ℓ (the same number)."""
+    return 0.0 if ll is None else _alpha_hat(ll)
+
+
+def profile_of(ll, alpha_hat: float, drop: float = PROFILE_DROP) -> tuple[float, float]:
+    """:func:`alpha_profile` from :func:`loglik`'s ℓ at α̂ (the same numbers)."""
+    return (0.0, 0.0) if ll is None else _profile(ll, alpha_hat, drop)
+
+
 def truncated_alpha_and_profile(f, mu, drop: float = PROFILE_DROP):
     """(:func:`truncated_alpha`, :func:`alpha_profile` at it), the cells grouped once."""
     ll = _prepared(f, mu)

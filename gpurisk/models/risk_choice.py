@@ -140,16 +140,16 @@ class Draws:
         return self._u
 
     def _conditional(self, p: int, v: int):
-        """(cumulative counts of the observed (p, v) pairs sorted by (x_p, x_v), their x_v, the
-        count of each category of p before it): for drawing x_v given x_p by inversion."""
+        """(the :class:`_Inverse` of the cumulative counts of the observed (p, v) pairs sorted by
+        (x_p, x_v), giving their x_v; the count of each category of p before it; each category's
+        count): for drawing x_v given x_p by inversion."""
         if (p, v) not in self._cond:
             m = self.m
             cv = m.cards[v]
             uniq, counts = m.sorted_pair(p, v)
             one = m.one(p)
             before = np.concatenate([[0.0], np.cumsum(one)[:-1]])
-            cum = np.cumsum(counts)
-            self._cond[(p, v)] = (cum, _Inverse(cum), uniq % cv, before, one)
+            self._cond[(p, v)] = (_Inverse(np.cumsum(counts), uniq % cv), before, one)
         return self._cond[(p, v)]
 
     def cells(self, edges) -> list:
@@ -164,9 +164,9 @@ class Draws:
                 self._cond[("root", r)] = _Inverse(np.cumsum(m.one(r)))
             out[r] = self._cond[("root", r)](self.u[self._row[r]] * m.n)
             for p, v in tree_order(r, edges):
-                cum, inverse, xv, before, onep = self._conditional(p, v)
+                inverse, before, onep = self._conditional(p, v)
                 xp = out[p]
-                out[v] = xv[inverse(before[xp] + self.u[self._row[v]] * onep[xp])]
+                out[v] = inverse(before[xp] + self.u[self._row[v]] * onep[xp])
         return out
 
     def fitted(self, edges):
@@ -244,24 +244,28 @@ class _Inverse:
     whole number below the total (for whole-number cum, cum_i > t exactly when cum_i > ⌊t⌋: the
     same index, without a binary search per draw), else searched."""
 
-    def __init__(self, cum):
+    def __init__(self, cum, values=None):
+        """``values``: what each index stands for (a child's code), returned in its place (default:
+        the index itself)."""
         self.cum = cum
         self.last = cum.shape[0] - 1
+        self.values = np.arange(cum.shape[0]) if values is None else np.asarray(values)
         total = float(cum[-1]) if cum.shape[0] else 0.0
         self.table = None
         if 0 < total <= LOOKUP_MAX and bool(np.all(cum == np.floor(cum))):
             widths = np.diff(cum, prepend=0.0).astype(np.int64)
-            self.table = np.repeat(np.arange(cum.shape[0], dtype=np.int32), widths)
+            # one entry per whole number below the total, and the last index's for the total
+            at = np.append(np.repeat(np.arange(cum.shape[0]), widths), self.last)
+            self.table = self.values[at].astype(np.int32)
+            self.top = self.table.shape[0] - 1
 
     def __call__(self, t):
+        """The value of the index of each target t ≥ 0 (int32 where tabled)."""
         if self.table is None:
-            return np.minimum(np.searchsorted(self.cum, t, side="right"), self.last)
-        k = np.floor(t).astype(np.int64)
-        over = k >= self.table.shape[0]        # at or past the total: the last index
-        k[over] = 0
-        i = self.table[k].astype(np.intp)
-        i[over] = self.last
-        return i
+            return self.values[np.minimum(np.searchsorted(self.cum, t, side="right"), self.last)]
+        k = t.astype(np.int64)                 # ⌊t⌋ for t ≥ 0
+        np.minimum(k, self.top, out=k)         # at or past the total: the last index
+        return self.table[k]
 
 
 def means_at(margins: Margins, edges, cells) -> np.ndarray:
