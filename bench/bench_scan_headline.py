@@ -10,7 +10,9 @@ this times ``gpurisk.scan`` (one thread: ``threads=0``; no output file) with
   held-out halves) and ``prior=loo``;
 - ``main effects, plug-in``: the same with ``model=independence, prior=plugin`` (the default before
   issue 27's third stop; the obvious cheaper alternative, closed form);
-- ``without Ê, τ̂1``: the default measures minus matches_ll and tau1_ll.
+- ``without Ê, τ̂1``: the default measures minus matches_ll and tau1_ll;
+- with ``--interval-model``, ``default, interval=model``: the default with Ê's and τ̂1's interval
+  from the model alone (its variance, α̂'s profile, the risk criterion's misfit widening).
 
 and checks that every column other than matches_ll's and tau1_ll's is equal in the first two. Best
 of ``--repeat`` runs; the machine's load average is printed beside the table (a shared machine:
@@ -28,6 +30,7 @@ KEYS[1] tied to KEYS[0] (an interaction), a 1 % Bernoulli sample flag (as bench/
     python bench/bench_scan_headline.py                 # FARS and Adult, best of 5, before/after
     python bench/bench_scan_headline.py --repeat 3 --datasets fars --synthetic 3e6,1e7
     python bench/bench_scan_headline.py --before none   # this code only
+    python bench/bench_scan_headline.py --interval-model --repeat 3 --before c759e8c
 """
 from __future__ import annotations
 
@@ -53,6 +56,8 @@ import gpurisk  # noqa: E402
 from gpurisk.scan.runner import SCAN_HEADLINE, _measure_names  # noqa: E402
 
 MAIN_PLUGIN = {"loglinear_risk": {"model": "independence", "prior": "plugin"}}
+#: --interval-model: the default scan with interval=model for Ê and τ̂1
+MODEL_INTERVAL = {"loglinear_risk": {"interval": "model"}}
 #: the code before Ê's model choice was made cheaper (same values, fewer passes): --before's default
 BEFORE = "275a65e"
 SYNTHETIC = "synthetic:"
@@ -110,7 +115,7 @@ def scanner(name: str, fraction: float):
         how = {"sample_flag": "s"} if synth else {"fraction": fraction}
         return gpurisk.scan(df, keys=keys, measures=ms, threads=0, options=options, **how)
     return {"default": lambda: run(names), "main": lambda: run(names, MAIN_PLUGIN),
-            "without": lambda: run(without)}
+            "without": lambda: run(without), "model": lambda: run(names, MODEL_INTERVAL)}
 
 
 class Before:
@@ -193,12 +198,16 @@ def same_scan(before: pd.DataFrame, now: pd.DataFrame) -> float:
     return float(rel.max()) if rel.size else 0.0
 
 
-def bench(name: str, repeat: int, fraction: float, before=None) -> list:
+def bench(name: str, repeat: int, fraction: float, before=None, model: bool = False) -> list:
     runs = scanner(name, fraction)
     variants = {"new": runs["default"], "main": runs["main"], "without": runs["without"]}
+    if model:
+        variants["model"] = runs["model"]
     if before is not None:
         variants |= {"before": lambda: before(name, "default"),
                      "before without": lambda: before(name, "without")}
+        if model:
+            variants["before model"] = lambda: before(name, "model")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         runs["default"]()                                     # warm: imports, scipy
@@ -212,15 +221,20 @@ def bench(name: str, repeat: int, fraction: float, before=None) -> list:
     print(f"[{name}] {combos} combinations, Ê given in {picked}; other columns equal to the main "
           "effects' scan", flush=True)
     rows = [(name, combos, "default model", "new") + result["new"][1:],
-            (name, combos, "main effects, plug-in", "new") + result["main"][1:],
-            (name, combos, "without matches_ll, tau1_ll", "new") + result["without"][1:]]
+            (name, combos, "main effects, plug-in", "new") + result["main"][1:]]
+    if model:
+        rows.append((name, combos, "default, interval=model", "new") + result["model"][1:])
+    rows.append((name, combos, "without matches_ll, tau1_ll", "new") + result["without"][1:])
     if before is not None:
         worst = same_scan(result["before"][0], a)
         print(f"[{name}] every column of the default scan equal to {before.rev}'s (other columns "
               f"exactly; Ê's and τ̂1's to {worst:.3g} relative at most)", flush=True)
-        rows += [(name, combos, "default model", before.rev) + result["before"][1:],
-                 (name, combos, "without matches_ll, tau1_ll", before.rev)
-                 + result["before without"][1:]]
+        rows.append((name, combos, "default model", before.rev) + result["before"][1:])
+        if model:
+            rows.append((name, combos, "default, interval=model", before.rev)
+                        + result["before model"][1:])
+        rows.append((name, combos, "without matches_ll, tau1_ll", before.rev)
+                    + result["before without"][1:])
     return rows
 
 
@@ -233,6 +247,9 @@ def main(argv=None):
     ap.add_argument("--fraction", type=float, default=0.01, help="sampling fraction π (real data)")
     ap.add_argument("--before", default=BEFORE, help="a git revision whose code runs the default "
                     "and without-Ê scans too ('none': skip)")
+    ap.add_argument("--interval-model", action="store_true",
+                    help="also time the default scan with Ê's and τ̂1's interval=model (the model's "
+                         "own variance, α̂'s profile, the risk criterion's misfit widening)")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.serve:
@@ -245,7 +262,7 @@ def main(argv=None):
         before = None if args.before == "none" else Before(args.before, args.fraction, Path(tmp))
         try:
             for name in names:
-                rows += bench(name, args.repeat, args.fraction, before)
+                rows += bench(name, args.repeat, args.fraction, before, args.interval_model)
         finally:
             if before is not None:
                 before.close()
