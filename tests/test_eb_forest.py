@@ -310,3 +310,26 @@ def test_the_evidence_is_below_half_the_likelihood_ratio_statistic():
         _, bf = eb_forest.pair_evidence(m, a, b)
         assert 0.0 <= bf <= g2 + 1e-9
         assert eb_forest.pair_evidence(m, a, b, floor=g2 + 1.0) == (math.inf, pytest.approx(g2))
+
+
+def test_the_likelihoods_groups_are_the_cells_grouped_by_count_and_bin():
+    """dispersion.groups against the cells grouped by (f, bin of ln μ) with pandas: the same groups
+    and sizes, in (f, bin) order, whether the f > 1 cells' keys are counted (a small range) or
+    sorted (a cell with a huge count stretches the range)."""
+    from gpurisk.models.dispersion import LOG_BIN, groups
+    rng = np.random.default_rng(8)
+    for huge in (False, True):
+        f = np.where(rng.random(5000) < 0.7, 1, rng.integers(2, 30, 5000)).astype(float)
+        if huge:
+            f[0] = 1e7
+        mu = np.exp(rng.normal(0, 2, 5000))
+        fs, m, log_mu, w = groups(f, mu)
+        b = np.rint(np.log(mu) / LOG_BIN).astype(np.int64)
+        want = pd.DataFrame({"f": f, "b": b}).groupby(["f", "b"]).size()
+        one = want[want.index.get_level_values(0) == 1]
+        rest = want[want.index.get_level_values(0) != 1]
+        order = pd.concat([one, rest])
+        np.testing.assert_array_equal(fs, order.index.get_level_values(0).to_numpy(float))
+        np.testing.assert_array_equal(w, order.to_numpy(float))
+        np.testing.assert_allclose(log_mu, order.index.get_level_values(1).to_numpy() * LOG_BIN,
+                                   rtol=0, atol=1e-12)

@@ -324,3 +324,17 @@ def test_two_way_measure_on_a_key_space_beyond_a_dense_table():
     m = run(frame, list(frame.columns), fraction=0.05, model="two_way")
     assert m["matches_ll"].value is not None and 0 <= m["matches_ll"].value <= m["matches_ll"].extra["n1"]
     assert m["matches_ll"].extra["K"] > ll.MAX_CELLS
+
+
+def test_every_keys_counts_in_one_pass_are_each_keys_bincount():
+    """_chunked_bincounts (slices of BINCOUNT_CHUNK cells, every key summed per slice) against one
+    np.bincount per key over all the cells: the same sums (whole-number counts)."""
+    from gpurisk.measures._ll_poisson import BINCOUNT_CHUNK, _chunked_bincounts
+    rng = np.random.default_rng(4)
+    size = 3 * BINCOUNT_CHUNK + 5
+    cards = [2, 100, 7]
+    codes = [rng.integers(0, k, size).astype(np.int8) for k in cards]
+    w = rng.integers(1, 40, size).astype(np.float64)
+    got = _chunked_bincounts(codes, w, [k + 3 for k in cards])     # categories no cell has too
+    for g, c, k in zip(got, codes, cards):
+        np.testing.assert_array_equal(g, np.bincount(c, weights=w, minlength=k + 3))

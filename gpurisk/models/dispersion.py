@@ -56,7 +56,13 @@ def groups(f, mu):
     c1 = np.bincount(b[one], minlength=width)
     bins1 = np.flatnonzero(c1)
     key = (f[~one].astype(np.int64) - 2) * width + b[~one]
-    ku, kc = np.unique(key, return_counts=True)
+    top = int(key.max()) + 1 if key.shape[0] else 0
+    if top <= max(4 * key.shape[0], 1 << 16):     # a small key range: counted, not sorted
+        kc = np.bincount(key, minlength=top)
+        ku = np.flatnonzero(kc)
+        kc = kc[ku]
+    else:
+        ku, kc = np.unique(key, return_counts=True)
     fk, bk = ku // width + 2, ku % width
     fs = np.concatenate([np.ones(bins1.shape[0]), fk.astype(np.float64)])
     bins = np.concatenate([bins1, bk])
