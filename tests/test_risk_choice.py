@@ -57,8 +57,10 @@ def _dense_score(codes, f, cards, edges, pi, kind):
     idx = np.ravel_multi_index(codes, cards)
     full[idx] = f
     w = risk_choice.weights(mu, pi, kind)
-    b = -0.5 * np.sum(w * ((full - mu) ** 2 - full))
-    return b, b / np.sqrt(0.5 * np.sum(w * w * mu * mu))
+    share = -0.5 * w * ((full - mu) ** 2 - full)          # each cell's first-order share
+    b = np.sum(share)
+    bounded = np.sum(np.clip(share, -1 / np.e, 1 / np.e))  # a cell's term is off by 1/e at most
+    return b, b / np.sqrt(0.5 * np.sum(w * w * mu * mu)), bounded
 
 
 @pytest.mark.parametrize("exact", [True, False])
@@ -76,15 +78,17 @@ def test_score_matches_a_dense_sum_over_every_cell(edges, exact):
     f = f[f > 0]
     m = Margins(codes, f, cards)
     for kind, pi in (("inverse", 0.05), ("tau1", 0.02)):
-        b0, t0 = _dense_score(codes, f.astype(float), cards, edges, pi, kind)
+        b0, t0, c0 = _dense_score(codes, f.astype(float), cards, edges, pi, kind)
         dr = risk_choice.Draws(m, 400_000, seed=1, exact=exact)
-        b, t = risk_choice.score(m, edges, pi, dr, kind)
+        b, t, c = risk_choice.score(m, edges, pi, dr, kind)
         if exact:
             assert b == pytest.approx(b0, rel=1e-9, abs=1e-12)
             assert t == pytest.approx(t0, rel=1e-9, abs=1e-12)
+            assert c == pytest.approx(c0, rel=1e-9, abs=1e-12)
         else:
             assert b == pytest.approx(b0, rel=0.02, abs=0.02 * abs(b0) + 1e-3)
             assert t == pytest.approx(t0, abs=0.05)
+            assert c == pytest.approx(c0, rel=0.02, abs=0.02 * abs(c0) + 1e-3)
 
 
 def test_means_at_the_drawn_cells_are_the_fit():
@@ -240,8 +244,8 @@ def test_the_exact_sum_skips_categories_the_margins_lack():
     m = Margins(codes, f, cards)
     edges = [(0, 1), (1, 2)]                        # key 1 shared by both pairs
     for kind in ("inverse", "tau1"):
-        b0, t0 = _dense_score(codes, f.astype(float), cards, edges, 0.05, kind)
-        b, t = risk_choice.score(m, edges, 0.05, risk_choice.Draws(m, 20_000), kind)
+        b0, t0, _ = _dense_score(codes, f.astype(float), cards, edges, 0.05, kind)
+        b, t, _ = risk_choice.score(m, edges, 0.05, risk_choice.Draws(m, 20_000), kind)
         assert np.isfinite(b) and b == pytest.approx(b0, rel=1e-9, abs=1e-12)
         assert t == pytest.approx(t0, rel=1e-9, abs=1e-12)
 
@@ -357,3 +361,26 @@ def test_weights_in_slices_are_the_formula_element_by_element(kind):
                           (2 - ex * (xs * xs + 2 * xs + 2)) / xs ** 3)
             want = 2 * k1 * a * d1 + k * a * a * d2
         np.testing.assert_array_equal(risk_choice.weights(mu, pi, kind), want)
+
+
+def test_one_cell_cannot_widen_the_interval_beyond_what_its_term_can_be_off():
+    """A cell's share of the bias of τ̂_h is E[I(f = 1)(h(λ̂) − h(Λ))], h in [0, 1], so at most
+    P(f = 1) ≤ 1/e for any Poisson mixture. FARS read as a 1 % sample, race × sex × injury (60 cells,
+    n1 = 3): the first-order criterion puts 85.0 of its 85.0 on one cell (2 records where the forest
+    expects μ̂ = 0.0015); the bounded bias stays within what the key space's 480 cells can be off,
+    and the widened upper bound of Ê is no longer n1 = 3."""
+    import pandas as pd
+
+    from conftest import data_path
+    from gpurisk.freq import build_table
+    from gpurisk.measure import Context
+    from gpurisk.measures.matches_ll import MatchesLL
+    df = pd.read_csv(data_path("arx_genetic/fars_int.csv"), sep=";")
+    t = build_table(df, ["irace", "isex", "iinjury"])
+    got = MatchesLL().compute(t, Context(fraction=0.01, options={"loglinear_risk": {
+        "interval": "model"}}))
+    x = got.extra
+    assert abs(x["misfit_T"]) > 1.96 and x["misfit_bias_first_order"] > 80
+    assert abs(x["misfit_bias"]) <= 20 * 3 * 8 / np.e
+    assert got.upper < x["n1"] and got.se < 1.0
+    assert "at most 1/e" in x["note"]

@@ -96,6 +96,9 @@ def headline_lines(h: dict | None) -> list[str]:
         lines.append(f"  scenario: {h['scenario'].split(': ', 1)[-1]}")
     if h.get("model"):
         lines.append(f"  model: {h['model']}")
+    for e in [h] + [b for b in h.get("beside", []) if b.get("value") is not None]:
+        if e.get("interval_how"):
+            lines.append(f"  {e['measure']}'s interval: {e['interval_how']}")
     checks = h.get("against_truth") or []
     if checks:
         lines.append("  estimators named, against the truth (a check on this population):")

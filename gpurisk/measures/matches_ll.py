@@ -16,9 +16,12 @@ populations), with a gamma cell effect whose variance is estimated by zero-trunc
 cells (option ``dispersion``; moments with the other models), and each sample unique's λ taken from the other records' margins with their
 uncertainty (option ``prior``; :mod:`gpurisk.measures._ll_poisson` gives the formulas). Chosen as
 the headline on the validation of docs/validation.md: within ±10 % of E in 37-38 of 38 cells
-(median |relative bias| 2-3 %), against 0 for θ̂·n1. s.e.: the Poisson terms' variance
-Σ [E(1/F²) − E(1/F)²], its root times 3.25, with a 6 % relative model error and the model choice's spread added in quadrature
-(calibrated on real populations); ``upper`` = Ê + z_{1−α} s.e. (at most n1), ``lower`` in the
+(median |relative bias| 2-3 %), against 0 for θ̂·n1. s.e. (option ``interval=model``, the default
+since issue 43's sixth stop): the Poisson-gamma terms' variance Σ [E(1/F²) − E(1/F)²] under the
+fitted model, α̂'s spread over its profile interval and, where Skinner & Shlomo's risk score still
+flags misfit, the criterion's bias estimate (each cell's share at most 1/e), in quadrature, nothing
+fitted (``interval=calibrated``: the Poisson s.e. times 3.25 with a 6 % relative model error,
+constants fitted on real populations); ``upper`` = Ê + z_{1−α} s.e. (at most n1), ``lower`` in the
 extras. With π = 1 (a census) Ê = n1. Needs π; n1 = 0 gives 0.
 Skinner, C. and Shlomo, N. (2008) JASA 103, 989-1001.
 """

@@ -133,6 +133,29 @@ def model_text(extra: Mapping[str, Any]) -> str | None:
     return f"log-linear, {margins}; {prior}"
 
 
+def interval_text(extra: Mapping[str, Any]) -> str | None:
+    """One line saying how a log-linear estimate's interval is made (matches_ll, tau1_ll): from
+    the model alone (``interval=model``) or with factors fitted on real populations."""
+    how = extra.get("interval")
+    if how == "model":
+        parts = ["the fitted model's own variance"]
+        if extra.get("alpha_interval") is not None:
+            parts.append("α̂'s uncertainty")
+        if extra.get("se_choice"):
+            parts.append("the model choice's spread")
+        text = ", ".join(parts) + ", no fitted factor"
+        if extra.get("misfit_bias") is not None:
+            text += (f"; widened by the risk score's bias estimate {extra['misfit_bias']:.3g} "
+                     f"(the model still misfits where sample uniques are made, T = "
+                     f"{extra.get('misfit_T', float('nan')):.2f})")
+        return text
+    if how == "calibrated":
+        return (f"the model's Poisson s.e. × {extra.get('se_factor', 0):g} with a "
+                f"{100 * extra.get('model_error', 0):g} % model error (factors fitted on real "
+                "populations)")
+    return None
+
+
 def headline_of(measures: Mapping[str, Result], alpha: float = 0.01) -> dict | None:
     """The headline figure of an assessment: the expected number of correct matches E with the
     intruder scenario it answers, and the figures shown beside it; None when no headline measure
@@ -151,7 +174,7 @@ def headline_of(measures: Mapping[str, Result], alpha: float = 0.01) -> dict | N
                 "interval": ([r.extra.get("interval_lower"), r.extra.get("interval_upper")]
                              if r.value is not None and not exact else None),
                 "reason": r.reason, "scenario": scenario(name), "model": model_text(r.extra),
-                "exact": exact}
+                "interval_how": None if exact else interval_text(r.extra), "exact": exact}
     out = {**entry(head), "level": 1.0 - float(alpha),
            "beside": [entry(m) for m in beside if m in measures]}
     if exact:
