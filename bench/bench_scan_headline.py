@@ -181,9 +181,16 @@ def serve(fraction: float):
 HEADLINE_RTOL = 1e-12
 
 
-def same_scan(before: pd.DataFrame, now: pd.DataFrame) -> float:
-    """Check the two scans' rows equal (Ê's and τ̂1's floats to HEADLINE_RTOL): the largest
-    relative difference of those."""
+#: matches_ll's interval changed default at issue 43's sixth stop (calibrated -> model, whose
+#: misfit widening became bounded then too): a default scan by a revision before it differs there by
+#: design, so those columns are not compared (the interval=model scans are timed, not compared)
+INTERVAL_COLUMNS = ("matches_ll_se", "matches_ll_upper")
+
+
+def same_scan(before: pd.DataFrame, now: pd.DataFrame, skip=()) -> float:
+    """Check the two scans' rows equal (Ê's and τ̂1's floats to HEADLINE_RTOL; ``skip``: columns
+    not compared): the largest relative difference of those."""
+    before, now = before.drop(columns=list(skip)), now.drop(columns=list(skip))
     assert list(before.columns) == list(now.columns)
     near = [c for c in now.columns if c.startswith(tuple(SCAN_HEADLINE))
             and pd.api.types.is_float_dtype(now[c])]
@@ -226,9 +233,11 @@ def bench(name: str, repeat: int, fraction: float, before=None, model: bool = Fa
         rows.append((name, combos, "default, interval=model", "new") + result["model"][1:])
     rows.append((name, combos, "without matches_ll, tau1_ll", "new") + result["without"][1:])
     if before is not None:
-        worst = same_scan(result["before"][0], a)
-        print(f"[{name}] every column of the default scan equal to {before.rev}'s (other columns "
-              f"exactly; Ê's and τ̂1's to {worst:.3g} relative at most)", flush=True)
+        worst = same_scan(result["before"][0], a, INTERVAL_COLUMNS)
+        print(f"[{name}] every column of the default scan but Ê's s.e. and upper bound equal to "
+              f"{before.rev}'s (other columns exactly; Ê's and τ̂1's to {worst:.3g} relative at "
+              "most)", flush=True)
+
         rows.append((name, combos, "default model", before.rev) + result["before"][1:])
         if model:
             rows.append((name, combos, "default, interval=model", before.rev)

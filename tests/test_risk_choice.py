@@ -264,7 +264,7 @@ def test_the_criterion_is_the_same_whatever_order_the_keys_come_in():
     for keys in (["urbrur", "roof", "water"], ["roof", "water", "urbrur"]):
         t = build_table(df, keys)
         edges = eb_means(t, None, "truncated")[2]
-        got += [forest_misfit(t, edges, 0.05, seed)["inverse"] for seed in (0, 7)]
+        got += [forest_misfit(t, edges, 0.05, "inverse", seed) for seed in (0, 7)]
     assert all(g == pytest.approx(got[0], rel=1e-9) for g in got)
     # six keys (42 240 cells, more than the 20 000 draws): drawn, the keys taken in the order of
     # their names, so two orders of the same keys draw the same cells
@@ -273,7 +273,7 @@ def test_the_criterion_is_the_same_whatever_order_the_keys_come_in():
                  ["age", "sex", "water", "walls", "roof", "urbrur"]):
         t = build_table(df, keys)
         edges = eb_means(t, None, "truncated")[2]
-        six.append(forest_misfit(t, edges, 0.05)["inverse"])
+        six.append(forest_misfit(t, edges, 0.05, "inverse"))
     assert six[0] == pytest.approx(six[1], rel=1e-9)
 
 
