@@ -241,8 +241,9 @@ def uniforms(seed: int, rows: int, draws: int) -> np.ndarray:
     return got[:rows]
 
 
-#: :class:`_Inverse` reads a table of this many entries at most (int32: 64 MB) instead of searching
-LOOKUP_MAX = 1 << 24
+#: :class:`_Inverse` reads a table of this many entries at most (int32: 16 MB; one per key of a
+#: combination, while its criterion is drawn) instead of searching; a larger sample is searched
+LOOKUP_MAX = 1 << 22
 
 
 class _Inverse:
