@@ -143,7 +143,7 @@ def test_alpha_profile_covers_the_alpha_drawn_as_one_standard_error_should():
     """α̂'s profile interval (ℓ within ½ of its maximum, a likelihood-ratio interval of one s.e.)
     holds the α the negative-binomial counts were drawn with in about 68 % of 60 simulations (a
     binomial 99 % range 0.52-0.83), and its width follows α̂'s own spread over the simulations."""
-    from gpurisk.models.dispersion import alpha_profile, truncated_alpha_and_profile
+    from gpurisk.models.dispersion import alpha_of, alpha_profile, loglik, profile_of
     rng = np.random.default_rng(3)
     alpha, held, widths, hats = 0.5, 0, [], []
     for _ in range(60):
@@ -153,7 +153,8 @@ def test_alpha_profile_covers_the_alpha_drawn_as_one_standard_error_should():
         hat = truncated_alpha(f[keep], mu[keep])
         lo, hi = alpha_profile(f[keep], mu[keep], hat)
         # the measure's one-grouping form gives the same numbers
-        assert truncated_alpha_and_profile(f[keep], mu[keep]) == (hat, (lo, hi))
+        ll = loglik(f[keep], mu[keep])
+        assert (alpha_of(ll), profile_of(ll, hat)) == (hat, (lo, hi))
         assert lo <= hat <= hi
         held += lo <= alpha <= hi
         widths.append((hi - lo) / 2)

@@ -98,16 +98,14 @@ def alpha_profile(f, mu, alpha_hat: float, drop: float = PROFILE_DROP) -> tuple[
     is 0 where the Poisson limit lies within it; α_hi is the range's end where ℓ never falls that
     far. The spread of an estimate over [α_lo, α_hi] is α̂'s part of its s.e., which the per-cell
     variance (α taken as known) leaves out."""
-    ll = _prepared(f, mu)
-    return (0.0, 0.0) if ll is None else _profile(ll, alpha_hat, drop)
+    return profile_of(_prepared(f, mu), alpha_hat, drop)
 
 
 def truncated_alpha(f, mu) -> float:
     """α̂ by zero-truncated negative-binomial maximum likelihood over the cells with f_j > 0
     (module docstring); 0 where the Poisson limit is as likely. ``f``: the sampled cells' counts;
     ``mu``: the model's means there (sample scale)."""
-    ll = _prepared(f, mu)
-    return 0.0 if ll is None else _alpha_hat(ll)
+    return alpha_of(_prepared(f, mu))
 
 
 def loglik(f, mu):
@@ -124,15 +122,6 @@ def alpha_of(ll) -> float:
 def profile_of(ll, alpha_hat: float, drop: float = PROFILE_DROP) -> tuple[float, float]:
     """:func:`alpha_profile` from :func:`loglik`'s ℓ at α̂ (the same numbers)."""
     return (0.0, 0.0) if ll is None else _profile(ll, alpha_hat, drop)
-
-
-def truncated_alpha_and_profile(f, mu, drop: float = PROFILE_DROP):
-    """(:func:`truncated_alpha`, :func:`alpha_profile` at it), the cells grouped once."""
-    ll = _prepared(f, mu)
-    if ll is None:
-        return 0.0, (0.0, 0.0)
-    alpha = _alpha_hat(ll)
-    return alpha, _profile(ll, alpha, drop)
 
 
 def _alpha_hat(ll) -> float:
