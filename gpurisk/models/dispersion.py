@@ -45,17 +45,34 @@ def _loglik(f, mu, log_mu, w, uniq, inv, alpha: float) -> float:
                              - np.log(-np.expm1(log_p0)))))
 
 
+#: :func:`groups` reads the cells this many at a time
+GROUP_CHUNK = 1 << 20
+
+
 def groups(f, mu):
     """(f, μ, ln μ, cells) per group of cells with one f and one bin of ln μ (module docstring), in
-    the order of (f, bin): the same groups in the same order for the same cells in any order."""
-    b = np.rint(np.log(mu) * (1.0 / LOG_BIN)).astype(np.int64)
+    the order of (f, bin): the same groups in the same order for the same cells in any order. The
+    bins are found and counted GROUP_CHUNK cells at a time (their temporaries a slice's size, not
+    the table's). μ is floored at 1e-300."""
+    size = int(mu.shape[0])
+    b = np.empty(size, dtype=np.int32)        # ln μ ≥ ln 1e-300: |bin| < 7·10⁵
+    for start in range(0, size, GROUP_CHUNK):
+        part = slice(start, start + GROUP_CHUNK)
+        b[part] = np.rint(np.log(np.maximum(mu[part], 1e-300)) * (1.0 / LOG_BIN))
     lo = int(b.min())
-    b -= lo
-    width = int(b.max()) + 1
-    one = f == 1                  # most cells: counted by bin alone, in one pass
-    c1 = np.bincount(b[one], minlength=width)
+    width = int(b.max()) - lo + 1
+    c1 = np.zeros(width, dtype=np.int64)      # f = 1, most cells: counted by bin alone
+    rest_f, rest_b = [], []
+    for start in range(0, size, GROUP_CHUNK):
+        part = slice(start, start + GROUP_CHUNK)
+        bc, fc = b[part], f[part]
+        one = fc == 1
+        c1 += np.bincount(bc[one] - lo, minlength=width)
+        rest_f.append(fc[~one])
+        rest_b.append(bc[~one])
     bins1 = np.flatnonzero(c1)
-    key = (f[~one].astype(np.int64) - 2) * width + b[~one]
+    key = ((np.concatenate(rest_f).astype(np.int64) - 2) * width
+           + (np.concatenate(rest_b).astype(np.int64) - lo))
     top = int(key.max()) + 1 if key.shape[0] else 0
     if top <= max(4 * key.shape[0], 1 << 16):     # a small key range: counted, not sorted
         kc = np.bincount(key, minlength=top)
@@ -80,7 +97,7 @@ def _prepared(f, mu):
     """ℓ(α) over the cells with f > 0 (module docstring), their groups formed once; None where
     there is no such cell."""
     f = np.asarray(f, dtype=np.float64)
-    mu = np.maximum(np.asarray(mu, dtype=np.float64), 1e-300)
+    mu = np.asarray(mu, dtype=np.float64)       # floored at 1e-300 in groups
     keep = f > 0
     if not keep.all():
         f, mu = f[keep], mu[keep]
