@@ -32,8 +32,12 @@ sample's margins; a cell with μ̂ = 0 is never drawn and contributes 0), and
     Σ_{x empty} g(μ̂_x) = n E_{x ~ μ̂/n}[ I(x empty) g(μ̂_x) / μ̂_x ],
 
 with g(μ)/μ = w(μ) μ (and w² μ), which is bounded and vanishes at μ = 0 and for large μ (w decays
-as e^{−μ}). Where the key space has no more cells than there are draws, the sum is taken over
-every cell instead (exact, at no more cost; :meth:`Draws.fitted`). The draws use the same uniforms
+as e^{−μ}). That sum is taken without draws where it costs no more (:meth:`Draws.fitted`): over
+every cell where the key space is small, or by the binned distribution of μ̂ over every cell
+(:func:`gpurisk.models.cell_space.forest_mass`, the same identity with the μ̂-weighted distribution
+of ln μ̂ in place of the draws: its error is the binning's, 10⁻⁵ of the sum for E's term) less the
+sample's own cells, where the forest's trees hold no more combinations than there are draws. The
+draws use the same uniforms
 for every candidate model (common random numbers), so
 the candidates are compared on the same draws; the seed is fixed, so a sample gives one answer.
 
@@ -52,6 +56,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from gpurisk.models.cell_space import forest_mass
 from gpurisk.models.forest import Margins, forest_means, tree_order
 
 #: |T_h| above this is misfit (two-sided 5 %: fixed in advance, not tuned)
@@ -60,6 +65,11 @@ Z_RISK = 1.959963984540054
 DRAWS_MIN = 20_000
 DRAWS_PER_RECORD = 2
 DRAWS_MAX = 400_000
+#: :class:`Draws` lists every cell of a key space of at most this many cells (exact, and cheap)
+LISTED_CELLS = 1 << 14
+#: :class:`Draws` sums over the cells whose μ̂ is at least this over n (by the binned distribution of μ̂:
+#: the cells left out change B̂_h by about MU_MIN (1 − π)/π at most, negligible)
+MU_MIN = 1e-15
 #: draws of each bootstrap sample's selection (the bootstrap's own spread is far larger than the
 #: importance sample's error at this size)
 DRAWS_BOOT = 5_000
@@ -118,13 +128,16 @@ class Draws:
     """Cells drawn from a forest model with common uniforms, and which of them the sample holds."""
 
     def __init__(self, margins: Margins, draws: int, seed: int = 0, exact: bool = True,
-                 order=None):
+                 order=None, histogram: bool = True):
         """``exact``: sum over every cell where the key space has no more cells than ``draws``
-        (:meth:`fitted`); False draws always. ``order``: the keys in the order they take the
+        (:meth:`fitted`); False draws always. ``histogram``: else over every cell by the binned
+        distribution of μ̂ (:func:`gpurisk.models.cell_space.forest_mass`) where the forest's trees
+        can be listed; False draws instead. ``order``: the keys in the order they take the
         uniforms' rows and root their trees (default: their own), so that a caller can draw the
         same cells whatever order a table lists its keys in."""
         self.m = margins
         self.draws, self.seed, self.exact = int(draws), seed, exact
+        self.histogram = bool(histogram) and exact
         self.order = list(range(len(margins.codes))) if order is None else list(order)
         self._row = {v: i for i, v in enumerate(self.order)}
         self._u = None
@@ -180,13 +193,23 @@ class Draws:
 
     def fitted(self, edges):
         """(μ̂ of the sample's cells, μ̂ of the empty cells summed over, each one's weight in
-        Σ_{x empty} g(μ̂_x) = Σ weight · g(μ̂)/μ̂) under main effects + the forest ``edges``: every
-        empty cell of the key space, weight μ̂, where it has no more cells than there are draws
-        (the sum exact, at no more cost: the importance sample's error was the criterion's largest
-        there, testdata's urbrur, roof, water at π = 5 %, 80 cells: T from −0.2 to −3.9 over ten
-        seeds of 20 000 draws), else the empty ones of the drawn cells, weight n / draws. Kept
-        for the last forest asked, so the criterion of E's term and of τ1's (:func:`score`) read
-        the cells once."""
+        Σ_{x empty} g(μ̂_x) = Σ weight · g(μ̂)/μ̂) under main effects + the forest ``edges``, the
+        cheapest of three ways:
+
+        - every empty cell of the key space, weight μ̂, where it has at most LISTED_CELLS cells
+          (the importance sample's error was the criterion's largest in small spaces: testdata's
+          urbrur, roof, water at π = 5 %, 80 cells: T from −0.2 to −3.9 over ten seeds of 20 000
+          draws);
+        - else every cell by the binned distribution of μ̂ over the key space
+          (:func:`gpurisk.models.cell_space.forest_mass`: values weighted by their μ̂-mass) less the
+          sample's own cells (weight −μ̂), where the forest's trees hold no more combinations of
+          positive probability than there are draws or cells (listing them costs about what
+          drawing or listing as many cells does);
+        - else every empty cell where the key space has no more cells than there are draws; else
+          the empty ones of the drawn cells, weight n / draws.
+
+        Kept for the last forest asked, so the criterion of E's term and of τ1's (:func:`score`)
+        read the cells once."""
         key = tuple(edges)
         if self._fitted is None or self._fitted[0] != key:
             m = self.m
@@ -194,7 +217,16 @@ class Draws:
             # another has μ̂ = 0 and adds nothing
             held = [np.flatnonzero(m.one(v) > 0) for v in range(len(m.codes))]
             size = math.prod(h.shape[0] for h in held)
-            exact = self.exact and size <= self.draws
+            if self.histogram and size > LISTED_CELLS:
+                got = forest_mass(m, edges, MU_MIN / max(m.n, 1.0),
+                                  combos_max=min(self.draws, size))
+                if got is not None:        # every cell, binned, less the sample's own
+                    mu = forest_means(m.codes, m.f, m.cards, edges, m)[0]
+                    obs = mu[mu > 0]
+                    self._fitted = (key, (mu, np.concatenate([got[0], obs]),
+                                          np.concatenate([got[1], -obs])))
+                    return self._fitted[1]
+            exact = self.exact and size <= max(self.draws, LISTED_CELLS)
             if exact:
                 cells = [g.reshape(-1) for g in np.meshgrid(*held, indexing="ij")]
             else:
