@@ -251,3 +251,17 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def gamma_poisson_margins(seed: int, cards, shape: float, scale: float):
+    """(codes, f, Margins) of a synthetic sample: every cell of the ``cards`` key space a count
+    f ~ Poisson(Gamma(shape, scale)), the cells with f > 0 kept (the models' tests' tables)."""
+    import numpy as np
+
+    from gpurisk.models.forest import Margins
+    rng = np.random.default_rng(seed)
+    K = int(np.prod(cards))
+    f = rng.poisson(rng.gamma(shape, scale, K))
+    codes = [c[f > 0] for c in np.unravel_index(np.arange(K), cards)]
+    f = f[f > 0]
+    return codes, f, Margins(codes, f, list(cards))

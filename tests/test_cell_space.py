@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import data_path
+from conftest import data_path, gamma_poisson_margins
 from gpurisk.freq.engine import build_table
 from gpurisk.measures._ll_poisson import sample_margins
 from gpurisk.models.cell_space import forest_mass
@@ -48,13 +48,7 @@ def test_sums_over_every_cell_of_adult_samples(keys):
 
 
 def test_a_chain_and_a_lone_key_and_the_cut_below_mu_min():
-    rng = np.random.default_rng(5)
-    cards = [7, 5, 6, 4]
-    K = int(np.prod(cards))
-    f = rng.poisson(rng.gamma(0.5, 3.0, K))
-    codes = [c[f > 0] for c in np.unravel_index(np.arange(K), cards)]
-    f = f[f > 0]
-    m = Margins(codes, f, cards)
+    m = gamma_poisson_margins(5, [7, 5, 6, 4], 0.5, 3.0)[2]
     edges = [(0, 1), (1, 2)]                          # key 3 alone
     mu = _every_cell(m, edges)
     values, mass = forest_mass(m, edges, 1e-15 / m.n, h=0.001)

@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pytest
 
+from conftest import gamma_poisson_margins
 from gpurisk.models import risk_choice
 from gpurisk.models.forest import Margins, forest_means
 
@@ -69,14 +70,8 @@ def test_score_matches_a_dense_sum_over_every_cell(edges, exact):
     """The criterion over a key space of 360 cells: summed over every cell (``exact``: fewer cells
     than draws) it is the dense sum to rounding; by an importance sample of 400 000 draws (the key
     space taken as larger than the draws) within the sample's error."""
-    rng = np.random.default_rng(3)
     cards = [5, 4, 6, 3]
-    K = int(np.prod(cards))
-    lam = rng.gamma(0.6, 2.0, K)
-    f = rng.poisson(lam)
-    codes = [c[f > 0] for c in np.unravel_index(np.arange(K), cards)]
-    f = f[f > 0]
-    m = Margins(codes, f, cards)
+    codes, f, m = gamma_poisson_margins(3, cards, 0.6, 2.0)
     for kind, pi in (("inverse", 0.05), ("tau1", 0.02)):
         b0, t0, c0 = _dense_score(codes, f.astype(float), cards, edges, pi, kind)
         dr = risk_choice.Draws(m, 400_000, seed=1, exact=exact)
@@ -99,13 +94,9 @@ def test_score_by_the_binned_key_space_matches_the_dense_sum(edges, monkeypatch)
     (gpurisk.models.cell_space): the dense sum over all 360 cells to its binning error (linear
     binning at h = 0.01 in ln μ errs by about h²/8 times the weight's second derivative in ln μ,
     (aμ)² for τ1's e^{−aμ}: up to 0.4 % of the sums here, at π = 2 % where every cell has aμ > 13)."""
-    rng = np.random.default_rng(3)
     cards = [5, 4, 6, 3]
     K = int(np.prod(cards))
-    f = rng.poisson(rng.gamma(0.6, 2.0, K))
-    codes = [c[f > 0] for c in np.unravel_index(np.arange(K), cards)]
-    f = f[f > 0]
-    m = Margins(codes, f, cards)
+    codes, f, m = gamma_poisson_margins(3, cards, 0.6, 2.0)
     for kind, pi in (("inverse", 0.05), ("tau1", 0.02)):
         b0, t0, c0 = _dense_score(codes, f.astype(float), cards, edges, pi, kind)
         monkeypatch.setattr(risk_choice, "LISTED_CELLS", 100)      # 360 cells: not listed
