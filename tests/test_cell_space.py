@@ -12,7 +12,7 @@ import pytest
 from conftest import data_path, gamma_poisson_margins
 from gpurisk.freq.engine import build_table
 from gpurisk.measures._ll_poisson import sample_margins
-from gpurisk.models.cell_space import forest_mass
+from gpurisk.models.cell_space import combinations, forest_mass
 from gpurisk.models.eb_forest import choose
 from gpurisk.models.forest import Margins
 from gpurisk.models.risk_choice import means_at
@@ -71,3 +71,15 @@ def test_a_forest_too_large_to_list_gives_none():
     edges = [(0, 1), (1, 2)]
     assert forest_mass(m, edges, 1e-15, combos_max=1000) is None
     assert forest_mass(m, edges, 1e-15) is not None
+
+
+@pytest.mark.parametrize("edges", [[(0, 1), (1, 2), (2, 3)], [(0, 1), (0, 2), (0, 3)]])
+def test_the_trees_combinations_counted_are_the_cells_of_positive_mean(edges):
+    """One tree over every key: the combinations counted by messages are the key space's cells
+    with μ̂ > 0, counted by listing all of them; two trees: what each lists, added (the cells of
+    positive mean are then their product)."""
+    m = gamma_poisson_margins(7, [6, 5, 4, 3], 0.3, 1.0)[2]
+    assert combinations(m, edges) == _every_cell(m, edges).shape[0]
+    a, b = combinations(m, [(0, 2)]), combinations(m, [(1, 3)])
+    assert combinations(m, [(0, 2), (1, 3)]) == a + b
+    assert a * b == _every_cell(m, [(0, 2), (1, 3)]).shape[0]

@@ -38,10 +38,36 @@ BIN_WIDTH = 0.01
 COMBOS_MAX = 1 << 21
 
 
+def combinations(m: Margins, edges) -> float:
+    """How many combinations of positive probability the trees of the forest ``edges`` hold, all
+    trees together, counted by passing messages from the leaves up (nothing listed)."""
+    d = len(m.codes)
+    joined = {v for e in edges for v in e}
+    total, seen = 0.0, set()
+    for r in sorted(joined):
+        if r in seen:
+            continue
+        order = tree_order(r, edges)
+        seen.update({r} | {c for _, c in order})
+        count = {r: (m.one(r) > 0).astype(np.float64)}
+        for _, c in order:
+            count[c] = np.ones(int(m.cards[c]))
+        for p, c in reversed(order):
+            key, counts = m.sorted_pair(p, c)
+            key = key[counts > 0]
+            cc = int(m.cards[c])
+            count[p] = count[p] * np.bincount(key // cc, weights=count[c][key % cc],
+                                              minlength=int(m.cards[p]))
+        total += float(count[r].sum())
+    return total
+
+
 def _components(m: Margins, edges, combos_max: int) -> list | None:
-    """Per component of main effects + the forest ``edges`` (a lone key, or a tree), (ln P, P) of
-    each value its factor takes with positive probability; None where the trees' combinations of
-    positive probability number more than ``combos_max``."""
+    """Per component of main effects + the forest ``edges`` (a lone key, or a tree), ln P of each
+    value its factor takes with positive probability; None where the trees' combinations of
+    positive probability number more than ``combos_max`` (:func:`combinations`, counted first)."""
+    if combinations(m, edges) > combos_max:
+        return None
     d = len(m.codes)
     n = m.n
     joined = {v for e in edges for v in e}
