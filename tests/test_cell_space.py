@@ -83,3 +83,12 @@ def test_the_trees_combinations_counted_are_the_cells_of_positive_mean(edges):
     a, b = combinations(m, [(0, 2)]), combinations(m, [(1, 3)])
     assert combinations(m, [(0, 2), (1, 3)]) == a + b
     assert a * b == _every_cell(m, [(0, 2), (1, 3)]).shape[0]
+
+
+def test_the_fft_convolution_is_numpys():
+    from gpurisk.models.cell_space import _fft_convolve
+    rng = np.random.default_rng(8)
+    for na, nb in ((1, 1), (7, 300), (1000, 999), (5000, 37)):
+        a, b = rng.random(na), rng.random(nb)
+        want = np.convolve(a, b)
+        assert np.allclose(_fft_convolve(a, b), want, rtol=0, atol=1e-12 * want.max())

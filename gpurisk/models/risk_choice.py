@@ -192,17 +192,19 @@ class Draws:
         return out
 
     def fitted(self, edges):
-        """(μ̂ of the sample's cells, μ̂ of the empty cells summed over, each one's weight in
-        Σ_{x empty} g(μ̂_x) = Σ weight · g(μ̂)/μ̂) under main effects + the forest ``edges``, the
-        cheapest of three ways:
+        """(μ̂ of the sample's cells, μ̂ of the cells summed over, each one's weight in
+        Σ_{x empty} g(μ̂_x) = Σ weight · g(μ̂)/μ̂, whether the sample's own cells' g(μ̂) are still to
+        be taken off that sum) under main effects + the forest ``edges``, the cheapest of three
+        ways:
 
         - every empty cell of the key space, weight μ̂, where it has at most LISTED_CELLS cells
           (the importance sample's error was the criterion's largest in small spaces: testdata's
           urbrur, roof, water at π = 5 %, 80 cells: T from −0.2 to −3.9 over ten seeds of 20 000
           draws);
         - else every cell by the binned distribution of μ̂ over the key space
-          (:func:`gpurisk.models.cell_space.forest_mass`: values weighted by their μ̂-mass) less the
-          sample's own cells (weight −μ̂), where the forest's trees hold no more combinations of
+          (:func:`gpurisk.models.cell_space.forest_mass`: values weighted by their μ̂-mass), the
+          sample's own cells to be taken off (:func:`score` does, in its pass over them), where
+          the forest's trees hold no more combinations of
           positive probability than there are draws or cells (listing them costs about what
           drawing or listing as many cells does);
         - else every empty cell where the key space has no more cells than there are draws; else
@@ -220,11 +222,9 @@ class Draws:
             if self.histogram and size > LISTED_CELLS:
                 got = forest_mass(m, edges, MU_MIN / max(m.n, 1.0),
                                   combos_max=min(self.draws, size))
-                if got is not None:        # every cell, binned, less the sample's own
+                if got is not None:        # every cell, binned; the sample's own taken off
                     mu = forest_means(m.codes, m.f, m.cards, edges, m)[0]
-                    obs = mu[mu > 0]
-                    self._fitted = (key, (mu, np.concatenate([got[0], obs]),
-                                          np.concatenate([got[1], -obs])))
+                    self._fitted = (key, (mu, got[0], got[1], True))
                     return self._fitted[1]
             exact = self.exact and size <= max(self.draws, LISTED_CELLS)
             if exact:
@@ -235,7 +235,8 @@ class Draws:
             size = e.shape[0]
             mux = means_at(m, edges, [c[e] for c in cells])      # only the empty cells add
             weight = mux if exact else np.full(mux.shape[0], m.n / size)
-            self._fitted = (key, (forest_means(m.codes, m.f, m.cards, edges, m)[0], mux, weight))
+            self._fitted = (key, (forest_means(m.codes, m.f, m.cards, edges, m)[0], mux, weight,
+                                  False))
         return self._fitted[1]
 
     def empty(self, cells) -> np.ndarray:
@@ -356,28 +357,37 @@ class Score(NamedTuple):
     bounded: float
 
 
-def _observed_sums(mu, f, pi: float, kind: str, cap: float) -> tuple[float, float, float]:
+def _observed_sums(mu, f, pi: float, kind: str, cap: float,
+                   less: bool = False) -> tuple[float, float, float]:
     """(Σ share_j, Σ (w_h(μ̂_j) μ̂_j)², Σ share_j clipped to ±``cap``) over the sample's cells,
     share_j = w_h(μ̂_j)[(f_j − μ̂_j)² − f_j], on slices of WEIGHTS_CHUNK cells: each slice's
     temporaries stay in the cache (a sample of 1.6·10⁷ cells passes over them once, not once per
-    sum). The sums are those of the whole arrays, added slice by slice."""
+    sum). The sums are those of the whole arrays, added slice by slice. ``less``: each cell's term
+    as an empty cell (w μ̂², and w² μ̂² in the variance) taken off in the same pass, where the sum
+    over the empty cells is one over every cell (:meth:`Draws.fitted`): the variance's two then
+    cancel exactly."""
     b = v = bounded = 0.0
     for start in range(0, max(int(mu.shape[0]), 1), WEIGHTS_CHUNK):
         m, ff = mu[start:start + WEIGHTS_CHUNK], f[start:start + WEIGHTS_CHUNK]
         w = _weights(m, pi, kind)
         share = w * ((ff - m) ** 2 - ff)
         b += float(np.sum(share))
-        v += float(np.sum((w * m) ** 2))
         bounded += float(np.sum(np.clip(share, -cap, cap)))
+        if less:
+            alone = w * m * m
+            b -= float(np.sum(alone))
+            bounded -= float(np.sum(np.clip(alone, -cap, cap)))
+        else:
+            v += float(np.sum((w * m) ** 2))
     return b, v, bounded
 
 
 def score(margins: Margins, edges, pi: float, draws: Draws, kind: str = "inverse") -> Score:
     """:class:`Score` (B̂_h, T_h, bounded B̂_h) of main effects + the forest ``edges`` (module
     docstring)."""
-    mu, mux, per = draws.fitted(edges)
+    mu, mux, per, less = draws.fitted(edges)
     cap = 2.0 * CELL_BIAS_MAX         # on w·(...), whose −½ is the cell's share
-    b_obs, v_obs, bounded_obs = _observed_sums(mu, margins.f, pi, kind, cap)
+    b_obs, v_obs, bounded_obs = _observed_sums(mu, margins.f, pi, kind, cap, less)
     wx = weights(mux, pi, kind) * mux
     b_emp = float(np.sum(per * wx))
     v_emp = float(np.sum(per * wx * (wx / np.where(mux > 0, mux, 1.0))))
