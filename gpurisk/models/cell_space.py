@@ -41,7 +41,6 @@ COMBOS_MAX = 1 << 21
 def combinations(m: Margins, edges) -> float:
     """How many combinations of positive probability the trees of the forest ``edges`` hold, all
     trees together, counted by passing messages from the leaves up (nothing listed)."""
-    d = len(m.codes)
     joined = {v for e in edges for v in e}
     total, seen = 0.0, set()
     for r in sorted(joined):
