@@ -70,7 +70,7 @@ def _components(m: Margins, edges, combos_max: int) -> list | None:
     d = len(m.codes)
     n = m.n
     joined = {v for e in edges for v in e}
-    out, seen, listed = [], set(), 0
+    out, seen = [], set()
     for r in range(d):
         if r in seen:
             continue
@@ -93,9 +93,6 @@ def _components(m: Margins, edges, combos_max: int) -> list | None:
             start = np.searchsorted(xp, np.arange(int(m.cards[p]) + 1))
             per = np.diff(start)[rows[p]]              # the child categories each row joins
             total = int(per.sum())
-            listed += total
-            if listed > combos_max:
-                return None
             at = (np.arange(total) - np.repeat(np.cumsum(per) - per, per)
                   + np.repeat(start[rows[p]], per))
             keep = np.repeat(np.arange(per.shape[0]), per)

@@ -130,9 +130,9 @@ class Draws:
     def __init__(self, margins: Margins, draws: int, seed: int = 0, exact: bool = True,
                  order=None, histogram: bool = True):
         """``exact``: sum over every cell where the key space has no more cells than ``draws``
-        (:meth:`fitted`); False draws always. ``histogram``: else over every cell by the binned
-        distribution of μ̂ (:func:`gpurisk.models.cell_space.forest_mass`) where the forest's trees
-        can be listed; False draws instead. ``order``: the keys in the order they take the
+        or LISTED_CELLS (:meth:`fitted`); False draws always. ``histogram``: else over every cell
+        by the binned distribution of μ̂ (:func:`gpurisk.models.cell_space.forest_mass`) where the
+        forest's trees can be listed; False draws instead. ``order``: the keys in the order they take the
         uniforms' rows and root their trees (default: their own), so that a caller can draw the
         same cells whatever order a table lists its keys in."""
         self.m = margins
@@ -204,9 +204,8 @@ class Draws:
         - else every cell by the binned distribution of μ̂ over the key space
           (:func:`gpurisk.models.cell_space.forest_mass`: values weighted by their μ̂-mass), the
           sample's own cells to be taken off (:func:`score` does, in its pass over them), where
-          the forest's trees hold no more combinations of
-          positive probability than there are draws or cells (listing them costs about what
-          drawing or listing as many cells does);
+          the forest's trees hold no more combinations of positive probability than there are
+          draws or cells (listing them costs about what drawing or listing as many cells does);
         - else every empty cell where the key space has no more cells than there are draws; else
           the empty ones of the drawn cells, weight n / draws.
 
