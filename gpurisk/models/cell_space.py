@@ -18,8 +18,9 @@ so the transform's round-off is of order 10⁻¹⁶ per bin, whatever the number
 soon as it is below), which changes the sum by at most n · mu_min · sup |g(μ)/μ| near 0.
 
 A tree's combinations of positive probability are listed by joining its pairs' observed categories
-along the tree (never the product of its keys' categories), at most ``combos_max`` of them: a forest
-whose trees hold more gives None, and the caller samples instead (:mod:`gpurisk.models.risk_choice`).
+along the tree (never the product of its keys' categories), at most ``combos_max`` rows joined in
+all (each arc's counted): a forest that needs more gives None, and the caller samples instead
+(:mod:`gpurisk.models.risk_choice`).
 
 What the risk criterion of :mod:`gpurisk.models.risk_choice` reads: Σ over the cells the sample
 does not hold of functions of μ̂, the sum over every cell less the sample's own cells' terms.
@@ -34,7 +35,7 @@ from gpurisk.models.forest import Margins, tree_order
 
 #: bin width in ln μ: linear binning errs by about h²/8 times g's second derivative in ln μ
 BIN_WIDTH = 0.01
-#: at most this many combinations of one forest's trees are listed (else: None)
+#: listing one forest's trees joins at most this many rows, each arc's counted (else: None)
 COMBOS_MAX = 1 << 21
 
 
@@ -63,14 +64,16 @@ def combinations(m: Margins, edges) -> float:
 
 def _components(m: Margins, edges, combos_max: int) -> list | None:
     """Per component of main effects + the forest ``edges`` (a lone key, or a tree), ln P of each
-    value its factor takes with positive probability; None where the trees' combinations of
-    positive probability number more than ``combos_max`` (:func:`combinations`, counted first)."""
+    value its factor takes with positive probability; None where listing them would join more than
+    ``combos_max`` rows, each arc's rows counted (the listing's work: at least the trees'
+    :func:`combinations`, counted first, so a forest far too large costs a count, not a partial
+    listing)."""
     if combinations(m, edges) > combos_max:
         return None
     d = len(m.codes)
     n = m.n
     joined = {v for e in edges for v in e}
-    out, seen = [], set()
+    out, seen, listed = [], set(), 0
     for r in range(d):
         if r in seen:
             continue
@@ -93,6 +96,9 @@ def _components(m: Margins, edges, combos_max: int) -> list | None:
             start = np.searchsorted(xp, np.arange(int(m.cards[p]) + 1))
             per = np.diff(start)[rows[p]]              # the child categories each row joins
             total = int(per.sum())
+            listed += total                 # the rows joined so far, every arc's counted
+            if listed > combos_max:
+                return None
             at = (np.arange(total) - np.repeat(np.cumsum(per) - per, per)
                   + np.repeat(start[rows[p]], per))
             keep = np.repeat(np.arange(per.shape[0]), per)
@@ -132,8 +138,8 @@ def forest_mass(m: Margins, edges, mu_min: float, h: float = BIN_WIDTH,
                 combos_max: int = COMBOS_MAX):
     """(μ values, the μ̂-mass Σ μ̂_x of the cells at each) over every cell of the key space under
     main effects + the forest ``edges`` (module docstring), so that Σ_x g(μ̂_x) = Σ mass · g(μ)/μ;
-    None where the forest's trees hold more than ``combos_max`` combinations of positive
-    probability (or the sample is empty)."""
+    None where listing the forest's trees would join more than ``combos_max`` rows (each arc's
+    counted: :func:`_components`) or the sample is empty."""
     n = float(m.n)
     comps = _components(m, list(edges), combos_max) if n > 0 else None
     if comps is None:
