@@ -36,7 +36,7 @@ as e^{−μ}). That sum is taken without draws where it costs no more (:meth:`Dr
 every cell where the key space is small, or by the binned distribution of μ̂ over every cell
 (:func:`gpurisk.models.cell_space.forest_mass`, the same identity with the μ̂-weighted distribution
 of ln μ̂ in place of the draws: its error is the binning's, 10⁻⁵ of the sum for E's term) less the
-sample's own cells, where the forest's trees hold no more combinations than there are draws. The
+sample's own cells, where listing the forest's trees joins no more rows than there are draws. The
 draws use the same uniforms
 for every candidate model (common random numbers), so
 the candidates are compared on the same draws; the seed is fixed, so a sample gives one answer.
@@ -141,15 +141,7 @@ class Draws:
         self.order = list(range(len(margins.codes))) if order is None else list(order)
         self._row = {v: i for i, v in enumerate(self.order)}
         self._u = None
-        keys = _cell_keys(margins.codes, margins.cards)
-        # a table's cells come sorted by their mixed-radix id, and the margins' codes are the
-        # table's with unseen categories dropped (the same order): sorted again only if not
-        self._sorted = (None if keys is None else
-                        keys if keys.shape[0] < 2 or bool(np.all(keys[1:] >= keys[:-1])) else
-                        np.sort(keys))
-        self._rows = None
-        if keys is None:        # too many cells for one int64: compare the code rows themselves
-            self._rows = np.stack([np.asarray(c, dtype=np.int64) for c in margins.codes], axis=1)
+        self._held = None       # the sample's cells, looked up by :meth:`empty` (made there)
         self._cond: dict = {}
         self._fitted = None
         self._index = None
@@ -204,8 +196,8 @@ class Draws:
         - else every cell by the binned distribution of μ̂ over the key space
           (:func:`gpurisk.models.cell_space.forest_mass`: values weighted by their μ̂-mass), the
           sample's own cells to be taken off (:func:`score` does, in its pass over them), where
-          the forest's trees hold no more combinations of positive probability than there are
-          draws or cells (listing them costs about what drawing or listing as many cells does);
+          listing the forest's trees joins no more rows than there are draws or cells (listing
+          them costs about what drawing or listing as many cells does);
         - else every empty cell where the key space has no more cells than there are draws; else
           the empty ones of the drawn cells, weight n / draws.
 
@@ -238,29 +230,48 @@ class Draws:
                                   False))
         return self._fitted[1]
 
+    def _sample_cells(self):
+        """(the sample's cell keys sorted, None) or, where the key space overflows one int64,
+        (None, the code rows): made when :meth:`empty` first reads them (a criterion summed without
+        listing the empty cells never does)."""
+        if self._held is None:
+            m = self.m
+            keys = _cell_keys(m.codes, m.cards)
+            if keys is None:    # too many cells for one int64: compare the code rows themselves
+                self._held = (None, np.stack([np.asarray(c, dtype=np.int64) for c in m.codes],
+                                             axis=1))
+            else:
+                # a table's cells come sorted by their mixed-radix id, and the margins' codes are
+                # the table's with unseen categories dropped (the same order): sorted again only
+                # if not
+                ordered = keys.shape[0] < 2 or bool(np.all(keys[1:] >= keys[:-1]))
+                self._held = (keys if ordered else np.sort(keys), None)
+        return self._held
+
     def empty(self, cells) -> np.ndarray:
         """Whether each drawn cell is one the sample does not hold."""
-        if self._sorted is not None:
+        held_keys, rows = self._sample_cells()
+        if held_keys is not None:
             key = _cell_keys(cells, self.m.cards)
-            if self._sorted.shape[0] > key.shape[0]:      # many cells, fewer draws: searched
+            if held_keys.shape[0] > key.shape[0]:      # many cells, fewer draws: searched
                 # in the draws' sorted order: each search starts where the last ended, in cache
                 order = np.argsort(key, kind="stable")
                 sk = key[order]
-                i = np.minimum(np.searchsorted(self._sorted, sk), self._sorted.shape[0] - 1)
+                i = np.minimum(np.searchsorted(held_keys, sk), held_keys.shape[0] - 1)
                 out = np.empty(key.shape[0], dtype=bool)
-                out[order] = self._sorted[i] != sk
+                out[order] = held_keys[i] != sk
                 return out
             if self._index is None:        # a hash table of the sample's cells (pandas')
                 import pandas as pd
-                self._index = pd.Index(self._sorted)
+                self._index = pd.Index(held_keys)
             return self._index.get_indexer(key) < 0
         drawn = np.stack([np.asarray(c, dtype=np.int64) for c in cells], axis=1)
-        both = np.concatenate([self._rows, drawn])
+        both = np.concatenate([rows, drawn])
         _, inv = np.unique(both, axis=0, return_inverse=True)
         inv = inv.reshape(-1)
         held = np.zeros(int(inv.max()) + 1, dtype=bool)
-        held[inv[: self._rows.shape[0]]] = True
-        return ~held[inv[self._rows.shape[0]:]]
+        held[inv[: rows.shape[0]]] = True
+        return ~held[inv[rows.shape[0]:]]
 
 
 _UNIFORMS: dict = {}
