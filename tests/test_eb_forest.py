@@ -171,9 +171,10 @@ def test_alpha_profile_covers_the_alpha_drawn_as_one_standard_error_should():
 
 def test_eb_interval_from_the_model_adds_alpha_hats_spread():
     """interval=model under eb (matches_ll's default since issue 43's sixth stop): no fitted factor
-    (se_factor 1, model_error 0), the s.e. holds the Poisson-gamma part, the misfit's bias where
-    the risk score flags it and the estimate's spread over α̂'s profile interval, in quadrature;
-    the calibrated interval does not profile α."""
+    (se_factor 1, model_error 0), the s.e. holds the Poisson-gamma part with the covariance the
+    uniques share through the margins and the estimate's spread over α̂'s profile interval, in
+    quadrature (a misfit's bias moves a bound, not the s.e.); the calibrated interval does not
+    profile α."""
     from gpurisk.freq import build_table
     from gpurisk.measure import Context
     from gpurisk.plugins import measure_registry
@@ -187,8 +188,7 @@ def test_eb_interval_from_the_model_adds_alpha_hats_spread():
     assert x["se_factor"] == 1.0 and x["model_error"] == 0.0
     lo, hi = x["alpha_interval"]
     assert lo <= x["alpha"] <= hi and x["se_alpha"] > 0
-    want = math.sqrt(x["se_poisson"] ** 2 + x["se_choice"] ** 2 + x["se_alpha"] ** 2
-                     + x.get("misfit_bias", 0.0) ** 2)
+    want = math.sqrt(x["se_poisson"] ** 2 + x["se_choice"] ** 2 + x["se_alpha"] ** 2)
     assert got.se == pytest.approx(want, rel=1e-12)
     calibrated = m.compute(table, Context(fraction=0.05, options={"loglinear_risk": {
         "interval": "calibrated"}})).extra

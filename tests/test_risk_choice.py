@@ -230,9 +230,9 @@ def test_cv_risk_starts_from_the_held_out_forest_and_the_interval_has_no_factor(
     x = got["cv_risk"].extra
     # interval=model: the model's variance and the choice's spread, nothing fitted
     assert x["se_factor"] == 1.0 and x["model_error"] == 0.0
-    extra = x.get("misfit_bias", 0.0)
-    assert got["cv_risk"].se == pytest.approx(math.sqrt(x["se_poisson"] ** 2 + x["se_choice"] ** 2
-                                                        + extra ** 2), rel=1e-9)
+    # the misfit's bias moves a bound, not the s.e.
+    assert got["cv_risk"].se == pytest.approx(math.sqrt(x["se_poisson"] ** 2 + x["se_choice"] ** 2),
+                                              rel=1e-9)
 
 
 def test_the_model_interval_is_honest_where_the_model_holds():
@@ -407,3 +407,13 @@ def test_one_cell_cannot_widen_the_interval_beyond_what_its_term_can_be_off():
     assert abs(x["misfit_bias"]) <= 20 * 3 * 8 / np.e
     assert got.upper < x["n1"] and got.se < 1.0
     assert "at most 1/e" in x["note"]
+    # the bias moves the bound on the side it points to; the s.e. stays the model's
+    bias = x["misfit_bias"]
+    assert got.se == pytest.approx(math.sqrt(x["se_poisson"] ** 2 + x.get("se_alpha", 0.0) ** 2
+                                             + x["se_choice"] ** 2), rel=1e-12)
+    z, z2 = 2.3263478740408408, 2.5758293035489004
+    assert got.upper == pytest.approx(min(got.value + z * got.se + max(-bias, 0.0), x["n1"]))
+    assert x["interval_lower"] == pytest.approx(max(got.value - z2 * got.se - max(bias, 0.0), 0.0))
+    assert x["interval_upper"] == pytest.approx(min(got.value + z2 * got.se + max(-bias, 0.0),
+                                                    x["n1"]))
+    assert ("upper bound raised" if bias < 0 else "lower bound lowered") in x["note"]

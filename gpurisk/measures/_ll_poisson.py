@@ -77,18 +77,26 @@ T_m the estimate under m and w_m the chance that test goes the other way
 (:func:`gpurisk.models.forest.doubtful`); ``se_poisson`` keeps the Poisson part. With ``interval=model`` nothing is fitted: k = 1, c = 0, the variance of 1/F is the Poisson-gamma
 one (:func:`inverse_square`), the choice's spread is over bootstrap selections (``risk``,
 ``cv_risk``), and where the risk criterion at the kept forest still signals misfit (|T_h| > 1.96)
-its bias estimate B̂_h enters in quadrature, with a note (option ``misfit_widen``). Under ``eb``
+its bias estimate B̂_h moves the bound on the side it points to, with a note (option
+``misfit_widen``: B̂_h < 0, the estimate low, raises the upper bound and the interval's upper end
+by |B̂_h|; B̂_h > 0 lowers the lower ones), while the s.e. stays the model's. With the leave-one-out
+prior the uniques' terms also covary through the margins they share (a unique's category share
+is unknown to every unique in that category): :func:`shared_variance` adds, by the delta method,
+Σ_margins Σ_categories rv_g [(Σ_g d_j)² − Σ_g d_j²], d_j each term's slope in ln μ
+(:func:`nb_terms`), rv_g the share's relative variance the prior gives (``se_shared``; option
+``shared_margins``). Under ``eb``
 α̂ is uncertain too, which the per-cell variance (α taken as known) leaves out: the estimate is
 recomputed at the ends of α̂'s one-s.e. profile-likelihood interval (the zero-truncated likelihood
 within ½ of its maximum: :func:`gpurisk.models.dispersion.alpha_profile`) and half their difference,
 ``se_alpha``, enters in quadrature. The misfit's widening holds each cell's share of B̂_h within
 ±1/e (:class:`gpurisk.models.risk_choice.Score`: a cell's term can be off by no more), where the
 first-order share of one cell can be far larger (``misfit_bias_first_order`` keeps that sum). On the
-14 populations of docs/validation.md that interval's s.e./sd is within 0.7-1.5 in 85 cells against
-the calibrated one's 25 and its bound holds in as many (99 against 98): it is matches_ll's default
+14 populations of docs/validation.md that interval's s.e./sd is within 0.7-1.5 in 111 cells against
+the calibrated one's 25 and its bound holds in 111 (calibrated: 98): it is matches_ll's default
 since issue 43's sixth stop (INTERVAL_DEFAULT); tau1_ll keeps the calibrated one, under which its
-bound holds in 113 cells against 96. ``upper`` = estimate + z_{1−α} s.e.; ``interval_lower`` and
-``interval_upper`` the two-sided 1 − α interval, clipped to [0, n1].
+bound holds in 113 cells against 96. ``upper`` = estimate + z_{1−α} s.e. (+ |B̂_h| where the
+misfit points low); ``interval_lower`` and ``interval_upper`` the two-sided 1 − α interval
+(moved the same way), clipped to [0, n1].
 Skinner, C. and Shlomo, N. (2008) Assessing identification risk in survey microdata using log-linear
 models. J. Amer. Statist. Assoc. 103, 989-1001.
 """
@@ -116,10 +124,11 @@ DISPERSIONS = ("auto", "moment", "truncated", "none")
 #: how the s.e. is formed (option ``interval``)
 INTERVALS = ("calibrated", "model")
 #: each measure's default interval (issue 43's sixth stop; docs/validation.md, 14 populations, 126
-#: cells, 100 samples a cell). Ê's is the model's own (no fitted factor; the misfit's widening
-#: bounded cell by cell): its 99 % bound held E in ≥ 98 % of the samples in 99 cells (calibrated:
-#: 98), 96.92 % of all samples (96.98 %), with s.e./sd within 0.7-1.5 in 85 cells (25). τ̂1's stays
-#: calibrated: the model's bound held τ1 in 96 cells against 113 (τ̂1's bias is what it misses)
+#: cells, 100 samples a cell). Ê's is the model's own (no fitted factor; the margins' covariance;
+#: the misfit's bias, bounded cell by cell, moving the bound it points to): its 99 % bound held E in
+#: ≥ 98 % of the samples in 111 cells (calibrated: 98), with s.e./sd within 0.7-1.5 in 111 (25).
+#: τ̂1's stays calibrated: the model's bound held τ1 in 102 cells against 113 (τ̂1's bias, low in
+#: 17 of the 24 it misses, is what it misses)
 INTERVAL_DEFAULT = {"inverse": "model", "tau1": "calibrated"}
 #: how model=eb shrinks a kept pair (option ``eb_smoothing``)
 SMOOTHINGS = ("rooted", "joint")
@@ -221,7 +230,7 @@ def inverse_terms(m):
     return e1, np.maximum(e2 - e1 * e1, 0.0)
 
 
-def nb_terms(m, alpha, pi, kind, exact: bool = False, variance: bool = True):
+def nb_terms(m, alpha, pi, kind, exact: bool = False, variance: bool = True, slope: bool = False):
     """(term, its variance) per sample unique under the Poisson-gamma model (option dispersion).
 
     λ_j = λ̂_j γ_j, γ_j ~ Gamma(mean 1, variance α) (α a number, or one per cell as
@@ -234,11 +243,20 @@ def nb_terms(m, alpha, pi, kind, exact: bool = False, variance: bool = True):
     (both → the Poisson terms as α → 0). The variance of 1/F is the Poisson one at the posterior
     mean of (1 − π)Λ (an approximation; the study measures the s.e.'s coverage); with ``exact`` it is
     the Poisson-gamma one, E[1/F² | f = 1] − E[1/F | f = 1]² (:func:`inverse_square`). Without
-    ``variance`` the variance of 1/F is not computed (None)."""
+    ``variance`` the variance of 1/F is not computed (None). With ``slope``, a third array: each
+    term's derivative in ln λ̂ (α held), from d ln c/d ln λ̂ = 1/(1 + π α λ̂):
+
+        E's term:  [(1 + c)^{−a} − t] / (1 + π α λ̂),     τ1's:  −a c (1 + c)^{−a−1} / (1 + π α λ̂)
+
+    (e^{−m} − t and −m e^{−m} in the Poisson limit, m = (1 − π) λ̂)."""
     lam_m = np.asarray(m, dtype=np.float64)           # (1 − π) λ̂
     alpha = np.asarray(alpha, dtype=np.float64)
     if alpha.ndim == 0 and float(alpha) <= 1e-12:
-        return (tau1_terms if kind == "tau1" else inverse_terms)(lam_m)
+        out = (tau1_terms if kind == "tau1" else inverse_terms)(lam_m)
+        if not slope:
+            return out
+        em = np.exp(-lam_m)
+        return (*out, -lam_m * em if kind == "tau1" else em - out[0])
     alpha = np.maximum(alpha, 1e-300)
     q = 1.0 - pi
     lam = lam_m / q if q > 0 else np.zeros_like(lam_m)
@@ -247,16 +265,24 @@ def nb_terms(m, alpha, pi, kind, exact: bool = False, variance: bool = True):
         c = q / b
     if kind == "tau1":
         t = np.exp(-(1.0 / alpha + 1.0) * np.log1p(c))
-        return t, t * (1.0 - t)
+        if not slope:
+            return t, t * (1.0 - t)
+        return t, t * (1.0 - t), -(1.0 / alpha + 1.0) * c / (1.0 + c) * t / (1.0 + pi * alpha * lam)
     zero = c <= 0.0                                   # π = 1 or λ̂ = 0: F = 1
     cs = np.where(zero, 1.0, c)
     t = np.where(zero, 1.0, alpha * -np.expm1(-np.log1p(cs) / alpha) / cs)
+    d = None
+    if slope:
+        d = np.where(zero, 0.0, (np.exp(-(1.0 / alpha + 1.0) * np.log1p(cs)) - t)
+                     / (1.0 + pi * alpha * lam))
     if not variance:
-        return t, None
+        return (t, None, d) if slope else (t, None)
     if exact:
-        return t, np.maximum(inverse_square(cs, 1.0 / alpha + 1.0, zero) - t * t, 0.0)
-    post = q * (1.0 / alpha + 1.0) / b                # E[(1 − π)Λ | f = 1]
-    return t, inverse_terms(post)[1]
+        v = np.maximum(inverse_square(cs, 1.0 / alpha + 1.0, zero) - t * t, 0.0)
+    else:
+        post = q * (1.0 / alpha + 1.0) / b                # E[(1 − π)Λ | f = 1]
+        v = inverse_terms(post)[1]
+    return (t, v, d) if slope else (t, v)
 
 
 #: Gauss-Legendre nodes of :func:`inverse_square`'s integral, and how many e-folds of its
@@ -398,13 +424,49 @@ TERMS_THREADS = 4
 THREADED_CHUNKS = 16
 
 
-def unique_terms(mu, alpha, pi: float, kind: str, exact: bool = False, variance: bool = True):
+def unique_terms(mu, alpha, pi: float, kind: str, exact: bool = False, variance: bool = True,
+                 slope: bool = False):
     """:func:`nb_terms` at (1 − π) μ/π (μ per sample unique, on the sample scale), on slices of
-    CHUNK uniques (:func:`by_chunks`; the same numbers); without ``variance``, (terms, None)."""
+    CHUNK uniques (:func:`by_chunks`; the same numbers); without ``variance``, (terms, None); with
+    ``slope``, each term's derivative in ln μ third."""
+    if slope:
+        return by_chunks(lambda m, a: nb_terms((1.0 - pi) * m / pi, a, pi, kind, exact,
+                                               slope=True), 3, mu, alpha)
     if not variance:
         return by_chunks(lambda m, a: nb_terms((1.0 - pi) * m / pi, a, pi, kind, exact,
                                                variance=False)[:1], 1, mu, alpha)[0], None
     return by_chunks(lambda m, a: nb_terms((1.0 - pi) * m / pi, a, pi, kind, exact), 2, mu, alpha)
+
+
+def shared_variance(n: float, counts, slope, a0: float = LOO_PSEUDO) -> float:
+    """The covariance the sample uniques' terms share through the fitted margins: uniques in one
+    category of a margin share its unknown share, whose relative variance the leave-one-out prior
+    gives each unique alone (:func:`loo_prior`: 1/s, or the arc's (S − s)/(s (S + 1))), so the
+    variance of their sum has, besides each term's own, the cross terms
+
+        Σ_margins Σ_categories rv_g [(Σ_{j in g} d_j)² − Σ_{j in g} d_j²],   d_j = ∂t_j/∂ln μ_j
+
+    (the delta method over the margins' shares, one margin at a time). ``slope``: d_j per unique;
+    ``counts``: :func:`loo_prior`'s. Margins whose uncertainty the prior leaves out add nothing."""
+    from gpurisk.models.eb_forest import Arc
+    n1 = float(n - 1)
+    d = np.asarray(slope, dtype=np.float64)
+    total = 0.0
+    for m in counts:
+        if isinstance(m, Arc):
+            ids = np.asarray(m.pair.at(m.pair.rows), dtype=np.int64)
+            cpc, cp, cc = (np.asarray(c, dtype=np.float64) for c in (m.pair, m.parent, m.child))
+            sh = cpc - 1.0 + m.beta * (cc - 1.0 + a0) / n1
+            big = cp - 1.0 + m.beta
+            rv = (big - sh) / (sh * (big + 1.0))
+        elif isinstance(m, tuple) and len(m) == 3 and m[2] and hasattr(m[0], "at"):
+            ids = np.asarray(m[0].at(m[0].rows), dtype=np.int64)
+            rv = 1.0 / (np.asarray(m[0], dtype=np.float64) - 1.0 + a0)
+        else:
+            continue
+        group = np.bincount(ids, weights=d)
+        total += float(np.sum(rv * d * (group[ids] - d)))
+    return max(total, 0.0)
 
 
 def dispersion_moment(table, mu_all, sum_mu2) -> float:
@@ -756,17 +818,24 @@ class LoglinearPoisson(Measure):
                                 "Poisson-gamma model's own variance plus the spread of the model "
                                 "choice (over bootstrap samples with model=risk or cv_risk; over "
                                 "the forests one held-out test away with auto_cv), with eb the "
-                                "estimate's spread over α̂'s profile-likelihood interval, plus the "
-                                "squared estimated bias where the risk criterion still signals "
-                                "misfit (Skinner & Shlomo's score, |T| > 1.96; misfit_widen)"),
+                                "estimate's spread over α̂'s profile-likelihood interval and the "
+                                "covariance the uniques share through the margins "
+                                "(shared_margins); where the risk criterion still signals misfit "
+                                "(Skinner & Shlomo's score, |T| > 1.96; misfit_widen) the bound "
+                                "on the side its bias points to moves by it"),
         "alpha_spread": Option(bool, True,
                                help="model=eb, interval=model: add the estimate's spread over α̂'s "
                                     "profile-likelihood interval (α̂'s own uncertainty)"),
         "misfit_widen": Option(bool, True,
                                help="interval=model (auto_cv, eb, risk, cv_risk): where the risk "
-                                    "criterion flags misfit (|T| > 1.96), widen the interval by its "
-                                    "estimate of the bias, each cell's share at most 1/e (the most "
-                                    "a cell's term can be off)"),
+                                    "criterion flags misfit (|T| > 1.96), move the bound on the side "
+                                    "its estimate of the bias points to by that bias (estimate low: "
+                                    "the upper bound rises), each cell's share at most 1/e (the most "
+                                    "a cell's term can be off); the s.e. stays the model's"),
+        "shared_margins": Option(bool, True,
+                                 help="interval=model, prior=loo: add the covariance the sample "
+                                      "uniques' terms share through the margins' shares (the "
+                                      "delta method)"),
         "choice_boot": Option(int, 10, min=0,
                               help="model=risk, interval=model: bootstrap samples over which the "
                                    "model choice is repeated"),
@@ -859,11 +928,12 @@ class LoglinearPoisson(Measure):
             prior = "plugin"          # the two-way fit (or a sample of one record): no such form
         extra["prior"] = prior
 
-        def terms(mu, alpha, counts, i=0, value_only=False, rescale=None):
+        def terms(mu, alpha, counts, i=0, value_only=False, rescale=None, slope=False):
             """Per sample unique, the term and its variance under fitted model i (0: the kept);
             ``value_only``: the variance is not used (not computed). ``rescale``: the kept
             model at another α than its fitted one (α̂'s profile ends): the leave-one-out prior's
-            relative variance (1 + α) Π(1 + 1/s) − 1 rescaled from the fitted α̂'s, not rebuilt."""
+            relative variance (1 + α) Π(1 + 1/s) − 1 rescaled from the fitted α̂'s, not rebuilt.
+            ``slope``: each term's derivative in ln μ third (:func:`nb_terms`)."""
             alpha = alpha if dispersion != "none" else 0.0
             how = exact and not value_only
             if prior == "loo" and rescale is not None and i == 0:
@@ -874,13 +944,22 @@ class LoglinearPoisson(Measure):
             if prior == "loo":          # the same for tau1_ll and matches_ll: computed once
                 mu_prior, alpha_cell = table.cached(f"_ll_loo_{model_key}_{i}_{alpha!r}",
                                                     lambda: loo_prior(n, counts, alpha))
-                return unique_terms(mu_prior, alpha_cell, pi, self.kind, how, not value_only)
-            return unique_terms(mu, alpha, pi, self.kind, how, not value_only)
+                return unique_terms(mu_prior, alpha_cell, pi, self.kind, how, not value_only,
+                                    slope)
+            return unique_terms(mu, alpha, pi, self.kind, how, not value_only, slope)
         exact = interval == "model"
-        t, v = terms(mu, alpha, counts)
+        # interval=model with the leave-one-out prior: the terms' covariance through the margins
+        # they share (shared_variance, the delta method), from each term's slope in ln μ
+        shared = exact and prior == "loo" and bool(self.opt(ctx, "shared_margins"))
+        t, v, *slope = terms(mu, alpha, counts, slope=shared)
         extra["alpha"] = alpha if dispersion != "none" else 0.0
         value = float(t.sum())
-        se_p = math.sqrt(float(v.sum()))
+        var_p = float(v.sum())
+        if shared:
+            part = shared_variance(n, counts, slope[0])
+            extra["se_shared"] = math.sqrt(part)
+            var_p += part
+        se_p = math.sqrt(var_p)
         # the model choice's spread: the estimate under each forest one test away, weighted by the
         # chance that test goes the other way (gpurisk.models.forest.doubtful)
         spread = (math.sqrt(sum(w * (float(terms(*alt, i + 1, value_only=True)[0].sum())
@@ -899,24 +978,30 @@ class LoglinearPoisson(Measure):
             t_misfit = extra.get("misfit_T")
             if t_misfit is not None and abs(t_misfit) > risk_z() and \
                     bool(self.opt(ctx, "misfit_widen")):
-                # the criterion still signals misfit: its estimate of the bias widens the interval
+                # the criterion still signals misfit: its estimate of the bias moves the bound on
+                # the side it points to
                 bias = misfit.bounded
                 extra["misfit_bias"] = bias
                 extra["misfit_bias_first_order"] = misfit.bias
+                side = ("the upper bound raised" if bias < 0 else "the lower bound lowered")
                 extra["note"] = (f"the model still misfits where sample uniques are made (risk "
-                                 f"score T = {t_misfit:.2f}): the interval is widened by the "
-                                 f"criterion's estimate of the bias, {bias:.3g} (each cell's share "
-                                 f"at most 1/e)")
+                                 f"score T = {t_misfit:.2f}): the criterion puts the estimate "
+                                 f"{'low' if bias < 0 else 'high'} by {abs(bias):.3g} (each "
+                                 f"cell's share at most 1/e), so {side} by that much")
         extra["se_choice"] = spread
         extra["interval"] = interval
+        # the misfit's bias moves the bound on the side it points to (B̂ < 0: the estimate is low,
+        # so the upper bound rises by |B̂|), not the s.e.: the s.e. stays the model's
+        bias = extra.get("misfit_bias", 0.0)
+        lo_shift, hi_shift = max(bias, 0.0), max(-bias, 0.0)
         se = math.sqrt((k * se_p) ** 2 + (c * value) ** 2 + spread ** 2
-                       + extra.get("se_alpha", 0.0) ** 2 + extra.get("misfit_bias", 0.0) ** 2)
+                       + extra.get("se_alpha", 0.0) ** 2)
         z = z_upper(ctx.alpha)
         z2 = z_upper(ctx.alpha / 2.0)
         extra |= {"se_poisson": se_p, "se_factor": k, "model_error": c,
-                  "lower": max(value - z * se, 0.0),
-                  "interval_lower": max(value - z2 * se, 0.0),
-                  "interval_upper": min(value + z2 * se, float(n1)),
+                  "lower": max(value - z * se - lo_shift, 0.0),
+                  "interval_lower": max(value - z2 * se - lo_shift, 0.0),
+                  "interval_upper": min(value + z2 * se + hi_shift, float(n1)),
                   "mean_lambda": float(mu.mean() / pi)}
         if fit is not None:
             extra |= {"iterations": fit.iterations, "discrepancy": fit.discrepancy,
@@ -924,7 +1009,8 @@ class LoglinearPoisson(Measure):
         if fit is not None and not fit.converged:
             extra["note"] = (f"IPF stopped after {fit.iterations} cycles with a margin "
                              f"discrepancy of {fit.discrepancy:.3g} records (tol {fit.tol:g})")
-        return Result(value=value, se=se, upper=min(value + z * se, float(n1)), extra=extra)
+        return Result(value=value, se=se, upper=min(value + z * se + hi_shift, float(n1)),
+                      extra=extra)
 
 
 def _pairs_text(table, pair) -> str | None:

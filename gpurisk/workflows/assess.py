@@ -143,11 +143,14 @@ def interval_text(extra: Mapping[str, Any]) -> str | None:
             parts.append("α̂'s uncertainty")
         if extra.get("se_choice"):
             parts.append("the model choice's spread")
+        if extra.get("se_shared"):
+            parts.append("the covariance the uniques share through the margins")
         text = ", ".join(parts) + ", no fitted factor"
         if extra.get("misfit_bias") is not None:
-            text += (f"; widened by the risk score's bias estimate {extra['misfit_bias']:.3g} "
-                     f"(the model still misfits where sample uniques are made, T = "
-                     f"{extra.get('misfit_T', float('nan')):.2f})")
+            bias = float(extra["misfit_bias"])
+            text += (f"; its {'upper' if bias < 0 else 'lower'} end moved by the risk score's "
+                     f"bias estimate {bias:.3g} (the model still misfits where sample uniques "
+                     f"are made, T = {extra.get('misfit_T', float('nan')):.2f})")
         return text
     if how == "calibrated":
         return (f"the model's Poisson s.e. × {extra.get('se_factor', 0):g} with a "
