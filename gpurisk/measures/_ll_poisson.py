@@ -270,11 +270,12 @@ def nb_terms(m, alpha, pi, kind, exact: bool = False, variance: bool = True, slo
         return t, t * (1.0 - t), -(1.0 / alpha + 1.0) * c / (1.0 + c) * t / (1.0 + pi * alpha * lam)
     zero = c <= 0.0                                   # π = 1 or λ̂ = 0: F = 1
     cs = np.where(zero, 1.0, c)
-    t = np.where(zero, 1.0, alpha * -np.expm1(-np.log1p(cs) / alpha) / cs)
+    log_c = np.log1p(cs)
+    em = np.expm1(-log_c / alpha)                     # (1 + c)^{−1/α} − 1
+    t = np.where(zero, 1.0, alpha * -em / cs)
     d = None
-    if slope:
-        d = np.where(zero, 0.0, (np.exp(-(1.0 / alpha + 1.0) * np.log1p(cs)) - t)
-                     / (1.0 + pi * alpha * lam))
+    if slope:        # (1 + c)^{−a} = (1 + c)^{−1/α} / (1 + c)
+        d = np.where(zero, 0.0, ((1.0 + em) / (1.0 + cs) - t) / (1.0 + pi * alpha * lam))
     if not variance:
         return (t, None, d) if slope else (t, None)
     if exact:
@@ -447,26 +448,60 @@ def shared_variance(n: float, counts, slope, a0: float = LOO_PSEUDO) -> float:
         Σ_margins Σ_categories rv_g [(Σ_{j in g} d_j)² − Σ_{j in g} d_j²],   d_j = ∂t_j/∂ln μ_j
 
     (the delta method over the margins' shares, one margin at a time). ``slope``: d_j per unique;
-    ``counts``: :func:`loo_prior`'s. Margins whose uncertainty the prior leaves out add nothing."""
+    ``counts``: :func:`loo_prior`'s. Margins whose uncertainty the prior leaves out add nothing.
+    Each margin's two sums per category are taken in one pass over the uniques (their categories
+    looked up a slice at a time; the margins side by side on the CPUs this process may use, as
+    :func:`by_chunks`); rv_g is computed per category, not per unique."""
     from gpurisk.models.eb_forest import Arc
     n1 = float(n - 1)
     d = np.asarray(slope, dtype=np.float64)
-    total = 0.0
+    dd = d * d
+    margins = []
     for m in counts:
         if isinstance(m, Arc):
-            ids = np.asarray(m.pair.at(m.pair.rows), dtype=np.int64)
-            cpc, cp, cc = (np.asarray(c, dtype=np.float64) for c in (m.pair, m.parent, m.child))
-            sh = cpc - 1.0 + m.beta * (cc - 1.0 + a0) / n1
-            big = cp - 1.0 + m.beta
-            rv = (big - sh) / (sh * (big + 1.0))
+            margins.append((m.pair, m))
         elif isinstance(m, tuple) and len(m) == 3 and m[2] and hasattr(m[0], "at"):
-            ids = np.asarray(m[0].at(m[0].rows), dtype=np.int64)
-            rv = 1.0 / (np.asarray(m[0], dtype=np.float64) - 1.0 + a0)
-        else:
-            continue
-        group = np.bincount(ids, weights=d)
-        total += float(np.sum(rv * d * (group[ids] - d)))
-    return max(total, 0.0)
+            margins.append((m[0], None))
+
+    def one(margin) -> float:
+        at, arc = margin
+        table = np.asarray(at.counts, dtype=np.float64)
+        size, groups = int(at.rows.shape[0]), int(table.shape[0])
+        first, second = np.zeros(groups), np.zeros(groups)
+        rep = np.full(groups, -1, dtype=np.int64) if arc is not None else None
+        # slices long enough that each slice's two bincounts of the categories cost little
+        step = max(SHARED_CHUNK, 4 * groups)
+        for start in range(0, size, step):
+            rows = at.rows[start:start + step]
+            ids = at.at(rows)
+            first += np.bincount(ids, weights=d[start:start + step], minlength=groups)
+            second += np.bincount(ids, weights=dd[start:start + step], minlength=groups)
+            if rep is not None:
+                rep[ids] = rows           # a cell of each category (all of one give the same)
+        if arc is None:
+            rv = 1.0 / np.maximum(table - 1.0 + a0, a0)
+            return float(np.sum(rv * (first * first - second)))
+        held = np.flatnonzero(rep >= 0)
+        cells = rep[held]
+        cp = np.asarray(arc.parent.counts, dtype=np.float64)[arc.parent.at(cells)]
+        cc = np.asarray(arc.child.counts, dtype=np.float64)[arc.child.at(cells)]
+        sh = table[held] - 1.0 + arc.beta * (cc - 1.0 + a0) / n1
+        big = cp - 1.0 + arc.beta
+        rv = (big - sh) / (sh * (big + 1.0))
+        return float(np.sum(rv * (first[held] ** 2 - second[held])))
+    from gpurisk.freq.schedule import usable_cpus
+    threads = min(TERMS_THREADS, usable_cpus(), len(margins))
+    if threads > 1 and d.shape[0] >= THREADED_CHUNKS * CHUNK:   # the margins side by side
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(threads, thread_name_prefix="gpurisk-shared") as pool:
+            parts = list(pool.map(one, margins))
+    else:
+        parts = [one(m) for m in margins]
+    return max(sum(parts), 0.0)
+
+
+#: :func:`shared_variance` looks the uniques' categories up this many at a time (at least)
+SHARED_CHUNK = 1 << 16
 
 
 def dispersion_moment(table, mu_all, sum_mu2) -> float:
