@@ -416,4 +416,4 @@ def test_one_cell_cannot_widen_the_interval_beyond_what_its_term_can_be_off():
     assert x["interval_lower"] == pytest.approx(max(got.value - z2 * got.se - max(bias, 0.0), 0.0))
     assert x["interval_upper"] == pytest.approx(min(got.value + z2 * got.se + max(-bias, 0.0),
                                                     x["n1"]))
-    assert ("upper bound raised" if bias < 0 else "lower bound lowered") in x["note"]
+    assert ("upper bound is raised" if bias < 0 else "lower end is lowered") in x["note"]

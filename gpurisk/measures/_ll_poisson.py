@@ -1018,7 +1018,7 @@ class LoglinearPoisson(Measure):
                 bias = misfit.bounded
                 extra["misfit_bias"] = bias
                 extra["misfit_bias_first_order"] = misfit.bias
-                side = ("the upper bound raised" if bias < 0 else "the lower bound lowered")
+                side = ("the upper bound is raised" if bias < 0 else "the lower end is lowered")
                 extra["note"] = (f"the model still misfits where sample uniques are made (risk "
                                  f"score T = {t_misfit:.2f}): the criterion puts the estimate "
                                  f"{'low' if bias < 0 else 'high'} by {abs(bias):.3g} (each "
