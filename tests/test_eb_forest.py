@@ -188,7 +188,9 @@ def test_eb_interval_from_the_model_adds_alpha_hats_spread():
     assert x["se_factor"] == 1.0 and x["model_error"] == 0.0
     lo, hi = x["alpha_interval"]
     assert lo <= x["alpha"] <= hi and x["se_alpha"] > 0
-    want = math.sqrt(x["se_poisson"] ** 2 + x["se_choice"] ** 2 + x["se_alpha"] ** 2)
+    assert x["se_shared"] > 0
+    want = math.sqrt(x["se_poisson"] ** 2 + x["se_choice"] ** 2 + x["se_alpha"] ** 2
+                     + x["se_shared"] ** 2)
     assert got.se == pytest.approx(want, rel=1e-12)
     calibrated = m.compute(table, Context(fraction=0.05, options={"loglinear_risk": {
         "interval": "calibrated"}})).extra
@@ -205,6 +207,11 @@ def test_eb_interval_from_the_model_adds_alpha_hats_spread():
         "interval": "model", "misfit_widen": False, "alpha_spread": False}}))
     assert "misfit_T" not in plain.extra and "se_alpha" not in plain.extra
     assert plain.value == got.value and plain.se == pytest.approx(
+        math.sqrt(x["se_poisson"] ** 2 + x["se_choice"] ** 2 + x["se_shared"] ** 2), rel=1e-12)
+    alone = m.compute(table, Context(fraction=0.05, options={"loglinear_risk": {
+        "interval": "model", "misfit_widen": False, "alpha_spread": False,
+        "shared_margins": False}}))
+    assert "se_shared" not in alone.extra and alone.se == pytest.approx(
         math.sqrt(x["se_poisson"] ** 2 + x["se_choice"] ** 2), rel=1e-12)
 
 

@@ -231,8 +231,8 @@ def test_cv_risk_starts_from_the_held_out_forest_and_the_interval_has_no_factor(
     # interval=model: the model's variance and the choice's spread, nothing fitted
     assert x["se_factor"] == 1.0 and x["model_error"] == 0.0
     # the misfit's bias moves a bound, not the s.e.
-    assert got["cv_risk"].se == pytest.approx(math.sqrt(x["se_poisson"] ** 2 + x["se_choice"] ** 2),
-                                              rel=1e-9)
+    assert got["cv_risk"].se == pytest.approx(math.sqrt(x["se_poisson"] ** 2 + x["se_choice"] ** 2
+                                                        + x.get("se_shared", 0.0) ** 2), rel=1e-9)
 
 
 def test_the_model_interval_is_honest_where_the_model_holds():
@@ -410,7 +410,7 @@ def test_one_cell_cannot_widen_the_interval_beyond_what_its_term_can_be_off():
     # the bias moves the bound on the side it points to; the s.e. stays the model's
     bias = x["misfit_bias"]
     assert got.se == pytest.approx(math.sqrt(x["se_poisson"] ** 2 + x.get("se_alpha", 0.0) ** 2
-                                             + x["se_choice"] ** 2), rel=1e-12)
+                                             + x["se_choice"] ** 2 + x["se_shared"] ** 2), rel=1e-12)
     z, z2 = 2.3263478740408408, 2.5758293035489004
     assert got.upper == pytest.approx(min(got.value + z * got.se + max(-bias, 0.0), x["n1"]))
     assert x["interval_lower"] == pytest.approx(max(got.value - z2 * got.se - max(bias, 0.0), 0.0))
