@@ -8,6 +8,8 @@ written from the formulas with pandas.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -139,7 +141,8 @@ def test_doubtful_forests_and_their_weights_by_hand():
 
 def test_the_choice_spread_adds_to_the_se_in_quadrature():
     """Where the choice is in doubt (Adult, four keys, 1 % samples: pairs near the test's threshold) the
-    s.e. is sqrt((k · Poisson s.e.)² + (c · Ê)² + spread²), the spread 0 when switched off."""
+    s.e. is sqrt((k · Poisson s.e.)² + shared² + (c · Ê)² + spread²) (shared: the margins'
+    covariance, under interval=model), the spread 0 when switched off."""
     from conftest import data_path
     df = pd.read_csv(data_path("uci_adult/adult_full_48842.csv"))
     keys = ["age", "sex", "race", "marital-status"]
@@ -154,7 +157,9 @@ def test_the_choice_spread_adds_to_the_se_in_quadrature():
                              ).measures["matches_ll"]
         k, c = on.extra["se_factor"], on.extra["model_error"]
         assert off.extra["se_choice"] == 0.0 and off.value == on.value
-        assert off.se == pytest.approx(np.hypot(k * off.extra["se_poisson"], c * off.value), rel=1e-12)
+        assert off.se == pytest.approx(math.sqrt((k * off.extra["se_poisson"]) ** 2
+                                                 + off.extra.get("se_shared", 0.0) ** 2
+                                                 + (c * off.value) ** 2), rel=1e-12)
         assert on.se ** 2 == pytest.approx(off.se ** 2 + on.extra["se_choice"] ** 2, rel=1e-12)
         seen += on.extra["se_choice"] > 0
     assert seen >= 1
