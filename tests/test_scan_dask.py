@@ -374,7 +374,8 @@ def test_default_measures_scan_keeps_the_cells_on_the_workers(client, small_buck
     # issue 27: the log-linear measures (the ranking Ê and τ̂1 beside it) read cells, so on the
     # workers they are left out (with the reason: the test below); every other column equals pandas
     ll = [c for c in want.columns if c.startswith(("matches_ll", "tau1_ll"))]
-    assert len(ll) == 8 and not any(c in got.columns for c in ll)
+    assert len(ll) == 12 and not any(c in got.columns for c in ll)    # value, se, upper, reason,
+    # and the two-sided interval's ends, each
     pd.testing.assert_frame_equal(got, want.drop(columns=ll))
 
 

@@ -136,8 +136,9 @@ def _what(h: dict) -> str:
     return sym or h["measure"]
 
 
-#: measures whose two-sided interval is value ± z_{α/2} s.e. within [0, n1] (their ``interval_*``
-#: extras, which a scan's rows do not keep: a page rebuilds it from the row's value and s.e.)
+#: measures with a two-sided interval (their ``interval_*`` extras, which a scan's rows keep as
+#: ``{measure}_interval_lower``/``_upper``); a page rebuilds it as value ± z_{α/2} s.e. within
+#: [0, n1] only from the rows of a scan written before they did
 NORMAL_INTERVAL = ("matches_ll", "tau1_ll")
 
 

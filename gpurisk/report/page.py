@@ -114,8 +114,12 @@ def page_headline(df: pd.DataFrame, col: str, settings: dict) -> dict | None:
 
     def entry(m):
         v, se = num(row.get(m)), num(row.get(f"{m}_se"))
-        interval = (two_sided(v, se, alpha, num(row.get("n1"))) if m in NORMAL_INTERVAL
-                    and v is not None and se is not None else None)   # as the measure's extras
+        lo, hi = num(row.get(f"{m}_interval_lower")), num(row.get(f"{m}_interval_upper"))
+        if lo is not None and hi is not None:          # the measure's own two-sided interval
+            interval = [lo, hi]
+        else:                                          # a scan written before rows kept it
+            interval = (two_sided(v, se, alpha, num(row.get("n1"))) if m in NORMAL_INTERVAL
+                        and v is not None and se is not None else None)
         why = row.get(f"{m}_reason")
         return {"measure": m, "value": v, "se": se, "interval": interval,
                 "upper": num(row.get(f"{m}_upper")),

@@ -284,12 +284,17 @@ def combination_row(i: int, combo: Combination, table, ctx: Context, names: Sequ
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = run_measures(table, ctx, names, timeout=timeout)
+    from gpurisk.core.levels import NORMAL_INTERVAL
     for m in names:
         r = res[m]
         row[m] = _num(r.value)
         row[f"{m}_se"] = _num(r.se)
         row[f"{m}_upper"] = _num(r.upper)
         row[f"{m}_reason"] = r.reason
+        if m in NORMAL_INTERVAL:      # its two-sided interval, which value ± z s.e. need not be
+            extra = r.extra or {}
+            row[f"{m}_interval_lower"] = _num(extra.get("interval_lower"))
+            row[f"{m}_interval_upper"] = _num(extra.get("interval_upper"))
     msgs = list(dict.fromkeys(str(w.message) for w in caught))
     row["warnings"] = "; ".join(msgs) if msgs else None
     return row

@@ -42,9 +42,13 @@ def row_schema(measures: list[str]) -> pa.Schema:
         ("n1", pa.int64()), ("n2", pa.int64()), ("n3", pa.int64()), ("N1", pa.int64()),
         ("seed", pa.int64()),
     ]
+    from gpurisk.core.levels import NORMAL_INTERVAL
     for m in measures:
         fields += [(m, pa.float64()), (f"{m}_se", pa.float64()), (f"{m}_upper", pa.float64()),
                    (f"{m}_reason", pa.string())]
+        if m in NORMAL_INTERVAL:
+            fields += [(f"{m}_interval_lower", pa.float64()),
+                       (f"{m}_interval_upper", pa.float64())]
     fields.append(("warnings", pa.string()))
     return pa.schema(fields)
 

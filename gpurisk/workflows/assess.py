@@ -146,6 +146,9 @@ def interval_text(extra: Mapping[str, Any]) -> str | None:
         if extra.get("se_shared"):
             parts.append("the covariance the uniques share through the margins")
         text = ", ".join(parts) + ", no fitted factor"
+        if extra.get("skewness"):
+            text += (f"; the upper ends for the sum's skewness {extra['skewness']:.2g} "
+                     "(Cornish-Fisher)")
         if extra.get("misfit_bias") is not None:
             bias = float(extra["misfit_bias"])
             text += (f"; its {'upper' if bias < 0 else 'lower'} end moved by the risk score's "

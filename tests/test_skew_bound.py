@@ -1,0 +1,78 @@
+"""The skewed upper bound of matches_ll (issue 43): E[1/F³] against the negative binomial's own series,
+the third cumulants against a simulation of the model, and the bound's Cornish-Fisher form on a
+sample of the real FARS file."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import nbinom
+
+from conftest import data_path
+from gpurisk.freq.engine import build_table
+from gpurisk.measure import Context
+from gpurisk.measures._ll_poisson import inverse_cube, inverse_square, third_cumulants
+from gpurisk.measures.matches_ll import MatchesLL
+
+
+def test_inverse_cube_is_the_negative_binomials_series():
+    rng = np.random.default_rng(0)
+    c = np.exp(rng.uniform(math.log(1e-3), math.log(50.0), 300))
+    a = 1.0 + np.exp(rng.uniform(math.log(0.05), math.log(50.0), 300))
+    k = np.arange(20_000)
+    want3 = np.array([np.sum(nbinom.pmf(k, ai, 1 / (1 + ci)) / (1.0 + k) ** 3) for ci, ai in zip(c, a)])
+    want2 = np.array([np.sum(nbinom.pmf(k, ai, 1 / (1 + ci)) / (1.0 + k) ** 2) for ci, ai in zip(c, a)])
+    np.testing.assert_allclose(inverse_cube(c, a), want3, rtol=3e-5)
+    np.testing.assert_allclose(inverse_square(c, a), want2, rtol=1e-10)
+    # F = 1 for sure, and almost surely
+    assert inverse_cube(np.array([0.5]), 3.0, zero=np.array([True]))[0] == 1.0
+    assert inverse_cube(np.array([1e-10]), 3.0)[0] == pytest.approx(1 - 7 / 8 * 3e-10, rel=1e-15)
+
+
+@pytest.mark.parametrize("kind", ["inverse", "tau1"])
+def test_third_cumulants_match_a_simulation_of_the_model(kind):
+    """Λ from its gamma posterior given f = 1, F − 1 ~ Poisson((1 − π)Λ): each unique's third central
+    moment of 1/F (or I(F = 1)) over replicates, summed, against the sum of the terms' third
+    cumulants (the sum's own third moment is the same number, but far noisier to simulate)."""
+    rng = np.random.default_rng(5)
+    pi = 0.05
+    mu = np.exp(rng.uniform(math.log(0.002), math.log(0.2), 20))     # sample-scale means
+    alpha = rng.uniform(0.05, 1.5, 20)
+    lam = mu / pi
+    shape, rate = 1 / alpha + 1, 1 / (alpha * lam) + pi
+    reps = 300_000
+    big = rng.gamma(shape[None, :], 1 / rate[None, :], (reps, mu.shape[0]))
+    F = 1 + rng.poisson((1 - pi) * big)
+    x = (F == 1).astype(float) if kind == "tau1" else 1.0 / F
+    want = float(np.sum(np.mean((x - x.mean(axis=0)) ** 3, axis=0)))
+    got = third_cumulants(mu, alpha, pi, kind)
+    assert float(got.sum()) == pytest.approx(want, rel=0.05)
+    # and each against the negative binomial's own series
+    k = np.arange(5_000)
+    c, a = (1 - pi) / rate, shape
+    for j in range(mu.shape[0]):
+        p = nbinom.pmf(k, a[j], 1 / (1 + c[j]))
+        v = (k == 0).astype(float) if kind == "tau1" else 1.0 / (1.0 + k)
+        m = float(np.sum(p * v))
+        assert got[j] == pytest.approx(float(np.sum(p * (v - m) ** 3)), rel=2e-3, abs=1e-12)
+
+
+def test_the_upper_ends_are_cornish_fisher_and_never_below_the_normal_ones():
+    df = pd.read_csv(data_path("arx_genetic/fars_int.csv"), sep=";")
+    sample = df.sample(frac=0.01, random_state=3)
+    t = build_table(sample, ["iage", "isex", "irace"])
+    on = MatchesLL().compute(t, Context(fraction=0.01))
+    off = MatchesLL().compute(t, Context(fraction=0.01, options={"matches_ll": {"skew_bound": False}}))
+    x = on.extra
+    assert on.value == off.value and on.se == off.se and "skewness" not in off.extra
+    g = x["skewness"]
+    assert g > 0                                        # a few uniques with small λ: right-skewed
+    shift = max(-x.get("misfit_bias", 0.0), 0.0)
+    for z, got, normal in [(2.3263478740408408, on.upper, off.upper),
+                           (2.5758293035489004, x["interval_upper"], off.extra["interval_upper"])]:
+        want = min(on.value + on.se * (z + (z * z - 1) * g / 6) + shift, x["n1"])
+        assert got == pytest.approx(want, rel=1e-12)
+        assert got > normal
+    assert x["interval_lower"] == off.extra["interval_lower"]
