@@ -346,7 +346,7 @@ def inverse_cube(c, a, zero=None, chunk: int = 1 << 11):
     f its integrand (−ln t = ln c − w − ln expm1(L − w), which is 0 at w = 0). The bracket has a
     logarithmic singularity at w = L, so the nodes are taken in y with w = W(1 − y²) (dw = 2Wy dy),
     W = min(L, EFOLDS/(a − 1)): LEGENDRE_NODES nodes are within 3·10⁻⁵ of the negative binomial's
-    own series (c in [10⁻³, 50], a − 1 in [0.05, 50]; tests/test_shared_variance.py)."""
+    own series (c in [10⁻³, 50], a − 1 in [0.05, 50]; tests/test_skew_bound.py)."""
     xg, wg = _legendre()
     c = np.asarray(c, dtype=np.float64)
     a = np.broadcast_to(np.asarray(a, dtype=np.float64), c.shape)
