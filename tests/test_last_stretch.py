@@ -519,8 +519,11 @@ def test_ctrl_c_is_one_line_without_clicks_empty_line(tmp_path):
     rng = np.random.default_rng(5)
     pd.DataFrame({f"k{i}": rng.integers(0, 6 + 4 * i, 60_000) for i in range(4)}).to_csv(
         tmp_path / "pop.csv", index=False)
+    # 300 replicates (a chunk of 5 about every 0.25 s, 30 s in all): the run cannot finish between
+    # its first chunk and the signal, however loaded the machine (with 30, the whole run took 5 s
+    # and under load it once ended before the signal came: exit 0)
     proc = subprocess.Popen([sys.executable, "-m", "gpurisk", "validate", str(tmp_path / "pop.csv"),
-                             "--keys", "k0,k1,k2,k3", "--fractions", "0.05,0.1", "--replicates", "30",
+                             "--keys", "k0,k1,k2,k3", "--fractions", "0.05,0.1", "--replicates", "300",
                              "--resume", str(tmp_path / "v")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
     assert _wait_for(lambda: any((tmp_path / "v").glob("part-*"))), proc.communicate()
