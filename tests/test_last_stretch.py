@@ -513,6 +513,14 @@ def test_sighup_to_scan_is_one_line_and_releases_its_lock(tmp_path):
     assert not [f for f in out.iterdir() if f.name.startswith(".")]
 
 
+def _sigint_default():
+    """In the child, before exec: SIGINT at its default and unblocked, as at a terminal. A child
+    inherits an ignored or blocked SIGINT (a test worker's may be, depending on what ran in it
+    before), and Python then installs no KeyboardInterrupt handler: the run ignored Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def test_ctrl_c_is_one_line_without_clicks_empty_line(tmp_path):
     """Ctrl-C (SIGINT) printed an empty line, then "gpurisk: aborted": one line with how to go on,
     exit 130, the lock released."""
@@ -525,7 +533,8 @@ def test_ctrl_c_is_one_line_without_clicks_empty_line(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "gpurisk", "validate", str(tmp_path / "pop.csv"),
                              "--keys", "k0,k1,k2,k3", "--fractions", "0.05,0.1", "--replicates", "300",
                              "--resume", str(tmp_path / "v")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                            preexec_fn=_sigint_default)
     assert _wait_for(lambda: any((tmp_path / "v").glob("part-*"))), proc.communicate()
     os.kill(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=120)
