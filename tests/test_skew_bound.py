@@ -31,6 +31,20 @@ def test_inverse_cube_is_the_negative_binomials_series():
     assert inverse_cube(np.array([1e-10]), 3.0)[0] == pytest.approx(1 - 7 / 8 * 3e-10, rel=1e-15)
 
 
+@pytest.mark.parametrize("a", [1e9, 1e12, 1e15])
+def test_tiny_c_at_a_large_shape_is_the_poisson_limit(a):
+    """c below 1e-8 with a large a (a gamma of tiny variance: a sample of 10⁸ records or more) is
+    F − 1 ≈ Poisson(a c), not "F = 1 almost surely": E[1/F²] and E[1/F³] are Poisson's, summed
+    term by term here (these were 0.0025 and −0.16 at m = 1.33 before)."""
+    from scipy.stats import poisson
+    k = np.arange(2_000)
+    for m in (1e-4, 0.5, 1.33, 10.0):
+        p = poisson.pmf(k, m)
+        c = np.array([m / a])
+        assert inverse_square(c, a)[0] == pytest.approx(np.sum(p / (1.0 + k) ** 2), rel=1e-6)
+        assert inverse_cube(c, a)[0] == pytest.approx(np.sum(p / (1.0 + k) ** 3), rel=3e-5)
+
+
 @pytest.mark.parametrize("kind", ["inverse", "tau1"])
 def test_third_cumulants_match_a_simulation_of_the_model(kind):
     """Λ from its gamma posterior given f = 1, F − 1 ~ Poisson((1 − π)Λ): each unique's third central

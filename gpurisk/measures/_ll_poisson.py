@@ -334,7 +334,9 @@ def inverse_square(c, a, zero=None, chunk: int = 1 << 11):
             w = W * xg
             f = (np.exp(-aa * w) * -np.expm1(-aa * (L - w))) / (aa * cc * np.expm1(L - w))
             out[i:i + chunk] = (f @ wg) * W[:, 0]
-    small = c < 1e-8                                   # F = 1 almost surely
+    # F = 1 almost surely where X's mean a·c is tiny (not where c alone is: a gamma of tiny variance
+    # at a large a has c tiny and X about Poisson(a c), which the integral still gives)
+    small = c * a < 1e-8
     out = np.where(small, 1.0 - 0.75 * c * a, out)     # P(X = 1) ≈ a c adds 1/4 − 1
     if zero is not None:
         out = np.where(zero, 1.0, out)
@@ -360,7 +362,7 @@ def inverse_cube(c, a, zero=None, chunk: int = 1 << 11):
             e = np.expm1(L - w)
             f = (np.exp(-aa * w) * -np.expm1(-aa * (L - w))) / (aa * cc * e)
             out[i:i + chunk] = (f * (np.log(cc) - w - np.log(e)) * (2.0 * xg)) @ wg * W[:, 0]
-    small = c < 1e-8                                   # F = 1 almost surely
+    small = c * a < 1e-8                               # F = 1 almost surely (as inverse_square)
     out = np.where(small, 1.0 - (7.0 / 8.0) * c * a, out)     # P(X = 1) ≈ a c adds 1/8 − 1
     if zero is not None:
         out = np.where(zero, 1.0, out)
