@@ -342,3 +342,32 @@ def test_the_likelihoods_groups_are_the_cells_grouped_by_count_and_bin():
         np.testing.assert_array_equal(w, order.to_numpy(float))
         np.testing.assert_allclose(log_mu, order.index.get_level_values(1).to_numpy() * LOG_BIN,
                                    rtol=0, atol=1e-12)
+
+
+def test_a_pairs_searches_are_remembered_across_tables_that_share_it(monkeypatch):
+    """A scan's combinations (a, b) and (a, b, c) hold the same (a, b) counts: the pair's evidence,
+    α_ab and β searches run once and give what a fresh search gives; a pair with other counts
+    (another sample) is searched for itself."""
+    from scipy import optimize
+    rec, cards = _records(seed=21, n=500)
+    whole = Margins(*_cells(rec), cards)
+    pair = Margins(*_cells(rec[:, :2]), cards[:2])
+    other = Margins(*_cells(_records(seed=22, n=500)[0][:, :2]), cards[:2])
+    calls = []
+    real = optimize.minimize_scalar
+    monkeypatch.setattr(optimize, "minimize_scalar", lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    def searches(m):
+        return (eb_forest.pair_evidence(m, 0, 1), eb_forest.loo_alpha(m, 0, 1),
+                eb_forest.loo_beta(m, 0, 1), eb_forest.loo_beta(m, 1, 0))
+    eb_forest._SEARCHED.clear()
+    first = searches(whole)
+    assert len(calls) == 4
+    assert searches(pair) == first and len(calls) == 4          # remembered: no new search
+    fresh = searches(other)
+    assert len(calls) == 8 and fresh != first                  # other counts: searched anew
+    eb_forest._SEARCHED.clear()
+    assert searches(pair) == first and len(calls) == 12        # the same numbers searched afresh
+    monkeypatch.setattr(eb_forest, "REMEMBERED", 2)
+    searches(other)
+    assert len(eb_forest._SEARCHED) == 2                       # the least recently used forgotten
