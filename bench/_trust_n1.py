@@ -23,6 +23,8 @@ import gpurisk
 N1_ESTIMATORS = {"default": {},
                  # issue 43: the forest Ê's risk criterion chooses
                  "risk forest": {"model": "loglinear_risk"},
+                 # issue 43: Ê's model (pairs kept by their evidence, rooted, shrunk by β)
+                 "eb forest": {"model": "loglinear_eb"},
                  "tempered main effects": {"model": "loglinear"},
                  "Dankar, gpurisk's fits": {"model": "dankar"},
                  "ARX (rule=arx)": {"rule": "arx"}}

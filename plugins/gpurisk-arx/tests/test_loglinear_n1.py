@@ -319,6 +319,67 @@ def test_forest_sum_matches_brute_force(seed, gamma_branch):
     assert abs(_forest_brute(codes, f, N, (), exact.alpha)[0] - want) > 0.05 * want
 
 
+def _rooted_brute(codes, f, N, roots, arcs, alpha):
+    """E[N1 | sample] under Ê's rooted form written out combination by combination: p(x) =
+    Π_roots n_r(x_r)/n Π_arcs (n_pc + β n_c/n)/(n_p + β) from the sample's counts, λ = N p(x), each
+    term by Bayes' rule on the negative binomial laws of F and f (as :func:`_forest_brute`)."""
+    n = f.sum()
+    pi, q = n / N, 1 - n / N
+    cats = [np.unique(c) for c in codes]
+    one = [{c: f[codes[v] == c].sum() for c in cats[v]} for v in range(len(codes))]
+    two = {}
+    for p, c, _ in arcs:
+        t = two.setdefault((p, c), {})
+        for x, y, k in zip(codes[p], codes[c], f):
+            t[(x, y)] = t.get((x, y), 0.0) + k
+    obs = {tuple(int(c[i]) for c in codes): int(f[i]) for i in range(f.size)}
+
+    def law(k, m):
+        if alpha == 0:
+            return stats.poisson.pmf(k, m)
+        return stats.nbinom.pmf(k, 1 / alpha, 1 / (1 + alpha * m))
+    want = total = 0.0
+    for combo in itertools.product(*cats):
+        p = math.prod(one[r][combo[r]] / n for r in roots)
+        for a, c, beta in arcs:
+            p *= ((two[(a, c)].get((combo[a], combo[c]), 0.0) + beta * one[c][combo[c]] / n)
+                  / (one[a][combo[a]] + beta))
+        total += p
+        k = obs.get(tuple(int(x) for x in combo), 0)
+        if k <= 1:
+            want += law(1, N * p) * (pi if k == 1 else q) / law(k, pi * N * p)
+    return want, total
+
+
+@pytest.mark.parametrize("seed", [8, 11])
+def test_eb_forest_is_the_rooted_form_written_out(seed):
+    """margins="eb" (model loglinear_eb: Ê's forest, each tree rooted, a child's shares given its
+    parent's shrunk by β) by the trees' joint tables and the convolution, against the rooted form
+    written out combination by combination at the same α, roots and β (:func:`_rooted_brute`); the
+    probabilities sum to 1 over the key space and the chain's pairs are kept."""
+    from gpurisk.models import eb_forest
+    from gpurisk.models.forest import Margins
+    F, f, codes = next(_chain_populations(1, seed=seed, alpha=1.0))
+    s = f > 0
+    codes, f, N = [c[s] for c in codes], f[s], F.sum()
+    exact = LL.estimate(codes, f, N, "eb", "calibrated")
+    binned = LL.estimate(codes, f, N, "eb", "calibrated", exact_max=0)
+    assert (0, 1) in exact.edges and (1, 2) in exact.edges
+    assert not exact.alts
+    idx = [LL._category_index(c)[1] for c in codes]
+    cards = [int(i.max()) + 1 for i in idx]
+    roots, arcs = eb_forest.orient(Margins(idx, f, cards), list(exact.edges))
+    want, total = _rooted_brute(idx, f.astype(float), N, roots, arcs, exact.alpha)
+    assert total == pytest.approx(1.0, rel=1e-12)
+    assert exact.value == pytest.approx(want, rel=1e-6)
+    assert binned.value == pytest.approx(want, rel=1e-3)
+    # the sampled cells' log p̂ are Ê's own fit (eb_forest.rooted_means)
+    logs, ix = LL._log_probs(codes, f.astype(float), float(f.sum()))
+    _, s_obs, _, _ = LL.forest_space(logs, ix, f, smoothing="eb")
+    mu = eb_forest.rooted_means(Margins(ix, f, cards), roots, arcs)[0]
+    np.testing.assert_allclose(s_obs, np.log(mu / f.sum()), rtol=0, atol=1e-12)
+
+
 def test_forest_fit_recovers_N1_under_a_chain_model():
     """model=loglinear_forest on populations drawn from a chain-interaction Poisson–gamma model
     (:func:`_chain_populations`, α = 0.1, 30 000 records, π = 0.1): the mean estimate is within 10 %

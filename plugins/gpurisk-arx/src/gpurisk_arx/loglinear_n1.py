@@ -109,7 +109,7 @@ import numpy as np
 EXACT_MAX = 20_000
 #: bin width of the convolution in log λ
 BIN_WIDTH = 0.002
-MARGINS = ("main", "none", "tempered", "forest", "forest_tempered")
+MARGINS = ("main", "none", "tempered", "forest", "forest_tempered", "eb")
 #: at most this many combinations of positive probability in one tree of the forest (each is listed)
 TREE_MAX = 8_000_000
 
@@ -215,6 +215,22 @@ def _pair_table(logs, idx, f, n: float, a: int, b: int, kappa: float):
     return xa, xb, np.log((m + k * np.exp(logs[a][xa] + logs[b][xb])) / (n + k))
 
 
+def _rooted_table(logs, idx, f, n: float, parent: int, child: int, beta: float):
+    """As :func:`_pair_table` (every pair of categories), the joint table of Ê's rooted form
+    (:mod:`gpurisk.models.eb_forest`): p̃(x_p, x_c) = p̂_p(x_p) (m_pc + β p̂_c(x_c))/(m_p + β), the
+    child's shares given its parent's shrunk towards its own by β. Its parent margin is p̂_p, so the
+    decomposable product Π p̃ Π p̂_v^{1 − deg} of :func:`forest_space` is the rooted form's
+    p̂_r Π p(x_c | x_p) exactly."""
+    a, b = min(parent, child), max(parent, child)
+    ca, cb = logs[a].size, logs[b].size
+    xa, xb = np.divmod(np.arange(ca * cb, dtype=np.int64), cb)
+    m = np.bincount(idx[a].astype(np.int64) * cb + idx[b], weights=f, minlength=ca * cb)
+    xp, xc = (xa, xb) if parent == a else (xb, xa)
+    mp = n * np.exp(logs[parent])
+    cond = (m + beta * np.exp(logs[child][xc])) / (mp[xp] + beta)
+    return xa, xb, logs[parent][xp] + np.log(cond)
+
+
 def _tree_order(keys, edges):
     """The tree's edges as (parent, child), each parent reached before its child (root keys[0])."""
     from gpurisk.models.forest import tree_order
@@ -258,7 +274,7 @@ def _tree_cells(keys, edges, pairs, logs, deg):
 
 
 def forest_space(logs, idx, f, kappa: float = 0.0, seed: int = 0, tree_max: int = TREE_MAX,
-                 ranks=None, names=None, edges=None):
+                 ranks=None, names=None, edges=None, smoothing: str = "kappa"):
     """The key space under main effects + a forest of two-way interactions
     (:func:`gpurisk.models.forest.choose_forest`), as components for :func:`_all_cells`: per lone key
     its log p̂_v, per tree of the forest the log-probability of each of its keys' combinations of
@@ -270,18 +286,35 @@ def forest_space(logs, idx, f, kappa: float = 0.0, seed: int = 0, tree_max: int 
     takes them (per key each sampled category's rank, here indexed like ``logs``; the keys' names),
     so that the held-out split does not depend on how a table coded the categories. ``edges``: these
     pairs instead of the chosen ones. (components, s_obs, edges, the forests one held-out test
-    away: [(weight, pairs)], :func:`gpurisk.models.forest.doubtful`)."""
+    away: [(weight, pairs)], :func:`gpurisk.models.forest.doubtful`). ``smoothing="eb"``: Ê's model
+    instead (:mod:`gpurisk.models.eb_forest`): the pairs kept by their evidence, each tree rooted
+    and its tables :func:`_rooted_table` (no κ; no alternatives: the shrinkage, not a test, handles a
+    pair the sample cannot tell)."""
     from gpurisk.models.forest import choose_forest, doubtful
     d = len(logs)
     cards = [lp.size for lp in logs]
     f = np.asarray(f, dtype=float)
     n = float(f.sum())
-    if edges is None:
+    eb = smoothing == "eb"
+    if eb:                   # Ê's forest: each pair kept by its evidence (gpurisk.models.eb_forest)
+        from gpurisk.models import eb_forest
+        from gpurisk.models.forest import Margins
+        margins = Margins([np.asarray(i) for i in idx], f, cards)
+        if edges is None:
+            kept, _, evidence = eb_forest.choose(margins, d - 1, shrinkage=False)
+            scores = {e: (evidence[e], 0.0) for e in kept}
+        else:
+            kept, scores = list(edges), {e: (1.0, 0.0) for e in edges}
+        # every pair of categories has positive probability: a tree holds Π c_v combinations
+        pairs = {e: (np.arange(cards[e[0]]).repeat(cards[e[1]]),
+                     np.tile(np.arange(cards[e[1]]), cards[e[0]]), None) for e in kept}
+    elif edges is None:
         kept, scores = choose_forest(idx, f, cards, seed=seed, max_pairs=d - 1, ranks=ranks,
                                      names=names)
     else:
         kept, scores = list(edges), {e: (1.0, 0.0) for e in edges}
-    pairs = {e: _pair_table(logs, idx, f, n, e[0], e[1], kappa) for e in kept}
+    if not eb:
+        pairs = {e: _pair_table(logs, idx, f, n, e[0], e[1], kappa) for e in kept}
     edges, comp = [], list(range(d))
     for a, b in sorted(kept, key=lambda e: -scores[e][0]):
         ra, rb = comp[a], comp[b]
@@ -291,6 +324,9 @@ def forest_space(logs, idx, f, kappa: float = 0.0, seed: int = 0, tree_max: int 
         comp = [ra if x == rb else x for x in comp]
         edges.append((a, b))
     edges.sort()
+    if eb:                   # each tree rooted as Ê's rooted form roots it, its tables smoothed so
+        pairs = {(min(p, c), max(p, c)): _rooted_table(logs, idx, f, n, p, c, beta)
+                 for p, c, beta in eb_forest.orient(margins, edges)[1]}
     deg = [0] * d
     for a, b in edges:
         deg[a] += 1
@@ -305,7 +341,7 @@ def forest_space(logs, idx, f, kappa: float = 0.0, seed: int = 0, tree_max: int 
         keys = [v for v in range(d) if comp[v] == r]
         comps.append(logs[r] if len(keys) == 1 else
                      _tree_cells(keys, [e for e in edges if e[0] in keys], pairs, logs, deg))
-    alts = doubtful(edges, scores, max_pairs=d - 1) if len(scores) > len(kept) else []
+    alts = doubtful(edges, scores, max_pairs=d - 1) if len(scores) > len(kept) and not eb else []
     return comps, s_obs, tuple(edges), alts
 
 
@@ -342,11 +378,12 @@ def estimate(codes, f, N: float, margins: str = "main", dispersion: str = "momen
         raise ValueError(f"margins={margins!r} is not one of {MARGINS}")
     s_obs = sum(lp[i] for lp, i in zip(logs, idx))          # observed cells' Σ_v log p̂_v
     K = float(np.prod([float(lp.size) for lp in logs]))
-    if margins.startswith("forest"):
+    if margins.startswith("forest") or margins == "eb":
         if ranks is not None:             # each sampled category's rank, indexed like logs
             ranks = [np.asarray(r)[_category_index(c)[0]] for r, c in zip(ranks, codes)]
         comps, s_obs, edges, alts = forest_space(logs, idx, f, kappa=kappa, seed=seed,
-                                                 ranks=ranks, names=names, edges=edges)
+                                                 ranks=ranks, names=names, edges=edges,
+                                                 smoothing="eb" if margins == "eb" else "kappa")
         s_grid, counts = _all_cells(comps, 0.0, exact_max, h)
         s_grid = np.log(s_grid)
         sup = _support_space(logs, idx, f, edges, comps, s_obs, exact_max, h) if support else None
@@ -609,6 +646,8 @@ LL_MODELS = {"loglinear": ("tempered", "calibrated"),
              # the forest chosen by Ê's risk criterion (gpurisk.models.risk_choice, issue 43)
              "loglinear_risk": ("forest", "calibrated"),
              "loglinear_main": ("main", "calibrated"),
+             # Ê's model (issue 43): the pairs kept by their evidence, rooted and smoothed by β
+             "loglinear_eb": ("eb", "calibrated"),
              "bethlehem": ("none", "calibrated")}
 #: what the key space of each model holds (the measure's extra ``key_space``)
 KEY_SPACE = {None: "the combinations of the categories the sample has; a combination no population "
@@ -621,7 +660,15 @@ KEY_SPACE = {None: "the combinations of the categories the sample has; a combina
                                  "that the sample lacks each taken as possible only with the "
                                  "chance the sample's count of combinations implies "
                                  "(structural_zeros); the uniques in categories the sample lacks "
-                                 "are estimated apart (unseen_categories)"}
+                                 "are estimated apart (unseen_categories)",
+             "loglinear_eb": "the combinations of the categories the sample has, a kept pair's "
+                             "child categories given its parent's shrunk towards the child's "
+                             "shares by as much as the sample supports (Ê's model), and the "
+                             "combinations of the other keys than the largest lone one that the "
+                             "sample lacks each taken as possible only with the chance the "
+                             "sample's count of combinations implies (structural_zeros); the "
+                             "uniques in categories the sample lacks are estimated apart "
+                             "(unseen_categories)"}
 #: the forest's pair tables' smoothing towards independence, in records per pair of categories
 #: (``kappa`` of :func:`forest_space`): chosen among 0, 0.1, 0.25 and 0.5 on the cells at π = 5 and
 #: 10 % of bench/validate_pop_uniqueness.py and of bench/validate_trust.py --n1-replicates (in-sample;
@@ -696,7 +743,7 @@ def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
               "se_process": math.sqrt(r.process_var), "se_fit": math.sqrt(r.param_var),
               "se_choice": math.sqrt(choice_var),
               "model_error": model_error}
-    if margins.startswith("forest"):
+    if margins.startswith("forest") or margins == "eb":
         params["interactions"] = tuple(r.edges)
     if v != total:
         params["capped_from"] = total

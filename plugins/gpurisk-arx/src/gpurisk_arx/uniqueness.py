@@ -65,7 +65,8 @@ MAX_ITER = 1000
 MODELS = ("dankar", "pitman", "zayatz", "snb")
 #: gpurisk's log-linear models of the cells (:mod:`.loglinear_n1`; rule gpurisk only; they read the
 #: cells, not only the frequencies of frequencies)
-LL_MODELS = ("loglinear", "loglinear_forest", "loglinear_risk", "loglinear_main", "bethlehem")
+LL_MODELS = ("loglinear", "loglinear_forest", "loglinear_risk", "loglinear_eb", "loglinear_main",
+             "bethlehem")
 #: "gpurisk": Pitman by its maximum likelihood over the whole space, the expectation given the sample,
 #: SNB with a scan, every estimate within what the sample allows, an interval; "arx": ARX's fits
 RULES = ("gpurisk", "arx")
