@@ -12,9 +12,11 @@ the same code ``pop_uniqueness`` runs. Estimators, all on the same samples:
   gp:pitman-fin  the same fit, the unconditional finite-N expectation N (θ+α)_{N−1}/(θ+1)_{N−1}
   gp:dankar      Dankar's decision rule over gpurisk's fits
   gp:snb         SNB with the root scan (π > 0.1 in Dankar's rule)
-  gp:loglinear_forest   the log-linear Poisson–gamma model, main effects + a forest of held-out-tested
-                 pairs (the default; gp:loglinear the tempered main effects, the default before;
-                 ll:* the same family's variants, docs/arx.md)
+  gp:loglinear_eb       the log-linear Poisson–gamma model under Ê's forest (the default since issue
+                 43: pairs kept by their evidence, rooted, shrunk by β)
+  gp:loglinear_forest   main effects + a forest of held-out-tested pairs (the default before;
+                 gp:loglinear the tempered main effects, the default before it; ll:* the same
+                 family's variants, docs/arx.md)
 
 Printed per (population, key set, π): the mean true N1, for each estimator the number of samples
 with a value ("def"), bias and sd of N̂1 − N1 in % of N1, the share of samples within ±25 % of N1
@@ -63,6 +65,7 @@ ESTIMATORS = {
     "gp:snb": dict(rule="gpurisk", model="snb"),
     "gp:zayatz": dict(rule="gpurisk", model="zayatz"),
     "gp:loglinear": dict(loglinear="loglinear"),
+    "gp:loglinear_eb": dict(loglinear="loglinear_eb"),
     "gp:loglinear_forest": dict(loglinear="loglinear_forest"),
     "gp:loglinear_forest-nochoice": dict(loglinear="loglinear_forest", choice_spread=False),
     "gp:loglinear_main": dict(loglinear="loglinear_main"),

@@ -52,9 +52,9 @@ def test_fars_sample_cli(fars):
     assert m["journalist"]["average"] == pr["average"] and m["journalist"]["population_used"] is False
     assert m["marketer"]["value"] == pytest.approx(want["J"] / len(fars), rel=1e-12)
     pu = m["pop_uniqueness"]
-    assert pu["model"] == "loglinear_forest" and pu["reason"] is None     # the default model (issue 27)
+    assert pu["model"] == "loglinear_eb" and pu["reason"] is None     # the default model (issue 43)
     # its forest names the keys: race and injury severity are far from independent in FARS (the
-    # held-out gain of that pair is ~100 times its threshold in bench/validate_pop_uniqueness.py)
+    # pair the held-out tests kept too: its gain ~100 times their threshold)
     assert "irace x iinjury" in pu["interactions"].split(", ")
     assert pu["lower"] <= pu["value"] <= pu["upper"] and pu["se"] > 0
     assert pu["n1"] == want["n1"] and pu["N"] == pytest.approx(len(fars) / 0.05)
@@ -73,7 +73,7 @@ def test_fars_register_with_a_population(fars):
         assert jo.extra[k] == pytest.approx(want[k], rel=1e-12), k
     assert a.measures["marketer"].value == pytest.approx(want["marketer"], rel=1e-12)
     pu = a.measures["pop_uniqueness"]
-    assert pu.extra["N"] == len(reg) and pu.extra["model"] == "loglinear_forest"
+    assert pu.extra["N"] == len(reg) and pu.extra["model"] == "loglinear_eb"
     assert pu.value is not None and np.isfinite(pu.value)
     # the true N1 of this register lies in the default model's 95 % interval
     N1 = int((reg.groupby(keys).size() == 1).sum())
@@ -169,7 +169,7 @@ def test_unseen_categories_part_on_a_real_register(tmp_path):
                     f"pop_uniqueness.unseen_categories={opt}", "--json")
         assert p.returncode == 0, p.stderr
         out[opt] = json.loads(p.stdout)["measures"]["pop_uniqueness"]
-    part = out["true"]["loglinear_forest_unseen_categories_part"]
-    assert part > 0 and out["false"]["loglinear_forest_unseen_categories_part"] == 0.0
+    part = out["true"]["loglinear_eb_unseen_categories_part"]
+    assert part > 0 and out["false"]["loglinear_eb_unseen_categories_part"] == 0.0
     assert out["true"]["value"] == pytest.approx(out["false"]["value"] + part, rel=1e-9)
     assert out["true"]["se"] > out["false"]["se"]

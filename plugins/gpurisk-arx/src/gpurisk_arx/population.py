@@ -1,8 +1,10 @@
 """``pop_uniqueness``: the population uniques estimated from the sample (SPEC §10, issue 27).
 
-Default (``model=auto`` under ``rule=gpurisk``): ``loglinear_forest``, E[N1 | sample] under a
-log-linear Poisson–gamma model of the cells (main effects plus a forest of two-way interactions, each
-kept by a held-out test), summed over every cell of the key space
+Default (``model=auto`` under ``rule=gpurisk``): ``loglinear_eb``, E[N1 | sample] under a
+log-linear Poisson–gamma model of the cells, Ê's (main effects plus a forest of two-way interactions,
+each kept by its evidence, each tree rooted and a child's shares given its parent's shrunk towards
+its own; ``loglinear_forest``, the default before, keeps each pair by a held-out test and smooths the
+pair tables by a fixed κ), summed over every cell of the key space
 (:mod:`gpurisk_arx.loglinear_n1`, which gives the formulas and the key-space assumption); it reads each
 cell's categories, so the measure reads cells. The ARX models below read only the frequencies of
 frequencies.
@@ -55,8 +57,12 @@ class PopUniqueness(Measure):
         "model": Option(str, "auto", choices=("auto",) + U.MODELS + U.LL_MODELS,
                         help="auto (rule gpurisk: " + U.GPURISK_DEFAULT_MODEL + "; rule arx: dankar), "
                              "dankar (ARX's decision rule), pitman, zayatz, snb; rule gpurisk also "
-                             "loglinear_forest (Poisson-gamma cells, main effects plus the two-way "
-                             "interactions a held-out test keeps, as a forest), loglinear (main "
+                             "loglinear_eb (Poisson-gamma cells, Ê's model: main effects plus the "
+                             "two-way interactions kept by their evidence, as a forest, each tree "
+                             "rooted and a child's shares given its parent's shrunk towards its "
+                             "own), loglinear_forest (the interactions a held-out test keeps, the "
+                             "pair tables smoothed by a fixed kappa), loglinear_risk (those Ê's risk "
+                             "criterion keeps), loglinear (main "
                              "effects tempered to the sample's n1 and n2), loglinear_main "
                              "(untempered main effects) or bethlehem "
                              "(one rate for every cell)"),
@@ -73,7 +79,8 @@ class PopUniqueness(Measure):
                                          "alone in one of their categories (a Horvitz-Thompson "
                                          "sum); false: the model's cells only"),
         "structural_zeros": Option(bool, True,
-                                   help="model loglinear_forest: take the combinations of the other "
+                                   help="forest models (loglinear_eb, loglinear_forest): take the "
+                                        "combinations of the other "
                                         "keys (all but the lone key of most categories) that no "
                                         "sample record has as possibly impossible, as many as the "
                                         "sample's count of combinations implies, and count their "
