@@ -585,6 +585,8 @@ def skew_uniques(variances, budget: float):
     order = np.argsort(v, kind="stable")
     out = int(np.searchsorted(np.cumsum(v[order]), budget, side="right"))
     return np.sort(order[out:])
+
+
 #: :func:`shared_variance` looks the uniques' categories up this many at a time (at least)
 SHARED_CHUNK = 1 << 16
 
