@@ -50,6 +50,14 @@ sample lacks has p̂ = 0 and leaves the key space, which missed the population u
 hold (UCI Adult age, sex, race, marital status at π = 5 %: −32 %, docs/arx.md). The forest is chosen once, at the sample's own counts (the delta method below does
 not refit it); its choice's own uncertainty enters the s.e. as below.
 
+Ê's model (``margins="eb"``, model ``loglinear_eb``, the measure's default since issue 43's ninth stop):
+the same sums under :mod:`gpurisk.models.eb_forest`'s forest, the pairs kept by their evidence (a Bayes
+factor over independence above the BIC price), each tree rooted, and a kept pair's table the rooted
+form's p̃(x_p, x_c) = p̂_p(x_p) (m_pc + β p̂_c(x_c))/(m_p + β) (:func:`_rooted_table`), β fitted by the
+records' leave-one-out likelihood: no κ, and no alternative forests (the shrinkage, not a test,
+handles a pair the sample cannot tell). Its parent margin is p̂_p, so the decomposable product above
+is the rooted form exactly.
+
 Key space (the assumption): the cells are the combinations of the categories some sample record has,
 and every combination of sampled categories is taken to be possible: a structural zero (a
 combination no population can hold) still gets λ̂ > 0 and adds its P(F = 1 | f = 0) to the sum
