@@ -474,7 +474,8 @@ def test_sigterm_to_validate_resume_is_one_line_and_releases_its_lock(tmp_path):
     args = ["validate", str(tmp_path / "pop.csv"), "--keys", "k0,k1,k2,k3", "--fractions",
             "0.05,0.1", "--replicates", "30", "--resume", str(tmp_path / "v"), "-o"]
     proc = subprocess.Popen([sys.executable, "-m", "gpurisk", *args, str(tmp_path / "a.csv")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                            preexec_fn=_signals_default)
     assert _wait_for(lambda: any((tmp_path / "v").glob("part-*"))), proc.communicate()
     os.kill(proc.pid, signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
@@ -501,7 +502,8 @@ def test_sighup_to_scan_is_one_line_and_releases_its_lock(tmp_path):
                              "--keys", ",".join(f"k{i}" for i in range(9)), "--max-size", "4",
                              "--fraction", "0.1", "-o", str(out), "--no-progress",
                              "--batch-rows", "5"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                            preexec_fn=_signals_default)
     assert _wait_for(lambda: any(out.glob("part-*.parquet"))), proc.communicate()
     os.kill(proc.pid, signal.SIGHUP)
     _, err = proc.communicate(timeout=120)
@@ -513,12 +515,15 @@ def test_sighup_to_scan_is_one_line_and_releases_its_lock(tmp_path):
     assert not [f for f in out.iterdir() if f.name.startswith(".")]
 
 
-def _sigint_default():
-    """In the child, before exec: SIGINT at its default and unblocked, as at a terminal. A child
-    inherits an ignored or blocked SIGINT (a test worker's may be, depending on what ran in it
-    before), and Python then installs no KeyboardInterrupt handler: the run ignored Ctrl-C."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+def _signals_default():
+    """In the child, before exec: SIGINT, SIGTERM and SIGHUP at their defaults and unblocked, as
+    at a terminal. A child inherits an ignored or blocked signal (a test worker's SIGINT may be,
+    depending on what ran in it before; every signal of a run started under ``nohup`` ignores
+    SIGHUP), and gpurisk then keeps it so, as it should under nohup: the run ignored Ctrl-C, and a
+    ``.ci/run`` started with nohup saw the scan ignore SIGHUP and finish (exit 0)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 
 def test_ctrl_c_is_one_line_without_clicks_empty_line(tmp_path):
@@ -534,7 +539,7 @@ def test_ctrl_c_is_one_line_without_clicks_empty_line(tmp_path):
                              "--keys", "k0,k1,k2,k3", "--fractions", "0.05,0.1", "--replicates", "300",
                              "--resume", str(tmp_path / "v")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
-                            preexec_fn=_sigint_default)
+                            preexec_fn=_signals_default)
     assert _wait_for(lambda: any((tmp_path / "v").glob("part-*"))), proc.communicate()
     os.kill(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=120)
