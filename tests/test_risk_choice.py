@@ -421,3 +421,34 @@ def test_one_cell_cannot_widen_the_interval_beyond_what_its_term_can_be_off():
     assert x["interval_lower"] == pytest.approx(max(got.value - z2 * got.se - max(bias, 0.0), 0.0))
     assert x["interval_upper"] == pytest.approx(up(z2))
     assert ("upper bound is raised" if bias < 0 else "lower end is lowered") in x["note"]
+
+
+def test_kept_draws_are_the_draws_made_afresh_and_shared_where_the_same(monkeypatch):
+    """Draws.cells keeps each key's draws under what they are made of: a second table with the
+    same counts (a scan's other combination) reads the same arrays, every array equals one drawn
+    with nothing kept, a table with other counts draws anew, and the memory bound holds."""
+    codes, f, cards = _sample(True, 7)
+    other = _sample(True, 8)
+    edges = [(0, 1), (1, 2)]
+
+    def draw(c, ff, k, fresh):
+        if fresh:
+            risk_choice._KEPT.clear()
+        return risk_choice.Draws(Margins(c, ff, k), 5_000, seed=3).cells(edges)
+    risk_choice._KEPT.clear()
+    first = draw(codes, f, cards, False)
+    again = draw(codes, f, cards, False)
+    assert all(a is b for a, b in zip(first, again))               # kept: the same arrays
+    assert not any(a.flags.writeable for a in first)
+    for a, b in zip(first, draw(codes, f, cards, True)):           # the same numbers afresh
+        np.testing.assert_array_equal(a, b)
+    risk_choice._KEPT.clear()
+    first = draw(codes, f, cards, False)
+    moved = draw(*other, False)
+    assert any(not np.array_equal(a, b) for a, b in zip(first, moved))
+    for a, b in zip(moved, draw(*other, True)):
+        np.testing.assert_array_equal(a, b)
+    monkeypatch.setattr(risk_choice, "KEPT_DRAWS_BYTES", 2 * 5_000 * 8)
+    draw(codes, f, cards, True)
+    draw(*other, False)
+    assert sum(a.nbytes for a in risk_choice._KEPT.values()) <= 2 * 5_000 * 8

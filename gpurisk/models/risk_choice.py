@@ -51,7 +51,10 @@ models. J. Amer. Statist. Assoc. 103, 989-1001.
 """
 from __future__ import annotations
 
+import hashlib
 import math
+import threading
+from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
@@ -167,20 +170,34 @@ class Draws:
         return self._cond[(p, v)]
 
     def cells(self, edges) -> list:
-        """Per key, the code of each drawn cell under main effects + the forest ``edges``."""
+        """Per key, the code of each drawn cell under main effects + the forest ``edges``. Each key's
+        draws are kept (:func:`_kept_draws`) under what they are made of: its row of uniforms,
+        and its category counts (a root) or its parent's draws and their pair's counts (a child),
+        so a scan's combinations that draw a key from the same row and the same counts read them
+        instead of drawing them again (the same numbers)."""
         m = self.m
         d = len(m.codes)
         out: list = [None] * d
+        made: list = [None] * d          # what each key's draws are made of (their cache key)
         for r in self.order:
             if out[r] is not None:
                 continue
-            if ("root", r) not in self._cond:
-                self._cond[("root", r)] = _Inverse(np.cumsum(m.one(r)))
-            out[r] = self._cond[("root", r)](self.u[self._row[r]] * m.n)
+            made[r] = ("root", self.seed, self.draws, self._row[r], _digest(m.one(r)))
+
+            def root(r=r):
+                if ("root", r) not in self._cond:
+                    self._cond[("root", r)] = _Inverse(np.cumsum(m.one(r)))
+                return self._cond[("root", r)](self.u[self._row[r]] * m.n)
+            out[r] = _kept_draws(made[r], root)
             for p, v in tree_order(r, edges):
-                inverse, before, onep = self._conditional(p, v)
-                xp = out[p]
-                out[v] = inverse(before[xp] + self.u[self._row[v]] * onep[xp])
+                made[v] = ("child", made[p], self._row[v], m.cards[v],
+                           _digest(*m.sorted_pair(p, v), m.one(p)))
+
+                def child(p=p, v=v):
+                    inverse, before, onep = self._conditional(p, v)
+                    xp = out[p]
+                    return inverse(before[xp] + self.u[self._row[v]] * onep[xp])
+                out[v] = _kept_draws(made[v], child)
         return out
 
     def fitted(self, edges):
@@ -272,6 +289,41 @@ class Draws:
         held = np.zeros(int(inv.max()) + 1, dtype=bool)
         held[inv[: rows.shape[0]]] = True
         return ~held[inv[rows.shape[0]:]]
+
+
+#: :func:`_kept_draws` keeps drawn codes up to this many bytes (a key's draws: 4 bytes a draw,
+#: at most DRAWS_MAX draws)
+KEPT_DRAWS_BYTES = 64 << 20
+_KEPT: OrderedDict = OrderedDict()
+_KEPT_LOCK = threading.Lock()
+
+
+def _digest(*arrays) -> bytes:
+    """A digest of the arrays' dtypes and bytes."""
+    h = hashlib.blake2b(digest_size=16)
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(str(a.dtype).encode())
+        h.update(a.tobytes())
+    return h.digest()
+
+
+def _kept_draws(key, draw):
+    """``draw()``, or the read-only codes it gave for the same ``key`` (:meth:`Draws.cells`: a key
+    names everything the draws are made of) in this process; the least recently used are
+    forgotten beyond KEPT_DRAWS_BYTES."""
+    with _KEPT_LOCK:
+        if key in _KEPT:
+            _KEPT.move_to_end(key)
+            return _KEPT[key]
+    got = np.asarray(draw())
+    got.flags.writeable = False
+    with _KEPT_LOCK:
+        _KEPT[key] = got
+        total = sum(a.nbytes for a in _KEPT.values())
+        while total > KEPT_DRAWS_BYTES and len(_KEPT) > 1:
+            total -= _KEPT.popitem(last=False)[1].nbytes
+    return got
 
 
 _UNIFORMS: dict = {}
