@@ -63,7 +63,6 @@ it moved Ê within ±10 % of E in more cells than the joint form; nothing in it 
 """
 from __future__ import annotations
 
-import hashlib
 import heapq
 import math
 import threading
@@ -72,7 +71,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gpurisk.models.forest import CHUNK, AtRows, Margins, _degrees, joins, pair_ids, tree_squares
+from gpurisk.models.forest import (CHUNK, AtRows, Margins, _degrees, array_digest, joins, pair_ids,
+                                   tree_squares)
 
 #: ln α_ab is searched in this range (above it the pair is independence for any sample)
 LOG_ALPHA_RANGE = (math.log(1e-3), math.log(1e9))
@@ -111,12 +111,7 @@ def _remembered(kind: str, n: float, arrays, search):
     pair, not once per combination (the FARS scan of 255 combinations: 84 searches, where it ran
     1 162 evidence and 1 528 β searches). The least recently used of more than REMEMBERED results
     are forgotten."""
-    h = hashlib.blake2b(digest_size=16)
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        h.update(str(a.dtype).encode())
-        h.update(a.tobytes())
-    key = (kind, float(n), h.digest())
+    key = (kind, float(n), array_digest(*arrays))
     with _SEARCHED_LOCK:
         if key in _SEARCHED:
             _SEARCHED.move_to_end(key)

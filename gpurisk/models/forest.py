@@ -25,6 +25,7 @@ choice's own uncertainty, which the Poisson terms do not see).
 """
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -127,6 +128,17 @@ def _degrees(d: int, edges) -> list[int]:
         deg[a] += 1
         deg[b] += 1
     return deg
+
+
+def array_digest(*arrays) -> bytes:
+    """A digest of the arrays' dtypes and bytes: what a result computed from them is kept under
+    (:mod:`gpurisk.models.eb_forest`'s searches, :mod:`gpurisk.models.risk_choice`'s draws)."""
+    h = hashlib.blake2b(digest_size=16)
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(str(a.dtype).encode())
+        h.update(a.tobytes())
+    return h.digest()
 
 
 class Margins:

@@ -51,7 +51,6 @@ models. J. Amer. Statist. Assoc. 103, 989-1001.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import threading
 from collections import OrderedDict
@@ -60,7 +59,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gpurisk.models.cell_space import forest_mass
-from gpurisk.models.forest import Margins, forest_means, tree_order
+from gpurisk.models.forest import Margins, array_digest, forest_means, tree_order
 
 #: |T_h| above this is misfit (two-sided 5 %: fixed in advance, not tuned)
 Z_RISK = 1.959963984540054
@@ -182,7 +181,7 @@ class Draws:
         for r in self.order:
             if out[r] is not None:
                 continue
-            made[r] = ("root", self.seed, self.draws, self._row[r], _digest(m.one(r)))
+            made[r] = ("root", self.seed, self.draws, self._row[r], array_digest(m.one(r)))
 
             def root(r=r):
                 if ("root", r) not in self._cond:
@@ -191,7 +190,7 @@ class Draws:
             out[r] = _kept_draws(made[r], root)
             for p, v in tree_order(r, edges):
                 made[v] = ("child", made[p], self._row[v], m.cards[v],
-                           _digest(*m.sorted_pair(p, v), m.one(p)))
+                           array_digest(*m.sorted_pair(p, v), m.one(p)))
 
                 def child(p=p, v=v):
                     inverse, before, onep = self._conditional(p, v)
@@ -296,16 +295,6 @@ class Draws:
 KEPT_DRAWS_BYTES = 64 << 20
 _KEPT: OrderedDict = OrderedDict()
 _KEPT_LOCK = threading.Lock()
-
-
-def _digest(*arrays) -> bytes:
-    """A digest of the arrays' dtypes and bytes."""
-    h = hashlib.blake2b(digest_size=16)
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        h.update(str(a.dtype).encode())
-        h.update(a.tobytes())
-    return h.digest()
 
 
 def _kept_draws(key, draw):
