@@ -313,9 +313,6 @@ def forest_space(logs, idx, f, kappa: float = 0.0, seed: int = 0, tree_max: int 
             scores = {e: (evidence[e], 0.0) for e in kept}
         else:
             kept, scores = list(edges), {e: (1.0, 0.0) for e in edges}
-        # every pair of categories has positive probability: a tree holds Π c_v combinations
-        pairs = {e: (np.arange(cards[e[0]]).repeat(cards[e[1]]),
-                     np.tile(np.arange(cards[e[1]]), cards[e[0]]), None) for e in kept}
     elif edges is None:
         kept, scores = choose_forest(idx, f, cards, seed=seed, max_pairs=d - 1, ranks=ranks,
                                      names=names)
@@ -327,7 +324,10 @@ def forest_space(logs, idx, f, kappa: float = 0.0, seed: int = 0, tree_max: int 
     for a, b in sorted(kept, key=lambda e: -scores[e][0]):
         ra, rb = comp[a], comp[b]
         keys = [v for v in range(d) if comp[v] in (ra, rb)]
-        if _tree_size(keys, edges + [(a, b)], pairs, cards) > tree_max:
+        # eb: every pair of categories has positive probability, so a tree holds Π c_v of them
+        size = (math.prod(cards[v] for v in keys) if eb else
+                _tree_size(keys, edges + [(a, b)], pairs, cards))
+        if size > tree_max:
             continue
         comp = [ra if x == rb else x for x in comp]
         edges.append((a, b))
