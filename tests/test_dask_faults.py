@@ -140,3 +140,29 @@ def test_worker_memory_note_reads_the_running_cluster(monkeypatch):
             distributed.Client(cluster) as client:
         monkeypatch.setitem(clusters._LOCAL, ("test",), client)
         assert backends.worker_memory_note() == "each worker is limited to 0.29 GiB (2 workers)"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ours", [None, "131072"])
+def test_local_workers_keep_glibc_malloc_defaults(monkeypatch, ours):
+    """The local cluster gpurisk starts leaves out the MALLOC_TRIM_THRESHOLD_=65536 that Dask's
+    nannies set by default (it turns off glibc's sliding mmap threshold: every array above
+    128 KiB is mapped and faulted in afresh), unless this process sets the variable itself, which
+    the workers then inherit. The setting asked of Dask is unchanged after the start."""
+    import dask
+
+    from gpurisk.backends import cluster as clusters
+    key = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
+    before = dask.config.get(key, None)
+    if ours is None:
+        monkeypatch.delenv(clusters.MALLOC_TRIM, raising=False)
+    else:
+        monkeypatch.setenv(clusters.MALLOC_TRIM, ours)
+    monkeypatch.setattr(clusters, "_LOCAL", {})
+    client = clusters._local_client(False, 1, None)
+    try:
+        got = set(client.run(os.environ.get, clusters.MALLOC_TRIM).values())
+    finally:
+        clusters._close_local()
+    assert got == {ours}
+    assert dask.config.get(key, None) == before
