@@ -1,7 +1,8 @@
 """The register scan's passes (issue 40), each against an oracle it does not share code with:
 pandas groupby of the records and numpy's lexicographic sort.
 
-- several int64 words are grouped by one-word sorts (:func:`gpurisk.freq.partial._word_order`);
+- several int64 words are grouped by one-word stable sorts (:func:`gpurisk.freq.partial._word_order`),
+  in lexsort's order, ties included, and partials that are sorted runs merge to pandas' sums;
 - a register whose keys overflow one word is counted (F and f, and w) in one grouping;
 - a cube is summed from a table's cells chunk by chunk, as counts plus the exceptions to the common
   weight (:func:`gpurisk.freq.rollup._cube_pass`);
@@ -28,7 +29,38 @@ def test_word_order_sorts_like_lexsort(nwords, top):
     words = [rng.integers(0, top, n)] + [rng.integers(0, 7, n) for _ in range(nwords - 1)]
     order = P._word_order(words)
     ref = np.lexsort(np.stack(words[::-1]))
-    np.testing.assert_array_equal(np.stack([w[order] for w in words]), np.stack([w[ref] for w in words]))
+    # the same order, ties (rows of one cell) included: a weight summed in row order is the same
+    np.testing.assert_array_equal(order, ref)
+
+
+def test_word_order_merges_sorted_runs_as_lexsort_does():
+    """Partials to merge are a few runs, each sorted by its words, with cells in common between
+    runs (a cell counted in several partitions): grouped like numpy's lexicographic sort, ties in
+    row order, and the merged partial's f, F and w are the sums of the runs' (pandas' groupby)."""
+    rng = np.random.default_rng(11)
+    parts = []
+    for r in range(5):
+        n = 3000
+        words = [rng.integers(0, 40, n), rng.integers(0, 2**40, n) % 9]
+        o = np.lexsort(np.stack(words[::-1]))
+        cells = {"words": [w[o] for w in words], "F": rng.integers(1, 4, n), "f": rng.integers(0, 2, n),
+                 "w": rng.random(n)}
+        g = pd.DataFrame({"a": cells["words"][0], "b": cells["words"][1], "F": cells["F"],
+                          "f": cells["f"], "w": cells["w"]}).groupby(["a", "b"], sort=True).sum()
+        parts.append({"words": [g.index.get_level_values(0).to_numpy(np.int64),
+                                g.index.get_level_values(1).to_numpy(np.int64)],
+                      "F": g["F"].to_numpy(np.int64), "f": g["f"].to_numpy(np.int64),
+                      "w": g["w"].to_numpy(np.float64)})
+    words = [np.concatenate([p["words"][i] for p in parts]) for i in range(2)]
+    np.testing.assert_array_equal(P._word_order(words), np.lexsort(np.stack(words[::-1])))
+    merged = P.merge(*parts)
+    frame = pd.concat([pd.DataFrame({"a": p["words"][0], "b": p["words"][1], "F": p["F"], "f": p["f"],
+                                     "w": p["w"]}) for p in parts]).groupby(["a", "b"], sort=True).sum()
+    np.testing.assert_array_equal(merged["words"][0], frame.index.get_level_values(0))
+    np.testing.assert_array_equal(merged["words"][1], frame.index.get_level_values(1))
+    np.testing.assert_array_equal(merged["F"], frame["F"])
+    np.testing.assert_array_equal(merged["f"], frame["f"])
+    np.testing.assert_allclose(merged["w"], frame["w"], rtol=1e-12)
 
 
 def test_word_order_declines_when_the_fold_would_overflow():

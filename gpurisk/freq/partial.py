@@ -95,13 +95,14 @@ def group_ids(ids, xp=None, space: int | None = None):
 def _group(xp, words, runs: bool = False, stable: bool = True):
     """(order, sorted words, start mask, starts) of rows grouped by equal words. ``runs``: the
     rows are a few sorted runs (partials to merge): numpy's stable sort merges them in near-linear
-    time. ``stable=False``: rows of one cell may come in any order (nothing is summed in row order:
-    several words are then ordered by :func:`_word_order`, not a lexicographic sort)."""
+    time. ``stable=False``: rows of one cell may come in any order (nothing is summed in row order).
+    Several words are ordered by :func:`_word_order` on numpy (stable, and run-aware), by a
+    lexicographic sort elsewhere."""
     n = int(words[0].shape[0])
     if len(words) == 1:
         order = xp.argsort(words[0], kind="stable") if (runs and xp is np) else xp.argsort(words[0])
     else:
-        order = None if (runs or stable or xp is not np) else _word_order(words)
+        order = _word_order(words) if xp is np else None
         if order is None:
             order = xp.lexsort(xp.stack(words[::-1]))
     sw = [w[order] for w in words]
@@ -115,12 +116,17 @@ def _group(xp, words, runs: bool = False, stable: bool = True):
 
 
 def _word_order(words):
-    """An order of the rows (numpy) that sorts them by their words, ties in any order; None when the
-    ranks of the first word times a later word's range would overflow int64.
+    """An order of the rows (numpy) that sorts them by their words, ties in row order (the order of
+    ``np.lexsort``); None when the ranks of the first word times a later word's range would
+    overflow int64.
 
     The first word is argsorted once; each later word is folded into the ranks of the words before
-    it (``rank * range + word``) and the fold argsorted again: one-word sorts, several times faster
-    than numpy's lexicographic sort of int64 words."""
+    it (``rank * range + word``) and the fold argsorted again: one-word stable sorts, faster than
+    numpy's lexicographic sort of int64 words and than its quicksort (two words: 5·10⁶ random rows
+    0.92 s against 1.89 s for ``np.lexsort``; 10⁷ rows 1.60 s against 2.78 s unstable). Rows that
+    are a few sorted runs (partials to merge) are merged in near-linear time by each sort, a fold
+    taken in the first word's order being again a few sorted runs within each of its ranks: eight
+    runs of 625 000 cells of two words, 0.38 s against 1.76 s for ``np.lexsort``."""
     n = int(words[0].shape[0])
     if n == 0:
         return None
@@ -131,7 +137,7 @@ def _word_order(words):
             return None
         rng.append(top)
     # (arrays are dropped as soon as they are used: a register's rows are many)
-    order = np.argsort(words[0])
+    order = np.argsort(words[0], kind="stable")
     keyed = words[0][order]              # the sort key so far, sorted
     for w, top in zip(words[1:], rng):
         fold = np.empty(n, dtype=np.int64)
@@ -140,7 +146,7 @@ def _word_order(words):
         del keyed
         fold *= top
         fold += w[order]
-        again = np.argsort(fold)
+        again = np.argsort(fold, kind="stable")
         keyed = fold[again]
         del fold
         order = order[again]
