@@ -341,21 +341,23 @@ def subset_summaries(connect, sample, keys: Sequence[str], subsets: Sequence[Seq
             else:
                 units.extend((False, b, [todo[n]]) for n in group)
 
-        def submit(whole, b, members):
+        def submit(rank, whole, b, members):
+            # an earlier unit's tasks first (its merges before a later unit's batches), so units
+            # finish in the order they are read and the next ones are submitted meanwhile
             if whole:
                 return client.compute(_batch_graph(run, cells, [idx_of[j] for j in members],
-                                                   [shape[j] for j in members]))
+                                                   [shape[j] for j in members]), priority=-rank)
             j = members[0]
             return client.compute(subset_graph(run.plan, run.plan_f, cells, idx_of[j], max_cells,
                                                per, SPLIT_EVERY, token, maps.get(j),
-                                               pieces=pieces_of(j)))
+                                               pieces=pieces_of(j)), priority=-rank)
 
         flight: deque = deque()
         nxt, queued = 0, 0
         try:
             for u, (whole, b, members) in enumerate(units):
-                while nxt < len(units) and (nxt <= u + 1 or queued < ahead):
-                    flight.append(submit(*units[nxt]))
+                while nxt < len(units) and (nxt <= u + 2 or queued < ahead):
+                    flight.append(submit(nxt, *units[nxt]))
                     queued += len(units[nxt][2])
                     nxt += 1
                 fut = flight.popleft()
