@@ -148,21 +148,60 @@ def test_local_workers_keep_glibc_malloc_defaults(monkeypatch, ours):
     """The local cluster gpurisk starts leaves out the MALLOC_TRIM_THRESHOLD_=65536 that Dask's
     nannies set by default (it turns off glibc's sliding mmap threshold: every array above
     128 KiB is mapped and faulted in afresh), unless this process sets the variable itself, which
-    the workers then inherit. The setting asked of Dask is unchanged after the start."""
+    the workers then inherit; its workers run TrimWhenFull. The setting asked of Dask is unchanged
+    after the start."""
     import dask
 
     from gpurisk.backends import cluster as clusters
+    from gpurisk.backends import malloc
     key = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
     before = dask.config.get(key, None)
     if ours is None:
-        monkeypatch.delenv(clusters.MALLOC_TRIM, raising=False)
+        monkeypatch.delenv(malloc.MALLOC_TRIM, raising=False)
     else:
-        monkeypatch.setenv(clusters.MALLOC_TRIM, ours)
+        monkeypatch.setenv(malloc.MALLOC_TRIM, ours)
     monkeypatch.setattr(clusters, "_LOCAL", {})
-    client = clusters._local_client(False, 1, None)
+    client = clusters._local_client(False, 1, "1GiB")
     try:
-        got = set(client.run(os.environ.get, clusters.MALLOC_TRIM).values())
+        got = set(client.run(os.environ.get, malloc.MALLOC_TRIM).values())
+        plugins = client.run(lambda dask_worker: sorted(dask_worker.plugins))
     finally:
         clusters._close_local()
     assert got == {ours}
+    assert all(malloc.TrimWhenFull.name in names for names in plugins.values()), plugins
     assert dask.config.get(key, None) == before
+
+
+class _Worker:
+    def __init__(self, limit):
+        self.memory_manager = type("M", (), {"memory_limit": limit})()
+
+
+@pytest.mark.parametrize("limit,rss,trims", [(1000, 700, 1), (1000, 500, 0), (None, 10**12, 0)])
+def test_trim_when_full_trims_only_above_the_target(monkeypatch, limit, rss, trims):
+    """After a task (a transition out of "executing") the plugin calls malloc_trim(0) only where
+    the worker's resident memory is above Dask's target fraction (0.6) of its limit; a worker with
+    no limit is never trimmed; other transitions never trim."""
+    import dask
+
+    from gpurisk.backends import malloc
+    calls = []
+    monkeypatch.setattr(malloc, "_libc", lambda: calls.append)
+    monkeypatch.setattr(malloc, "_rss", lambda: rss)
+    plugin = malloc.TrimWhenFull()
+    with dask.config.set({malloc.TARGET_KEY: 0.6}):
+        plugin.setup(_Worker(limit))
+    plugin.transition("k", "waiting", "ready")
+    plugin.transition("k", "ready", "executing")
+    assert calls == []
+    plugin.transition("k", "executing", "memory")
+    assert calls == [0] * trims and plugin.trimmed == trims
+
+
+def test_trim_when_full_finds_malloc_trim_here():
+    """On this Linux (glibc) the C library's malloc_trim is found and runs (returns 0 or 1)."""
+    from gpurisk.backends import malloc
+    trim = malloc._libc()
+    if trim is None:
+        pytest.skip("no glibc malloc_trim on this system")
+    assert trim(0) in (0, 1)

@@ -140,31 +140,11 @@ def _gpu_count() -> int | None:  # pragma: no cover - needs a GPU
         return None
 
 
-#: the variable Dask's nannies set in each worker process (``distributed.nanny.pre-spawn-environ``)
-MALLOC_TRIM = "MALLOC_TRIM_THRESHOLD_"
-
-
-def _glibc_malloc_defaults():
-    """While a local cluster starts: its workers keep glibc's own malloc settings instead of the
-    ``MALLOC_TRIM_THRESHOLD_=65536`` Dask's nannies set by default, unless this process's
-    environment sets that variable itself (then the workers inherit it).
-
-    Setting it turns off glibc's sliding mmap threshold, so every array above 128 KiB is mapped
-    afresh and its pages faulted in again: the counting's cubes and partials are such arrays, made
-    and dropped by the thousand. Measured (bench/bench_register_scan.py's 20 M-record register,
-    16 keys, <= 3 keys, 2 workers of 3 GB, ``--cells-on-workers``): 34.6 s wall and 23.0 s of
-    system time with the variable, 25.7 s and 10.3 s without it. Only the local cluster gpurisk
-    starts is changed; the workers of an outside scheduler keep what their own configuration says."""
-    import dask
-    if MALLOC_TRIM in os.environ:
-        return dask.config.set({})
-    return dask.config.set({f"distributed.nanny.pre-spawn-environ.{MALLOC_TRIM}": None})
-
-
 def _local_client(gpu: bool, workers, limit):
     """The process's local cluster of this shape, started on first use and closed at exit."""
     from distributed import Client, LocalCluster
 
+    from gpurisk.backends import malloc        # (imports distributed: only where a cluster starts)
     if not gpu:
         _check_local_workers(workers)
     key = (gpu, workers, limit)
@@ -183,17 +163,19 @@ def _local_client(gpu: bool, workers, limit):
             kw["memory_limit"] = limit
         # RMM's asynchronous pool for cuDF and CuPy alike (CuPy routed to RMM on every worker), and
         # cuDF spilling to host memory instead of failing when a worker's GPU fills
-        with _glibc_malloc_defaults():
+        with malloc.glibc_defaults():
             cluster = LocalCUDACluster(silence_logs=logging.CRITICAL, dashboard_address=None,
                                        rmm_async=True, rmm_allocator_external_lib_list=["cupy"],
                                        enable_cudf_spill=True, **kw)
     else:
         kw = {"memory_limit": limit} if limit else {}
-        with _glibc_malloc_defaults():
+        with malloc.glibc_defaults():
             cluster = LocalCluster(n_workers=workers or max(1, min(os.cpu_count() or 1, 8)),
                                    threads_per_worker=1, processes=True, host="127.0.0.1",
                                    dashboard_address=None, silence_logs=logging.CRITICAL, **kw)
     client = Client(cluster, set_as_default=False)
+    # its workers keep glibc's malloc settings, and give freed memory back only when nearly full
+    client.register_plugin(malloc.TrimWhenFull())
     if not _LOCAL:
         atexit.register(_close_local)
     _LOCAL[key] = client
