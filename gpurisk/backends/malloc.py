@@ -7,13 +7,14 @@ afresh and its pages faulted in again, and the counting's cubes and partials are
 and dropped by the thousand. Measured on bench/bench_register_scan.py's 20 M-record register (16
 keys, <= 3 keys, 2 workers of 3 GB, ``--cells-on-workers``, in process, the same file):
 
-- the variable set (Dask's default): 34.6 s wall, 23.0 s of system time; largest worker 1.42 GB;
-- left out: 25.7 s, 10.3 s of system time; largest worker 1.75 GB (a worker keeps freed memory
-  for reuse);
-- left out, and ``malloc_trim`` after every task: 24.1 s, largest worker 1.52 GB;
-- the 100 M-record register (20 keys, the same workers, whole CLI): left out, the largest worker
-  reached 2.58 GB (past Dask's pause at 80 % of 3 GB) in 192 s; with :class:`TrimWhenFull`,
-  2.21 GB in 198 s.
+- the variable set (Dask's default): 34.6 s wall, 23.0 s of system time; left out: 25.7 s,
+  10.3 s of system time;
+- later, with the merges' faster sorts (largest worker's resident memory sampled every 50 ms): the
+  variable set 28.8 s, 1.42 GB; left out 21.1-21.9 s, 1.75-1.78 GB (a worker keeps freed memory for
+  reuse); left out, and ``malloc_trim`` after every task, 24.1 s, 1.52 GB;
+- the 100 M-record register (20 keys, the same workers, whole CLI, ``ps`` every second): left out,
+  the largest worker reached 2.58 GB (past Dask's pause at 80 % of 3 GB) in 192 s; with
+  :class:`TrimWhenFull`, 2.21 GB in 198 s.
 
 So the workers start without the variable (:func:`glibc_defaults`), and :class:`TrimWhenFull`
 gives freed memory back (``malloc_trim(0)``) after a task only while the worker's resident memory
