@@ -6,8 +6,10 @@ Parquet file. For each (rows, pool size, max size) and each backend asked for:
 
 - gpurisk: ``gpurisk scan REG.parquet --keys k0,...,k15 --max-size 3 --sample-flag s -o OUT``, the
   whole command in a subprocess (reading the Parquet file included), with its default measures: on
-  a register the exact E and τ1 lead (issue 40). Its peak resident memory (the process and its
-  children, psutil, sampled every 20 ms) is reported.
+  a register the exact E and τ1 lead (issue 40). Its peak resident memory (psutil, sampled every
+  20 ms, in GiB) is reported for the process and its children together (``peak_gb``), for the process
+  alone (``client_gb``: the client, and a local cluster's scheduler) and for its largest child
+  (``worker_gb``: a Dask worker; 0 on pandas).
 - the loop: per combination ``frame.groupby(keys)["s"].agg(["size", "sum"])`` (F and f), then
   E = Σ_{f=1} 1/F and τ1 = #{f = 1, F = 1}, on the frame already in memory (reading it not
   charged). Only ``--loop-combos`` combinations are timed, spread over the sizes, and the total is
@@ -86,19 +88,25 @@ def time_loop(df, all_combos, per_size: int, seed: int = 1):
     return total, got
 
 
-def peak_rss(proc: subprocess.Popen) -> tuple[int, int]:
-    """(return code, peak RSS in bytes of ``proc`` and its children), sampled every 20 ms."""
+def peak_rss(proc: subprocess.Popen) -> tuple[int, int, int, int]:
+    """(return code, peak RSS in bytes of ``proc`` and its children together, of ``proc`` alone —
+    the client, with a local cluster's scheduler —, of its largest child process — a Dask worker
+    or nanny, 0 where there is none), sampled every 20 ms."""
     import psutil
-    peak = 0
+    peak = client = child = 0
     p = psutil.Process(proc.pid)
     while proc.poll() is None:
         try:
-            rss = p.memory_info().rss + sum(c.memory_info().rss for c in p.children(recursive=True))
-            peak = max(peak, rss)
+            own = p.memory_info().rss
+            kids = [c.memory_info().rss for c in p.children(recursive=True)]
         except psutil.Error:
-            pass
+            time.sleep(0.02)
+            continue
+        peak = max(peak, own + sum(kids))
+        client = max(client, own)
+        child = max([child] + kids)
         time.sleep(0.02)
-    return proc.returncode, peak
+    return proc.returncode, peak, client, child
 
 
 def run_gpurisk(path: Path, pool: int, max_size: int, backend: str, out: Path, args) -> dict:
@@ -113,13 +121,14 @@ def run_gpurisk(path: Path, pool: int, max_size: int, backend: str, out: Path, a
     box = {}
     reader = threading.Thread(target=lambda: box.update(out=proc.communicate()))
     reader.start()
-    rc, peak = peak_rss(proc)
+    rc, peak, client, child = peak_rss(proc)
     reader.join()
     wall = time.perf_counter() - t0
     stdout, stderr = box["out"]
     if rc != 0:
         raise SystemExit(f"gpurisk scan failed ({backend}): {stderr.strip().splitlines()[-1:]}")
-    return {"wall": wall, "peak": peak, "summary": json.loads(stdout)}
+    return {"wall": wall, "peak": peak, "client": client, "child": child,
+            "summary": json.loads(stdout)}
 
 
 def check(out: Path, oracle: dict) -> int:
@@ -162,13 +171,15 @@ def main(argv=None) -> None:
                         row = {"rows": rows, "pool": pool, "max_size": max_size, "combos": len(cs),
                                "backend": backend, "gpurisk_s": g["wall"], "loop_s": loop_s,
                                "speedup": loop_s / g["wall"], "peak_gb": g["peak"] / 2**30,
+                               "client_gb": g["client"] / 2**30, "worker_gb": g["child"] / 2**30,
                                "ms_per_combo_per_M": 1e3 * g["wall"] / len(cs) / (rows / 1e6),
                                "rank_by": g["summary"]["rank_by"], "checked": checked}
                         results.append(row)
                         print(f"{rows:>11,} rows  pool {pool}  <= {max_size} keys  {len(cs):>5} combos  "
                               f"{backend:<9} gpurisk {g['wall']:7.1f} s  loop {loop_s:8.1f} s "
                               f"(extrapolated from {len(oracle)})  {loop_s / g['wall']:5.1f}x  "
-                              f"peak {g['peak'] / 2**30:5.2f} GB  "
+                              f"peak {g['peak'] / 2**30:5.2f} GiB (client {g['client'] / 2**30:.2f}, "
+                              f"largest child {g['child'] / 2**30:.2f})  "
                               f"{row['ms_per_combo_per_M']:.2f} ms/combo/M rows  "
                               f"{checked} rows equal to the loop", flush=True)
                 del df

@@ -18,6 +18,7 @@ def test_register_bench_runs_and_checks_its_rows(tmp_path, capsys):
                 "--png", str(png)])
     out = capsys.readouterr().out
     assert "21 combos" in out and "rows equal to the loop" in out and png.exists()
+    assert "client" in out and "largest child 0.00" in out    # pandas: one process, no workers
     # the register's tie: k1 is a function of k0
     reg = bench.register(1000, 6)
     assert reg.groupby("k0")["k1"].nunique().max() == 1 and 0.0 < reg["s"].mean() < 0.05

@@ -13,8 +13,8 @@ keys, <= 3 keys, 2 workers of 3 GB, ``--cells-on-workers``, in process, the same
   variable set 28.8 s, 1.42 GB; left out 21.1-21.9 s, 1.75-1.78 GB (a worker keeps freed memory for
   reuse); left out, and ``malloc_trim`` after every task, 24.1 s, 1.52 GB;
 - the 100 M-record register (20 keys, the same workers, whole CLI, ``ps`` every second): left out,
-  the largest worker reached 2.58 GB (past Dask's pause at 80 % of 3 GB) in 192 s; with
-  :class:`TrimWhenFull`, 2.21 GB in 198 s.
+  the largest worker reached 2.64 GB (past Dask's pause at 80 % of 3 GB) in 192 s; with
+  :class:`TrimWhenFull`, 2.27 GB in 198 s.
 
 So the workers start without the variable (:func:`glibc_defaults`), and :class:`TrimWhenFull`
 gives freed memory back (``malloc_trim(0)``) after a task only while the worker's resident memory
