@@ -12,9 +12,10 @@ keys, <= 3 keys, 2 workers of 3 GB, ``--cells-on-workers``, in process, the same
 - later, with the merges' faster sorts (largest worker's resident memory sampled every 50 ms): the
   variable set 28.8 s, 1.42 GB; left out 21.1-21.9 s, 1.75-1.78 GB (a worker keeps freed memory for
   reuse); left out, and ``malloc_trim`` after every task, 24.1 s, 1.52 GB;
-- the 100 M-record register (20 keys, the same workers, whole CLI, ``ps`` every second): left out,
-  the largest worker reached 2.64 GB (past Dask's pause at 80 % of 3 GB) in 192 s; with
-  :class:`TrimWhenFull`, 2.27 GB in 198 s.
+- the 100 M-record register (20 keys, the same workers, whole CLI): read by ``ps`` every second,
+  the largest worker reached 2.64 GB left out (in 192 s) and 2.27 GB with :class:`TrimWhenFull`
+  (198 s); read every 20 ms by the bench, 2.46 GB with it (195 s), just past the 2.4 GB at which
+  Dask pauses a worker (80 % of 3 GB). A trim after a task does not lower the peak within a task.
 
 So the workers start without the variable (:func:`glibc_defaults`), and :class:`TrimWhenFull`
 gives freed memory back (``malloc_trim(0)``) after a task only while the worker's resident memory
