@@ -92,12 +92,12 @@ def group_ids(ids, xp=None, space: int | None = None):
     return sw[0][starts].astype(xp.int64), inverse
 
 
-def _group(xp, words, runs: bool = False, stable: bool = True):
+def _group(xp, words, runs: bool = False):
     """(order, sorted words, start mask, starts) of rows grouped by equal words. ``runs``: the
     rows are a few sorted runs (partials to merge): numpy's stable sort merges them in near-linear
-    time. ``stable=False``: rows of one cell may come in any order (nothing is summed in row order).
-    Several words are ordered by :func:`_word_order` on numpy (stable, and run-aware), by a
-    lexicographic sort elsewhere."""
+    time. Several words are ordered by :func:`_word_order` on numpy (stable, and run-aware), by a
+    lexicographic sort elsewhere, ties in row order either way; one word's unsorted rows by a plain
+    argsort."""
     n = int(words[0].shape[0])
     if len(words) == 1:
         order = xp.argsort(words[0], kind="stable") if (runs and xp is np) else xp.argsort(words[0])
@@ -139,7 +139,8 @@ def _word_order(words):
     # (arrays are dropped as soon as they are used: a register's rows are many)
     order = np.argsort(words[0], kind="stable")
     keyed = words[0][order]              # the sort key so far, sorted
-    for w, top in zip(words[1:], rng):
+    last = len(rng) - 1
+    for j, (w, top) in enumerate(zip(words[1:], rng)):
         fold = np.empty(n, dtype=np.int64)
         fold[0] = 0
         np.cumsum(keyed[1:] != keyed[:-1], out=fold[1:])     # the rank of each row's key so far
@@ -147,7 +148,8 @@ def _word_order(words):
         fold *= top
         fold += w[order]
         again = np.argsort(fold, kind="stable")
-        keyed = fold[again]
+        if j < last:                     # the sorted key, for the next word's ranks only
+            keyed = fold[again]
         del fold
         order = order[again]
         del again
@@ -197,7 +199,7 @@ def reduce_cells(xp, words, ints: dict, floats: dict, runs: bool = False,
         part = _reduce_dense(xp, words[0], ints, floats, int(space))
         if part is not None:
             return part
-    order, sw, new, starts = _group(xp, words, runs, stable=bool(floats))
+    order, sw, new, starts = _group(xp, words, runs)
     part = {"words": [w[starts] for w in sw]}
     del sw
     m = int(starts.shape[0])
