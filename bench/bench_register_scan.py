@@ -17,12 +17,16 @@ Parquet file. For each (rows, pool size, max size) and each backend asked for:
 - every row the loop timed is checked equal (E to 1e-9 relative, τ1 exactly) to gpurisk's.
 
 Backends: ``pandas`` (default), ``dask`` (2 local workers of ``--worker-memory`` each,
-``--cells-on-workers``), ``cudf`` and ``dask-cudf`` (only where a GPU is present). Prints a table and
+``--cells-on-workers``), ``cudf`` and ``dask-cudf`` (only where a GPU is present; dask-cuda's one
+worker per GPU, ``--cells-on-workers``). ``--backends-at 4=cudf`` runs other backends for one max
+size; the loop times each size once per register, whatever the max sizes. Prints a table and
 writes bench/out/bench_register_scan.png (time against combinations).
 
     python bench/bench_register_scan.py --rows 2000000
     python bench/bench_register_scan.py --rows 2000000,20000000 --pool 16 --max-size 3
     python bench/bench_register_scan.py --rows 20000000 --backends pandas,dask
+    python bench/bench_register_scan.py --rows 100000000 --pool 20 --max-size 3,4 \
+        --backends cudf,dask-cudf --backends-at 4=cudf --loop-combos 1
 """
 from __future__ import annotations
 
@@ -55,9 +59,29 @@ def register(rows: int, pool: int, seed: int = 40) -> pd.DataFrame:
             cols["k1"] = (cols["k0"] % 12).astype(np.int8)
             continue
         p = 1.0 / np.arange(1, c + 1) ** 1.1
-        cols[f"k{i}"] = rng.choice(c, size=rows, p=p / p.sum()).astype(np.int8 if c < 128 else np.int16)
+        cols[f"k{i}"] = choice(rng, p / p.sum(), rows).astype(np.int8 if c < 128 else np.int16)
     cols["s"] = rng.random(rows) < 0.01
     return pd.DataFrame(cols)
+
+
+def choice(rng: np.random.Generator, p: np.ndarray, rows: int) -> np.ndarray:
+    """``rng.choice(len(p), size=rows, p=p)``, the same draws bit for bit (numpy's own steps: the
+    normalised cumulative sum, one uniform per row, ``searchsorted(side="right")``), with the
+    search over the rows split across threads (numpy releases the GIL there): 100 M rows of a
+    20-key register are otherwise minutes of one core."""
+    from concurrent.futures import ThreadPoolExecutor
+    cdf = np.asarray(p, dtype=np.float64).cumsum()
+    cdf /= cdf[-1]
+    u = rng.random(rows)
+    out = np.empty(rows, np.int64)
+    step = 1 << 22
+
+    def part(i: int) -> None:
+        out[i:i + step] = cdf.searchsorted(u[i:i + step], side="right")
+
+    with ThreadPoolExecutor() as ex:
+        list(ex.map(part, range(0, rows, step)))
+    return out
 
 
 def combos(pool: int, max_size: int) -> list[tuple[str, ...]]:
@@ -72,19 +96,26 @@ def loop_one(df: pd.DataFrame, keys) -> tuple[float, int]:
     return float(np.sum(1.0 / F[su])), int(np.sum(F[su] == 1))
 
 
-def time_loop(df, all_combos, per_size: int, seed: int = 1):
-    """(extrapolated seconds, {combo: (E, τ1)}) over ``per_size`` combinations of each size."""
+def time_loop(df, all_combos, per_size: int, seed: int = 1, timed: dict | None = None):
+    """(extrapolated seconds, {combo: (E, τ1)}) over ``per_size`` combinations of each size.
+    ``timed`` ({size: (seconds per combination, {combo: (E, τ1)})}, filled here) keeps a size's
+    timing for the next call on the same frame: a larger max size re-times only its new sizes (the
+    picks of a size depend on the size alone)."""
     rng = np.random.default_rng(seed)
+    timed = {} if timed is None else timed
     by_size: dict[int, list] = {}
     for c in all_combos:
         by_size.setdefault(len(c), []).append(c)
     total, got = 0.0, {}
     for size, cs in sorted(by_size.items()):
         pick = [cs[i] for i in sorted(rng.choice(len(cs), size=min(per_size, len(cs)), replace=False))]
-        t0 = time.perf_counter()
-        for c in pick:
-            got[c] = loop_one(df, c)
-        total += (time.perf_counter() - t0) / len(pick) * len(cs)
+        if size not in timed:
+            t0 = time.perf_counter()
+            res = {c: loop_one(df, c) for c in pick}
+            timed[size] = ((time.perf_counter() - t0) / len(pick), res)
+        per, res = timed[size]
+        got.update(res)
+        total += per * len(cs)
     return total, got
 
 
@@ -114,8 +145,10 @@ def run_gpurisk(path: Path, pool: int, max_size: int, backend: str, out: Path, a
     cmd = [sys.executable, "-m", "gpurisk", "scan", str(path), "--keys", keys, "--max-size",
            str(max_size), "--sample-flag", "s", "-o", str(out), "--overwrite", "--json",
            "--no-progress", "--backend", backend]
-    if backend.startswith("dask"):
+    if backend == "dask":
         cmd += ["--workers", "2", "--memory-limit", args.worker_memory, "--cells-on-workers"]
+    elif backend == "dask-cudf":                # one worker per GPU, dask-cuda's default
+        cmd += ["--cells-on-workers"]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     box = {}
@@ -151,20 +184,30 @@ def main(argv=None) -> None:
     ap.add_argument("--backends", default="pandas", help="pandas,dask,cudf,dask-cudf")
     ap.add_argument("--loop-combos", type=int, default=6, help="combinations the loop times per size")
     ap.add_argument("--worker-memory", default="3GB", help="memory of each Dask worker")
+    ap.add_argument("--backends-at", default="",
+                    help="other backends for a max size, e.g. 4=cudf or 4=pandas+dask")
+    ap.add_argument("--keep", default=None,
+                    help="a folder to keep each register's Parquet file in (reg_ROWS_POOL.parquet)")
     ap.add_argument("--png", default=str(OUT / "bench_register_scan.png"))
     args = ap.parse_args(argv)
+    at = {int(k): v.split("+") for k, v in (x.split("=") for x in args.backends_at.split(",") if x)}
     OUT.mkdir(parents=True, exist_ok=True)
     results = []
     with tempfile.TemporaryDirectory(prefix="bench_register_") as tmp:
         for rows in [int(float(r)) for r in args.rows.split(",")]:
             for pool in [int(p) for p in args.pool.split(",")]:
+                t0 = time.perf_counter()
                 df = register(rows, pool)
-                path = Path(tmp) / f"reg_{rows}_{pool}.parquet"
+                path = Path(args.keep or tmp) / f"reg_{rows}_{pool}.parquet"
+                path.parent.mkdir(parents=True, exist_ok=True)
                 df.to_parquet(path, index=False, row_group_size=1_000_000)
+                print(f"{rows:>11,} rows  pool {pool}: register made and written in "
+                      f"{time.perf_counter() - t0:.1f} s", flush=True)
+                timed: dict = {}
                 for max_size in [int(m) for m in args.max_size.split(",")]:
                     cs = combos(pool, max_size)
-                    loop_s, oracle = time_loop(df, cs, args.loop_combos)
-                    for backend in args.backends.split(","):
+                    loop_s, oracle = time_loop(df, cs, args.loop_combos, timed=timed)
+                    for backend in at.get(max_size, args.backends.split(",")):
                         out = Path(tmp) / f"scan_{backend}.parquet"
                         g = run_gpurisk(path, pool, max_size, backend, out, args)
                         checked = check(out, oracle)
