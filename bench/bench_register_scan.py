@@ -14,7 +14,9 @@ Parquet file. For each (rows, pool size, max size) and each backend asked for:
   E = Σ_{f=1} 1/F and τ1 = #{f = 1, F = 1}, on the frame already in memory (reading it not
   charged). Only ``--loop-combos`` combinations are timed, spread over the sizes, and the total is
   extrapolated per size: the table says so.
-- every row the loop timed is checked equal (E to 1e-9 relative, τ1 exactly) to gpurisk's.
+- every row the loop timed is checked equal (E to 1e-9 relative, τ1 exactly) to gpurisk's, and every
+  row of each later backend's scan equal to the first backend's (counts exactly, floats to 1e-9
+  relative): dask-cuda against cuDF, Dask against pandas.
 
 Backends: ``pandas`` (default), ``dask`` (2 local workers of ``--worker-memory`` each,
 ``--cells-on-workers``), ``cudf`` and ``dask-cudf`` (only where a GPU is present; dask-cuda's one
@@ -176,6 +178,27 @@ def check(out: Path, oracle: dict) -> int:
     return len(oracle)
 
 
+def same_rows(out: Path, first: Path) -> int:
+    """Every row of scan ``out`` equals scan ``first``'s (another backend's run of the same
+    combinations): the same combinations, counts equal, floats to 1e-9 relative; the number of rows,
+    or SystemExit naming the first difference."""
+    a, b = pd.read_parquet(out), pd.read_parquet(first)
+    a = a.assign(keys=a["keys"].map(tuple)).set_index("keys").sort_index()
+    b = b.assign(keys=b["keys"].map(tuple)).set_index("keys").sort_index()
+    if list(a.index) != list(b.index):
+        raise SystemExit(f"{out.name} and {first.name} scanned different combinations")
+    for col in [c for c in b.columns if c in a.columns and c not in ("order", "warnings")]:
+        x, y = a[col], b[col]
+        if pd.api.types.is_float_dtype(y):
+            ok = np.isclose(x.to_numpy(float), y.to_numpy(float), rtol=1e-9, atol=0, equal_nan=True)
+        else:
+            ok = ((x.astype(str) == y.astype(str)) | (x.isna() & y.isna())).to_numpy()
+        if not ok.all():
+            k = a.index[~ok][0]
+            raise SystemExit(f"{out.name} differs from {first.name} in {col} at {k}: {x[k]!r} != {y[k]!r}")
+    return len(a)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", default="2000000", help="comma-separated register sizes")
@@ -207,10 +230,13 @@ def main(argv=None) -> None:
                 for max_size in [int(m) for m in args.max_size.split(",")]:
                     cs = combos(pool, max_size)
                     loop_s, oracle = time_loop(df, cs, args.loop_combos, timed=timed)
-                    for backend in at.get(max_size, args.backends.split(",")):
-                        out = Path(tmp) / f"scan_{backend}.parquet"
+                    first = None
+                    for b, backend in enumerate(at.get(max_size, args.backends.split(","))):
+                        out = Path(tmp) / f"scan_{b}_{backend}.parquet"
                         g = run_gpurisk(path, pool, max_size, backend, out, args)
                         checked = check(out, oracle)
+                        same = "" if first is None else f", all {same_rows(out, first)} rows equal to the first backend's"
+                        first = first or out
                         row = {"rows": rows, "pool": pool, "max_size": max_size, "combos": len(cs),
                                "backend": backend, "gpurisk_s": g["wall"], "loop_s": loop_s,
                                "speedup": loop_s / g["wall"], "peak_gb": g["peak"] / 2**30,
@@ -224,7 +250,7 @@ def main(argv=None) -> None:
                               f"peak {g['peak'] / 2**30:5.2f} GiB (client {g['client'] / 2**30:.2f}, "
                               f"largest child {g['child'] / 2**30:.2f})  "
                               f"{row['ms_per_combo_per_M']:.2f} ms/combo/M rows  "
-                              f"{checked} rows equal to the loop", flush=True)
+                              f"{checked} rows equal to the loop{same}", flush=True)
                 del df
     table = pd.DataFrame(results)
     print()
