@@ -4,6 +4,7 @@ difference)."""
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 from conftest import ROOT
 
@@ -41,3 +42,32 @@ def test_register_draws_equal_numpys_choice():
     after = np.random.default_rng(7)
     after.choice(120, size=rows, p=p)
     assert rng.random() == after.random()           # the generator is left where choice leaves it
+
+
+def _gpu_usable() -> bool:
+    try:
+        import cupy
+        import cudf  # noqa: F401
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def test_gpu_checks_script_says_when_there_is_no_gpu(tmp_path):
+    """bench/gpu_checks.sh parses, and on a machine without a usable GPU says so and runs nothing
+    (exit 0); the GPU steps themselves run only on a lent device."""
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+    script = ROOT / "bench" / "gpu_checks.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    if _gpu_usable():
+        pytest.skip("a GPU is usable here: the script would run the checks")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+    out = tmp_path / "gpu"
+    r = subprocess.run(["bash", str(script), str(out)], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode == 0 and "no usable GPU here" in r.stdout and out.is_dir()
+    assert not any(out.iterdir())                   # nothing was run

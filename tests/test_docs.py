@@ -67,6 +67,8 @@ SKIP = {
     ("python", "-m", "pytest"): "runs the test suite itself",
     ("docker", "build"): "builds a container image",
     ("docker", "run"): "runs a container image",
+    ("bash", "bench/gpu_checks.sh"): "needs a GPU (tests/test_bench_register_scan.py runs it on a "
+                                     "machine without one, where it says so and checks nothing)",
 }
 
 
