@@ -280,6 +280,46 @@ def test_a_batch_of_subsets_from_one_lattice_equals_a_groupby(fars, strict):
         np.testing.assert_array_equal(to_host(one["f"]), want["f"].to_numpy())
 
 
+def test_buckets_keep_their_margins_and_a_batch_plans_once_per_worker(fars, monkeypatch):
+    """A finest bucket keeps each key's margin of f (summed once, in bucket_codes: equal to the
+    margins its table sums afresh), and the buckets of one batch share the lattice plan the first
+    of them made on a worker: the second bucket's batch plans nothing and its pieces still equal
+    a groupby of its own records. With weights (float sums) each bucket plans for itself."""
+    from gpurisk.freq import partial as P
+    from gpurisk.freq import subsets as S
+    from gpurisk.freq.lattice import Lattice
+    from gpurisk.freq.rollup import f_margins
+    plan, _ = _finest(fars, FARS8)
+    half = len(fars) // 2
+    halves = (fars.iloc[:half], fars.iloc[half:])
+    buckets = [S.bucket_codes(plan, P.partial(plan, d, "register", "s")) for d in halves]
+    for cells in buckets:
+        fresh = S.bucket_table(plan, {k: v for k, v in cells.items() if k != S.MARGINS})
+        assert fresh._memo == {}
+        for kept, summed in zip(cells[S.MARGINS], f_margins(fresh)):
+            np.testing.assert_array_equal(kept, summed)
+    made = []
+    real = Lattice.plan
+    monkeypatch.setattr(Lattice, "plan", lambda self, t: made.append(t) or real(self, t))
+    monkeypatch.setattr(S, "_PLANS", type(S._PLANS)())
+    subsets = [["iage", "isex"], ["iage", "ideathday", "istatenum", "irace"], ["isex"]]
+    spec = []
+    for keys in subsets:
+        idx = sorted(FARS8.index(k) for k in keys)
+        spec.append((idx, 1, int(np.prod([plan.cards[i] for i in idx]))))
+    for n, (cells, d) in enumerate(zip(buckets, halves)):
+        got = S.subset_batch(plan, cells, spec)
+        assert len(made) == 1                          # planned for the first bucket alone
+        for (idx, _, _), pieces in zip(spec, got):
+            want = d.groupby([FARS8[i] for i in idx], sort=True).agg(F=("s", "size"), f=("s", "sum"))
+            np.testing.assert_array_equal(pieces[0]["F"], want["F"].to_numpy())
+            np.testing.assert_array_equal(pieces[0]["f"], want["f"].to_numpy())
+    import dataclasses
+    table = S.bucket_table(plan, buckets[0])
+    weighted = dataclasses.replace(table, w=np.ones(table.cell_id.shape[0]))
+    assert S._batch_plan(Lattice(weighted), weighted, [tuple(k) for k in subsets]) is None
+
+
 def test_subset_partials_of_several_buckets_merge_to_the_groupby(fars):
     """Cells of one subset coming from several finest tables (here: of two halves of the records)
     merge into the subset's cells, by histograms (small key space) or by a sort (large)."""

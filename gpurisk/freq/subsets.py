@@ -23,7 +23,10 @@ Steps 1 and 2 run for a batch of :data:`BATCH` subsets at once per finest bucket
 (:func:`subset_batch`): one lattice over the bucket's cells (:class:`gpurisk.freq.lattice.Lattice`)
 builds the batch's tables, sharing cubes and roll-ups, so a bucket's cells are read a few times per
 batch rather than once per subset; the batch's results stay on the workers until its subsets are
-merged. Where every subset of a batch is one range of cells and no bucket measure maps it, the
+merged. Each bucket keeps its keys' margins of f (summed once, in :func:`bucket_codes`) for every
+batch's lattice, and a worker plans a batch once, for the first of its buckets it sums
+(:func:`_batch_plan`: without weights every table is an exact integer sum, the same whatever the
+plan). Where every subset of a batch is one range of cells and no bucket measure maps it, the
 batch is merged whole instead (:func:`_batch_graph`: a tree of :func:`merge_batch` over the finest
 buckets, then one task of :func:`batch_summaries`; at most :data:`BATCH_MERGE_CELLS` cells a batch),
 about BATCH times fewer tasks than a tree per subset. :func:`subset_summaries` yields the finest table's summaries, then each subset's in the order
@@ -35,8 +38,9 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 import uuid
-from collections import deque
+from collections import OrderedDict, deque
 from typing import Iterable, Iterator, Sequence
 
 from gpurisk.xp import namespace, scalar, to_host
@@ -61,13 +65,22 @@ def bucket_codes(plan: Plan, part: dict) -> dict:
             if k in P.INT_FIELDS and int(v.shape[0]):
                 v = v.astype(narrow_code_dtype(int(scalar(xp.max(v))) + 1, xp), copy=False)
             out[k] = v
+    # each key's margin of f (a few hundred numbers), summed here once: every batch's lattice over
+    # this bucket starts from them instead of summing them again (:func:`bucket_table`)
+    from gpurisk.freq.rollup import f_margins
+    out[MARGINS] = tuple(f_margins(bucket_table(plan, out)))
     return out
 
 
+#: the key of a bucket's margins of f in what :func:`bucket_codes` keeps
+MARGINS = "margins"
+
+
 def wide_counts(cells: dict) -> dict:
-    """``cells`` (:func:`bucket_codes`) with f and F as int64 again."""
+    """``cells`` (:func:`bucket_codes`) with f and F as int64 again (its margins left out)."""
     xp = namespace(cells["codes"][0])
-    return {k: (v.astype(xp.int64, copy=False) if k in P.INT_FIELDS else v) for k, v in cells.items()}
+    return {k: (v.astype(xp.int64, copy=False) if k in P.INT_FIELDS else v) for k, v in cells.items()
+            if k != MARGINS}
 
 
 def codes_summary(plan: Plan, cells: dict) -> dict:
@@ -150,13 +163,17 @@ def batches_of(spaces: Sequence[int], bucket_cells: int,
 def bucket_table(plan: Plan, cells: dict):
     """The FreqTable of one finest bucket (:func:`bucket_codes`): its cells with their codes."""
     from gpurisk.freq.table import FreqTable
-    cells = wide_counts(cells)
+    raw, cells = cells, wide_counts(cells)
     codes = cells["codes"]
     xp = namespace(codes[0])
     m = int(codes[0].shape[0])
     f = cells["f"] if "f" in cells else xp.zeros(m, xp.int64)
-    return FreqTable(tuple(plan.keys), plan.categories, xp.arange(m, dtype=xp.int64), f,
-                     cells.get("F"), cells.get("w"), False, xp, list(codes), None, "dask")
+    table = FreqTable(tuple(plan.keys), plan.categories, xp.arange(m, dtype=xp.int64), f,
+                      cells.get("F"), cells.get("w"), False, xp, list(codes), None, "dask")
+    from gpurisk.freq.rollup import MARGIN
+    for key, margin in zip(plan.keys, raw.get(MARGINS, ())):
+        table._memo[MARGIN + key] = margin
+    return table
 
 
 def _partial_of(plan: Plan, table, idx: Sequence[int]) -> dict:
@@ -184,11 +201,40 @@ def subset_batch(plan: Plan, cells: dict, batch: Sequence[tuple]) -> list:
     table = bucket_table(plan, cells)
     targets = [tuple(plan.keys[i] for i in idx) for idx, _, _ in batch]
     out: list = [None] * len(batch)
-    for j, sub in Lattice(table).tables(targets):
+    lattice = Lattice(table)
+    for j, sub in lattice.tables(targets, plan=_batch_plan(lattice, table, targets)):
         idx, nsub, width = batch[j]
         part = _partial_of(plan, sub, list(idx))
         out[j] = P.split(part, width, nsub) if nsub > 1 else [part]
     return out
+
+
+#: a worker's lattice plans, by (keys, the batch's targets): the buckets of a batch are alike
+#: (equal numbers of records), so the plan made for its first bucket on a worker serves the others
+PLANS_KEPT = 64
+_PLANS: OrderedDict = OrderedDict()
+_PLANS_LOCK = threading.Lock()
+
+
+def _batch_plan(lattice, table, targets):
+    """The lattice plan of ``targets`` for this bucket: one a bucket of the same batch made on this
+    worker before, else a new one (kept). Without weights every table is an exact integer sum, the
+    same whatever the plan; with weights (float sums, whose last bits follow the order of the
+    roll-ups) each bucket makes its own, as before."""
+    if table.w is not None:
+        return None
+    key = (tuple(table.keys), tuple(targets))
+    with _PLANS_LOCK:
+        got = _PLANS.get(key)
+        if got is not None:
+            _PLANS.move_to_end(key)
+            return got
+    made = lattice.plan(targets)
+    with _PLANS_LOCK:
+        _PLANS[key] = made
+        while len(_PLANS) > PLANS_KEPT:
+            _PLANS.popitem(last=False)
+    return made
 
 
 def merge_subset(space: int | None, *parts) -> dict:
