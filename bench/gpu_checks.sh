@@ -15,7 +15,7 @@
 # terminal. Without a usable GPU it says so and exits 0, having run nothing.
 set -u
 out=${1:?usage: bash bench/gpu_checks.sh OUTDIR}
-mkdir -p "$out" || exit 2
+mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here" || exit 2
 export PYTHONUNBUFFERED=1

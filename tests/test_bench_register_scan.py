@@ -66,8 +66,8 @@ def test_gpu_checks_script_says_when_there_is_no_gpu(tmp_path):
     if _gpu_usable():
         pytest.skip("a GPU is usable here: the script would run the checks")
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-    out = tmp_path / "gpu"
-    r = subprocess.run(["bash", str(script), str(out)], capture_output=True, text=True, env=env,
-                       timeout=60)
+    out = tmp_path / "gpu"                         # named relative to where it is run from
+    r = subprocess.run(["bash", str(script), "gpu"], capture_output=True, text=True, env=env,
+                       cwd=tmp_path, timeout=60)
     assert r.returncode == 0 and "no usable GPU here" in r.stdout and out.is_dir()
     assert not any(out.iterdir())                   # nothing was run
