@@ -35,9 +35,9 @@ def test_readme_assess_example_is_what_assess_prints():
     head = lines.index(next(ln for ln in lines if ln.startswith(" measure")))
     assert all(ln in out for ln in lines[3:head])     # τ1 beside it; the scenario; the model
     assert any(ln.startswith("  model: log-linear") for ln in lines[3:head])
-    # how each estimate's interval is made: E's from the model alone, τ1's calibrated
+    # how each estimate's interval is made: both from the model alone, no fitted factor
     assert "  matches_ll's interval: the fitted model's own variance" in "\n".join(lines[3:head])
-    assert "  tau1_ll's interval: the model's Poisson s.e. × 1.5" in "\n".join(lines[3:head])
+    assert "  tau1_ll's interval: the fitted model's own variance" in "\n".join(lines[3:head])
     answers = lines.index("what each figure answers")
     for ln in lines[answers + 1:]:
         assert ln in out, ln                                       # the scenario of each figure

@@ -50,7 +50,8 @@ def test_two_way_model_of_two_keys_is_saturated_by_hand():
 
 
 def test_se_adds_the_model_error_in_quadrature():
-    """interval=calibrated (tau1_ll's default; matches_ll's before issue 43's sixth stop)."""
+    """interval=calibrated (matches_ll's default before issue 43's sixth stop, tau1_ll's before its
+    seventh)."""
     base = run(tiny_sample(), ["a", "b"], fraction=0.2, model="two_way", dispersion="none",
                se_factor=1.0, model_error=0.0, interval="calibrated")["matches_ll"]
     m = run(tiny_sample(), ["a", "b"], fraction=0.2, model="two_way", dispersion="none",
@@ -60,7 +61,8 @@ def test_se_adds_the_model_error_in_quadrature():
     k, c = SE_CALIBRATION["inverse"]               # matches_ll's defaults
     assert (m.extra["se_factor"], m.extra["model_error"]) == (k, c)
     assert m.se == pytest.approx(math.sqrt((k * base.se) ** 2 + (c * base.value) ** 2))
-    t = run(tiny_sample(), ["a", "b"], fraction=0.2, model="two_way", dispersion="none")["tau1_ll"]
+    t = run(tiny_sample(), ["a", "b"], fraction=0.2, model="two_way", dispersion="none",
+            interval="calibrated")["tau1_ll"]
     assert (t.extra["se_factor"], t.extra["model_error"]) == SE_CALIBRATION["tau1"]
     # one value in the shared namespace sets both measures'
     both = run(tiny_sample(), ["a", "b"], fraction=0.2, model="two_way", dispersion="none",
@@ -69,11 +71,11 @@ def test_se_adds_the_model_error_in_quadrature():
                for x in ("tau1_ll", "matches_ll"))
     assert m.extra["interval_lower"] == pytest.approx(max(m.value - 2.5758293035489004 * m.se, 0))
     assert m.upper == pytest.approx(min(m.value + 2.3263478740408408 * m.se, 3))
-    # the defaults: matches_ll's interval from the model alone, tau1_ll's calibrated
+    # the defaults: both intervals from the model alone, no fitted factor
     d = run(tiny_sample(), ["a", "b"], fraction=0.2, model="two_way", dispersion="none")
-    assert d["matches_ll"].extra["interval"] == "model"
-    assert (d["matches_ll"].extra["se_factor"], d["matches_ll"].extra["model_error"]) == (1.0, 0.0)
-    assert d["tau1_ll"].extra["interval"] == "calibrated"
+    for name in ("matches_ll", "tau1_ll"):
+        assert d[name].extra["interval"] == "model"
+        assert (d[name].extra["se_factor"], d[name].extra["model_error"]) == (1.0, 0.0)
 
 
 def test_independence_model_by_hand():
