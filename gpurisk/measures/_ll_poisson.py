@@ -780,16 +780,22 @@ def forest_model(margins, edges, dispersion: str = "moment"):
 def forest_misfit(table, edges, pi: float, kind: str, seed: int = 0):
     """The risk criterion (:class:`gpurisk.models.risk_choice.Score`) at main effects + the forest
     ``edges`` for E's term (``kind="inverse"``) or τ1's (``"tau1"``), computed once per table and
-    kind: only matches_ll's interval reads it by default, so τ1's is not drawn for it."""
+    kind (both intervals read it by default; they share one :class:`Draws` of the table)."""
     from gpurisk.models import risk_choice
     key = "_".join(f"{a}-{b}" for a, b in edges)
 
-    def make():
-        margins = sample_margins(table)[4]
+    margins = sample_margins(table)[4]
+
+    def make_draws():
         # the keys drawn in the order of their names, so a scan's table (keys in its own order)
         # and an assess of the same keys draw the same cells
         order = sorted(range(len(table.keys)), key=lambda v: str(table.keys[v]))
-        draws = risk_choice.Draws(margins, risk_choice.draws_for(margins), seed, order=order)
+        return risk_choice.Draws(margins, risk_choice.draws_for(margins), seed, order=order)
+
+    def make():
+        # one Draws per table and seed: E's criterion and τ1's read the same fitted cells, which
+        # it keeps for the last forest asked (the same numbers, made once)
+        draws = table.cached(f"_ll_misfit_draws_{int(seed)}", make_draws)
         return risk_choice.score(margins, list(edges), pi, draws, kind)
     return table.cached(f"_ll_misfit_{pi!r}_{key}_{int(seed)}_{kind}", make)
 
