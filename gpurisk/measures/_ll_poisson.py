@@ -89,7 +89,8 @@ the upper bound and the interval's upper end are Cornish-Fisher's, value + s.e. 
 γ = Σ κ3_j / s.e.³ from each term's third cumulant (:func:`third_cumulants`, E[1/F³] by
 :func:`inverse_cube`), never below the normal ones (``skewness``; option ``skew_bound``); the
 uniques of the smallest variances that together can move the ends by at most SKEW_TOL of an s.e.
-(|κ3_j| ≤ Var_j: each term lies in [0, 1]) are left out of Σ κ3 (:func:`skew_uniques`). Under ``eb``
+(|κ3_j| ≤ Var_j: each term lies in [0, 1]) are left out of E's Σ κ3 (:func:`skew_uniques`); τ1's
+κ3 = t(1 − t)(1 − 2t) is summed over every unique (cheaper than choosing which). Under ``eb``
 α̂ is uncertain too, which the per-cell variance (α taken as known) leaves out: the estimate is
 recomputed at the ends of α̂'s one-s.e. profile-likelihood interval (the zero-truncated likelihood
 within ½ of its maximum: :func:`gpurisk.models.dispersion.alpha_profile`) and half their difference,
@@ -1138,11 +1139,15 @@ class LoglinearPoisson(Measure):
         # an s.e., are left out of Σ κ3 (:func:`skew_uniques`; all of them where the whole Σ Var can
         # move them no more)
         gamma = 0.0
-        if exact and bool(self.opt(ctx, "skew_bound")) and se > 0:
-            keep = skew_uniques(v, 6.0 * SKEW_TOL * se ** 3 / (z2 * z2 - 1.0))
-        else:
+        if not (exact and bool(self.opt(ctx, "skew_bound")) and se > 0):
             keep = None
-        if keep is not None and keep.shape[0]:
+        elif self.kind == "tau1":
+            # I(F = 1)'s κ3 = t(1 − t)(1 − 2t) from the term itself: summing it over every unique
+            # costs less than sorting their variances to leave some out (the sum is exact)
+            keep = slice(None) if int(np.size(v)) else None
+        else:
+            keep = skew_uniques(v, 6.0 * SKEW_TOL * se ** 3 / (z2 * z2 - 1.0))
+        if keep is not None and (isinstance(keep, slice) or keep.shape[0]):
             fitted = alpha if dispersion != "none" else 0.0
             if prior == "loo":
                 at = table.cached(f"_ll_loo_{model_key}_0_{fitted!r}",
