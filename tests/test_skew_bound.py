@@ -123,3 +123,20 @@ def test_leaving_uniques_out_of_the_skew_moves_the_bound_by_at_most_its_toleranc
     assert whole["skewness"] > 0
     for k in ("upper", "interval_upper"):
         assert abs(part[k] - whole[k]) <= 0.01 * whole["se"] + 1e-12
+
+
+def test_tau1s_skew_sums_every_unique(monkeypatch):
+    """τ̂1's κ3 = t(1 − t)(1 − 2t) is summed over every sample unique (cheaper than sorting their
+    variances to leave some out): its skewness is the same whatever SKEW_TOL, even one that would
+    leave every unique out of E's."""
+    import gpurisk.measures._ll_poisson as lp
+    from gpurisk.measures.tau1_ll import Tau1LL
+    df = pd.read_csv(data_path("arx_genetic/fars_int.csv"), sep=";")
+    sample = df.sample(frac=0.01, random_state=5)
+    keys = ["iage", "isex", "irace"]
+    exact = Tau1LL().compute(build_table(sample, keys), Context(fraction=0.01)).extra
+    monkeypatch.setattr(lp, "SKEW_TOL", 1e9)
+    loose = Tau1LL().compute(build_table(sample, keys), Context(fraction=0.01)).extra
+    e_loose = MatchesLL().compute(build_table(sample, keys), Context(fraction=0.01)).extra
+    assert "skewness" not in e_loose                   # E's uniques all left out at that tolerance
+    assert exact["skewness"] == loose["skewness"] and exact["skewness"] > 0
