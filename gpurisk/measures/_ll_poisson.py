@@ -383,6 +383,9 @@ def third_cumulants(mu, alpha, pi: float, kind: str, terms=None, variances=None)
     ``terms``, ``variances``: the terms and their variances already computed (:func:`nb_terms`
     with ``exact``), so E X² = Var + t² is not computed again. On slices (:func:`by_chunks`)."""
     def part(m, al, *known):
+        if kind == "tau1" and known:     # from the terms alone
+            t = known[0]
+            return (t * (1.0 - t) * (1.0 - 2.0 * t),)
         lam_m = (1.0 - pi) * np.asarray(m, dtype=np.float64) / pi
         al = np.maximum(np.asarray(al, dtype=np.float64), 1e-12)
         if known:
