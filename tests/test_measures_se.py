@@ -48,6 +48,21 @@ def test_theta_hat_and_variance_by_hand():
     assert r.measures["theta_hat"].extra["bound"] == "wald"
 
 
+def test_poisson_bound_is_scipy_stats_chi2_bit_for_bit():
+    # poisson_bound takes χ² quantiles from scipy.special (scipy.stats costs half a second to
+    # import): the same numbers as Garwood's limits through scipy.stats' chi2.ppf, to the last bit
+    from scipy.stats import chi2
+
+    from gpurisk.measures.theta_hat import poisson_bound
+    for n1 in (1, 2, 5, 17, 40, 333, 4000):
+        for n2 in (0, 1, 3, 19):
+            for pi, alpha in ((0.01, 0.01), (0.1, 0.05), (0.5, 0.001)):
+                n1u = 0.5 * float(chi2.ppf(1.0 - alpha, 2 * n1 + 2))
+                n2l = 0.5 * float(chi2.ppf(alpha, 2 * n2)) if n2 > 0 else 0.0
+                want = min(pi * n1u / (pi * n1u + 2.0 * (1.0 - pi) * n2l), 1.0)
+                assert poisson_bound(n1, n2, pi, alpha) == want
+
+
 def test_theta_hat_log_bound_by_hand():
     # f = 1 x 10, 2 x 40, 3 x 5; π = 0.2: θ̂ = 2 / (2 + 1.6·40) = 2/66
     counts = [1] * 10 + [2] * 40 + [3] * 5
