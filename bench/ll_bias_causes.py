@@ -2,7 +2,7 @@
 
 For each (population, key set, π) of bench/validate_trust.py's S and M key sets, Bernoulli samples;
 per sample the true E = Σ_{f=1} 1/F and Ê = Σ_{f=1} E[1/F | f = 1] under the main-effects model
-with a gamma cell effect (:func:`gpurisk.measures._ll_poisson.nb_terms`), with α from
+with a gamma cell effect (:func:`gpurisk.models.terms.nb_terms`), with α from
 
 - ``mom``: the moment estimator matches_ll uses; ``pois``: α = 0;
 - ``ml``: negative-binomial maximum likelihood over every cell of the (dense) table;
@@ -34,7 +34,7 @@ from scipy.special import gammaln
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from validate_trust import POPULATIONS, find_data  # noqa: E402
 
-from gpurisk.measures._ll_poisson import nb_terms  # noqa: E402
+from gpurisk.models.terms import nb_terms  # noqa: E402
 
 
 def e_hat(mu_su, alpha, pi):

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import data_path, gamma_poisson_margins
 from gpurisk.freq.engine import build_table
-from gpurisk.measures._ll_poisson import sample_margins
+from gpurisk.models.table_fits import sample_margins
 from gpurisk.models.cell_space import combinations, forest_mass
 from gpurisk.models.eb_forest import choose
 from gpurisk.models.forest import Margins

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpurisk.measures._ll_poisson import loo_prior
+from gpurisk.models.prior import loo_prior
 from gpurisk.models import eb_forest
 from gpurisk.models.dispersion import truncated_alpha
 from gpurisk.models.forest import Margins, choose_forest
@@ -197,7 +197,9 @@ def test_eb_interval_from_the_model_adds_alpha_hats_spread():
     assert "alpha_interval" not in calibrated and calibrated["se_factor"] > 1.0
     # α̂'s spread: the terms with the prior rebuilt at each end of the profile interval (the
     # measure rescales the fitted prior's variance instead, and computes no variance there)
-    from gpurisk.measures._ll_poisson import eb_means, loo_prior, unique_terms
+    from gpurisk.models.prior import loo_prior
+    from gpurisk.models.table_fits import eb_means
+    from gpurisk.models.terms import unique_terms
     *_, counts, _, span, _ = eb_means(table, None, "truncated", profile=True)
     at = [unique_terms(*loo_prior(float(table.n), counts, a), 0.05, "inverse")[0].sum()
           for a in span]

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 import gpurisk
-from gpurisk.measures._ll_poisson import loo_prior
+from gpurisk.models.prior import loo_prior
 from gpurisk.models import eb_forest
 from gpurisk.models.forest import Margins
 from test_eb_forest import _cells, assert_dense_fit

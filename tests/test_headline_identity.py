@@ -22,8 +22,7 @@ import pandas as pd
 import pytest
 
 import gpurisk
-from gpurisk.measures import _ll_poisson
-from gpurisk.models import forest, model_choice, risk_choice
+from gpurisk.models import forest, model_choice, prior, risk_choice, terms
 
 MEASURES = ["matches_ll", "tau1_ll"]
 
@@ -146,7 +145,7 @@ def test_every_figure_as_the_per_cell_computation(monkeypatch, options):
     fast = {}
     with monkeypatch.context() as m:       # the fast path across many slices of cells
         m.setattr(forest, "CHUNK", 1000)
-        m.setattr(_ll_poisson, "CHUNK", 1000)
+        m.setattr(terms, "CHUNK", 1000)
         m.setattr(model_choice, "KEY_CHUNK", 1000)
         for name, frame, keys, how in cases:
             fast[name] = _figures(gpurisk.assess(frame, keys, measures=MEASURES, options=options,
@@ -155,7 +154,7 @@ def test_every_figure_as_the_per_cell_computation(monkeypatch, options):
     monkeypatch.setattr(forest, "forest_means", _reference_forest_means)
     monkeypatch.setattr(risk_choice, "forest_means", _reference_forest_means)
     monkeypatch.setattr(forest, "forest_counts", _reference_forest_counts)
-    monkeypatch.setattr(_ll_poisson, "CHUNK", 1 << 62)             # the terms on whole arrays
+    monkeypatch.setattr(terms, "CHUNK", 1 << 62)             # the terms on whole arrays
     kept = set()
     for name, frame, keys, how in cases:
         want = _figures(gpurisk.assess(frame, keys, measures=MEASURES, options=options,
@@ -179,24 +178,24 @@ def test_slices_change_no_number(monkeypatch, threads):
     every element as on the whole arrays, bit for bit: the loo prior and both measures' terms,
     with a gamma effect per cell or none (interval=model's E[1/F²], a matrix product, to 1e-14)."""
     from gpurisk.freq import schedule
-    monkeypatch.setattr(_ll_poisson, "TERMS_THREADS", threads)
-    monkeypatch.setattr(_ll_poisson, "THREADED_CHUNKS", 2)
+    monkeypatch.setattr(terms, "TERMS_THREADS", threads)
+    monkeypatch.setattr(terms, "THREADED_CHUNKS", 2)
     monkeypatch.setattr(schedule, "usable_cpus", lambda: 4)
     rng = np.random.default_rng(7)
     n = 5_000
     counts = [(rng.integers(1, 50, n).astype(float), 1, True), (rng.integers(1, 9, n), -1, False),
               rng.integers(1, 200, n).astype(float)]
-    whole = _ll_poisson.loo_prior(1e4, counts, 0.3)
-    monkeypatch.setattr(_ll_poisson, "CHUNK", 333)
-    sliced = _ll_poisson.loo_prior(1e4, counts, 0.3)
+    whole = prior.loo_prior(1e4, counts, 0.3)
+    monkeypatch.setattr(terms, "CHUNK", 333)
+    sliced = prior.loo_prior(1e4, counts, 0.3)
     for a, b in zip(whole, sliced):
         assert np.array_equal(a, b)
     mu = np.concatenate([rng.gamma(0.5, 0.02, n // 2), rng.gamma(2.0, 3.0, n // 2)])
     alpha = rng.gamma(1.0, 0.5, n)
     for kind in ("inverse", "tau1"):
         for a, exact in ((alpha, False), (alpha, True), (0.0, False), (0.4, False)):
-            want = _ll_poisson.nb_terms((1.0 - 0.01) * mu / 0.01, a, 0.01, kind, exact)
-            got = _ll_poisson.unique_terms(mu, a, 0.01, kind, exact)
+            want = terms.nb_terms((1.0 - 0.01) * mu / 0.01, a, 0.01, kind, exact)
+            got = terms.unique_terms(mu, a, 0.01, kind, exact)
             if exact:   # E[1/F²] by a matrix product, whose rows BLAS may round by their place
                 assert all(np.allclose(x, y, rtol=1e-14, atol=0) for x, y in zip(got, want))
             else:

@@ -15,8 +15,9 @@ import pytest
 from scipy import stats
 
 import gpurisk
-from gpurisk.measures import _ll_poisson as llp
-from gpurisk.measures._ll_poisson import SE_CALIBRATION, inverse_terms, nb_terms, tau1_terms
+from gpurisk.measures._ll_poisson import SE_CALIBRATION
+from gpurisk.models import terms as llp
+from gpurisk.models.terms import inverse_terms, nb_terms, tau1_terms
 from gpurisk.models import loglinear as ll
 
 
@@ -229,7 +230,7 @@ def test_negative_binomial_terms_against_the_pmf(alpha, lam, pi):
 def test_terms_without_their_variance_are_the_same_terms(kind, exact):
     """unique_terms(variance=False) (what the model choice's spread and α̂'s reads) gives the
     terms bit for bit, over slices and threads (more uniques than THREADED_CHUNKS slices)."""
-    from gpurisk.measures._ll_poisson import CHUNK, THREADED_CHUNKS, unique_terms
+    from gpurisk.models.terms import CHUNK, THREADED_CHUNKS, unique_terms
     rng = np.random.default_rng(3)
     size = CHUNK * THREADED_CHUNKS + 11
     mu, al = np.exp(rng.uniform(-8, 3, size)), np.exp(rng.uniform(-6, 2, size))
@@ -338,7 +339,7 @@ def test_two_way_measure_on_a_key_space_beyond_a_dense_table():
 def test_every_keys_counts_in_one_pass_are_each_keys_bincount():
     """_chunked_bincounts (slices of BINCOUNT_CHUNK cells, every key summed per slice) against one
     np.bincount per key over all the cells: the same sums (whole-number counts)."""
-    from gpurisk.measures._ll_poisson import BINCOUNT_CHUNK, _chunked_bincounts
+    from gpurisk.models.table_fits import BINCOUNT_CHUNK, _chunked_bincounts
     rng = np.random.default_rng(4)
     size = 3 * BINCOUNT_CHUNK + 5
     cards = [2, 100, 7]

@@ -108,7 +108,7 @@ def test_measure_reports_the_interaction_and_the_refit():
     s2 = n * n * float((pab ** 2).sum() * (pc ** 2).sum() * (pd_ ** 2).sum())
     alpha = max((np.sum(fobs ** 2 - 2 * fobs * mu) + s2 - fobs.sum()) / s2, 0.0)
     su = fobs == 1
-    from gpurisk.measures._ll_poisson import nb_terms
+    from gpurisk.models.terms import nb_terms
     want = float(nb_terms(0.95 * mu[su] / 0.05, alpha, 0.05, "inverse")[0].sum())
     assert r["matches_ll"].value == pytest.approx(want, rel=1e-9)
     assert r["matches_ll"].extra["alpha"] == pytest.approx(alpha, rel=1e-9)

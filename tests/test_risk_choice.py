@@ -185,7 +185,7 @@ def test_inverse_square_is_the_negative_binomial_sum(c, a):
     """E[1/F² | f = 1] with F − 1 negative binomial (Poisson-gamma), summed term by term."""
     from scipy.special import gammaln
 
-    from gpurisk.measures._ll_poisson import inverse_square
+    from gpurisk.models.terms import inverse_square
     k = np.arange(0, 200_000)
     logp = (gammaln(a + k) - gammaln(a) - gammaln(k + 1) - a * np.log1p(c)
             + k * (np.log(c) - np.log1p(c)))
@@ -196,7 +196,7 @@ def test_inverse_square_is_the_negative_binomial_sum(c, a):
 @pytest.mark.parametrize("m", [1e-3, 0.4, 3.0, 30.0])
 def test_inverse_square_tends_to_the_poisson_moment(m):
     """A gamma of tiny variance (a large, c = m/a): E[1/F²] of F − 1 ~ Poisson(m)."""
-    from gpurisk.measures._ll_poisson import inverse_square, inverse_terms
+    from gpurisk.models.terms import inverse_square, inverse_terms
     e1, v = inverse_terms(np.array([m]))
     a = 1e7
     assert inverse_square(np.array([m / a]), a)[0] == pytest.approx(v[0] + e1[0] ** 2, rel=1e-5)
@@ -281,7 +281,7 @@ def test_the_criterion_is_the_same_whatever_order_the_keys_come_in():
 
     from conftest import data_path
     from gpurisk.freq import build_table
-    from gpurisk.measures._ll_poisson import eb_means, forest_misfit
+    from gpurisk.models.table_fits import eb_means, forest_misfit
     df = pd.read_csv(data_path("sdcmicro/testdata.csv"))
     got = []
     for keys in (["urbrur", "roof", "water"], ["roof", "water", "urbrur"]):

@@ -15,8 +15,9 @@ import pytest
 
 from conftest import data_path
 from gpurisk.freq.engine import build_table
-from gpurisk.measures._ll_poisson import (loo_prior, nb_terms, sample_margins, shared_variance,
-                                         unique_terms)
+from gpurisk.models.prior import loo_prior, shared_variance
+from gpurisk.models.table_fits import sample_margins
+from gpurisk.models.terms import nb_terms, unique_terms
 from gpurisk.models import eb_forest
 from gpurisk.models.forest import Margins
 from test_eb_forest import _cells

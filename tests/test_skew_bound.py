@@ -13,7 +13,7 @@ from scipy.stats import nbinom
 from conftest import data_path
 from gpurisk.freq.engine import build_table
 from gpurisk.measure import Context
-from gpurisk.measures._ll_poisson import inverse_cube, inverse_square, third_cumulants
+from gpurisk.models.terms import inverse_cube, inverse_square, third_cumulants
 from gpurisk.measures.matches_ll import MatchesLL
 
 
@@ -93,7 +93,7 @@ def test_the_upper_ends_are_cornish_fisher_and_never_below_the_normal_ones():
 
 
 def test_the_uniques_left_out_of_the_skew_are_the_smallest_within_the_budget():
-    from gpurisk.measures._ll_poisson import skew_uniques
+    from gpurisk.models.terms import skew_uniques
     v = np.array([0.3, 0.01, 0.2, 0.02, 0.05, 0.0])
     keep = skew_uniques(v, 0.08)                  # 0 + 0.01 + 0.02 + 0.05 = 0.08 left out
     assert keep.tolist() == [0, 2]
@@ -109,11 +109,12 @@ def test_leaving_uniques_out_of_the_skew_moves_the_bound_by_at_most_its_toleranc
     """Against Σ κ3 over every sample unique (SKEW_TOL = 0), on a 1 % sample of the real FARS file:
     the upper ends move by at most SKEW_TOL of an s.e., most uniques are left out."""
     import gpurisk.measures._ll_poisson as lp
+    from gpurisk.models import terms
     df = pd.read_csv(data_path("arx_genetic/fars_int.csv"), sep=";")
     t = build_table(df.sample(frac=0.01, random_state=5), keys)
     cube = []
-    real = lp.inverse_cube
-    monkeypatch.setattr(lp, "inverse_cube", lambda c, *a, **k: cube.append(c.shape[0]) or real(c, *a, **k))
+    real = terms.inverse_cube
+    monkeypatch.setattr(terms, "inverse_cube", lambda c, *a, **k: cube.append(c.shape[0]) or real(c, *a, **k))
     part = MatchesLL().compute(t, Context(fraction=0.01)).to_dict()
     monkeypatch.setattr(lp, "SKEW_TOL", 0.0)
     whole = MatchesLL().compute(build_table(df.sample(frac=0.01, random_state=5), keys),

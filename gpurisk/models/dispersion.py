@@ -3,7 +3,7 @@
 Under the Poisson-gamma model f_j ~ NegBin(mean μ_j, variance μ_j + α μ_j²) (Rinott & Shlomo 2006).
 Two estimators of α:
 
-- moments over every cell (:func:`gpurisk.measures._ll_poisson.dispersion_moment`): dominated by the
+- moments over every cell (:func:`gpurisk.models.table_fits.dispersion_moment`): dominated by the
   large cells, which make no sample uniques;
 - ``truncated`` (:func:`truncated_alpha`): maximum likelihood over the cells the sample holds, each
   count given that it is positive (the zero-truncated negative binomial), so no empty cell is listed:

@@ -264,7 +264,7 @@ def _sum_squares(m: Margins, one, edges, alphas, deg) -> float:
 
 def loo_counts(m: Margins, edges, alphas, rows) -> list:
     """What a sample unique's leave-one-out prior reads under the smoothed forest, as
-    :func:`gpurisk.measures._ll_poisson.loo_prior` takes it: per lone or shared key (counts of the
+    :func:`gpurisk.models.prior.loo_prior` takes it: per lone or shared key (counts of the
     unique's category, exponent 1 − deg, counted when alone), then per kept pair (counts of the
     unique's pair of categories, of its a and of its b, α_ab). The counts are :class:`AtRows`:
     gathered slice by slice, never kept per unique."""
@@ -423,7 +423,7 @@ def _rooted_squares(m: Margins, one, roots, arcs) -> float:
 
 def rooted_counts(m: Margins, roots, arcs, rows) -> list:
     """What a sample unique's leave-one-out prior reads under the rooted form, as
-    :func:`gpurisk.measures._ll_poisson.loo_prior` takes it: per root (counts of the unique's
+    :func:`gpurisk.models.prior.loo_prior` takes it: per root (counts of the unique's
     category, exponent 1, counted), then per arc an :class:`Arc`. The counts are :class:`AtRows`."""
     rows = np.asarray(rows)
 

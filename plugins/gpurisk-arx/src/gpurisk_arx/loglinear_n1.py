@@ -36,7 +36,7 @@ main effects put too little mass on the combinations a population does hold and 
 Main effects plus a forest of two-way interactions (``margins="forest"``, the measure's default,
 model ``loglinear_forest``; ``"forest_tempered"`` adds the β above): s_j = log p̂(x_j) of the
 decomposable model p̂(x) = Π_{(a,b) ∈ E} p̂_ab(x_a, x_b) Π_v p̂_v(x_v)^{1 − deg(v)} (the closed-form ML
-fit, p̂ the sample's margins), E the pairs of keys that :func:`gpurisk.models.forest.choose_forest`
+fit, p̂ the sample's margins), E the pairs of keys that :func:`gpurisk.models.choose_forest`
 keeps by a split-sample held-out likelihood-ratio test, forming a forest (no cycle), as Ê's default
 (``gpurisk.measures._ll_poisson``, ``model=auto_cv``); β = 1 and α calibrated to n1. log p̂ is a sum of
 one term per tree of the forest and per lone key, so the distribution of s over all K cells is again a
@@ -102,7 +102,7 @@ delta-method variance of the fit, which reads the sample through n1 and n2 (thei
 the fitted model, the cells independent; the numerical gradient of the estimate in them; the margins
 p̂_v are taken as known); plus a relative model error (``model_error`` · estimate)², which neither
 sees; under the forest plus the spread of its choice, Σ w (N̂1(E′) − N̂1)² over the forests E′ one
-held-out test away (:func:`gpurisk.models.forest.doubtful`, w the chance the test goes the other way),
+held-out test away (:func:`gpurisk.models.doubtful`, w the chance the test goes the other way),
 as Ê's s.e. takes it (``gpurisk.measures._ll_poisson``; ``choice_spread=False`` leaves it out).
 ``MODEL_ERROR`` was set on bench/validate_pop_uniqueness.py (in-sample; docs/arx.md).
 """
@@ -241,7 +241,7 @@ def _rooted_table(logs, idx, f, n: float, parent: int, child: int, beta: float):
 
 def _tree_order(keys, edges):
     """The tree's edges as (parent, child), each parent reached before its child (root keys[0])."""
-    from gpurisk.models.forest import tree_order
+    from gpurisk.models import tree_order
     return tree_order(keys[0], edges)
 
 
@@ -284,7 +284,7 @@ def _tree_cells(keys, edges, pairs, logs, deg):
 def forest_space(logs, idx, f, kappa: float = 0.0, seed: int = 0, tree_max: int = TREE_MAX,
                  ranks=None, names=None, edges=None, smoothing: str = "kappa"):
     """The key space under main effects + a forest of two-way interactions
-    (:func:`gpurisk.models.forest.choose_forest`), as components for :func:`_all_cells`: per lone key
+    (:func:`gpurisk.models.choose_forest`), as components for :func:`_all_cells`: per lone key
     its log p̂_v, per tree of the forest the log-probability of each of its keys' combinations of
     positive probability, log p̂_tree = Σ_pairs log p̃_ab + Σ_keys (1 − deg_v) log p̂_v; and the
     sampled cells' log p̂. p̃_ab = (m_ab + κ p̂_a p̂_b)/(n + κ) with κ = kappa · c_a c_b (0: the ML
@@ -294,22 +294,21 @@ def forest_space(logs, idx, f, kappa: float = 0.0, seed: int = 0, tree_max: int 
     takes them (per key each sampled category's rank, here indexed like ``logs``; the keys' names),
     so that the held-out split does not depend on how a table coded the categories. ``edges``: these
     pairs instead of the chosen ones. (components, s_obs, edges, the forests one held-out test
-    away: [(weight, pairs)], :func:`gpurisk.models.forest.doubtful`). ``smoothing="eb"``: Ê's model
+    away: [(weight, pairs)], :func:`gpurisk.models.doubtful`). ``smoothing="eb"``: Ê's model
     instead (:mod:`gpurisk.models.eb_forest`): the pairs kept by their evidence, each tree rooted
     and its tables :func:`_rooted_table` (no κ; no alternatives: the shrinkage, not a test, handles a
     pair the sample cannot tell)."""
-    from gpurisk.models.forest import choose_forest, doubtful
+    from gpurisk.models import choose_forest, doubtful
     d = len(logs)
     cards = [lp.size for lp in logs]
     f = np.asarray(f, dtype=float)
     n = float(f.sum())
     eb = smoothing == "eb"
     if eb:                   # Ê's forest: each pair kept by its evidence (gpurisk.models.eb_forest)
-        from gpurisk.models import eb_forest
-        from gpurisk.models.forest import Margins
+        from gpurisk.models import Margins, choose_eb_forest, orient_eb_forest
         margins = Margins([np.asarray(i) for i in idx], f, cards)
         if edges is None:
-            kept, _, evidence = eb_forest.choose(margins, d - 1, shrinkage=False)
+            kept, _, evidence = choose_eb_forest(margins, d - 1, shrinkage=False)
             scores = {e: (evidence[e], 0.0) for e in kept}
         else:
             kept, scores = list(edges), {e: (1.0, 0.0) for e in edges}
@@ -334,7 +333,7 @@ def forest_space(logs, idx, f, kappa: float = 0.0, seed: int = 0, tree_max: int 
     edges.sort()
     if eb:                   # each tree rooted as Ê's rooted form roots it, its tables smoothed so
         pairs = {(min(p, c), max(p, c)): _rooted_table(logs, idx, f, n, p, c, beta)
-                 for p, c, beta in eb_forest.orient(margins, edges)[1]}
+                 for p, c, beta in orient_eb_forest(margins, edges)[1]}
     deg = [0] * d
     for a, b in edges:
         deg[a] += 1
@@ -378,7 +377,7 @@ def estimate(codes, f, N: float, margins: str = "main", dispersion: str = "momen
     space other than all K combinations (a diagnostic: bench/diagnose_pop_uniqueness.py), a callable
     (per-key log p̂_v, per-key index of each sampled cell's category) → (s of its cells, their counts),
     which must hold the sampled cells. ``kappa``, ``seed``, ``ranks`` (per key, each code's rank
-    among the key's categories: ``gpurisk.models.model_choice.category_ranks``), ``names``: the
+    among the key's categories: ``gpurisk.models.category_ranks``), ``names``: the
     forest's (:func:`forest_space`)."""
     f = np.asarray(f, dtype=float)
     logs, idx = _log_probs(codes, f, float(f.sum()))
@@ -690,13 +689,12 @@ MODEL_ERROR = 0.15
 
 
 def risk_edges(codes, f, pi: float) -> list:
-    """The pairs of keys the risk criterion keeps (``gpurisk.models.risk_choice.choose``, Ê's
+    """The pairs of keys the risk criterion keeps (``gpurisk.models.choose_risk_forest``, Ê's
     ``model=risk``) for the sampled cells ``codes`` (any integers per key) with counts ``f``."""
-    from gpurisk.models.forest import Margins
-    from gpurisk.models.risk_choice import choose
+    from gpurisk.models import Margins, choose_risk_forest
     idx = [_category_index(c)[1] for c in codes]
     cards = [int(i.max()) + 1 if i.size else 0 for i in idx]
-    return choose(Margins(idx, np.asarray(f, dtype=float), cards), min(pi, 1.0))[0]
+    return choose_risk_forest(Margins(idx, np.asarray(f, dtype=float), cards), min(pi, 1.0))[0]
 
 
 def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
@@ -737,7 +735,7 @@ def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
     total = r.value + add
     v = min(max(total, lo_cap), hi_cap)
     # the forest's choice: the estimate under each forest one held-out test away, weighted by the
-    # chance that test goes the other way (gpurisk.models.forest.doubtful, as Ê's s.e. takes it)
+    # chance that test goes the other way (gpurisk.models.doubtful, as Ê's s.e. takes it)
     choice_var = sum(w * (estimate(kept, f[keep], N, margins, dispersion, edges=es,
                                    kappa=kappa, support=support).value
                           - r.value) ** 2 for w, es in r.alts) if choice_spread else 0.0

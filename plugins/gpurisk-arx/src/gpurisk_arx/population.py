@@ -166,7 +166,7 @@ class PopUniqueness(Measure):
         from . import loglinear_n1 as LL
         f = np.asarray(to_host(table.f), dtype=np.int64)
         codes = [np.asarray(to_host(c)) for c in table.cell_codes()]
-        from gpurisk.models.model_choice import category_ranks
+        from gpurisk.models import category_ranks
         ranks = category_ranks(table.categories)
         unseen = bool(ctx.option(self.name, "unseen_categories", True))
         zeros = bool(ctx.option(self.name, "structural_zeros", True))

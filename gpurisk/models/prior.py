@@ -1,0 +1,133 @@
+"""Each sample unique's prior from the other n − 1 records (option ``prior=loo`` of tau1_ll and
+matches_ll), and the covariance the uniques' terms share through the margins.
+
+Per fitted margin v, s_v = c_v − 1 + ½ (c_v the sample count of the unique's category, its own
+record included), μ̃ = (n − 1) Π_v (s_v/(n − 1))^{e_v} and α̃ = (1 + α̂) Π_v (1 + 1/s_v) − 1; a
+smoothed pair, or an arc of the rooted form, enters as its Beta share of the others
+(:func:`loo_prior`). The uniques of one category of a margin share its unknown share, so their sum
+has, besides each term's own variance, Σ_margins Σ_categories rv_g [(Σ_g d_j)² − Σ_g d_j²], d_j
+each term's slope in ln μ and rv_g the share's relative variance (:func:`shared_variance`, the
+delta method). The method as a whole: :mod:`gpurisk.measures._ll_poisson`."""
+from __future__ import annotations
+
+import numpy as np
+
+from gpurisk.models import terms
+from gpurisk.models.terms import by_chunks
+
+#: the leave-one-out prior's pseudo-count per fitted margin (Jeffreys' prior for a Poisson mean)
+LOO_PSEUDO = 0.5
+
+
+def loo_prior(n: float, counts, alpha, a0: float = LOO_PSEUDO):
+    """(μ̃, α̃): each sample unique's prior mean (sample scale) and relative variance, from the other
+    n − 1 records (option ``prior=loo``, module docstring). ``counts``: per fitted margin, the sample
+    count of each unique's category of it (its own record included); ``alpha``: the cell effect's
+    variance α̂. μ̃ = (n − 1) Π_v s_v/(n − 1), α̃ = (1 + α̂) Π_v (1 + 1/s_v) − 1, s_v = c_v − 1 + a0.
+    A margin is an array (exponent 1, counted), a tuple (counts, exponent, counted), or a smoothed
+    pair (c_ab, c_a, c_b, α_ab) of :mod:`gpurisk.models.eb_forest`, whose s_ab = c_ab − 1 +
+    α_ab q̃_a q̃_b (q̃_v = (c_v − 1 + a0)/(n − 1)) enters as s_ab/(n − 1 + α_ab), counted, or a
+    child given its parent (:class:`gpurisk.models.eb_forest.Arc`: c_pc, c_p, c_c, β), whose share
+    is Beta(s, S − s), s = c_pc − 1 + β q̃_c, S = c_p − 1 + β: it enters as s/S with relative
+    variance (S − s)/(s (S + 1)). Computed on slices of CHUNK uniques (:func:`by_chunks`)."""
+    from gpurisk.models.eb_forest import Arc
+    margins = [c if isinstance(c, tuple) else (c, 1, True) for c in counts]
+    # arrays, or forest_counts' counts gathered when sliced (gpurisk.models.forest.AtRows)
+    arrays = [c if hasattr(c, "shape") else np.asarray(c)
+              for m in margins for c in (m[:3] if len(m) == 4 else m[:1])]
+    n1 = float(n - 1)
+
+    def part(*cs):
+        mu = np.full(np.shape(cs[0]), n1)
+        rv = np.full(np.shape(cs[0]), 1.0 + float(alpha))
+        i = 0
+        for m in margins:
+            if isinstance(m, Arc):   # a child given its parent: Beta(s, S − s) of the others
+                cpc, cp, cc = (np.asarray(c, dtype=np.float64) for c in cs[i:i + 3])
+                i += 3
+                s = cpc - 1.0 + m.beta * (cc - 1.0 + a0) / n1
+                big = cp - 1.0 + m.beta
+                mu *= s / big
+                rv *= 1.0 + (big - s) / (s * (big + 1.0))
+                continue
+            if len(m) == 4:          # a smoothed pair: its counts, its keys' counts, α_ab
+                cab, ca, cb = (np.asarray(c, dtype=np.float64) for c in cs[i:i + 3])
+                i += 3
+                al = m[3]
+                s = cab - 1.0 + al * ((ca - 1.0 + a0) / n1) * ((cb - 1.0 + a0) / n1)
+                mu *= s / (n1 + al)
+                rv *= 1.0 + 1.0 / s
+                continue
+            s = np.asarray(cs[i], dtype=np.float64) - 1.0 + a0
+            i += 1
+            mu *= (s / n1) ** m[1]
+            if m[2]:
+                rv *= 1.0 + 1.0 / s
+        return mu, rv - 1.0
+    return by_chunks(part, 2, *arrays)
+
+
+def shared_variance(n: float, counts, slope, a0: float = LOO_PSEUDO) -> float:
+    """The covariance the sample uniques' terms share through the fitted margins: uniques in one
+    category of a margin share its unknown share, whose relative variance the leave-one-out prior
+    gives each unique alone (:func:`loo_prior`: 1/s, or the arc's (S − s)/(s (S + 1))), so the
+    variance of their sum has, besides each term's own, the cross terms
+
+        Σ_margins Σ_categories rv_g [(Σ_{j in g} d_j)² − Σ_{j in g} d_j²],   d_j = ∂t_j/∂ln μ_j
+
+    (the delta method over the margins' shares, one margin at a time). ``slope``: d_j per unique;
+    ``counts``: :func:`loo_prior`'s. Margins whose uncertainty the prior leaves out add nothing.
+    Each margin's two sums per category are taken in one pass over the uniques (their categories
+    looked up a slice at a time; the margins side by side on the CPUs this process may use, as
+    :func:`by_chunks`); rv_g is computed per category, not per unique."""
+    from gpurisk.models.eb_forest import Arc
+    n1 = float(n - 1)
+    d = np.asarray(slope, dtype=np.float64)
+    dd = d * d
+    margins = []
+    for m in counts:
+        if isinstance(m, Arc):
+            margins.append((m.pair, m))
+        elif isinstance(m, tuple) and len(m) == 3 and m[2] and hasattr(m[0], "at"):
+            margins.append((m[0], None))
+
+    def one(margin) -> float:
+        at, arc = margin
+        table = np.asarray(at.counts, dtype=np.float64)
+        size, groups = int(at.rows.shape[0]), int(table.shape[0])
+        first, second = np.zeros(groups), np.zeros(groups)
+        rep = np.full(groups, -1, dtype=np.int64) if arc is not None else None
+        # slices long enough that each slice's two bincounts of the categories cost little
+        step = max(SHARED_CHUNK, 4 * groups)
+        for start in range(0, size, step):
+            rows = at.rows[start:start + step]
+            ids = at.at(rows)
+            first += np.bincount(ids, weights=d[start:start + step], minlength=groups)
+            second += np.bincount(ids, weights=dd[start:start + step], minlength=groups)
+            if rep is not None:
+                rep[ids] = rows           # a cell of each category (all of one give the same)
+        if arc is None:
+            rv = 1.0 / np.maximum(table - 1.0 + a0, a0)
+            return float(np.sum(rv * (first * first - second)))
+        held = np.flatnonzero(rep >= 0)
+        cells = rep[held]
+        cp = np.asarray(arc.parent.counts, dtype=np.float64)[arc.parent.at(cells)]
+        cc = np.asarray(arc.child.counts, dtype=np.float64)[arc.child.at(cells)]
+        sh = table[held] - 1.0 + arc.beta * (cc - 1.0 + a0) / n1
+        big = cp - 1.0 + arc.beta
+        rv = (big - sh) / (sh * (big + 1.0))
+        return float(np.sum(rv * (first[held] ** 2 - second[held])))
+    from gpurisk.freq.schedule import usable_cpus
+    threads = min(terms.TERMS_THREADS, usable_cpus(), len(margins))
+    # the margins side by side
+    if threads > 1 and d.shape[0] >= terms.THREADED_CHUNKS * terms.CHUNK:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(threads, thread_name_prefix="gpurisk-shared") as pool:
+            parts = list(pool.map(one, margins))
+    else:
+        parts = [one(m) for m in margins]
+    return max(sum(parts), 0.0)
+
+
+#: :func:`shared_variance` looks the uniques' categories up this many at a time (at least)
+SHARED_CHUNK = 1 << 16

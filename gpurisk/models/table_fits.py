@@ -1,0 +1,323 @@
+"""The log-linear fits behind τ̂1 and Ê for one frequency table, each made once and kept on the
+table (:meth:`gpurisk.freq.table.FreqTable.cached`), so tau1_ll and matches_ll, and the measures
+of a scan's combination, share them:
+
+- the sample's codes and margins (:func:`sample_margins`);
+- the sample uniques' μ̂ under each model: main effects or the two-way fit
+  (:func:`sample_unique_means`), the held-out tests' forest (:func:`auto_cv_means`), the smoothed
+  forest of :mod:`gpurisk.models.eb_forest` (:func:`eb_means`), the risk criterion's forest
+  (:func:`risk_means`);
+- the cell effect's variance α̂: by moments, α̂ = Σ_j [(f_j − μ̂_j)² − f_j] / Σ_j μ̂_j² over every
+  cell (:func:`dispersion_moment`: E[(f − μ)² − f] = α μ² under the Poisson-gamma model), or by the
+  zero-truncated likelihood (:mod:`gpurisk.models.dispersion`);
+- Skinner & Shlomo's risk criterion at the kept forest (:func:`forest_misfit`,
+  :mod:`gpurisk.models.risk_choice`).
+
+Only the sample's cells and margins are read; no array of the K cells is formed. The measures and
+the whole method: :mod:`gpurisk.measures._ll_poisson`."""
+from __future__ import annotations
+
+import numpy as np
+
+from gpurisk.errors import BadInput
+from gpurisk.models.dispersion import alpha_of, loglik, profile_of, truncated_alpha
+from gpurisk.models.loglinear import MAX_CELLS, MAX_ITER, TOL
+from gpurisk.models.model_choice import Z_CHOICE
+from gpurisk.xp import scalar, to_host
+
+#: the log-linear models offered (option ``model``): margins fitted
+MODELS = ("auto_cv", "eb", "risk", "cv_risk", "independence", "two_way")
+#: how model=eb shrinks a kept pair (option ``eb_smoothing``)
+SMOOTHINGS = ("rooted", "joint")
+
+
+def dispersion_moment(table, mu_all, sum_mu2) -> float:
+    """α̂ = Σ_j [(f_j − μ̂_j)² − f_j] / Σ_j μ̂_j² over every cell of the table (at least 0): the
+    moment estimator of the gamma variance, E[(f − μ)² − f] = α μ² under the Poisson-gamma model.
+    ``mu_all``: μ̂ of the sampled cells; ``sum_mu2``: Σ μ̂² over all cells (cells with f = 0 add
+    μ̂² only, so no K-cell array is needed)."""
+    f = np.asarray(to_host(table.f), dtype=np.float64)
+    s = f > 0
+    fs, ms = f, np.asarray(mu_all, dtype=np.float64)
+    if not s.all():             # cells seen in the population only (no copy when every f_j > 0)
+        fs, ms = fs[s], ms[s]
+    return _moment(fs, ms, sum_mu2)
+
+
+def _moment(fs, ms, sum_mu2) -> float:
+    """:func:`dispersion_moment` from the sampled cells' f_j (float64) and μ̂_j, in their order (the
+    two products in one buffer)."""
+    buf = np.multiply(fs, fs)
+    ff = np.sum(buf)
+    fm = np.sum(np.multiply(fs, ms, out=buf))
+    del buf
+    num = float(ff - 2.0 * fm + sum_mu2 - fs.sum())
+    return max(num / sum_mu2, 0.0) if sum_mu2 > 0 else 0.0
+
+
+def model_margins(model: str, d: int) -> list[tuple[int, ...]] | None:
+    """The margins of a model over d keys (None: every pair, the default of fit_two_way)."""
+    if model == "two_way":
+        return None
+    if model in ("independence", "auto_cv", "risk", "cv_risk"):
+        return [(v,) for v in range(d)]
+    raise BadInput(f"log-linear model {model!r} is not one of {', '.join(MODELS)}")
+
+
+def sample_unique_means(table, model="two_way", tol=TOL, max_iter=MAX_ITER, max_cells=MAX_CELLS):
+    """(μ̂ of the sample-unique cells as a host array, the fit or None, α̂, the uniques' margin counts
+    for :func:`gpurisk.models.prior.loo_prior`, or None for the two-way fit); the two-way fit is
+    computed once per table and settings (shared with r1, ...); the independence model's μ̂ is
+    closed-form, n Π_v (f_v(x_v) / n), computed once per table too (tau1_ll and matches_ll share it
+    in a scan)."""
+    model_margins(model, len(table.keys))
+    if model == "independence":
+        return table.cached("_ll_independence", lambda: _means(table, model, tol, max_iter, max_cells))
+    return _means(table, model, tol, max_iter, max_cells)
+
+
+def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = Z_CHOICE, max_pairs=None,
+                  dispersion: str = "moment"):
+    """(μ̂ of the sample-unique cells, α̂, the kept pairs of key indices (a list, maybe empty), the
+    uniques' margin counts for :func:`gpurisk.models.prior.loo_prior`, the doubtful alternatives
+    [(weight, μ̂, α̂, counts)]) under main effects + the forest of interactions the held-out tests keep
+    (:mod:`gpurisk.models.forest`, at most ``max_pairs``; None: the forest's limit; the
+    alternatives: :func:`gpurisk.models.forest.doubtful`); on the host, closed form, no K-cell
+    array."""
+    def make():
+        from gpurisk.models.forest import choose_forest, doubtful
+        codes, f, cards, ranks, margins = sample_margins(table)
+        limit = len(codes) - 1 if max_pairs is None else int(max_pairs)
+        edges, scores = choose_forest(codes, f, cards, splits, seed, z, ranks, table.keys, limit,
+                                      margins)
+        mu, alpha, counts = forest_model(margins, edges, dispersion)
+        alts = [(w, *forest_model(margins, es, dispersion))
+                for w, es in doubtful(edges, scores, z, limit)]
+        return mu, alpha, edges, counts, alts
+    return table.cached(f"_ll_auto_cv_{int(splits)}_{int(seed)}_{float(z)!r}_{max_pairs}"
+                        f"_{dispersion}", make)
+
+
+def eb_means(table, max_pairs=None, dispersion: str = "moment", profile: bool = False,
+             smoothing: str = "rooted"):
+    """As :func:`auto_cv_means` (and, last, the rooted form's arcs (parent, child), None with
+    ``smoothing="joint"``), main effects + the forest of smoothed interactions of
+    :mod:`gpurisk.models.eb_forest` (each pair kept by its evidence, shrunk towards independence by
+    its empirical-Bayes prior: ``smoothing`` "rooted", each tree rooted and a child's categories
+    given its parent's shrunk towards the child's shares, or "joint", the pair's table shrunk towards
+    independence); the uniques' counts are :func:`gpurisk.models.eb_forest.rooted_counts` or
+    :func:`gpurisk.models.eb_forest.loo_counts` factors and there are no alternatives (the
+    shrinkage, not a test, handles a pair the sample cannot tell)."""
+    if smoothing not in SMOOTHINGS:
+        raise BadInput(f"eb_smoothing={smoothing!r} is not one of {', '.join(SMOOTHINGS)}")
+
+    def make():
+        from gpurisk.models import eb_forest
+        margins = sample_margins(table)[4]
+        edges, alphas, _ = eb_forest.choose(margins, max_pairs, shrinkage=smoothing == "joint")
+        if smoothing == "rooted":
+            roots, arcs = eb_forest.orient(margins, edges)
+            mu, sum_mu2 = eb_forest.rooted_means(margins, roots, arcs)
+        else:
+            mu, sum_mu2 = eb_forest.means(margins, edges, alphas)
+        f = margins.f
+        ll = None           # the truncated likelihood, its cells grouped once (α̂'s profile too)
+        if dispersion != "truncated":
+            alpha = _moment(f, mu, sum_mu2)
+        else:
+            ll = loglik(f, mu)
+            alpha = alpha_of(ll)
+        su = np.flatnonzero(f == 1)
+        if smoothing == "rooted":
+            return (mu[su], alpha, edges, eb_forest.rooted_counts(margins, roots, arcs, su), [],
+                    ll, [(p, c) for p, c, _ in arcs])
+        return mu[su], alpha, edges, eb_forest.loo_counts(margins, edges, alphas, su), [], ll, None
+    key = f"_ll_eb_{max_pairs}_{dispersion}_{smoothing}"
+    mu, alpha, edges, counts, alts, ll, arcs = table.cached(key, make)
+    span = None
+    if profile and dispersion == "truncated":     # α̂'s one-s.e. profile interval, asked apart
+        span = table.cached(key + "_profile", lambda: profile_of(ll, alpha))
+    return mu, alpha, edges, counts, alts, span, arcs
+
+
+def sample_margins(table):
+    """(codes per key (host arrays of the smallest integer dtype), counts f, categories per key,
+    category ranks, :class:`Margins`) of the sample's cells and categories only: a table that also
+    holds the population's cells and categories (validate, --population) gives what the sample
+    alone gives. Each key's counts are the table's margins of f where it has them (a scan's), at the
+    seen categories, else summed here in the same pass that finds the seen categories (whole
+    numbers: the same sums). Where every cell is sampled (a sample's own table) the codes and f are
+    the table's own arrays, not copies."""
+    def make():
+        from gpurisk.freq.rollup import codes_at, known_margins
+        from gpurisk.models.forest import Margins
+        from gpurisk.models.model_choice import category_ranks
+        sampled = table.f > 0
+        seen = slice(None) if bool(scalar(sampled.all())) else table.xp.flatnonzero(sampled)
+        f = to_host(table.f[seen])
+        known = known_margins(table)
+        weights = None if known is not None else np.asarray(f, dtype=np.float64)
+        codes, cards, ranks, kept, ones = [], [], [], [], []
+        all_codes, all_ranks = codes_at(table, seen), category_ranks(table.categories)
+        if weights is not None:       # every key's counts in one pass over the weights
+            sums = _chunked_bincounts(all_codes, weights, [r.shape[0] for r in all_ranks])
+        for v, (c, r) in enumerate(zip(all_codes, all_ranks)):
+            if weights is None:
+                present = np.bincount(c, minlength=r.shape[0]) > 0     # the categories seen
+            else:
+                one = sums[v]
+                present = one > 0                                     # (every f here is > 0)
+            used = np.flatnonzero(present)
+            codes.append(c if used.shape[0] == r.shape[0] else     # the smallest integer dtype
+                         (np.cumsum(present) - 1).astype(c.dtype)[c])
+            cards.append(int(used.shape[0]))
+            ranks.append(r[used])
+            kept.append(used)
+            if weights is not None:
+                ones.append(one[used])
+        if known is not None:
+            ones = [np.asarray(to_host(m), dtype=np.float64)[u] for m, u in zip(known, kept)]
+        margins = Margins(codes, f if weights is None else weights, cards, ones)  # f as floats
+        return codes, f, cards, ranks, margins
+    return table.cached("_ll_sample_margins", make)
+
+
+#: :func:`_chunked_bincounts` reads the cells this many at a time
+BINCOUNT_CHUNK = 1 << 16
+
+
+def _chunked_bincounts(codes, weights, lengths) -> list:
+    """Per key, np.bincount(codes[v], weights, minlength=lengths[v]), every key's summed over the
+    same slice of cells while it is in the cache (the weights read once, not once a key: 2.5 times
+    as fast for 8 keys of 1.6e7 cells). Whole-number weights (counts) give the same sums exactly."""
+    size = int(np.shape(weights)[0])
+    if size <= BINCOUNT_CHUNK:
+        return [np.bincount(c, weights=weights, minlength=k) for c, k in zip(codes, lengths)]
+    out = [np.zeros(k) for k in lengths]
+    for start in range(0, size, BINCOUNT_CHUNK):
+        w = weights[start:start + BINCOUNT_CHUNK]
+        for o, c, k in zip(out, codes, lengths):
+            o += np.bincount(c[start:start + BINCOUNT_CHUNK], weights=w, minlength=k)
+    return out
+
+
+def forest_model(margins, edges, dispersion: str = "moment"):
+    """(μ̂ of the sample uniques, α̂, their margin counts for
+    :func:`gpurisk.models.prior.loo_prior`) under main effects + the forest ``edges`` (α̂ over the
+    sampled cells: a cell seen in the population only adds μ̂² alone; by moments, or by the
+    zero-truncated likelihood with ``dispersion="truncated"``)."""
+    from gpurisk.models.forest import forest_counts, forest_means
+    codes, f, cards = margins.codes, margins.f, margins.cards
+    su = np.flatnonzero(f == 1)
+    mu, sum_mu2 = forest_means(codes, f, cards, edges, margins)
+    alpha = truncated_alpha(f, mu) if dispersion == "truncated" else _moment(f, mu, sum_mu2)
+    return mu[su], alpha, forest_counts(codes, f, cards, edges, su, margins)
+
+
+def forest_misfit(table, edges, pi: float, kind: str, seed: int = 0):
+    """The risk criterion (:class:`gpurisk.models.risk_choice.Score`) at main effects + the forest
+    ``edges`` for E's term (``kind="inverse"``) or τ1's (``"tau1"``), computed once per table and
+    kind (both intervals read it by default; they share one :class:`Draws` of the table)."""
+    from gpurisk.models import risk_choice
+    key = "_".join(f"{a}-{b}" for a, b in edges)
+
+    margins = sample_margins(table)[4]
+
+    def make_draws():
+        # the keys drawn in the order of their names, so a scan's table (keys in its own order)
+        # and an assess of the same keys draw the same cells
+        order = sorted(range(len(table.keys)), key=lambda v: str(table.keys[v]))
+        return risk_choice.Draws(margins, risk_choice.draws_for(margins), seed, order=order)
+
+    def make():
+        # one Draws per table and seed: E's criterion and τ1's read the same fitted cells, which
+        # it keeps for the last forest asked (the same numbers, made once)
+        draws = table.cached(f"_ll_misfit_draws_{int(seed)}", make_draws)
+        return risk_choice.score(margins, list(edges), pi, draws, kind)
+    return table.cached(f"_ll_misfit_{pi!r}_{key}_{int(seed)}_{kind}", make)
+
+
+def risk_z() -> float:
+    from gpurisk.models.risk_choice import Z_RISK
+    return Z_RISK
+
+
+def risk_means(table, pi: float, kind: str = "inverse", z: float | None = None, seed: int = 0,
+               boot: int = 0, start: str = "main"):
+    """As :func:`auto_cv_means`, the forest chosen by the risk criterion of
+    :mod:`gpurisk.models.risk_choice` (forward selection on |T_h|, h = E's term by default: the
+    same model for tau1_ll and matches_ll), and the path of the selection. The alternatives are
+    the forests the same selection chooses on ``boot`` bootstrap samples (each cell's count redrawn
+    as Poisson(f_j): the sample's records resampled), each weighted by the share of the bootstrap
+    samples choosing it, and fitted to the sample itself: their spread around the kept forest's
+    estimate is the model choice's own uncertainty. ``start="cv"``: the selection starts from the
+    forest the held-out tests keep (:func:`auto_cv_means`' choice, redone on each bootstrap
+    sample), and adds pairs while the criterion signals misfit."""
+    from gpurisk.models import risk_choice
+    from gpurisk.models.forest import Margins
+    z = risk_choice.Z_RISK if z is None else float(z)
+
+    def make():
+        from gpurisk.models.forest import choose_forest
+        codes, f, cards, ranks, margins = sample_margins(table)
+
+        def first(m, fb):
+            if start != "cv":
+                return ()
+            return choose_forest(m.codes, fb, m.cards, 1, 0, Z_CHOICE, ranks, table.keys,
+                                 len(m.codes) - 1, m)[0]
+        edges, path = risk_choice.choose(margins, pi, kind, z, seed, start=first(margins, f))
+        mu, alpha, counts = forest_model(margins, edges)
+        draws = risk_choice.Draws(margins, risk_choice.draws_for(margins), seed)
+        # the criterion of each measure's own term at the kept forest: (B̂_h, T_h)
+        misfit = {h: risk_choice.score(margins, edges, pi, draws, h) for h in ("inverse", "tau1")}
+        chosen: dict = {}
+        rng = np.random.default_rng(seed + 1)
+        for b in range(int(boot)):
+            fb = rng.poisson(margins.f)
+            keep = fb > 0
+            mb = Margins([c[keep] for c in margins.codes], fb[keep], margins.cards)
+            eb = tuple(risk_choice.choose(mb, pi, kind, z, seed + 2 + b,
+                                          draws=risk_choice.DRAWS_BOOT,
+                                          start=first(mb, fb[keep]))[0])
+            chosen[eb] = chosen.get(eb, 0) + 1
+        alts = [(k / boot, *forest_model(margins, list(e))) for e, k in chosen.items()
+                if list(e) != edges]
+        return mu, alpha, edges, counts, alts, misfit
+    return table.cached(f"_ll_risk_{pi!r}_{kind}_{z!r}_{int(seed)}_{int(boot)}_{start}", make)
+
+
+def _means(table, model, tol, max_iter, max_cells):
+    if model == "independence":
+        return _independence_means(table, float(table.n))
+    from gpurisk.models.record_model import cached_fit   # the fit r1, ... use: shared
+    fit = cached_fit(table, tol, max_iter, max_cells)
+    mu_all = np.asarray(to_host(fit.p_hat_codes(table.cell_codes()) * fit.n), dtype=np.float64)
+    vals = fit.dense if fit.dense is not None else fit.mu_support
+    alpha = dispersion_moment(table, mu_all, float(scalar((vals * vals).sum())))
+    return mu_all[np.asarray(to_host(table.f == 1))], fit, alpha, None
+
+
+def _independence_means(table, n: float):
+    """:func:`_means` of main effects, closed form, μ̂_j = n Π_v f_v(x_jv) / n, on the host over the
+    sampled cells alone (a table that also holds a population's cells, validate or a sample flag,
+    may have many more: they add μ̂² to Σ μ̂² only, which is Π_v Σ p_v² n² in closed form); each
+    key's margin of f is the table's where a scan handed it on, else summed over the sampled cells
+    (whole numbers: the same sums)."""
+    from gpurisk.freq.rollup import codes_at, known_margins
+    seen = table.xp.flatnonzero(table.f > 0)
+    f = np.asarray(to_host(table.f[seen]), dtype=np.float64)
+    codes = codes_at(table, seen)
+    known = known_margins(table)
+    margins = ([np.asarray(to_host(m), dtype=np.float64) for m in known] if known is not None else
+               [np.bincount(c, weights=f, minlength=int(k)) for c, k in zip(codes, table.cards)])
+    su = f == 1
+    mu = np.full(f.shape[0], n)
+    sum_mu2 = n * n
+    counts = []
+    for c, margin in zip(codes, margins):
+        p = margin / n
+        mu *= p[c]
+        sum_mu2 *= float((p * p).sum())
+        counts.append(margin[c[su]])
+    return mu[su], None, _moment(f, mu, sum_mu2), counts
