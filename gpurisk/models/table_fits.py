@@ -80,8 +80,8 @@ def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = Z_CHOICE, ma
                   dispersion: str = "moment"):
     """(μ̂ of the sample-unique cells, α̂, the kept pairs of key indices (a list, maybe empty), the
     uniques' margin counts for :func:`gpurisk.models.prior.loo_prior`, the doubtful alternatives
-    [(weight, μ̂, α̂, counts)]) under main effects + the forest of interactions the held-out tests keep
-    (:mod:`gpurisk.models.forest`, at most ``max_pairs``; None: the forest's limit; the
+    [(weight, μ̂, α̂, counts)]) under main effects + the forest of interactions the held-out tests
+    keep (:mod:`gpurisk.models.forest`, at most ``max_pairs``; None: the forest's limit; the
     alternatives: :func:`gpurisk.models.forest.doubtful`); on the host, closed form, no K-cell
     array."""
     def make():
