@@ -56,3 +56,28 @@ def test_a_submodule_import_is_found(tmp_path):
     got = list(_model_imports(src))
     assert [m for _, m, _ in got] == ["gpurisk.models.forest", "gpurisk.models.eb_forest",
                                       "gpurisk.models"]
+
+
+def test_a_plugin_gets_the_headline_from_loglinear_estimate():
+    """``gpurisk.models.loglinear_estimate`` with options of the caller's own (a plain dict, the
+    measures' defaults) gives what matches_ll and tau1_ll report; a fit it cannot form is a reason,
+    not a number."""
+    import pandas as pd
+
+    from gpurisk.freq.engine import build_table
+    from gpurisk.measure import Context
+    from gpurisk.measures.matches_ll import MatchesLL
+    from gpurisk.measures.tau1_ll import Tau1LL
+    from conftest import data_path
+    frame = pd.read_csv(data_path("uci_adult/adult_full_48842.csv"))
+    table = build_table(frame, ["age", "sex", "race", "marital-status"])
+    for cls, kind in ((MatchesLL, "inverse"), (Tau1LL, "tau1")):
+        options = {k: spec.default for k, spec in cls.options.specs.items()}
+        got = models.loglinear_estimate(table, 0.01, kind, options.__getitem__, 0.01)
+        want = cls().compute(table, Context(fraction=0.01))
+        assert got.reason is None and got.value > 0
+        assert (got.value, got.se, got.upper) == (want.value, want.se, want.upper)
+        assert got.extra["interval_upper"] == want.extra["interval_upper"]
+    small = dict(options, model="two_way", max_cells=10.0)
+    none = models.loglinear_estimate(table, 0.01, "inverse", small.__getitem__, 0.01)
+    assert none.value is None and "not available" in none.reason

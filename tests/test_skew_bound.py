@@ -108,7 +108,7 @@ def test_the_uniques_left_out_of_the_skew_are_the_smallest_within_the_budget():
 def test_leaving_uniques_out_of_the_skew_moves_the_bound_by_at_most_its_tolerance(keys, monkeypatch):
     """Against Σ κ3 over every sample unique (SKEW_TOL = 0), on a 1 % sample of the real FARS file:
     the upper ends move by at most SKEW_TOL of an s.e., most uniques are left out."""
-    import gpurisk.measures._ll_poisson as lp
+    import gpurisk.models.loglinear_risk as lp
     from gpurisk.models import terms
     df = pd.read_csv(data_path("arx_genetic/fars_int.csv"), sep=";")
     t = build_table(df.sample(frac=0.01, random_state=5), keys)
@@ -130,7 +130,7 @@ def test_tau1s_skew_sums_every_unique(monkeypatch):
     """τ̂1's κ3 = t(1 − t)(1 − 2t) is summed over every sample unique (cheaper than sorting their
     variances to leave some out): its skewness is the same whatever SKEW_TOL, even one that would
     leave every unique out of E's."""
-    import gpurisk.measures._ll_poisson as lp
+    import gpurisk.models.loglinear_risk as lp
     from gpurisk.measures.tau1_ll import Tau1LL
     df = pd.read_csv(data_path("arx_genetic/fars_int.csv"), sep=";")
     sample = df.sample(frac=0.01, random_state=5)

@@ -1,9 +1,10 @@
 """Shared by tau1_ll and matches_ll: the log-linear Poisson model of Skinner & Shlomo (2008).
 
-This module is the measures' class (options, the interval, the Result); the statistics are under
-:mod:`gpurisk.models`: a table's fits in :mod:`gpurisk.models.table_fits` (``dispersion_moment``),
-each sample unique's prior in :mod:`gpurisk.models.prior` (``loo_prior``, ``shared_variance``) and
-its terms in :mod:`gpurisk.models.terms` (``nb_terms``, ``inverse_square``, ``inverse_cube``,
+This module is the measures' class (their options and the Result); the statistics are under
+:mod:`gpurisk.models`: the estimate with its interval in :mod:`gpurisk.models.loglinear_risk`, a
+table's fits in :mod:`gpurisk.models.table_fits` (``dispersion_moment``), each sample unique's prior
+in :mod:`gpurisk.models.prior` (``loo_prior``, ``shared_variance``) and its terms in
+:mod:`gpurisk.models.terms` (``nb_terms``, ``inverse_square``, ``inverse_cube``,
 ``third_cumulants``, ``skew_uniques``), the functions named below without a module.
 
 Model (Skinner & Shlomo 2008, section 2): the population counts are independent, F_j ~ Poisson(λ_j);
@@ -115,24 +116,15 @@ models. J. Amer. Statist. Assoc. 103, 989-1001.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
-import numpy as np
-
-from gpurisk.errors import BadInput
 from gpurisk.measure import Context, Measure, Result
-from gpurisk.measures._util import z_upper
-from gpurisk.models.loglinear import MAX_ITER, TOL, check_cells, sample_levels
+from gpurisk.models.loglinear import MAX_ITER, TOL
+from gpurisk.models.loglinear_risk import DISPERSIONS, PRIORS, estimate
 from gpurisk.models.model_choice import Z_CHOICE
-from gpurisk.models.prior import loo_prior, shared_variance
-from gpurisk.models.table_fits import (MODELS, SMOOTHINGS, auto_cv_means, eb_means, forest_misfit,
-                                       risk_means, risk_z, sample_unique_means)
-from gpurisk.models.terms import SKEW_TOL, skew_uniques, third_cumulants, unique_terms
+from gpurisk.models.table_fits import MODELS, SMOOTHINGS
 from gpurisk.options import Option
 
-#: how the cells may vary around the model (option ``dispersion``)
-DISPERSIONS = ("auto", "moment", "truncated", "none")
 #: how the s.e. is formed (option ``interval``)
 INTERVALS = ("calibrated", "model")
 #: each measure's default interval (issue 43's sixth stop; docs/validation.md, 14 populations, 126
@@ -146,8 +138,6 @@ INTERVALS = ("calibrated", "model")
 #: populations (the calibrated one's × 1.5 and 10 % were); the cells it loses are where τ̂1 is
 #: biased low (FARS's and STAR's small key sets at 1 %: −26 % and −38 %)
 INTERVAL_DEFAULT = {"inverse": "model", "tau1": "model"}
-#: how a sample unique's λ is taken from the fit (option ``prior``)
-PRIORS = ("loo", "plugin")
 SHARED = "loglinear_risk"      # option namespace read by tau1_ll and matches_ll
 #: the s.e.'s calibration (module docstring), one pair per measure: (se_factor, model_error) of
 #: matches_ll and tau1_ll. Chosen on 5 real populations × 3 key sets × π = 1, 5, 10 %, 400 samples a
@@ -265,191 +255,11 @@ class LoglinearPoisson(Measure):
         return ctx.option(self.name, key, ctx.option(SHARED, key, self.options.get(key)))
 
     def compute(self, table, ctx: Context) -> Result:
-        pi = float(ctx.fraction)
-        n1 = table.n_r(1)
-        model = str(self.opt(ctx, "model"))
-        extra = {"n1": n1, "model": model, "pi": pi}
-        if n1 == 0:       # no sample unique: τ1 = E = 0 exactly
-            return Result(value=0.0, se=0.0, upper=0.0, extra=extra)
-        max_cells = float(self.opt(ctx, "max_cells"))
-        dispersion = str(self.opt(ctx, "dispersion"))
-        if dispersion not in DISPERSIONS:
-            raise BadInput(f"{self.name}: dispersion={dispersion!r} is not one of "
-                           f"{', '.join(DISPERSIONS)}")
-        if dispersion == "auto":
-            dispersion = "truncated" if model == "eb" else "moment"
-        extra["dispersion"] = dispersion
-        prior = str(self.opt(ctx, "prior"))
-        if prior not in PRIORS:
-            raise BadInput(f"{self.name}: prior={prior!r} is not one of {', '.join(PRIORS)}")
-        span = None         # model=eb, interval=model: α̂'s profile interval
-        interval = str(self.opt(ctx, "interval"))
-        try:
-            if model == "auto_cv":
-                fit = None
-                choice = (int(self.opt(ctx, "cv_splits")), int(self.opt(ctx, "cv_seed")),
-                          float(self.opt(ctx, "cv_z")), self.opt(ctx, "max_interactions"))
-                mu, alpha, pair, counts, alts = auto_cv_means(table, *choice, dispersion)
-                model_key = f"{model}_{choice}_{dispersion}"
-                extra["interaction"] = _pairs_text(table, pair)
-                if interval == "model" and bool(self.opt(ctx, "misfit_widen")):
-                    misfit = forest_misfit(table, pair, pi, self.kind)
-                    extra["misfit_T"] = misfit[1]
-            elif model == "eb":
-                fit = None
-                smoothing = str(self.opt(ctx, "eb_smoothing"))
-                mu, alpha, pair, counts, alts, span, arcs = eb_means(
-                    table, self.opt(ctx, "max_interactions"), dispersion,
-                    profile=interval == "model" and bool(self.opt(ctx, "alpha_spread")),
-                    smoothing=smoothing)
-                model_key = f"eb_{self.opt(ctx, 'max_interactions')}_{dispersion}_{smoothing}"
-                extra["interaction"] = _pairs_text(table, pair)
-                extra["smoothing"] = smoothing
-                if arcs:      # parent → child, as the rooted form conditions them
-                    extra["arcs"] = ", ".join(f"{table.keys[p]} → {table.keys[c]}" for p, c in arcs)
-                if interval == "model" and bool(self.opt(ctx, "misfit_widen")):
-                    misfit = forest_misfit(table, pair, pi, self.kind)
-                    extra["misfit_T"] = misfit[1]
-            elif dispersion == "truncated":
-                raise BadInput("dispersion=truncated needs a forest model (model=auto_cv or eb)")
-            elif model in ("risk", "cv_risk"):
-                fit = None
-                mu, alpha, pair, counts, alts, misfit = risk_means(
-                    table, pi, boot=int(self.opt(ctx, "choice_boot")) if interval == "model" else 0,
-                    start="cv" if model == "cv_risk" else "main")
-                model_key = model
-                extra["interaction"] = _pairs_text(table, pair)
-                misfit = misfit[self.kind]
-                extra["misfit_T"] = misfit[1]
-            else:
-                alts, model_key = [], model
-                if model != "independence":      # the closed form forms no K-cell array
-                    check_cells(sample_levels(table)[1], max_cells, table.keys)
-                mu, fit, alpha, counts = sample_unique_means(
-                    table, model, float(self.opt(ctx, "tol")), int(self.opt(ctx, "max_iter")),
-                    max_cells)
-        except BadInput as exc:
-            return Result.not_applicable(f"the log-linear fit is not available: {exc}", **extra)
-        except MemoryError:
-            return Result.not_applicable("the log-linear fit needs more memory than there is "
-                                         "(too many support cells)", **extra)
-        n = float(table.n)
-        if prior == "loo" and (counts is None or n < 2):
-            prior = "plugin"          # the two-way fit (or a sample of one record): no such form
-        extra["prior"] = prior
-
-        def terms(mu, alpha, counts, i=0, value_only=False, rescale=None, slope=False):
-            """Per sample unique, the term and its variance under fitted model i (0: the kept);
-            ``value_only``: the variance is not used (not computed). ``rescale``: the kept
-            model at another α than its fitted one (α̂'s profile ends): the leave-one-out prior's
-            relative variance (1 + α) Π(1 + 1/s) − 1 rescaled from the fitted α̂'s, not rebuilt.
-            ``slope``: each term's derivative in ln μ third (:func:`nb_terms`)."""
-            alpha = alpha if dispersion != "none" else 0.0
-            how = exact and not value_only
-            if prior == "loo" and rescale is not None and i == 0:
-                mu_prior, fitted = table.cached(f"_ll_loo_{model_key}_0_{rescale!r}",
-                                                lambda: loo_prior(n, counts, rescale))
-                alpha_cell = (1.0 + alpha) * ((fitted + 1.0) / (1.0 + rescale)) - 1.0
-                return unique_terms(mu_prior, alpha_cell, pi, self.kind, how, not value_only)
-            if prior == "loo":          # the same for tau1_ll and matches_ll: computed once
-                mu_prior, alpha_cell = table.cached(f"_ll_loo_{model_key}_{i}_{alpha!r}",
-                                                    lambda: loo_prior(n, counts, alpha))
-                return unique_terms(mu_prior, alpha_cell, pi, self.kind, how, not value_only,
-                                    slope)
-            return unique_terms(mu, alpha, pi, self.kind, how, not value_only, slope)
-        exact = interval == "model"
-        # interval=model with the leave-one-out prior: the terms' covariance through the margins
-        # they share (shared_variance, the delta method), from each term's slope in ln μ
-        shared = exact and prior == "loo" and bool(self.opt(ctx, "shared_margins"))
-        t, v, *slope = terms(mu, alpha, counts, slope=shared)
-        extra["alpha"] = alpha if dispersion != "none" else 0.0
-        value = float(t.sum())
-        se_p = math.sqrt(float(v.sum()))
-        if shared:
-            extra["se_shared"] = math.sqrt(shared_variance(n, counts, slope[0]))
-        # the model choice's spread: the estimate under each forest one test away, weighted by the
-        # chance that test goes the other way (gpurisk.models.forest.doubtful)
-        spread = (math.sqrt(sum(w * (float(terms(*alt, i + 1, value_only=True)[0].sum())
-                                     - value) ** 2 for i, (w, *alt) in enumerate(alts)))
-                  if alts and bool(self.opt(ctx, "choice_spread")) else 0.0)
-        k, c = float(self.opt(ctx, "se_factor")), float(self.opt(ctx, "model_error"))
-        if exact:         # interval=model: the model's own variance, no fitted factor
-            k, c = 1.0, 0.0
-            if span is not None:     # model=eb: α̂'s profile interval was asked for
-                # α̂'s own uncertainty: the estimate's spread over its profile interval
-                fitted = alpha if dispersion != "none" else 0.0
-                at = [float(terms(mu, a, counts, value_only=True, rescale=fitted)[0].sum())
-                      for a in span]
-                extra["alpha_interval"] = list(span)
-                extra["se_alpha"] = abs(at[1] - at[0]) / 2.0
-            t_misfit = extra.get("misfit_T")
-            if t_misfit is not None and abs(t_misfit) > risk_z() and \
-                    bool(self.opt(ctx, "misfit_widen")):
-                # the criterion still signals misfit: its estimate of the bias moves the bound on
-                # the side it points to
-                bias = misfit.bounded
-                extra["misfit_bias"] = bias
-                extra["misfit_bias_first_order"] = misfit.bias
-                side = ("the upper bound is raised" if bias < 0 else "the lower end is lowered")
-                extra["note"] = (f"the model still misfits where sample uniques are made (risk "
-                                 f"score T = {t_misfit:.2f}): the criterion puts the estimate "
-                                 f"{'low' if bias < 0 else 'high'} by {abs(bias):.3g} (each "
-                                 f"cell's share at most 1/e), so {side} by that much")
-        extra["se_choice"] = spread
-        extra["interval"] = interval
-        # the misfit's bias moves the bound on the side it points to (B̂ < 0: the estimate is low,
-        # so the upper bound rises by |B̂|), not the s.e.: the s.e. stays the model's
-        bias = extra.get("misfit_bias", 0.0)
-        lo_shift, hi_shift = max(bias, 0.0), max(-bias, 0.0)
-        se = math.sqrt((k * se_p) ** 2 + extra.get("se_shared", 0.0) ** 2 + (c * value) ** 2
-                       + spread ** 2 + extra.get("se_alpha", 0.0) ** 2)
-        z = z_upper(ctx.alpha)
-        z2 = z_upper(ctx.alpha / 2.0)
-        # interval=model: the upper ends by Cornish-Fisher from the terms' third cumulant κ3 (a
-        # sum of few skewed terms is not normal), never below the normal ones. The shift is
-        # (z² − 1)/6 · Σ κ3/se², and each term lies in [0, 1], so |κ3_j| ≤ Var_j: the uniques of the
-        # smallest variances, as many as together can move the upper ends by at most SKEW_TOL of
-        # an s.e., are left out of Σ κ3 (:func:`skew_uniques`; all of them where the whole Σ Var can
-        # move them no more)
-        gamma = 0.0
-        if not (exact and bool(self.opt(ctx, "skew_bound")) and se > 0):
-            keep = None
-        elif self.kind == "tau1":
-            # I(F = 1)'s κ3 = t(1 − t)(1 − 2t) from the term itself: summing it over every unique
-            # costs less than sorting their variances to leave some out (the sum is exact)
-            keep = slice(None) if int(np.size(v)) else None
-        else:
-            keep = skew_uniques(v, 6.0 * SKEW_TOL * se ** 3 / (z2 * z2 - 1.0))
-        if keep is not None and (isinstance(keep, slice) or keep.shape[0]):
-            fitted = alpha if dispersion != "none" else 0.0
-            if prior == "loo":
-                at = table.cached(f"_ll_loo_{model_key}_0_{fitted!r}",
-                                  lambda: loo_prior(n, counts, fitted))
-            else:
-                at = (mu, fitted)
-            at = [a[keep] if np.ndim(a) else a for a in at]
-            gamma = float(third_cumulants(*at, pi, self.kind, t[keep], v[keep]).sum()) / se ** 3
-            extra["skewness"] = gamma
-
-        def up(zz):
-            return value + se * max(zz, zz + (zz * zz - 1.0) * gamma / 6.0) + hi_shift
-        extra |= {"se_poisson": se_p, "se_factor": k, "model_error": c,
-                  "lower": max(value - z * se - lo_shift, 0.0),
-                  "interval_lower": max(value - z2 * se - lo_shift, 0.0),
-                  "interval_upper": min(up(z2), float(n1)),
-                  "mean_lambda": float(mu.mean() / pi)}
-        if fit is not None:
-            extra |= {"iterations": fit.iterations, "discrepancy": fit.discrepancy,
-                      "converged": bool(fit.converged), "K": fit.K, "sparse_fit": fit.sparse}
-        if fit is not None and not fit.converged:
-            extra["note"] = (f"IPF stopped after {fit.iterations} cycles with a margin "
-                             f"discrepancy of {fit.discrepancy:.3g} records (tol {fit.tol:g})")
-        return Result(value=value, se=se, upper=min(up(z), float(n1)), extra=extra)
-
-
-def _pairs_text(table, pair) -> str | None:
-    """The kept interactions as key names ("a x b, c x d"), None for main effects alone."""
-    return ", ".join(f"{table.keys[a]} x {table.keys[b]}" for a, b in pair) or None
+        got = estimate(table, float(ctx.fraction), self.kind, lambda key: self.opt(ctx, key),
+                       ctx.alpha, self.name)
+        if got.reason is not None:
+            return Result.not_applicable(got.reason, **got.extra)
+        return Result(value=got.value, se=got.se, upper=got.upper, extra=got.extra)
 
 
 def calibrated_options(kind: str) -> dict:

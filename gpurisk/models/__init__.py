@@ -3,7 +3,8 @@ record-level risk under intruder search methods built on it (:mod:`.record_model
 :mod:`gpurisk.workflows.record_risk`), SUDA (:mod:`.suda`), the complex designs (:mod:`.design`),
 and the log-linear layer behind τ̂1 and Ê: the model choices (:mod:`.forest`, :mod:`.eb_forest`,
 :mod:`.risk_choice`), the fits of a table (:mod:`.table_fits`), each sample unique's prior
-(:mod:`.prior`) and terms (:mod:`.terms`).
+(:mod:`.prior`) and terms (:mod:`.terms`), and the estimate with its interval
+(:mod:`.loglinear_risk`).
 
 **The public API** for plugins is what this package itself exports (``from gpurisk.models import
 ...``; the names in ``__all__``, each imported when first asked for). The modules under it are
@@ -19,7 +20,8 @@ gpurisk's own and may change between releases; a plugin imports none of them
 - ``category_ranks``: each key's categories' ranks, independent of how a table coded them;
 - ``sample_margins``, ``eb_means``: a table's sample margins and Ê's fitted model, kept on the
   table; ``loo_prior``: each sample unique's leave-one-out prior; ``nb_terms``,
-  ``unique_terms``: the Poisson-gamma terms of τ̂1 and Ê per unique.
+  ``unique_terms``: the Poisson-gamma terms of τ̂1 and Ê per unique; ``loglinear_estimate``:
+  τ̂1 or Ê of a table with its s.e. and bounds, as tau1_ll and matches_ll report it.
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ _PUBLIC = {
     "loo_prior": ("gpurisk.models.prior", "loo_prior"),
     "nb_terms": ("gpurisk.models.terms", "nb_terms"),
     "unique_terms": ("gpurisk.models.terms", "unique_terms"),
+    "loglinear_estimate": ("gpurisk.models.loglinear_risk", "estimate"),
 }
 __all__ = sorted(_PUBLIC)
 

@@ -1,0 +1,237 @@
+"""τ̂1 or Ê from a frequency table, with its s.e. and bounds: the estimate tau1_ll and matches_ll
+report (:mod:`gpurisk.measures._ll_poisson` states the whole method and its options).
+
+:func:`estimate` fits the model the options name (:mod:`gpurisk.models.table_fits`), sums each
+sample unique's term τ̂ = Σ_{f=1} t_j (t_j = E[I(F_j = 1) | f_j = 1] for τ1, E[1/F_j | f_j = 1] for
+E, :mod:`gpurisk.models.terms`, at the unique's leave-one-out prior, :mod:`gpurisk.models.prior`),
+and forms the s.e. either as calibrated, √((k s.e._Poisson)² + (c τ̂)² + se_choice²), or from the
+model alone (``interval=model``): √(Σ Var_j + se_shared² + se_choice² + se_alpha²), with the misfit
+criterion's bounded bias moving the bound it points to and Cornish-Fisher's upper ends,
+τ̂ + s.e. (z + (z² − 1) γ/6), γ = Σ κ3_j / s.e.³. It reads the options through a callable, so a
+plugin's measure can call it with options of its own (``gpurisk.models.loglinear_estimate``)."""
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from gpurisk.errors import BadInput
+from gpurisk.measures._util import z_upper
+from gpurisk.models.loglinear import check_cells, sample_levels
+from gpurisk.models.prior import loo_prior, shared_variance
+from gpurisk.models.table_fits import (auto_cv_means, eb_means, forest_misfit, risk_means, risk_z,
+                                       sample_unique_means)
+from gpurisk.models.terms import SKEW_TOL, skew_uniques, third_cumulants, unique_terms
+
+#: how the cells may vary around the model (option ``dispersion``)
+DISPERSIONS = ("auto", "moment", "truncated", "none")
+#: how a sample unique's λ is taken from the fit (option ``prior``)
+PRIORS = ("loo", "plugin")
+
+
+class Estimate(NamedTuple):
+    """τ̂1 or Ê (``value``), its s.e. and one-sided upper bound, and what else it reports
+    (``extra``); ``reason``: why there is no estimate (then the three numbers are None)."""
+    value: float | None
+    se: float | None
+    upper: float | None
+    extra: dict
+    reason: str | None = None
+
+    @classmethod
+    def not_applicable(cls, reason: str, **extra) -> "Estimate":
+        return cls(None, None, None, extra, reason)
+
+
+def estimate(table, pi: float, kind: str, opt: Callable, level: float,
+             name: str = "loglinear_risk") -> Estimate:
+    """τ̂1 (``kind="tau1"``) or Ê (``"inverse"``) of ``table`` at sampling fraction ``pi``, its
+    one-sided upper bound at ``level`` (the two-sided interval at ``level``/2 in ``extra``);
+    ``opt(key)`` gives each option of :class:`gpurisk.measures._ll_poisson.LoglinearPoisson`
+    (``name`` prefixes the messages of options it refuses: :class:`gpurisk.errors.BadInput`). Not
+    applicable (with the reason) where the fit cannot be formed."""
+    n1 = table.n_r(1)
+    model = str(opt("model"))
+    extra = {"n1": n1, "model": model, "pi": pi}
+    if n1 == 0:       # no sample unique: τ1 = E = 0 exactly
+        return Estimate(0.0, 0.0, 0.0, extra)
+    max_cells = float(opt("max_cells"))
+    dispersion = str(opt("dispersion"))
+    if dispersion not in DISPERSIONS:
+        raise BadInput(f"{name}: dispersion={dispersion!r} is not one of "
+                       f"{', '.join(DISPERSIONS)}")
+    if dispersion == "auto":
+        dispersion = "truncated" if model == "eb" else "moment"
+    extra["dispersion"] = dispersion
+    prior = str(opt("prior"))
+    if prior not in PRIORS:
+        raise BadInput(f"{name}: prior={prior!r} is not one of {', '.join(PRIORS)}")
+    span = None         # model=eb, interval=model: α̂'s profile interval
+    interval = str(opt("interval"))
+    try:
+        if model == "auto_cv":
+            fit = None
+            choice = (int(opt("cv_splits")), int(opt("cv_seed")),
+                      float(opt("cv_z")), opt("max_interactions"))
+            mu, alpha, pair, counts, alts = auto_cv_means(table, *choice, dispersion)
+            model_key = f"{model}_{choice}_{dispersion}"
+            extra["interaction"] = _pairs_text(table, pair)
+            if interval == "model" and bool(opt("misfit_widen")):
+                misfit = forest_misfit(table, pair, pi, kind)
+                extra["misfit_T"] = misfit[1]
+        elif model == "eb":
+            fit = None
+            smoothing = str(opt("eb_smoothing"))
+            mu, alpha, pair, counts, alts, span, arcs = eb_means(
+                table, opt("max_interactions"), dispersion,
+                profile=interval == "model" and bool(opt("alpha_spread")),
+                smoothing=smoothing)
+            model_key = f"eb_{opt('max_interactions')}_{dispersion}_{smoothing}"
+            extra["interaction"] = _pairs_text(table, pair)
+            extra["smoothing"] = smoothing
+            if arcs:      # parent → child, as the rooted form conditions them
+                extra["arcs"] = ", ".join(f"{table.keys[p]} → {table.keys[c]}" for p, c in arcs)
+            if interval == "model" and bool(opt("misfit_widen")):
+                misfit = forest_misfit(table, pair, pi, kind)
+                extra["misfit_T"] = misfit[1]
+        elif dispersion == "truncated":
+            raise BadInput("dispersion=truncated needs a forest model (model=auto_cv or eb)")
+        elif model in ("risk", "cv_risk"):
+            fit = None
+            mu, alpha, pair, counts, alts, misfit = risk_means(
+                table, pi, boot=int(opt("choice_boot")) if interval == "model" else 0,
+                start="cv" if model == "cv_risk" else "main")
+            model_key = model
+            extra["interaction"] = _pairs_text(table, pair)
+            misfit = misfit[kind]
+            extra["misfit_T"] = misfit[1]
+        else:
+            alts, model_key = [], model
+            if model != "independence":      # the closed form forms no K-cell array
+                check_cells(sample_levels(table)[1], max_cells, table.keys)
+            mu, fit, alpha, counts = sample_unique_means(
+                table, model, float(opt("tol")), int(opt("max_iter")),
+                max_cells)
+    except BadInput as exc:
+        return Estimate.not_applicable(f"the log-linear fit is not available: {exc}", **extra)
+    except MemoryError:
+        return Estimate.not_applicable("the log-linear fit needs more memory than there is "
+                                     "(too many support cells)", **extra)
+    n = float(table.n)
+    if prior == "loo" and (counts is None or n < 2):
+        prior = "plugin"          # the two-way fit (or a sample of one record): no such form
+    extra["prior"] = prior
+
+    def terms(mu, alpha, counts, i=0, value_only=False, rescale=None, slope=False):
+        """Per sample unique, the term and its variance under fitted model i (0: the kept);
+        ``value_only``: the variance is not used (not computed). ``rescale``: the kept
+        model at another α than its fitted one (α̂'s profile ends): the leave-one-out prior's
+        relative variance (1 + α) Π(1 + 1/s) − 1 rescaled from the fitted α̂'s, not rebuilt.
+        ``slope``: each term's derivative in ln μ third (:func:`nb_terms`)."""
+        alpha = alpha if dispersion != "none" else 0.0
+        how = exact and not value_only
+        if prior == "loo" and rescale is not None and i == 0:
+            mu_prior, fitted = table.cached(f"_ll_loo_{model_key}_0_{rescale!r}",
+                                            lambda: loo_prior(n, counts, rescale))
+            alpha_cell = (1.0 + alpha) * ((fitted + 1.0) / (1.0 + rescale)) - 1.0
+            return unique_terms(mu_prior, alpha_cell, pi, kind, how, not value_only)
+        if prior == "loo":          # the same for tau1_ll and matches_ll: computed once
+            mu_prior, alpha_cell = table.cached(f"_ll_loo_{model_key}_{i}_{alpha!r}",
+                                                lambda: loo_prior(n, counts, alpha))
+            return unique_terms(mu_prior, alpha_cell, pi, kind, how, not value_only,
+                                slope)
+        return unique_terms(mu, alpha, pi, kind, how, not value_only, slope)
+    exact = interval == "model"
+    # interval=model with the leave-one-out prior: the terms' covariance through the margins
+    # they share (shared_variance, the delta method), from each term's slope in ln μ
+    shared = exact and prior == "loo" and bool(opt("shared_margins"))
+    t, v, *slope = terms(mu, alpha, counts, slope=shared)
+    extra["alpha"] = alpha if dispersion != "none" else 0.0
+    value = float(t.sum())
+    se_p = math.sqrt(float(v.sum()))
+    if shared:
+        extra["se_shared"] = math.sqrt(shared_variance(n, counts, slope[0]))
+    # the model choice's spread: the estimate under each forest one test away, weighted by the
+    # chance that test goes the other way (gpurisk.models.forest.doubtful)
+    spread = (math.sqrt(sum(w * (float(terms(*alt, i + 1, value_only=True)[0].sum())
+                                 - value) ** 2 for i, (w, *alt) in enumerate(alts)))
+              if alts and bool(opt("choice_spread")) else 0.0)
+    k, c = float(opt("se_factor")), float(opt("model_error"))
+    if exact:         # interval=model: the model's own variance, no fitted factor
+        k, c = 1.0, 0.0
+        if span is not None:     # model=eb: α̂'s profile interval was asked for
+            # α̂'s own uncertainty: the estimate's spread over its profile interval
+            fitted = alpha if dispersion != "none" else 0.0
+            at = [float(terms(mu, a, counts, value_only=True, rescale=fitted)[0].sum())
+                  for a in span]
+            extra["alpha_interval"] = list(span)
+            extra["se_alpha"] = abs(at[1] - at[0]) / 2.0
+        t_misfit = extra.get("misfit_T")
+        if t_misfit is not None and abs(t_misfit) > risk_z() and \
+                bool(opt("misfit_widen")):
+            # the criterion still signals misfit: its estimate of the bias moves the bound on
+            # the side it points to
+            bias = misfit.bounded
+            extra["misfit_bias"] = bias
+            extra["misfit_bias_first_order"] = misfit.bias
+            side = ("the upper bound is raised" if bias < 0 else "the lower end is lowered")
+            extra["note"] = (f"the model still misfits where sample uniques are made (risk "
+                             f"score T = {t_misfit:.2f}): the criterion puts the estimate "
+                             f"{'low' if bias < 0 else 'high'} by {abs(bias):.3g} (each "
+                             f"cell's share at most 1/e), so {side} by that much")
+    extra["se_choice"] = spread
+    extra["interval"] = interval
+    # the misfit's bias moves the bound on the side it points to (B̂ < 0: the estimate is low,
+    # so the upper bound rises by |B̂|), not the s.e.: the s.e. stays the model's
+    bias = extra.get("misfit_bias", 0.0)
+    lo_shift, hi_shift = max(bias, 0.0), max(-bias, 0.0)
+    se = math.sqrt((k * se_p) ** 2 + extra.get("se_shared", 0.0) ** 2 + (c * value) ** 2
+                   + spread ** 2 + extra.get("se_alpha", 0.0) ** 2)
+    z = z_upper(level)
+    z2 = z_upper(level / 2.0)
+    # interval=model: the upper ends by Cornish-Fisher from the terms' third cumulant κ3 (a
+    # sum of few skewed terms is not normal), never below the normal ones. The shift is
+    # (z² − 1)/6 · Σ κ3/se², and each term lies in [0, 1], so |κ3_j| ≤ Var_j: the uniques of the
+    # smallest variances, as many as together can move the upper ends by at most SKEW_TOL of
+    # an s.e., are left out of Σ κ3 (:func:`skew_uniques`; all of them where the whole Σ Var can
+    # move them no more)
+    gamma = 0.0
+    if not (exact and bool(opt("skew_bound")) and se > 0):
+        keep = None
+    elif kind == "tau1":
+        # I(F = 1)'s κ3 = t(1 − t)(1 − 2t) from the term itself: summing it over every unique
+        # costs less than sorting their variances to leave some out (the sum is exact)
+        keep = slice(None) if int(np.size(v)) else None
+    else:
+        keep = skew_uniques(v, 6.0 * SKEW_TOL * se ** 3 / (z2 * z2 - 1.0))
+    if keep is not None and (isinstance(keep, slice) or keep.shape[0]):
+        fitted = alpha if dispersion != "none" else 0.0
+        if prior == "loo":
+            at = table.cached(f"_ll_loo_{model_key}_0_{fitted!r}",
+                              lambda: loo_prior(n, counts, fitted))
+        else:
+            at = (mu, fitted)
+        at = [a[keep] if np.ndim(a) else a for a in at]
+        gamma = float(third_cumulants(*at, pi, kind, t[keep], v[keep]).sum()) / se ** 3
+        extra["skewness"] = gamma
+
+    def up(zz):
+        return value + se * max(zz, zz + (zz * zz - 1.0) * gamma / 6.0) + hi_shift
+    extra |= {"se_poisson": se_p, "se_factor": k, "model_error": c,
+              "lower": max(value - z * se - lo_shift, 0.0),
+              "interval_lower": max(value - z2 * se - lo_shift, 0.0),
+              "interval_upper": min(up(z2), float(n1)),
+              "mean_lambda": float(mu.mean() / pi)}
+    if fit is not None:
+        extra |= {"iterations": fit.iterations, "discrepancy": fit.discrepancy,
+                  "converged": bool(fit.converged), "K": fit.K, "sparse_fit": fit.sparse}
+    if fit is not None and not fit.converged:
+        extra["note"] = (f"IPF stopped after {fit.iterations} cycles with a margin "
+                         f"discrepancy of {fit.discrepancy:.3g} records (tol {fit.tol:g})")
+    return Estimate(value, se, min(up(z), float(n1)), extra)
+
+
+def _pairs_text(table, pair) -> str | None:
+    """The kept interactions as key names ("a x b, c x d"), None for main effects alone."""
+    return ", ".join(f"{table.keys[a]} x {table.keys[b]}" for a, b in pair) or None
