@@ -43,6 +43,7 @@ import uuid
 from collections import OrderedDict, deque
 from typing import Iterable, Iterator, Sequence
 
+from gpurisk.core.kept import kept
 from gpurisk.xp import namespace, scalar, to_host
 from gpurisk.freq import partial as P
 from gpurisk.freq.cellid import mixed_radix_ids, radix_space
@@ -223,18 +224,8 @@ def _batch_plan(lattice, table, targets):
     roll-ups) each bucket makes its own, as before."""
     if table.w is not None:
         return None
-    key = (tuple(table.keys), tuple(targets))
-    with _PLANS_LOCK:
-        got = _PLANS.get(key)
-        if got is not None:
-            _PLANS.move_to_end(key)
-            return got
-    made = lattice.plan(targets)
-    with _PLANS_LOCK:
-        _PLANS[key] = made
-        while len(_PLANS) > PLANS_KEPT:
-            _PLANS.popitem(last=False)
-    return made
+    return kept(_PLANS, _PLANS_LOCK, (tuple(table.keys), tuple(targets)),
+                lambda: lattice.plan(targets), PLANS_KEPT)
 
 
 def merge_subset(space: int | None, *parts) -> dict:

@@ -71,6 +71,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from gpurisk.core.kept import kept
 from gpurisk.models.forest import (CHUNK, AtRows, Margins, _degrees, array_digest, joins, pair_ids,
                                    tree_squares)
 
@@ -111,17 +112,8 @@ def _remembered(kind: str, n: float, arrays, search):
     pair, not once per combination (the FARS scan of 255 combinations: 84 searches, where it ran
     1 162 evidence and 1 528 β searches). The least recently used of more than REMEMBERED results
     are forgotten."""
-    key = (kind, float(n), array_digest(*arrays))
-    with _SEARCHED_LOCK:
-        if key in _SEARCHED:
-            _SEARCHED.move_to_end(key)
-            return _SEARCHED[key]
-    value = search()
-    with _SEARCHED_LOCK:
-        _SEARCHED[key] = value
-        while len(_SEARCHED) > REMEMBERED:
-            _SEARCHED.popitem(last=False)
-    return value
+    return kept(_SEARCHED, _SEARCHED_LOCK, (kind, float(n), array_digest(*arrays)), search,
+                REMEMBERED)
 
 
 def _canonical(nab, q):

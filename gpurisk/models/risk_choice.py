@@ -58,6 +58,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from gpurisk.core.kept import kept
 from gpurisk.models.cell_space import forest_mass
 from gpurisk.models.forest import Margins, array_digest, forest_means, tree_order
 
@@ -301,18 +302,11 @@ def _kept_draws(key, draw):
     """``draw()``, or the read-only codes it gave for the same ``key`` (:meth:`Draws.cells`: a key
     names everything the draws are made of) in this process; the least recently used are
     forgotten beyond KEPT_DRAWS_BYTES."""
-    with _KEPT_LOCK:
-        if key in _KEPT:
-            _KEPT.move_to_end(key)
-            return _KEPT[key]
-    got = np.asarray(draw())
-    got.flags.writeable = False
-    with _KEPT_LOCK:
-        _KEPT[key] = got
-        total = sum(a.nbytes for a in _KEPT.values())
-        while total > KEPT_DRAWS_BYTES and len(_KEPT) > 1:
-            total -= _KEPT.popitem(last=False)[1].nbytes
-    return got
+    def made():
+        got = np.asarray(draw())
+        got.flags.writeable = False
+        return got
+    return kept(_KEPT, _KEPT_LOCK, key, made, KEPT_DRAWS_BYTES, size=lambda a: a.nbytes)
 
 
 _UNIFORMS: dict = {}
