@@ -101,8 +101,9 @@ def test_a_batch_of_one_range_combinations_is_merged_whole(client, monkeypatch, 
     batches = []
     real = subsets._batch_graph
     monkeypatch.setattr(subsets, "_batch_graph",
-                        lambda run, cells, idxs, shapes: (batches.append((len(cells), len(idxs))),
-                                                          real(run, cells, idxs, shapes))[1])
+                        lambda run, cells, idxs, shapes, *rest: (
+                            batches.append((len(cells), len(idxs))),
+                            real(run, cells, idxs, shapes, *rest))[1])
     opts = dict(keys=FARS8, max_size=2, sample_flag="s", measures=summary_measures(), seed=3)
     want = gpurisk.scan(fars, backend="pandas", **opts).results
     got = gpurisk.scan(fars, backend="dask", cells_on_workers=True, **opts).results
@@ -161,14 +162,20 @@ def test_a_cell_reading_measure_or_a_recode_gathers_and_says_why(client, adult, 
     mopts = dict(keys=["sex", "age", "race"], min_size=3, max_size=3,
                  sample_flag="s", options={"theta_hat_misclass": {"matrices": {"sex": 0.95}}})
     with caplog.at_level(logging.INFO, logger="gpurisk.backends"):
-        got = gpurisk.scan(adult, backend="dask", cells_on_workers=True,
-                           measures=["theta_hat", "theta_hat_misclass"],
+        got = gpurisk.scan(adult, backend="dask", measures=["theta_hat", "theta_hat_misclass"],
                            **mopts).results
     assert "theta_hat_misclass" in caplog.text and "brought to this process" in caplog.text
     want = gpurisk.scan(adult, backend="pandas", measures=["theta_hat", "theta_hat_misclass"],
                         **mopts).results
     assert want["theta_hat_misclass"].notna().any()
     pd.testing.assert_frame_equal(got, want)
+    # with cells_on_workers=True it runs on each combination's table, built on a worker instead
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="gpurisk.backends"):
+        kept = gpurisk.scan(adult, backend="dask", cells_on_workers=True,
+                            measures=["theta_hat", "theta_hat_misclass"], **mopts).results
+    assert "brought to this process" not in caplog.text
+    pd.testing.assert_frame_equal(kept, want)
     opts = dict(keys=ADULT6[:4], max_size=2, sample_flag="s")
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="gpurisk.backends"):
@@ -401,48 +408,76 @@ def test_bucket_measures_scan_on_the_workers(client, small_buckets, spy, fars, d
 
 
 def test_default_measures_scan_keeps_the_cells_on_the_workers(client, small_buckets, spy, fars):
-    """No --measures: the default set (summary and bucket measures; theta_hat_misclass without its
-    matrices reads nothing) scans on the workers and equals pandas."""
+    """No --measures: the default set scans on the workers and equals pandas, the log-linear
+    headline (Ê, matches_ll, and τ̂1 beside it, which read cells) included: each combination's
+    table is built on a worker from its merged range buckets (small buckets: several a subset) and
+    the fit runs there, so the rows equal pandas' in every column although the finest table never
+    reaches the client."""
     sample = fars[fars["s"]].drop(columns="s").reset_index(drop=True)
     small_buckets(len(sample))
-    opts = dict(keys=FARS8[:4], max_size=2, fraction=0.2, seed=1)
-    want = gpurisk.scan(sample, backend="pandas", **opts).results
+    opts = dict(keys=FARS8[:4], max_size=3, fraction=0.2, seed=1)
+    want = gpurisk.scan(sample, backend="pandas", **opts)
     spy.clear()
-    got = gpurisk.scan(sample, backend="dask", cells_on_workers=True, **opts).results
+    got = gpurisk.scan(sample, backend="dask", cells_on_workers=True, **opts)
     assert set(spy) == {SummaryTable}
     assert "theta_hat_misclass" in got.columns      # run by default, not applicable: no cells read
-    # issue 27: the log-linear measures (the ranking Ê and τ̂1 beside it) read cells, so on the
-    # workers they are left out (with the reason: the test below); every other column equals pandas
-    ll = [c for c in want.columns if c.startswith(("matches_ll", "tau1_ll"))]
-    assert len(ll) == 12 and not any(c in got.columns for c in ll)    # value, se, upper, reason,
-    # and the two-sided interval's ends, each
-    pd.testing.assert_frame_equal(got, want.drop(columns=ll))
+    ll = [c for c in want.results.columns if c.startswith(("matches_ll", "tau1_ll"))]
+    assert len(ll) == 12     # value, se, upper, reason and the two-sided interval's ends, each
+    assert got.results["matches_ll"].notna().all() and got.rank_by == want.rank_by == "matches_ll"
+    pd.testing.assert_frame_equal(got.results, want.results)
+    assert not any("was not run" in w for w in got.warnings)
 
 
-def test_default_scan_on_the_workers_leaves_the_log_linear_ranking_out_and_says_why(client, adult):
-    """Issue 27: the scan's ranking, Ê (matches_ll), fits each combination's cells by their key
-    values, which a summary does not carry. With --cells-on-workers and no measure named the scan
-    keeps the cells there, leaves matches_ll out with the reason and ranks by matches_hat; named, it
-    brings the table here and equals the pandas scan."""
+def test_a_table_too_large_for_a_worker_gives_its_reason(client, spy, monkeypatch, adult):
+    """A combination whose table could hold more than TABLE_CELLS cells is not built on a worker:
+    its log-linear columns give the reason (and how to run them), the others are computed."""
+    from gpurisk.freq import subsets
+    from gpurisk.freq.subsets import TABLE_CELLS
+    monkeypatch.setattr(subsets, "TABLE_CELLS", 60)       # sex × race (10 cells) fits, age does not
+    sample = adult[adult["s"]].drop(columns="s").reset_index(drop=True)
+    opts = dict(keys=["sex", "race", "age"], max_size=2, fraction=0.1)
+    got = gpurisk.scan(sample, backend="dask", cells_on_workers=True, **opts).results
+    want = gpurisk.scan(sample, backend="pandas", **opts).results
+    small = got["keys"].map(lambda k: "age" not in k)
+    assert small.sum() == 3 and got.loc[small, "matches_ll"].notna().all()
+    pd.testing.assert_series_equal(got.loc[small, "matches_ll"], want.loc[small, "matches_ll"])
+    why = got.loc[~small, "matches_ll_reason"]
+    assert got.loc[~small, "matches_ll"].isna().all()
+    assert why.str.contains("more than the 60 a worker builds").all()
+    assert why.str.contains("cells_on_workers=True").all()
+    assert got.loc[~small, "tau1_ll_reason"].equals(why)
+    # the limit the guides give is the one in force
+    from conftest import ROOT
+    limit = f"{TABLE_CELLS:,}".replace(",", " ")
+    for guide in ("scan.md", "backends.md"):
+        assert limit in (ROOT / "docs" / guide).read_text(encoding="utf-8"), guide
+
+
+def test_default_scan_on_the_workers_ranks_by_the_log_linear_estimate(client, adult, spy):
+    """Issues 27 and 43: the scan's ranking, Ê (matches_ll), fits each combination's cells by
+    their key values, which a summary does not carry. With --cells-on-workers each combination's
+    table is built on a worker and fitted there: the scan ranks by Ê and equals pandas, and no
+    cell of the finest table reaches the client; a named measure that reads cells runs there too."""
     opts = dict(keys=ADULT6[:4], max_size=2, fraction=0.1)   # a sample alone: E is estimated
     adult = adult[adult["s"]].drop(columns="s").reset_index(drop=True)
     got = gpurisk.scan(adult, backend="dask", cells_on_workers=True, **opts)
-    assert "matches_ll" not in got.results.columns and got.rank_by == "matches_hat"
-    assert any("matches_ll" in w and "stay on the workers" in w and "matches_hat" in w
-               for w in got.warnings)
-    assert any(w.startswith("tau1_ll was not run") for w in got.warnings)
-    # phrased for the Python API: the parameters, not the flags (issue 28)
-    not_run = [w for w in got.warnings if " was not run: " in w]
-    assert any("with cells_on_workers=True" in w and "(measures=['tau1_ll', ...])" in w for w in not_run)
-    assert not any("--" in w for w in not_run)
     want = gpurisk.scan(adult, backend="pandas", **opts)
-    assert want.rank_by == "matches_ll" and want.results["matches_ll"].notna().all()
+    assert want.rank_by == got.rank_by == "matches_ll" and want.results["matches_ll"].notna().all()
+    assert not any(" was not run: " in w for w in got.warnings)
+    pd.testing.assert_frame_equal(got.results, want.results)
+    spy.clear()
     named = gpurisk.scan(adult, backend="dask", cells_on_workers=True,
                          measures=["matches_ll", "theta_hat"], **opts)
-    assert named.rank_by == "matches_ll"
-    pd.testing.assert_series_equal(named.results["matches_ll"], want.results["matches_ll"],
-                                   rtol=1e-12)
-    # the default scan on Dask (the finest table brought here, as by default) ranks by Ê too
+    assert named.rank_by == "matches_ll" and set(spy) == {SummaryTable}
+    pd.testing.assert_series_equal(named.results["matches_ll"], want.results["matches_ll"])
+
+
+def test_default_scan_on_dask_brings_the_table_here_for_the_estimate(client, adult):
+    """Without --cells-on-workers the default scan on Dask brings the finest table here for Ê (the
+    rule of every command, gpurisk/core/placement.py) and ranks by it, as pandas."""
+    opts = dict(keys=ADULT6[:4], max_size=2, fraction=0.1)
+    adult = adult[adult["s"]].drop(columns="s").reset_index(drop=True)
+    want = gpurisk.scan(adult, backend="pandas", **opts)
     gathered = gpurisk.scan(adult, backend="dask", **opts)
     assert gathered.rank_by == "matches_ll"
     pd.testing.assert_series_equal(gathered.results["matches_ll"], want.results["matches_ll"],

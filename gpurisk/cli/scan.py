@@ -154,9 +154,9 @@ def register(cli: click.Group) -> None:
                   help="progress bar on stderr (default: when stderr is a terminal)")
     @click.option("--cells-on-workers/--cells-here", default=None,
                   help="Dask: keep the finest table on the workers and reduce each combination's "
-                       "summaries there, leaving out default measures that read cells (this "
-                       "process's memory does not grow with the cells), or bring it here (faster "
-                       "while it fits). Default: on the workers when every measure reads summaries "
+                       "summaries there, the measures that read cells (the headline Ê among them) "
+                       "run on each combination's table built on a worker (this process's memory "
+                       "does not grow with the cells), or bring it here. Default: on the workers when every measure reads summaries "
                        "or buckets (a register's defaults do), here when a named measure or the "
                        "estimated headline reads cells")
     @click.option("--threads", type=int, default=None, metavar="N",

@@ -206,8 +206,14 @@ def run_measures(table, ctx: Context, names: Iterable[str] | None = None,
     dropped and the working directory restored after each. Values come back as plain Python ints
     and floats.
     """
+    return run_classes(table, ctx, measure_classes(names), timeout)
+
+
+def run_classes(table, ctx: Context, classes: Mapping[str, type[Measure]],
+                timeout: float | None = None) -> dict[str, Result]:
+    """:func:`run_measures` of the measure classes ``classes`` (name -> class), without the
+    registry: what a Dask worker runs on a table it built (:func:`gpurisk.freq.subsets.table_measures`)."""
     timeout = check_timeout(timeout)
-    classes = measure_classes(names)
     out: dict[str, Result] = {}
     for name, cls in classes.items():
         why = missing_needs(cls, table, ctx)

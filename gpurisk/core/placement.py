@@ -11,11 +11,19 @@ the sample uniques' sums...) and the bucket measures' small maps come back, unle
 - the command runs its **default** measures and the **headline** reads cells (Ê, ``matches_ll``,
   when the population counts are not known): the headline is never missing, so the table comes
   here — unless the caller asked to keep the cells on the workers (``keep=True``:
-  ``--cells-on-workers``), in which case the headline is left out with its reason.
+  ``--cells-on-workers``), in which case the headline is left out with its reason (a scan runs
+  it on the workers instead: below).
 
 A default measure other than the headline that reads cells is left out where the cells stay on the
 workers, with a reason that says how to run it; where the table comes here anyway every default
 runs. ``keep=False`` always brings the table here.
+
+A scan (``tables=True``: many small tables, one per combination) with ``keep=True`` runs every
+measure that reads cells, named or default, on the workers instead: each combination's table is
+built on one worker from its merged cells and the measures run there
+(:func:`gpurisk.freq.subsets.table_measures`; ``Placement.on_tables``), so the headline Ê and
+τ̂1 are never missing and the finest table never reaches the client. A combination whose table
+could hold more than :data:`gpurisk.freq.subsets.TABLE_CELLS` cells gets a reason instead.
 
 With population counts (a register) every headline figure (E, τ1, θ, N1) is a summary the workers
 reduce, so a register's table stays on the workers by default.
@@ -38,6 +46,8 @@ class Placement:
     kept_out: Mapping[str, str] = field(default_factory=dict)
     #: what brings the table to this process on a distributed backend (empty where nothing does)
     brought_by: tuple[str, ...] = ()
+    #: the measures that read cells and run on each (small) table on the workers (a scan)
+    on_tables: tuple[str, ...] = ()
 
 
 def cell_readers(names: Sequence[str], inp, options=None) -> list[str]:
@@ -51,12 +61,13 @@ def cell_readers(names: Sequence[str], inp, options=None) -> list[str]:
 
 
 def place(names: Sequence[str], inp, options=None, *, defaults: bool,
-          keep: bool | None = None, exact: bool = False) -> Placement:
+          keep: bool | None = None, exact: bool = False, tables: bool = False) -> Placement:
     """Where the table of ``names`` (the measures a command will run on ``inp``, an
     :class:`~gpurisk.inputs.Inputs`) is made, by the rule of the module docstring. ``defaults``:
     the measures are the command's default set (none was named); ``keep``: the caller's
     ``cells_on_workers`` (None: decided here); ``exact``: the population counts are known (so the
-    headline is the exact E, a summary)."""
+    headline is the exact E, a summary); ``tables``: the command reads many small tables (a scan),
+    whose measures that read cells can run on the workers."""
     if not inp.distributed:
         return Placement(False)
     if keep is False:
@@ -67,6 +78,8 @@ def place(names: Sequence[str], inp, options=None, *, defaults: bool,
     readers = cell_readers(names, inp, options)
     if not readers:
         return Placement(True)
+    if tables and keep is True:
+        return Placement(True, on_tables=tuple(readers))
     if not defaults:
         _log_brought(readers)
         return Placement(False, brought_by=tuple(readers))
@@ -81,9 +94,7 @@ def place(names: Sequence[str], inp, options=None, *, defaults: bool,
 def _why(m: str, inp, keep: bool | None) -> str:
     how = ("with {arg:--cells-on-workers|cells_on_workers=True}" if keep
            else f"on the {inp.backend} backend")
-    ranked = ("; without it a scan ranks by matches_hat (θ̂·n1, a lower estimate of E)"
-              if m == "matches_ll" else "")
-    return (f"it reads every cell, which stay on the workers {how}{ranked}. Name it "
+    return (f"it reads every cell, which stay on the workers {how}. Name it "
             f"({{arg:--measures {m},...|measures=['{m}', ...]}}) to bring the table of cells here")
 
 

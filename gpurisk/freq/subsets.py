@@ -268,26 +268,105 @@ def collect(*summaries) -> list:
     return list(summaries)
 
 
-def collect_with_maps(nsub: int, *items) -> tuple:
-    """(the per-bucket summaries, the per-bucket maps of the bucket measures)."""
-    return list(items[:nsub]), list(items[nsub:])
+#: a combination's whole table is built on one worker for the measures that read cells (the
+#: headline Ê and τ̂1 of a scan whose cells stay on the workers: :func:`table_measures`) when it can
+#: hold at most this many cells (its key space, or the finest table's cells): about 100 MB of
+#: codes and counts, and the fit's arrays over its sample uniques
+TABLE_CELLS = 1 << 22
+
+
+def subset_table(plan: Plan, idx: Sequence[int], *merged):
+    """On a worker: the FreqTable of the subset at key positions ``idx`` from its merged range
+    buckets (:func:`merge_subset`; disjoint ranges of its cells, in order), its cells decoded into
+    per-key codes: what the measures that read cells read."""
+    from gpurisk.freq.table import FreqTable
+    parts = [p for p in merged if p is not None]
+    xp = namespace(parts[0]["words"][0])
+    nwords = len(parts[0]["words"])
+    words = [xp.concatenate([p["words"][w] for p in parts]) for w in range(nwords)]
+    cols = {k: xp.concatenate([p[k] for p in parts]) for k in P.FIELDS if k in parts[0]}
+    idx = list(idx)
+    sub = Plan(tuple(plan.keys[i] for i in idx), [plan.key_plans[i] for i in idx],
+               word_layout([plan.cards[i] for i in idx]))
+    codes = unpack_words(sub, words, xp)
+    m = int(words[0].shape[0])
+    return FreqTable(sub.keys, sub.categories, xp.arange(m, dtype=xp.int64), cols["f"],
+                     cols.get("F"), cols.get("w"), False, xp, codes, None, "dask")
+
+
+def table_measures(plan: Plan, idx: Sequence[int], classes, ctx, timeout, *merged) -> dict:
+    """On a worker: the measures ``classes`` (that read cells) on the subset's table
+    (:func:`subset_table`), run as on the client (:func:`gpurisk.core.evaluate.run_classes`: each
+    contained, checked and timed); ``{"results": {name: Result}, "warnings": [text, ...]}``, the
+    warnings they raised. Without a population at π = 1 (a census) F = f, as in-process."""
+    import warnings
+
+    from dataclasses import replace
+
+    from gpurisk.core.evaluate import run_classes
+    table = subset_table(plan, idx, *merged)
+    if table.F is None and getattr(ctx, "fraction", None) == 1:
+        table = replace(table, F=table.f)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = run_classes(table, ctx, {c.name: c for c in classes}, timeout)
+    return {"results": results, "warnings": list(dict.fromkeys(str(w.message) for w in caught))}
+
+
+def batch_table_measures(plan: Plan, idx: Sequence[int], classes, ctx, timeout, merged: list,
+                         at: int) -> dict:
+    """:func:`table_measures` of the subset at ``at`` of a merged batch (:func:`merge_batch`)."""
+    return table_measures(plan, idx, classes, ctx, timeout, *merged[at])
+
+
+def subset_out(summaries: list, maps: list | None = None, results: dict | None = None) -> dict:
+    """What :func:`subset_summaries` yields for a subset that has more than its summaries: the
+    per-bucket summaries, the bucket measures' per-bucket maps (or None) and what
+    :func:`table_measures` gave (or None)."""
+    return {"summaries": summaries, "maps": maps, "results": results}
+
+
+def collect_out(nsub: int, nmaps: int, *items) -> dict:
+    """:func:`subset_out` of ``nsub`` summaries, ``nmaps`` maps and, when one more item is given,
+    the table measures' output."""
+    rest = items[nsub + nmaps:]
+    return subset_out(list(items[:nsub]), list(items[nsub:nsub + nmaps]) if nmaps else None,
+                      rest[0] if rest else None)
+
+
+def batch_out(summaries: list, ats: Sequence[int], *results) -> list:
+    """Per subset of a batch, its summaries (:func:`batch_summaries`), as :func:`subset_out` where
+    the table measures ran on it (the subsets at ``ats``, in order of ``results``)."""
+    out: list = list(summaries)
+    for at, res in zip(ats, results):
+        out[at] = subset_out(out[at], None, res)
+    return out
+
+
+def subset_cap(plan: Plan, idx: Sequence[int], max_cells: int) -> int:
+    """The most cells the subset at ``idx`` can have: its key space, or ``max_cells`` (the finest
+    table's)."""
+    return min(max_cells, radix_space([max(int(plan.cards[i]), 1) for i in idx]))
 
 
 def subset_shape(plan: Plan, idx: Sequence[int], max_cells: int, per_bucket: int,
                  nbuckets: int) -> tuple[int, int]:
     """(nsub, width): how many range buckets the subset at ``idx`` is cut into, and their width."""
     _, space = subset_layout(plan, idx)
-    cap = min(max_cells, radix_space([max(int(plan.cards[i]), 1) for i in idx]))
+    cap = subset_cap(plan, idx, max_cells)
     nsub = 1 if cap <= per_bucket else max(1, min(nbuckets, math.ceil(cap / per_bucket)))
     return nsub, max(1, -(-space // nsub))
 
 
 def subset_graph(plan: Plan, plan_f, cells: list, idx: Sequence[int], max_cells: int,
-                 per_bucket: int, split_every: int, token: str, maps=None, pieces=None):
+                 per_bucket: int, split_every: int, token: str, maps=None, pieces=None,
+                 tables=None):
     """The delayed list of per-bucket summaries of the subset at key positions ``idx``; with
-    ``maps=(classes, ctx)`` the pair (summaries, the bucket measures' maps of each of the subset's
-    buckets: :func:`gpurisk.freq.buckets.map_measures`). ``pieces``: per finest bucket, the
-    (delayed) list of the subset's partials already summed there (:func:`subset_batch`)."""
+    ``maps=(classes, ctx)`` (the bucket measures' maps of each of the subset's buckets:
+    :func:`gpurisk.freq.buckets.map_measures`) or ``tables=(classes, ctx, timeout)`` (the measures
+    that read cells, run on the subset's whole table: :func:`table_measures`) a
+    :func:`subset_out` instead. ``pieces``: per finest bucket, the (delayed) list of the subset's
+    partials already summed there (:func:`subset_batch`)."""
     from dask import delayed
 
     from gpurisk.freq._dask import _tree, bucket_summary
@@ -296,30 +375,40 @@ def subset_graph(plan: Plan, plan_f, cells: list, idx: Sequence[int], max_cells:
     if pieces is None:
         pieces = [delayed(subset_split, nout=nsub, pure=True)(plan_f, c, list(idx), nsub, width)
                   for c in cells]
-    sums, mapped = [], []
+    sums, mapped, merged_all = [], [], []
     for s in range(nsub):
         merged = _tree([p[s] for p in pieces] if nsub > 1 else [p[0] for p in pieces],
                        functools.partial(merge_subset, space if len(layout) == 1 else None),
                        split_every)
+        merged_all.append(merged)
         sums.append(delayed(bucket_summary, pure=True)(merged))
         if maps is not None:
             from gpurisk.freq.buckets import map_measures
             classes, ctx = maps
             mapped.append(delayed(map_measures, pure=False)(merged, list(classes), ctx, s, nsub))
     name = f"gpurisk-subset-{token}-{'-'.join(map(str, idx))}"
-    if maps is not None:
-        return delayed(collect_with_maps, name=name)(nsub, *sums, *mapped)
-    return delayed(collect, name=name)(*sums)
+    if maps is None and tables is None:
+        return delayed(collect, name=name)(*sums)
+    extra = []
+    if tables is not None:
+        classes, ctx, timeout = tables
+        extra.append(delayed(table_measures, pure=False)(plan_f, list(idx), list(classes), ctx,
+                                                         timeout, *merged_all))
+    return delayed(collect_out, name=name)(nsub, len(mapped), *sums, *mapped, *extra)
 
 
 def subset_summaries(connect, sample, keys: Sequence[str], subsets: Sequence[Sequence[str]],
                      skip: Iterable[int] = (), population=None, sample_flag=None, weights=None,
                      missing: str = "category", gpu: bool = False, sep=None, buckets=None,
-                     ahead: int | None = None, maps_for=None) -> Iterator[tuple]:
+                     ahead: int | None = None, maps_for=None, tables_for=None) -> Iterator[tuple]:
     """Yield ``("finest", plan, summaries, sample_cards)`` (the per-bucket summaries of the table
     over every key), then ``(i, summaries)`` for each subset ``i`` not in ``skip``, in order.
     ``maps_for(i)``, when given, returns ``(classes, ctx)`` of the bucket measures to map on subset
-    ``i``'s buckets (or None); that subset then yields ``(i, (summaries, maps))``. It is called
+    ``i``'s buckets (or None); ``tables_for(i)``, ``(classes, ctx, timeout)`` of the measures that
+    read cells, to run on subset ``i``'s whole table on a worker (:func:`table_measures`; only
+    where the table can hold at most :data:`TABLE_CELLS` cells), or None. A subset with either
+    yields ``(i, subset_out(...))`` (:func:`subset_out`; its ``results`` is
+    ``{"cells_at_most": cells}`` where its table may be too large to build). They are called
     after the finest table is yielded (its π may be known only then).
 
     ``connect`` opens the Dask client (the backend's ``Backend.client``). The cells stay on the
@@ -366,6 +455,12 @@ def subset_summaries(connect, sample, keys: Sequence[str], subsets: Sequence[Seq
             return [res[place_of[j]] for res in batches[b]]
 
         maps = {j: maps_for(j) for j in todo} if maps_for is not None else {}
+        tabs = {j: tables_for(j) for j in todo} if tables_for is not None else {}
+        too_big = {}                  # subsets whose table may hold more than TABLE_CELLS cells
+        for j in todo:
+            cap = subset_cap(run.plan, idx_of[j], max_cells)
+            if tabs.get(j) is not None and cap > TABLE_CELLS:
+                tabs[j], too_big[j] = None, cap
         # what is computed at once, in order: a whole batch, where each of its subsets is one
         # range of cells and no bucket measure maps it (one tree of batch merges over the finest
         # buckets, then one task of summaries), else one subset (its own tree of merges)
@@ -383,11 +478,13 @@ def subset_summaries(connect, sample, keys: Sequence[str], subsets: Sequence[Seq
             # finish in the order they are read and the next ones are submitted meanwhile
             if whole:
                 return client.compute(_batch_graph(run, cells, [idx_of[j] for j in members],
-                                                   [shape[j] for j in members]), priority=-rank)
+                                                   [shape[j] for j in members],
+                                                   [tabs.get(j) for j in members]), priority=-rank)
             j = members[0]
             return client.compute(subset_graph(run.plan, run.plan_f, cells, idx_of[j], max_cells,
                                                per, SPLIT_EVERY, token, maps.get(j),
-                                               pieces=pieces_of(j)), priority=-rank)
+                                               pieces=pieces_of(j), tables=tabs.get(j)),
+                                  priority=-rank)
 
         flight: deque = deque()
         nxt, queued = 0, 0
@@ -402,6 +499,10 @@ def subset_summaries(connect, sample, keys: Sequence[str], subsets: Sequence[Seq
                 del fut
                 queued -= len(members)
                 for j, summaries in zip(members, got):
+                    if j in too_big:
+                        if not isinstance(summaries, dict):
+                            summaries = subset_out(summaries)
+                        summaries["results"] = {"cells_at_most": too_big[j]}
                     yield j, summaries
                 if not whole:
                     left[b] -= 1
@@ -415,10 +516,13 @@ def subset_summaries(connect, sample, keys: Sequence[str], subsets: Sequence[Seq
             del cells
 
 
-def _batch_graph(run, cells, idxs: Sequence, shapes: Sequence):
+def _batch_graph(run, cells, idxs: Sequence, shapes: Sequence, tables: Sequence = ()):
     """The delayed per-subset summaries (each a list of one bucket summary) of a batch of subsets,
     each one range of cells (key positions ``idxs``): :func:`subset_batch` on each finest bucket,
-    a tree of :func:`merge_batch`, then :func:`batch_summaries`: tasks of the whole batch."""
+    a tree of :func:`merge_batch`, then :func:`batch_summaries`: tasks of the whole batch. Where
+    ``tables[k]`` is given (``(classes, ctx, timeout)``), subset ``k``'s measures that read cells
+    run on its merged table in a task of their own (:func:`batch_table_measures`) and its item is a
+    :func:`subset_out`."""
     from dask import delayed
 
     from gpurisk.freq._dask import SPLIT_EVERY, _tree
@@ -427,4 +531,11 @@ def _batch_graph(run, cells, idxs: Sequence, shapes: Sequence):
               if len(subset_layout(run.plan, idx)[0]) == 1 else None for idx in idxs]
     parts = [delayed(subset_batch, pure=True)(run.plan_f, c, spec) for c in cells]
     root = _tree(parts, functools.partial(merge_batch, spaces), SPLIT_EVERY)
-    return delayed(batch_summaries, pure=True)(root)
+    summaries = delayed(batch_summaries, pure=True)(root)
+    ats = [k for k, t in enumerate(tables or ()) if t is not None]
+    if not ats:
+        return summaries
+    results = [delayed(batch_table_measures, pure=False)(run.plan_f, list(idxs[k]),
+                                                         list(tables[k][0]), tables[k][1],
+                                                         tables[k][2], root, k) for k in ats]
+    return delayed(batch_out, pure=False)(summaries, ats, *results)

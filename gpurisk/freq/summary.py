@@ -119,6 +119,10 @@ class SummaryTable:
     #: the maps of the bucket measures (``reads = "buckets"``) run where the cells are
     #: (:class:`gpurisk.freq.buckets.BucketMaps`), or None
     bucket_maps: Any = None
+    #: what the measures that read cells gave on this table's cells, built on a worker
+    #: (:func:`gpurisk.freq.subsets.table_measures`: ``{"results": {name: Result}, "warnings":
+    #: [...]}``), or None
+    worker_results: Any = None
     _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     def cached(self, name: str, make: Callable[[], Any]):

@@ -24,7 +24,7 @@ class SummaryScan:
     """The finest table's summaries (``table``, π) and, from :meth:`tables`, each combination's."""
 
     def __init__(self, inp, frames, keys: Sequence[str], subsets: Sequence[Sequence[str]],
-                 bucket_measures=(), context_for=None):
+                 bucket_measures=(), context_for=None, table_measures=(), timeout=None):
         from gpurisk.freq.guards import check_cardinality
         from gpurisk.freq.subsets import subset_summaries
         from gpurisk.inputs import resolve_fraction
@@ -38,12 +38,16 @@ class SummaryScan:
         self._bucket = list(bucket_measures or ())
         self._context_for = context_for
         self._maps: dict[int, tuple] = {}
+        #: measures that read cells, run on each combination's whole table on a worker
+        self._tables = list(table_measures or ())
+        self._timeout = timeout
         self._gen = subset_summaries(inp.backend_obj.client, frames.sample, self.keys,
                                      self.subsets, self.skip,
                                      population=frames.population, sample_flag=inp.sample_flag,
                                      weights=inp.weights, missing=inp.missing,
                                      gpu=inp.backend_obj.gpu, sep=inp.sep,
-                                     maps_for=self._maps_for if self._bucket else None)
+                                     maps_for=self._maps_for if self._bucket else None,
+                                     tables_for=self._tables_for if self._tables else None)
         try:
             _, self.plan, parts, cards = next(self._gen)
             self.cards = dict(zip(self.plan.keys, cards))
@@ -68,6 +72,28 @@ class SummaryScan:
         self._maps[i] = ctx
         return todo, ctx
 
+    def _tables_for(self, i: int):
+        """(classes, ctx, timeout) of the measures that read cells, for combination ``i``."""
+        from dataclasses import replace
+        ctx = replace(self._context_for(i, self.fraction, self.fraction_source), columns={})
+        return self._tables, ctx, self._timeout
+
+    def _worker_results(self, got) -> dict | None:
+        """The table measures' results of one combination (:func:`gpurisk.freq.subsets.table_measures`),
+        or, where its table was too large to build on a worker, each one's reason."""
+        if got is None:
+            return None
+        if "cells_at_most" in got:
+            from gpurisk.freq.subsets import TABLE_CELLS
+            from gpurisk.measure import Result
+            why = (f"its table can hold {got['cells_at_most']:,} cells, more than the "
+                   f"{TABLE_CELLS:,} a worker builds for a measure that reads cells (the cells "
+                   "stay on the workers). Scan without {arg:--cells-on-workers|cells_on_workers=True}"
+                   " to bring the table here")
+            return {"results": {c.name: Result.not_applicable(why) for c in self._tables},
+                    "warnings": []}
+        return got
+
     def tables(self) -> Iterator[tuple[int, SummaryTable]]:
         """``(i, SummaryTable)`` of every combination not skipped, in plan order; the keys of each
         in the finest table's (name) order, as :meth:`gpurisk.freq.lattice.Lattice.tables` gives."""
@@ -76,15 +102,16 @@ class SummaryScan:
         for i, parts in self._gen:
             keys = sorted(self.subsets[i], key=pos.__getitem__)
             self.built += 1
-            maps = None
+            maps = done = None
             ctx = self._maps.pop(i, None)
-            if ctx is not None:
-                parts, mapped = parts
-                maps = collect(mapped, context_key(ctx))
+            if isinstance(parts, dict):
+                parts, mapped, done = parts["summaries"], parts["maps"], parts["results"]
+                if ctx is not None:
+                    maps = collect(mapped, context_key(ctx))
             yield i, SummaryTable(tuple(keys), [self.plan.categories[pos[k]] for k in keys],
                                   combine(self.plan, parts, self.backend),
                                   tuple(self.cards[k] for k in keys), backend=self.backend,
-                                  bucket_maps=maps)
+                                  bucket_maps=maps, worker_results=self._worker_results(done))
 
     def close(self) -> None:
         self._gen.close()

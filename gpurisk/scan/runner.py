@@ -281,9 +281,14 @@ def combination_row(i: int, combo: Combination, table, ctx: Context, names: Sequ
            "pop_cells": None if N is None else int(table.population_cells),
            "n1": table.n_r(1), "n2": table.n_r(2), "n3": table.n_r(3),
            "N1": None if N is None else table.pop_uniques(), "seed": ctx.seed}
+    # the measures that read cells ran on a worker, on this combination's table built there
+    done = getattr(table, "worker_results", None) or {"results": {}, "warnings": []}
+    here = [m for m in names if m not in done["results"]]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = run_measures(table, ctx, names, timeout=timeout)
+        for text in done["warnings"]:
+            warnings.warn(text, stacklevel=2)
+        res = {**run_measures(table, ctx, here, timeout=timeout), **done["results"]}
     from gpurisk.core.levels import NORMAL_INTERVAL
     for m in names:
         r = res[m]

@@ -113,7 +113,7 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
     # where the finest table is made (here, or kept on the workers): one rule for every command;
     # a measure named by --rank-by counts as named
     where = place(names, inp, opts, defaults=measures is None and rank_by not in names,
-                  keep=cells_on_workers, exact=design.population_counts)
+                  keep=cells_on_workers, exact=design.population_counts, tables=True)
     kept_out = dict(where.kept_out)
     names = [m for m in names if m not in kept_out]
     recodes = list(inp.recode)
@@ -130,14 +130,18 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
     frames = inp.read()
     t0 = time.perf_counter()
     if where.on_workers:                                   # the cells stay on the workers
+        from gpurisk.plugins import measure_registry
         from gpurisk.scan.distributed import bucket_classes
 
         def context_for(i, pi, source):      # the context combination i's measures run with
             return Context(fraction=pi, fraction_source=source, alpha=float(alpha),
                            seed=combo_seed(seed, combos[i].keys), options=opts)
 
+        reg = measure_registry()
         summ = runner.SummaryScan(inp, frames, rkeys, [c.keys for c in combos],
-                           bucket_measures=bucket_classes(names), context_for=context_for)
+                                  bucket_measures=bucket_classes(names), context_for=context_for,
+                                  table_measures=[reg[m].cls for m in where.on_tables],
+                                  timeout=measure_timeout)
         root, pi, source, notes = summ.table, summ.fraction, summ.fraction_source, list(summ.notes)
         t_build, t_recode = time.perf_counter() - t0, 0.0
     else:
