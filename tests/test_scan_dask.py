@@ -287,6 +287,34 @@ def test_a_batch_of_subsets_from_one_lattice_equals_a_groupby(fars, strict):
         np.testing.assert_array_equal(to_host(one["f"]), want["f"].to_numpy())
 
 
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_subsets_table_built_on_a_worker_gives_the_estimate_of_pandas(fars, strict):
+    """table_measures (what a worker runs for the measures that read cells in a scan whose cells
+    stay on the workers): the subset's table rebuilt from its range buckets (three here) gives Ê
+    and τ̂1 equal to gpurisk.assess of the same sample on pandas, under the strict namespace (CuPy's
+    stand-in) too: no host round trip of a device array on the way to the fit."""
+    from gpurisk.freq.subsets import bucket_codes, subset_split, table_measures
+    from gpurisk.measure import Context
+    from gpurisk.measures.matches_ll import MatchesLL
+    from gpurisk.measures.tau1_ll import Tau1LL
+    sample = fars[fars["s"]].drop(columns="s").reset_index(drop=True)
+    plan, part = _finest(sample, FARS8, role="sample")
+    if strict:
+        from gpurisk.testing.strict import xp
+        part = {k: ([xp.asarray(w) for w in v] if k == "words" else xp.asarray(v)) for k, v in part.items()}
+    cells = bucket_codes(plan, part)
+    idx = sorted(FARS8.index(k) for k in ("iage", "isex", "irace"))
+    space = int(np.prod([plan.cards[i] for i in idx]))
+    pieces = subset_split(plan, cells, idx, 3, -(-space // 3))
+    got = table_measures(plan, idx, [MatchesLL, Tau1LL], Context(fraction=0.2), None, *pieces)
+    want = gpurisk.assess(sample, [FARS8[i] for i in idx], fraction=0.2,
+                          measures=["matches_ll", "tau1_ll"]).measures
+    for m in ("matches_ll", "tau1_ll"):
+        r = got["results"][m]
+        assert r.reason is None and r.value > 0
+        assert (r.value, r.se, r.upper) == (want[m].value, want[m].se, want[m].upper)
+
+
 def test_buckets_keep_their_margins_and_a_batch_plans_once_per_worker(fars, monkeypatch):
     """A finest bucket keeps each key's margin of f (summed once, in bucket_codes: equal to the
     margins its table sums afresh), and the buckets of one batch share the lattice plan the first
