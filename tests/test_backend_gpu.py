@@ -195,6 +195,24 @@ def test_scan_on_cudf_equals_pandas(cube_limit, monkeypatch):
             assert a[c].astype(str).tolist() == b[c].astype(str).tolist(), c
 
 
+def test_dask_cudf_scan_fits_the_estimate_on_the_workers(cuda_client):
+    """A sample scanned on dask-cuda keeps its cells on the GPU worker: each combination's table is
+    built there (CuPy arrays) and Ê and τ̂1 are fitted there (gpurisk.freq.subsets.table_measures),
+    with the pandas scan's rows."""
+    import gpurisk
+    keys = ["sex", "age", "race", "marital-status", "education"]
+    frame = pd.read_csv(data_path("arx/adult.csv"), sep=";")
+    frame = frame[np.random.default_rng(0).random(len(frame)) < 0.1].reset_index(drop=True)
+    a = gpurisk.scan(frame, keys=keys, max_size=3, fraction=0.1).results
+    b = gpurisk.scan(frame, keys=keys, max_size=3, fraction=0.1, backend="dask-cudf").results
+    assert a["matches_ll"].notna().all() and list(a.columns) == list(b.columns)
+    for c in a.columns:
+        if a[c].dtype.kind == "f":
+            np.testing.assert_allclose(b[c].to_numpy(), a[c].to_numpy(), rtol=1e-9, err_msg=c)
+        else:
+            assert a[c].astype(str).tolist() == b[c].astype(str).tolist(), c
+
+
 def test_big_integers_with_nulls_and_boolean_keys_with_nulls_on_gpu(cuda_client):
     """Integers above 2**53 with nulls keep their exact values in the plan (to_pandas would round
     them through float64), and a boolean key with nulls encodes on the device (fillna of an int on

@@ -157,25 +157,27 @@ def test_a_large_subset_is_reduced_in_several_buckets(client, monkeypatch, adult
     pd.testing.assert_frame_equal(got, want)
 
 
-def test_a_cell_reading_measure_or_a_recode_gathers_and_says_why(client, adult, caplog):
-    # theta_hat_misclass reads cells once given its matrices (without them it reads nothing)
+def test_a_cell_reading_measure_runs_on_the_workers_and_a_recode_gathers(client, adult, caplog,
+                                                                         spy):
+    """A named measure that reads cells (theta_hat_misclass once given its matrices) runs on each
+    combination's table, built on a worker, by default and with cells_on_workers=True: the rows
+    equal pandas' and nothing is brought here."""
     mopts = dict(keys=["sex", "age", "race"], min_size=3, max_size=3,
                  sample_flag="s", options={"theta_hat_misclass": {"matrices": {"sex": 0.95}}})
-    with caplog.at_level(logging.INFO, logger="gpurisk.backends"):
-        got = gpurisk.scan(adult, backend="dask", measures=["theta_hat", "theta_hat_misclass"],
-                           **mopts).results
-    assert "theta_hat_misclass" in caplog.text and "brought to this process" in caplog.text
     want = gpurisk.scan(adult, backend="pandas", measures=["theta_hat", "theta_hat_misclass"],
                         **mopts).results
     assert want["theta_hat_misclass"].notna().any()
-    pd.testing.assert_frame_equal(got, want)
-    # with cells_on_workers=True it runs on each combination's table, built on a worker instead
-    caplog.clear()
-    with caplog.at_level(logging.INFO, logger="gpurisk.backends"):
-        kept = gpurisk.scan(adult, backend="dask", cells_on_workers=True,
-                            measures=["theta_hat", "theta_hat_misclass"], **mopts).results
-    assert "brought to this process" not in caplog.text
-    pd.testing.assert_frame_equal(kept, want)
+    for keep in (None, True):
+        spy.clear()
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="gpurisk.backends"):
+            got = gpurisk.scan(adult, backend="dask", cells_on_workers=keep,
+                               measures=["theta_hat", "theta_hat_misclass"], **mopts).results
+        assert "brought to this process" not in caplog.text and set(spy) == {SummaryTable}
+        pd.testing.assert_frame_equal(got, want)
+
+
+def test_a_recode_gathers_and_says_why(client, adult, caplog):
     opts = dict(keys=ADULT6[:4], max_size=2, sample_flag="s")
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="gpurisk.backends"):
@@ -375,10 +377,10 @@ def test_subset_partials_of_several_buckets_merge_to_the_groupby(fars):
 
 
 def test_where_the_table_is_made_follows_what_the_measures_read(client, adult, monkeypatch):
-    """One rule for every command (issue 40, gpurisk.core.placement): measures that all read
-    summaries keep the finest table on the workers by default; ``cells_on_workers=False`` (CLI
-    ``--cells-here``) brings it here and rolls it up; a named measure that reads cells brings it
-    here too. The rows are the same every way."""
+    """One rule for every command (issue 40, gpurisk.core.placement): a scan keeps the finest
+    table on the workers by default, whatever its measures read (a named measure that reads cells
+    runs on each combination's table there); ``cells_on_workers=False`` (CLI ``--cells-here``)
+    brings it here and rolls it up. The rows are the same every way."""
     def refuse(*a, **k):
         raise AssertionError("the summary path was taken although the table was to come here")
 
@@ -386,18 +388,21 @@ def test_where_the_table_is_made_follows_what_the_measures_read(client, adult, m
     def no_gather(*a, **k):
         raise AssertionError("the finest table was gathered to the client")
 
+    named_opts = dict(opts, measures=["theta_hat", "matches_ll"])
     with monkeypatch.context() as m:
         m.setattr(_dask, "build_table_dask", no_gather)
         kept = gpurisk.scan(adult, backend="dask", **opts).results
+        named = gpurisk.scan(adult, backend="dask", **named_opts).results
     with monkeypatch.context() as m:
         m.setattr(runner, "SummaryScan", refuse)
         here = gpurisk.scan(adult, backend="dask", cells_on_workers=False, **opts).results
-        named = gpurisk.scan(adult, backend="dask", keys=ADULT6[:4], max_size=2, sample_flag="s",
-                             measures=["theta_hat", "matches_ll"]).results
+        named_here = gpurisk.scan(adult, backend="dask", cells_on_workers=False,
+                                  **named_opts).results
     want = gpurisk.scan(adult, backend="pandas", **opts).results
     pd.testing.assert_frame_equal(kept, want)
     pd.testing.assert_frame_equal(here, want)
     assert named["matches_ll"].notna().all()
+    pd.testing.assert_frame_equal(named, named_here)
 
 
 def bucket_measures() -> list[str]:
@@ -500,16 +505,28 @@ def test_default_scan_on_the_workers_ranks_by_the_log_linear_estimate(client, ad
     pd.testing.assert_series_equal(named.results["matches_ll"], want.results["matches_ll"])
 
 
-def test_default_scan_on_dask_brings_the_table_here_for_the_estimate(client, adult):
-    """Without --cells-on-workers the default scan on Dask brings the finest table here for Ê (the
-    rule of every command, gpurisk/core/placement.py) and ranks by it, as pandas."""
-    opts = dict(keys=ADULT6[:4], max_size=2, fraction=0.1)
+def test_default_scan_on_dask_keeps_the_cells_there_and_brings_a_large_table_here(
+        client, adult, spy, monkeypatch):
+    """Without --cells-on-workers the scan on Dask keeps the finest table on the workers too (the
+    rule of every command, gpurisk/core/placement.py) and fits Ê there; a combination whose table
+    could hold more than TABLE_CELLS cells has its own table brought here and fitted here instead
+    of a reason: every row equals pandas', and the finest table never comes here."""
+    from gpurisk.freq import subsets
+    opts = dict(keys=["sex", "race", "age", "marital-status"], max_size=2, fraction=0.1)
     adult = adult[adult["s"]].drop(columns="s").reset_index(drop=True)
     want = gpurisk.scan(adult, backend="pandas", **opts)
-    gathered = gpurisk.scan(adult, backend="dask", **opts)
-    assert gathered.rank_by == "matches_ll"
-    pd.testing.assert_series_equal(gathered.results["matches_ll"], want.results["matches_ll"],
-                                   rtol=1e-12)
+    spy.clear()
+    got = gpurisk.scan(adult, backend="dask", **opts)
+    assert got.rank_by == "matches_ll" and set(spy) == {SummaryTable}
+    pd.testing.assert_frame_equal(got.results, want.results)
+    monkeypatch.setattr(subsets, "TABLE_CELLS", 60)      # the tables with age are brought here
+    fetched = []
+    real = subsets.table_measures
+    monkeypatch.setattr(subsets, "table_measures",
+                        lambda plan, idx, *a: (fetched.append(len(idx)), real(plan, idx, *a))[1])
+    got = gpurisk.scan(adult, backend="dask", **opts)
+    assert len(fetched) == 4         # age alone and with each of the three others, here
+    pd.testing.assert_frame_equal(got.results, want.results)
 
 
 def test_register_scan_on_the_workers_leads_with_the_exact_E(client, adult):

@@ -153,12 +153,14 @@ def register(cli: click.Group) -> None:
     @click.option("--progress/--no-progress", default=None,
                   help="progress bar on stderr (default: when stderr is a terminal)")
     @click.option("--cells-on-workers/--cells-here", default=None,
-                  help="Dask: keep the finest table on the workers and reduce each combination's "
-                       "summaries there, the measures that read cells (the headline Ê among them) "
-                       "run on each combination's table built on a worker (this process's memory "
-                       "does not grow with the cells), or bring it here. Default: on the workers when every measure reads summaries "
-                       "or buckets (a register's defaults do), here when a named measure or the "
-                       "estimated headline reads cells")
+                  help="Dask: keep the finest table on the workers, reduce each combination's "
+                       "summaries there and run the measures that read cells (the headline Ê "
+                       "among them) on each combination's table, built on a worker (this "
+                       "process's memory does not grow with the cells), or bring it here and "
+                       "roll it up here. Default: on the workers (a recode brings it here), and "
+                       "a combination's table too large for a worker (over 4 194 304 possible "
+                       "cells) is brought here for those measures; --cells-on-workers gives "
+                       "such a table a reason instead")
     @click.option("--threads", type=int, default=None, metavar="N",
                   help="roll-up threads beside the one computing measures (default: the CPUs "
                        "usable, at most 4; 0: one thread); results do not depend on it")

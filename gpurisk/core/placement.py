@@ -6,24 +6,25 @@ the finest table stays on the workers, and only summaries (n, N, the frequencies
 the sample uniques' sums...) and the bucket measures' small maps come back, unless
 
 - a recode regroups the cells (recodes sum the table here), or
-- a measure that was **named** reads cells (``Measure.reads = "cells"``): the table is brought here,
-  even with ``keep=True``, and the log says which measure did it, or
-- the command runs its **default** measures and the **headline** reads cells (Ê, ``matches_ll``,
-  when the population counts are not known): the headline is never missing, so the table comes
-  here — unless the caller asked to keep the cells on the workers (``keep=True``:
-  ``--cells-on-workers``), in which case the headline is left out with its reason (a scan runs
-  it on the workers instead: below).
+- (a command of one table: ``assess``) a measure that was **named** reads cells
+  (``Measure.reads = "cells"``): the table is brought here, even with ``keep=True``, and the log
+  says which measure did it, or
+- (the same) the command runs its **default** measures and the **headline** reads cells (Ê,
+  ``matches_ll``, when the population counts are not known): the headline is never missing, so the
+  table comes here — unless the caller asked to keep the cells on the workers (``keep=True``:
+  ``--cells-on-workers``), in which case the headline is left out with its reason.
 
 A default measure other than the headline that reads cells is left out where the cells stay on the
 workers, with a reason that says how to run it; where the table comes here anyway every default
 runs. ``keep=False`` always brings the table here.
 
-A scan (``tables=True``: many small tables, one per combination) with ``keep=True`` runs every
-measure that reads cells, named or default, on the workers instead: each combination's table is
-built on one worker from its merged cells and the measures run there
-(:func:`gpurisk.freq.subsets.table_measures`; ``Placement.on_tables``), so the headline Ê and
+A scan (``tables=True``: many small tables, one per combination) keeps the finest table on the
+workers whatever its measures read (unless ``keep=False`` or a recode): every measure that reads
+cells, named or default, runs on each combination's table, built on one worker from its merged
+cells (:func:`gpurisk.freq.subsets.table_measures`; ``Placement.on_tables``), so the headline Ê and
 τ̂1 are never missing and the finest table never reaches the client. A combination whose table
-could hold more than :data:`gpurisk.freq.subsets.TABLE_CELLS` cells gets a reason instead.
+could hold more than :data:`gpurisk.freq.subsets.TABLE_CELLS` cells has its own table brought
+here for them (``Placement.fetch_large``), or, with ``keep=True``, gets a reason instead.
 
 With population counts (a register) every headline figure (E, τ1, θ, N1) is a summary the workers
 reduce, so a register's table stays on the workers by default.
@@ -48,6 +49,8 @@ class Placement:
     brought_by: tuple[str, ...] = ()
     #: the measures that read cells and run on each (small) table on the workers (a scan)
     on_tables: tuple[str, ...] = ()
+    #: a table too large to build on a worker is brought here for them (else: a reason)
+    fetch_large: bool = False
 
 
 def cell_readers(names: Sequence[str], inp, options=None) -> list[str]:
@@ -78,8 +81,8 @@ def place(names: Sequence[str], inp, options=None, *, defaults: bool,
     readers = cell_readers(names, inp, options)
     if not readers:
         return Placement(True)
-    if tables and keep is True:
-        return Placement(True, on_tables=tuple(readers))
+    if tables:
+        return Placement(True, on_tables=tuple(readers), fetch_large=keep is not True)
     if not defaults:
         _log_brought(readers)
         return Placement(False, brought_by=tuple(readers))

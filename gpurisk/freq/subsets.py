@@ -360,13 +360,15 @@ def subset_shape(plan: Plan, idx: Sequence[int], max_cells: int, per_bucket: int
 
 def subset_graph(plan: Plan, plan_f, cells: list, idx: Sequence[int], max_cells: int,
                  per_bucket: int, split_every: int, token: str, maps=None, pieces=None,
-                 tables=None):
+                 tables=None, fetch: bool = False):
     """The delayed list of per-bucket summaries of the subset at key positions ``idx``; with
     ``maps=(classes, ctx)`` (the bucket measures' maps of each of the subset's buckets:
     :func:`gpurisk.freq.buckets.map_measures`) or ``tables=(classes, ctx, timeout)`` (the measures
     that read cells, run on the subset's whole table: :func:`table_measures`) a
-    :func:`subset_out` instead. ``pieces``: per finest bucket, the (delayed) list of the subset's
-    partials already summed there (:func:`subset_batch`)."""
+    :func:`subset_out` instead; with ``fetch`` its ``results`` are the subset's merged range
+    buckets themselves, for the caller to run ``tables`` on (a table too large for a worker).
+    ``pieces``: per finest bucket, the (delayed) list of the subset's partials already summed
+    there (:func:`subset_batch`)."""
     from dask import delayed
 
     from gpurisk.freq._dask import _tree, bucket_summary
@@ -390,7 +392,9 @@ def subset_graph(plan: Plan, plan_f, cells: list, idx: Sequence[int], max_cells:
     if maps is None and tables is None:
         return delayed(collect, name=name)(*sums)
     extra = []
-    if tables is not None:
+    if fetch:
+        extra.append(delayed(collect)(*merged_all))
+    elif tables is not None:
         classes, ctx, timeout = tables
         extra.append(delayed(table_measures, pure=False)(plan_f, list(idx), list(classes), ctx,
                                                          timeout, *merged_all))
@@ -400,16 +404,18 @@ def subset_graph(plan: Plan, plan_f, cells: list, idx: Sequence[int], max_cells:
 def subset_summaries(connect, sample, keys: Sequence[str], subsets: Sequence[Sequence[str]],
                      skip: Iterable[int] = (), population=None, sample_flag=None, weights=None,
                      missing: str = "category", gpu: bool = False, sep=None, buckets=None,
-                     ahead: int | None = None, maps_for=None, tables_for=None) -> Iterator[tuple]:
+                     ahead: int | None = None, maps_for=None, tables_for=None,
+                     fetch_large: bool = False) -> Iterator[tuple]:
     """Yield ``("finest", plan, summaries, sample_cards)`` (the per-bucket summaries of the table
     over every key), then ``(i, summaries)`` for each subset ``i`` not in ``skip``, in order.
     ``maps_for(i)``, when given, returns ``(classes, ctx)`` of the bucket measures to map on subset
     ``i``'s buckets (or None); ``tables_for(i)``, ``(classes, ctx, timeout)`` of the measures that
     read cells, to run on subset ``i``'s whole table on a worker (:func:`table_measures`; only
-    where the table can hold at most :data:`TABLE_CELLS` cells), or None. A subset with either
+    where the table can hold at most :data:`TABLE_CELLS` cells; a larger one is brought to this
+    process and the measures run here, with ``fetch_large``), or None. A subset with either
     yields ``(i, subset_out(...))`` (:func:`subset_out`; its ``results`` is
-    ``{"cells_at_most": cells}`` where its table may be too large to build). They are called
-    after the finest table is yielded (its π may be known only then).
+    ``{"cells_at_most": cells}`` where its table may be too large to build and is not brought
+    here). They are called after the finest table is yielded (its π may be known only then).
 
     ``connect`` opens the Dask client (the backend's ``Backend.client``). The cells stay on the
     workers; what comes back is a list of small dictionaries per table.
@@ -457,16 +463,21 @@ def subset_summaries(connect, sample, keys: Sequence[str], subsets: Sequence[Seq
         maps = {j: maps_for(j) for j in todo} if maps_for is not None else {}
         tabs = {j: tables_for(j) for j in todo} if tables_for is not None else {}
         too_big = {}                  # subsets whose table may hold more than TABLE_CELLS cells
+        fetch = set()                 # ... of those, the ones whose table is brought here
         for j in todo:
             cap = subset_cap(run.plan, idx_of[j], max_cells)
             if tabs.get(j) is not None and cap > TABLE_CELLS:
-                tabs[j], too_big[j] = None, cap
+                if fetch_large:
+                    fetch.add(j)
+                else:
+                    tabs[j], too_big[j] = None, cap
         # what is computed at once, in order: a whole batch, where each of its subsets is one
         # range of cells and no bucket measure maps it (one tree of batch merges over the finest
         # buckets, then one task of summaries), else one subset (its own tree of merges)
         units: list = []
         for b, group in enumerate(groups):
-            if all(shape[todo[n]][0] == 1 and not maps.get(todo[n]) for n in group):
+            if all(shape[todo[n]][0] == 1 and not maps.get(todo[n]) and todo[n] not in fetch
+                   for n in group):
                 # cut so that a merge's inputs stay bounded (BATCH_MERGE_CELLS cells out of each)
                 for part in batches_of([spaces[n] for n in group], max_cells, BATCH_MERGE_CELLS):
                     units.append((True, b, [todo[group[k]] for k in part]))
@@ -483,8 +494,8 @@ def subset_summaries(connect, sample, keys: Sequence[str], subsets: Sequence[Seq
             j = members[0]
             return client.compute(subset_graph(run.plan, run.plan_f, cells, idx_of[j], max_cells,
                                                per, SPLIT_EVERY, token, maps.get(j),
-                                               pieces=pieces_of(j), tables=tabs.get(j)),
-                                  priority=-rank)
+                                               pieces=pieces_of(j), tables=tabs.get(j),
+                                               fetch=j in fetch), priority=-rank)
 
         flight: deque = deque()
         nxt, queued = 0, 0
@@ -503,6 +514,12 @@ def subset_summaries(connect, sample, keys: Sequence[str], subsets: Sequence[Seq
                         if not isinstance(summaries, dict):
                             summaries = subset_out(summaries)
                         summaries["results"] = {"cells_at_most": too_big[j]}
+                    elif j in fetch:       # its table, brought here: the measures run here
+                        classes, ctx, timeout = tabs[j]
+                        merged = summaries["results"]
+                        summaries["results"] = table_measures(run.plan, idx_of[j], classes, ctx,
+                                                              timeout, *merged)
+                        del merged
                     yield j, summaries
                 if not whole:
                     left[b] -= 1

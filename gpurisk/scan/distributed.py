@@ -24,7 +24,8 @@ class SummaryScan:
     """The finest table's summaries (``table``, π) and, from :meth:`tables`, each combination's."""
 
     def __init__(self, inp, frames, keys: Sequence[str], subsets: Sequence[Sequence[str]],
-                 bucket_measures=(), context_for=None, table_measures=(), timeout=None):
+                 bucket_measures=(), context_for=None, table_measures=(), timeout=None,
+                 fetch_large: bool = False):
         from gpurisk.freq.guards import check_cardinality
         from gpurisk.freq.subsets import subset_summaries
         from gpurisk.inputs import resolve_fraction
@@ -47,7 +48,8 @@ class SummaryScan:
                                      weights=inp.weights, missing=inp.missing,
                                      gpu=inp.backend_obj.gpu, sep=inp.sep,
                                      maps_for=self._maps_for if self._bucket else None,
-                                     tables_for=self._tables_for if self._tables else None)
+                                     tables_for=self._tables_for if self._tables else None,
+                                     fetch_large=fetch_large)
         try:
             _, self.plan, parts, cards = next(self._gen)
             self.cards = dict(zip(self.plan.keys, cards))

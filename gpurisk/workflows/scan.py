@@ -141,7 +141,7 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
         summ = runner.SummaryScan(inp, frames, rkeys, [c.keys for c in combos],
                                   bucket_measures=bucket_classes(names), context_for=context_for,
                                   table_measures=[reg[m].cls for m in where.on_tables],
-                                  timeout=measure_timeout)
+                                  timeout=measure_timeout, fetch_large=where.fetch_large)
         root, pi, source, notes = summ.table, summ.fraction, summ.fraction_source, list(summ.notes)
         t_build, t_recode = time.perf_counter() - t0, 0.0
     else:
