@@ -529,6 +529,20 @@ def test_default_scan_on_dask_keeps_the_cells_there_and_brings_a_large_table_her
     pd.testing.assert_frame_equal(got.results, want.results)
 
 
+def test_a_named_estimator_on_a_register_is_fitted_on_the_workers(client, adult, spy):
+    """A register scanned on Dask with Ê and τ̂1 named beside the exact E: the estimators run on
+    each combination's table built on a worker, its population counts F included, and every row
+    equals the pandas scan's (ranked by the exact E); no table is gathered."""
+    opts = dict(keys=ADULT6[:4], max_size=2, sample_flag="s",
+                measures=["matches", "matches_ll", "tau1_ll"])
+    want = gpurisk.scan(adult, backend="pandas", **opts)
+    spy.clear()
+    got = gpurisk.scan(adult, backend="dask", **opts)
+    assert got.rank_by == want.rank_by == "matches" and set(spy) == {SummaryTable}
+    assert got.results["matches_ll"].notna().all()
+    pd.testing.assert_frame_equal(got.results, want.results)
+
+
 def test_register_scan_on_the_workers_leads_with_the_exact_E(client, adult):
     """Issue 40, exact first: a register (sample flag) scanned with the cells kept on the workers
     runs no estimator by default, ranks by the exact E (matches, a summary the workers reduce) and
