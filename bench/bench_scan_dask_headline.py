@@ -6,7 +6,7 @@ A sample (no population, π given) is scanned by the CLI, one child process per 
 
 - ``pandas``: ``gpurisk scan F --keys ... --max-size M --fraction P --output D``;
 - ``dask, brought here``: the same with ``--backend dask --workers W --memory-limit L --cells-here``
-  (the rule before issue 43's tenth stop: the finest table gathered to the client, rolled up and
+  (the rule before stop 57: the finest table gathered to the client, rolled up and
   every combination fitted there);
 - ``dask, kept``: ``--backend dask ...`` (the default): each combination's table built on a worker
   from its merged cells and Ê and τ̂1 fitted there (``gpurisk/freq/subsets.py``, ``table_measures``).

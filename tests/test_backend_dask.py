@@ -1,7 +1,8 @@
 """The Dask backend gives the pandas backend's counts and measures, on every real data set.
 
 The session's Dask cluster (conftest.shared_cluster: two worker processes, one thread each, loopback,
-memory limit per worker ``WORKER_MEMORY``) serves every test; build_table on ``dask`` uses it as the
+memory limit per worker ``WORKER_MEMORY``) serves every test but the one that measures a count's
+memory, which starts fresh workers of the same settings; build_table on ``dask`` uses it as the
 active client. Inputs are cut into several partitions, so the records of a cell straddle them.
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pandas as pd
 import pytest
 
 from _datasets import DATASETS, IDS
-from conftest import data_path, run_cli
+from conftest import WORKER_MEMORY, data_path, run_cli
 
 dd = pytest.importorskip("dask.dataframe")
 distributed = pytest.importorskip("distributed")
@@ -325,16 +326,26 @@ def _write_big(root, cards, rows_per_file):
 
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-def test_larger_than_worker_memory(client, tmp_path):
+def test_larger_than_worker_memory(tmp_path):
     """12.1 M records in 25 Parquet files, 8 int64 key columns: 777 MB in memory as read (97 MB
     more as int64 cell ids), against workers limited to 400 MiB each (about half of it); the cells
     merge in 13 ranges (at most 1 M cells each). Counts known by construction; the per-worker peak
-    RSS is sampled every 50 ms."""
+    RSS is sampled every 50 ms. The workers are fresh ones, the shared cluster's settings: what
+    earlier tests left in the shared workers (imported modules, a scan's caches) is not this
+    count's memory."""
     cards = (2, 8, 6, 17, 10, 12, 2, 2)
     C, N, nfiles = _write_big(tmp_path, cards, 500_000)
     assert nfiles == 25 and N * 8 * len(cards) > 1.8 * WORKER_MEMORY_BYTES
     keys = [f"k{i}" for i in range(len(cards))]
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=None,
+                                  memory_limit=WORKER_MEMORY, silence_logs=40,
+                                  env={"ARROW_DEFAULT_MEMORY_POOL": "system"}) as cluster, \
+            distributed.Client(cluster) as client:
+        _count_within_worker_memory(client, str(tmp_path), keys, C, N)
 
+
+def _count_within_worker_memory(client, path, keys, C, N):
     pids = client.run(os.getpid)
     peak = {a: 0 for a in pids}
     stop = threading.Event()
@@ -353,7 +364,7 @@ def test_larger_than_worker_memory(client, tmp_path):
     th = threading.Thread(target=sample, daemon=True)
     th.start()
     try:
-        t = build_table(str(tmp_path), keys, backend="dask")
+        t = build_table(path, keys, backend="dask")
     finally:
         stop.set()
         th.join()
