@@ -550,6 +550,71 @@ def test_ctrl_c_is_one_line_without_clicks_empty_line(tmp_path):
 
 
 @pytest.mark.slow
+def test_ctrl_c_to_a_dask_scans_process_group_is_one_line(tmp_path):
+    """Ctrl-C at a terminal reaches the whole foreground process group, the local cluster's worker
+    processes included: each printed its KeyboardInterrupt traceback after gpurisk's line (67
+    lines for two workers), and the client logged the gather it cut short. Now gpurisk's one line
+    alone, exit 130; the same command with --resume then finishes every combination."""
+    pytest.importorskip("distributed")
+    import signal
+    rng = np.random.default_rng(2)
+    pd.DataFrame({f"k{i}": rng.integers(0, 5 + 3 * i, 100_000) for i in range(10)}).to_csv(
+        tmp_path / "big.csv", index=False)
+    out = tmp_path / "s"
+    scan = [sys.executable, "-m", "gpurisk", "scan", str(tmp_path / "big.csv"), "--keys",
+            ",".join(f"k{i}" for i in range(10)), "--max-size", "3", "--fraction", "0.1",
+            "--backend", "dask", "--workers", "2", "-o", str(out), "--no-progress",
+            "--batch-rows", "5", "--measures", "sample_uniques,theta_hat,indiv_risk,matches_ll"]
+    # indiv_risk maps each combination's buckets, so each combination is a graph of its own and
+    # the rows arrive combination by combination (the test of a lost scheduler says more)
+    proc = subprocess.Popen(scan, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_env(), start_new_session=True, preexec_fn=_signals_default)
+    try:
+        assert _wait_for(lambda: any(out.glob("part-*.parquet")), timeout=300, step=0.05), \
+            proc.communicate()
+        os.killpg(proc.pid, signal.SIGINT)           # as a terminal's Ctrl-C: the whole group
+        _, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert err == ("gpurisk: interrupted; the rows finished so far are kept: run the same command "
+                   "with --resume to finish the scan\n"), err
+    done = subprocess.run(scan + ["--resume"], capture_output=True, text=True, env=_env(),
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    from gpurisk.scan import read_scan
+    assert len(read_scan(out).results) == 10 + 45 + 120
+
+
+def test_a_dask_run_beside_another_cluster_says_nothing_of_the_port(tmp_path):
+    """Port 8787 taken (another Dask cluster's dashboard on the machine): the local cluster's
+    scheduler put its HTTP routes on another port and Dask warned on stderr at every run, four
+    lines about nothing the user asked. Now the run's output alone."""
+    pytest.importorskip("distributed")
+    import socket
+    rng = np.random.default_rng(4)
+    pd.DataFrame({f"k{i}": rng.integers(0, 4 + i, 2_000) for i in range(3)}).to_csv(
+        tmp_path / "s.csv", index=False)
+    holder = socket.socket()
+    try:
+        try:
+            holder.bind(("", 8787))
+            holder.listen()
+        except OSError:           # taken already: as good for this test
+            pass
+        run = subprocess.run([sys.executable, "-m", "gpurisk", "assess", str(tmp_path / "s.csv"),
+                              "--keys", "k0,k1,k2", "--fraction", "0.1", "--backend", "dask",
+                              "--workers", "1", "--measures", "theta_hat", "--json"],
+                             capture_output=True, text=True, env=_env(), timeout=300)
+    finally:
+        holder.close()
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == "", run.stderr
+
+
+@pytest.mark.slow
 def test_lost_scheduler_is_one_line_with_how_to_resume(tmp_path):
     """The external scheduler killed mid-scan: 37 lines of chained tracebacks and ``internal
     error: FutureCancelledError ... scheduler-connection-lost``, exit 1. Now one line naming the

@@ -140,6 +140,19 @@ def _gpu_count() -> int | None:  # pragma: no cover - needs a GPU
         return None
 
 
+@contextmanager
+def _port_taken_quietly():
+    """The local scheduler's HTTP routes (health, metrics) take port 8787, or another one where
+    8787 is taken (another Dask cluster on the machine): Dask then warned on stderr at every run
+    ("Port 8787 is already in use ... Hosting the HTTP server on port N instead"), which says
+    nothing about the run."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Port \d+ is already in use",
+                                category=UserWarning)
+        yield
+
+
 def _local_client(gpu: bool, workers, limit):
     """The process's local cluster of this shape, started on first use and closed at exit."""
     from distributed import Client, LocalCluster
@@ -163,19 +176,23 @@ def _local_client(gpu: bool, workers, limit):
             kw["memory_limit"] = limit
         # RMM's asynchronous pool for cuDF and CuPy alike (CuPy routed to RMM on every worker), and
         # cuDF spilling to host memory instead of failing when a worker's GPU fills
-        with malloc.glibc_defaults():
+        with malloc.glibc_defaults(), _port_taken_quietly():
             cluster = LocalCUDACluster(silence_logs=logging.CRITICAL, dashboard_address=None,
                                        rmm_async=True, rmm_allocator_external_lib_list=["cupy"],
                                        enable_cudf_spill=True, **kw)
     else:
         kw = {"memory_limit": limit} if limit else {}
-        with malloc.glibc_defaults():
+        with malloc.glibc_defaults(), _port_taken_quietly():
             cluster = LocalCluster(n_workers=workers or max(1, min(os.cpu_count() or 1, 8)),
                                    threads_per_worker=1, processes=True, host="127.0.0.1",
                                    dashboard_address=None, silence_logs=logging.CRITICAL, **kw)
     client = Client(cluster, set_as_default=False)
     # its workers keep glibc's malloc settings, and give freed memory back only when nearly full
     client.register_plugin(malloc.TrimWhenFull())
+    # Ctrl-C at a terminal reaches every process of the foreground group: this process says so in
+    # one line and closes the cluster; the workers, its children, ignore it
+    from gpurisk.backends.interrupts import IgnoreInterrupts
+    client.register_plugin(IgnoreInterrupts())
     if not _LOCAL:
         atexit.register(_close_local)
     _LOCAL[key] = client

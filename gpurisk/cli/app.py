@@ -112,6 +112,14 @@ def _leave(code) -> None:
     os._exit(code or 0)
 
 
+def _quiet_shutdown() -> None:
+    """A local Dask cluster, where one was started, closes at exit without logging the work it
+    cut short (:mod:`gpurisk.backends.interrupts`)."""
+    if "distributed" in sys.modules:
+        from gpurisk.backends.interrupts import quiet_shutdown
+        quiet_shutdown()
+
+
 def _run(argv) -> None:
     from gpurisk.core.messages import side
     with side("cli"):      # reasons and errors name the flags (--population), not parameters
@@ -130,6 +138,7 @@ def _run_cli(argv) -> None:
         click.echo(exc.ctx.get_help() if exc.ctx is not None else cli.get_help(click.Context(cli)))
         sys.exit(0)
     except click.Abort:
+        _quiet_shutdown()
         click.echo(f"gpurisk: interrupted; {resume_hint(argv)}", err=True)
         sys.exit(130)
     except Terminated as exc:
@@ -149,6 +158,7 @@ def _run_cli(argv) -> None:
         click.echo(f"gpurisk: error: {text}", err=True)
         sys.exit(2)
     except (KeyboardInterrupt, Interrupted):
+        _quiet_shutdown()
         click.echo(f"gpurisk: interrupted; {resume_hint(argv)}", err=True)
         sys.exit(130)
     except Exception as exc:  # a bug: one line unless GPURISK_DEBUG asks for the traceback
