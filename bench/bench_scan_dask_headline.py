@@ -12,7 +12,7 @@ A sample (no population, π given) is scanned by the CLI, one child process per 
   from its merged cells and Ê and τ̂1 fitted there (``gpurisk/freq/subsets.py``, ``table_measures``).
 
 Wall seconds (best of ``--repeat``), the client process's peak resident memory (psutil, sampled every
-50 ms: the child alone, not its workers), the rank column, and whether every column of every row
+20 ms: the child alone, not its workers), the rank column, and whether every column of every row
 equals the pandas scan's bit for bit (the script exits 1 where one does not). The load average is
 printed beside the table (a shared machine: compare numbers of one run).
 
@@ -30,6 +30,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -43,25 +44,24 @@ WAYS = (("pandas", []),
 
 
 def run_cli(args: list[str]) -> tuple[float, int]:
-    """(wall seconds, peak resident bytes) of ``python -m gpurisk <args>`` in a child process; a
-    failure raises with the child's last lines."""
-    import psutil
+    """(wall seconds, peak resident bytes of the process alone) of ``python -m gpurisk <args>`` in
+    a child process (bench_register_scan's :func:`peak_rss`, its output read by a thread of its
+    own); a failure raises with the child's last lines."""
+    from bench_register_scan import peak_rss
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "gpurisk", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    child, peak = psutil.Process(proc.pid), 0
-    while proc.poll() is None:
-        try:
-            peak = max(peak, child.memory_info().rss)
-        except psutil.Error:
-            pass
-        time.sleep(0.05)
+    box: dict = {}
+    reader = threading.Thread(target=lambda: box.update(out=proc.communicate()))
+    reader.start()
+    rc, _, client, _ = peak_rss(proc)
+    reader.join()
     wall = time.perf_counter() - t0
-    out, err = proc.communicate()
-    if proc.returncode:
-        raise SystemExit(f"gpurisk {' '.join(args[:2])} failed ({proc.returncode}): "
+    out, err = box["out"]
+    if rc:
+        raise SystemExit(f"gpurisk {' '.join(args[:2])} failed ({rc}): "
                          + "\n".join((err or out).splitlines()[-5:]))
-    return wall, peak
+    return wall, client
 
 
 def same_rows(a, b) -> bool:

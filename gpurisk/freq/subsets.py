@@ -301,12 +301,9 @@ def table_measures(plan: Plan, idx: Sequence[int], classes, ctx, timeout, *merge
     warnings they raised. Without a population at π = 1 (a census) F = f, as in-process."""
     import warnings
 
-    from dataclasses import replace
-
     from gpurisk.core.evaluate import run_classes
-    table = subset_table(plan, idx, *merged)
-    if table.F is None and getattr(ctx, "fraction", None) == 1:
-        table = replace(table, F=table.f)
+    from gpurisk.inputs import census_table
+    table = census_table(subset_table(plan, idx, *merged), getattr(ctx, "fraction", None))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         results = run_classes(table, ctx, {c.name: c for c in classes}, timeout)

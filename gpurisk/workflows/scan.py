@@ -130,17 +130,16 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
     frames = inp.read()
     t0 = time.perf_counter()
     if where.on_workers:                                   # the cells stay on the workers
-        from gpurisk.plugins import measure_registry
+        from gpurisk.core.evaluate import measure_classes
         from gpurisk.scan.distributed import bucket_classes
 
         def context_for(i, pi, source):      # the context combination i's measures run with
             return Context(fraction=pi, fraction_source=source, alpha=float(alpha),
                            seed=combo_seed(seed, combos[i].keys), options=opts)
 
-        reg = measure_registry()
         summ = runner.SummaryScan(inp, frames, rkeys, [c.keys for c in combos],
                                   bucket_measures=bucket_classes(names), context_for=context_for,
-                                  table_measures=[reg[m].cls for m in where.on_tables],
+                                  table_measures=list(measure_classes(where.on_tables).values()),
                                   timeout=measure_timeout, fetch_large=where.fetch_large)
         root, pi, source, notes = summ.table, summ.fraction, summ.fraction_source, list(summ.notes)
         t_build, t_recode = time.perf_counter() - t0, 0.0
