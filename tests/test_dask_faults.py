@@ -116,6 +116,7 @@ def test_killed_worker_gives_one_clear_line(monkeypatch, capsys):
     monkeypatch.setattr(mod, "assess_with", boom)      # what `gpurisk assess` calls
     monkeypatch.setattr(backends.config, "memory_limit", None)   # the option below sets it
     monkeypatch.setattr(clusters, "_LOCAL", {})   # no cluster of an earlier test is asked
+    monkeypatch.delenv("GPURISK_DEBUG", raising=False)   # else the traceback, as asked
     with pytest.raises(SystemExit) as e:
         main(["assess", "example:adult", "--keys", "age,sex", "--memory-limit", "1.5GiB"])
     assert e.value.code == 1

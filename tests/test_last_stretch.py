@@ -206,6 +206,7 @@ def test_an_internal_error_says_where_it_was_raised(tmp_path, monkeypatch):
     def broken(*a, **k):
         raise AssertionError            # as a bare assert does: no message
     monkeypatch.setattr(wf, "assess_with", broken)
+    monkeypatch.delenv("GPURISK_DEBUG", raising=False)     # else the traceback, as asked
     from _driver import run_many
     [p] = run_many([["assess", csv, "--keys", "a,b"]])
     assert p.returncode == 1, p.stderr
