@@ -149,36 +149,44 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
         root, pi, source = counted.table, counted.fraction, counted.fraction_source
         t_build, t_recode = counted.timings["build_s"], counted.timings["recode_s"]
         notes = list(counted.notes)
-    notes += [phrase(f"{m} was not run: {why}") for m, why in kept_out.items()]
-    columns = inp.column_values(frames, col_opts)
-    del frames
-    settings = {
-        "data": data_name, "population": pop_name, "sample_flag": sample_flag, "weights": weights,
-        "keys": rkeys, "n": root.n, "N": root.N, "fraction": pi, "fraction_source": source,
-        "alpha": float(alpha), "seed": int(seed), "measures": names, "options": opts,
-        "recode": [str(r) for r in recodes], "missing": missing,
-        "combinations": len(combos),
-        "plan_sha": hashlib.sha256(json.dumps([[c.combo, list(c.keys), c.scenario] for c in combos])
-                                   .encode()).hexdigest()[:16],
-    }
-    if summ is None and data_name.startswith("<"):
-        settings["counts_sha"] = _counts_sha(root)    # a frame has no file for --resume to check
-    settings = json.loads(json.dumps(settings, default=str))
-    sink = None
-    done: set[str] = set()
-    if output is not None:
-        sink = ParquetSink(output, settings, names, resume=resume, overwrite=overwrite,
-                           batch_rows=batch_rows, flush_seconds=flush_seconds)
-        done = sink.finished() if resume else set()
-    elif resume:
-        raise bad_input("{arg:--resume|resume=True} needs {arg:--output|output} (the scan directory to finish)")
-    skip = {i for i, c in enumerate(combos) if c.combo in done}
-
-    lattice = None if summ is not None else Lattice(root)
-    rows: list[dict] = []
-    t_roll = t_meas = 0.0
-    prog = _progress(progress, len(combos) - len(skip))
-    it = None
+    # from here the cluster's combinations are open (summ holds its client): closed on any
+    # error before the loop below (an output that cannot be written left them to the garbage
+    # collector, which closed that client at a random later moment, inside another client's
+    # start: a hang, or an AssertionError from distributed)
+    try:
+        notes += [phrase(f"{m} was not run: {why}") for m, why in kept_out.items()]
+        columns = inp.column_values(frames, col_opts)
+        del frames
+        settings = {
+            "data": data_name, "population": pop_name, "sample_flag": sample_flag, "weights": weights,
+            "keys": rkeys, "n": root.n, "N": root.N, "fraction": pi, "fraction_source": source,
+            "alpha": float(alpha), "seed": int(seed), "measures": names, "options": opts,
+            "recode": [str(r) for r in recodes], "missing": missing,
+            "combinations": len(combos),
+            "plan_sha": hashlib.sha256(json.dumps([[c.combo, list(c.keys), c.scenario] for c in combos])
+                                       .encode()).hexdigest()[:16],
+        }
+        if summ is None and data_name.startswith("<"):
+            settings["counts_sha"] = _counts_sha(root)    # a frame has no file for --resume to check
+        settings = json.loads(json.dumps(settings, default=str))
+        sink = None
+        done: set[str] = set()
+        if output is not None:
+            sink = ParquetSink(output, settings, names, resume=resume, overwrite=overwrite,
+                               batch_rows=batch_rows, flush_seconds=flush_seconds)
+            done = sink.finished() if resume else set()
+        elif resume:
+            raise bad_input("{arg:--resume|resume=True} needs {arg:--output|output} (the scan directory to finish)")
+        skip = {i for i, c in enumerate(combos) if c.combo in done}
+        lattice = None if summ is not None else Lattice(root)
+        rows: list[dict] = []
+        t_roll = t_meas = 0.0
+        prog = _progress(progress, len(combos) - len(skip))
+        it = None
+    except BaseException:
+        if summ is not None:
+            summ.close()
+        raise
     try:
         if summ is not None:      # each combination's summaries, reduced on the workers
             summ.skip.update(skip)
