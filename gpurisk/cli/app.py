@@ -217,7 +217,7 @@ def _run_cli(argv) -> None:
 
 
 def _raised_at(exc: BaseException) -> str:
-    """Where an unexpected exception was raised, as `` (at distributed/client.py:1966)``: the file
+    """Where an unexpected exception was raised, as `` (at distributed/utils.py:587)``: the file
     under its package's folder and the line, no values. A bare ``assert`` of a library has no
     message, and a one-off seen once in a test run (``AssertionError:`` and nothing else) could not
     be traced without it."""
