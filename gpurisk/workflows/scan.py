@@ -149,10 +149,11 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
         root, pi, source = counted.table, counted.fraction, counted.fraction_source
         t_build, t_recode = counted.timings["build_s"], counted.timings["recode_s"]
         notes = list(counted.notes)
-    # from here the cluster's combinations are open (summ holds its client): closed on any
-    # error before the loop below (an output that cannot be written left them to the garbage
-    # collector, which closed that client at a random later moment, inside another client's
-    # start: a hang, or an AssertionError from distributed)
+    # from here the cluster's combinations are open (summ holds its client): the finally below
+    # closes them on any error, the output's too (one that could not be written left them to the
+    # garbage collector, which closed that client at a random later moment, inside another
+    # client's start: a hang, or an AssertionError from distributed)
+    sink = it = prog = None
     try:
         notes += [phrase(f"{m} was not run: {why}") for m, why in kept_out.items()]
         columns = inp.column_values(frames, col_opts)
@@ -169,7 +170,6 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
         if summ is None and data_name.startswith("<"):
             settings["counts_sha"] = _counts_sha(root)    # a frame has no file for --resume to check
         settings = json.loads(json.dumps(settings, default=str))
-        sink = None
         done: set[str] = set()
         if output is not None:
             sink = ParquetSink(output, settings, names, resume=resume, overwrite=overwrite,
@@ -182,12 +182,6 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
         rows: list[dict] = []
         t_roll = t_meas = 0.0
         prog = _progress(progress, len(combos) - len(skip))
-        it = None
-    except BaseException:
-        if summ is not None:
-            summ.close()
-        raise
-    try:
         if summ is not None:      # each combination's summaries, reduced on the workers
             summ.skip.update(skip)
             it = summ.tables()
@@ -217,7 +211,8 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
         if sink is not None:
             sink.close()
     except BaseException:
-        # interrupted (Ctrl-C) or failed: keep the rows already finished, for --resume
+        # interrupted (Ctrl-C) or failed: keep the rows already finished, for --resume (a sink
+        # that holds no rows writes nothing)
         if sink is not None:
             try:
                 sink.flush()
