@@ -113,3 +113,23 @@ def print_n1(rows: list[dict]) -> None:
                     for r in at5)
         print(f"   default at π ≥ 5 %: within ±25 % with coverage ≥ 90 % in {good} of {len(at5)} cells "
               f"(missed by more than 2 Monte Carlo s.e.: {clear})")
+        passed, cells = issue_count(rows)
+        print(f"   default at π ≥ 5 %, the cells with N1 > 0: mean N̂1 within ±25 % of N1 (±1 person "
+              f"where N1 ≤ 4) in {passed} of {cells} (issue 43's target: 90 %)")
+
+
+def within_target(row: dict) -> bool | None:
+    """Whether a cell's mean N̂1 is within issue 43's target: |bias| ≤ 25 % of N1, or at most one
+    person off where N1 ≤ 4; None where the cell has no N1 > 0 or no estimate."""
+    N1, bias = row["N1"], row["bias"]
+    if not N1 > 0 or bias is None or bias != bias:
+        return None
+    return abs(bias) <= 0.25 or (N1 <= 4 and abs(bias) * N1 <= 1.0)
+
+
+def issue_count(rows: list[dict], estimator: str = "default") -> tuple[int, int]:
+    """(cells within target (:func:`within_target`), cells with N1 > 0) of ``estimator`` at π ≥ 5 %."""
+    verdicts = [within_target(r) for r in rows
+                if r["estimator"] == estimator and r["fraction"] >= 0.05]
+    verdicts = [v for v in verdicts if v is not None]
+    return sum(verdicts), len(verdicts)

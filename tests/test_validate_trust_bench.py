@@ -102,3 +102,23 @@ def test_ranking_shares_and_their_monte_carlo_error():
         assert out[name]["top10_mean"] == pytest.approx(each.mean())
         assert out[name]["top10_min"] == pytest.approx(each.min())
         assert out[name]["top10_mc"] == pytest.approx(each.std(ddof=1) / np.sqrt(3))
+
+
+def test_n1_issue_count_takes_one_person_where_n1_is_at_most_four():
+    """The count issue 43 asks for: at π ≥ 5 %, among the cells with N1 > 0, those whose mean N̂1 is
+    within ±25 % of N1, or within one person where N1 ≤ 4 (hand-made rows)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import _trust_n1
+
+    def row(N1, bias, fraction=0.05, estimator="default"):
+        return {"N1": N1, "bias": bias, "fraction": fraction, "estimator": estimator}
+    rows = [row(100, 0.25), row(100, -0.26),          # the edge in, just past it out
+            row(4, 0.25), row(4, -0.26), row(4, 0.5),  # N1 = 4: one person is 25 %, 1.04 out
+            row(2, 0.5), row(2, -0.51), row(1, 1.0),   # 1 person in, 1.02 out, 1 in
+            row(12, 0.59), row(0, float("nan")),        # N1 > 4: 25 % only; N1 = 0 left out
+            row(100, 0.9, fraction=0.01),              # π = 1 % left out
+            row(100, 0.0, estimator="ARX (rule=arx)")]  # another estimator left out
+    assert [_trust_n1.within_target(r) for r in rows[:10]] == [
+        True, False, True, False, False, True, False, True, False, None]
+    assert _trust_n1.issue_count(rows) == (4, 9)
+    assert _trust_n1.issue_count(rows, "ARX (rule=arx)") == (1, 1)
