@@ -249,6 +249,7 @@ def test_a_dask_scan_whose_output_fails_closes_its_client(tmp_path, monkeypatch,
     finally:
         gc.enable()
     assert p.returncode == 2 and "No space left on device" in p.stderr, p.stderr
+    assert left, "the scan made no client of its own: nothing was checked"
     assert all(st == "closed" for st in left), left
 
 
