@@ -98,3 +98,31 @@ def test_a_measure_writing_into_the_counts_changes_no_other_measure():
         plugins.unregister("vandal-test")
     assert got.measures["vandal"].value is None and "read-only" in got.measures["vandal"].reason
     assert got.measures["theta_hat"].value == ref.measures["theta_hat"].value
+
+
+@pytest.mark.parametrize("cells,top", [(5, 10**9), (100, 5 * 10**6), (3000, 10**6), (40, 50)])
+def test_population_counts_of_millions_are_tallied_alike(cells, top):
+    """A register's one-key table: a few cells of millions of people each. Its frequencies of
+    frequencies are tallied by sorting (no vector as long as the largest F), and equal a direct
+    count; the bucket summary a Dask scan sends the client says the same, in the strict namespace
+    too (the array discipline of CuPy)."""
+    import collections
+
+    from gpurisk.freq.partial import summary
+    from gpurisk.freq.table import FOF_DENSE_FACTOR, FOF_DENSE_MIN, fof_dict
+    from gpurisk.testing.strict import xp
+    rng = np.random.default_rng(cells)
+    F = rng.integers(1, top, cells)
+    F[: cells // 4] = F[cells - 1]                   # some counts shared by several cells
+    f = rng.binomial(F, 0.01)
+    sparse = int(F.max()) > FOF_DENSE_FACTOR * cells + FOF_DENSE_MIN
+    assert sparse == (top > 10**5)
+    want = dict(sorted(collections.Counter(F.tolist()).items()))
+    got = fof_dict(np, F)
+    assert got == want and list(got) == list(want)
+    t = FreqTable(("k",), [list(range(cells))], np.arange(cells, dtype=np.int64), f, F)
+    assert t.pop_freq_of_freq() == want
+    for s in (summary(f, F), summary(xp.asarray(f), xp.asarray(F))):
+        assert s["pop_fof"] == want and s["pop_cells"] == cells and s["N"] == int(F.sum())
+        assert s["fof"] == dict(sorted(collections.Counter(f[f > 0].tolist()).items()))
+        assert s["cells"] == int((f > 0).sum())

@@ -557,16 +557,16 @@ def summary(f, F=None, w=None) -> dict:
     any namespace; only they come to the host: ``n``, ``cells`` (f_j > 0), ``fof`` {r: n_r}, ``w``
     (total weight), and with ``F``: ``N``, ``pop_cells``, ``pop_fof`` {r: N_r} and ``joint``
     {(f_j, F_j): cells} for 1 <= f_j <= JOINT_MAX_F. Summaries of disjoint cell ranges add up."""
-    from gpurisk.freq.table import fof_vector, nonzero_dict
+    from gpurisk.freq.table import fof_dict
     xp = namespace(f)
-    Z = fof_vector(xp, f)
-    out = {"n": int(scalar(f.sum())), "cells": int(Z[1:].sum()), "fof": nonzero_dict(Z),
+    fof = fof_dict(xp, f)
+    out = {"n": int(scalar(f.sum())), "cells": sum(fof.values()), "fof": fof,
            "w": None if w is None else float(scalar(w.sum())),
            "N": None, "pop_cells": None, "pop_fof": None, "joint": {}}
     if F is not None:
         N = int(scalar(F.sum()))
-        ZF = fof_vector(xp, F)
-        out.update(N=N, pop_cells=int(ZF[1:].sum()), pop_fof=nonzero_dict(ZF))
+        pop_fof = fof_dict(xp, F)
+        out.update(N=N, pop_cells=sum(pop_fof.values()), pop_fof=pop_fof)
         small = (f > 0) & (f <= JOINT_MAX_F)
         # (f, F) pairs: F <= N, so the mixed radix f * (N + 1) + F is one exact int64 id
         ids = mixed_radix_ids([f[small], F[small]], [JOINT_MAX_F + 1, N + 1], xp, dtype=xp.int64)
