@@ -185,6 +185,10 @@ LL_VARIANTS = {"two_way": {"model": "two_way", "dispersion": "none", "max_iter":
                # ... and without α̂'s spread either: the Poisson-gamma variance alone
                "eb_model_cells": {"model": "eb", "dispersion": "truncated", "interval": "model",
                                   "misfit_widen": False, "alpha_spread": False},
+               # each root key's categories under its fitted gamma where that is more even than
+               # Jeffreys' prior (gpurisk.models.root_prior), its shape's spread in the s.e.
+               "root_eb": {"root_prior": "eb"},
+               "root_jeffreys": {"root_prior": "jeffreys"},
                "truncated": {"model": "auto_cv", "dispersion": "truncated"},
                "z0": {"cv_z": 0.0},
                "z1": {"cv_z": 1.0},

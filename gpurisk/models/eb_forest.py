@@ -413,15 +413,22 @@ def _rooted_squares(m: Margins, one, roots, arcs) -> float:
     return total
 
 
-def rooted_counts(m: Margins, roots, arcs, rows) -> list:
+def rooted_counts(m: Margins, roots, arcs, rows, root_prior: str = "jeffreys") -> list:
     """What a sample unique's leave-one-out prior reads under the rooted form, as
     :func:`gpurisk.models.prior.loo_prior` takes it: per root (counts of the unique's
-    category, exponent 1, counted), then per arc an :class:`Arc`. The counts are :class:`AtRows`."""
+    category, exponent 1, counted; with ``root_prior="eb"`` a
+    :class:`gpurisk.models.root_prior.Root` where the key's fitted gamma is used), then per arc an
+    :class:`Arc`. The counts are :class:`AtRows`."""
+    from gpurisk.models.root_prior import Root, fitted_prior
     rows = np.asarray(rows)
 
     def key(v):
         return AtRows(m.one(v), lambda r, c=m.codes[v]: c[r], rows)
-    out: list = [(key(r), 1, True) for r in roots]
+
+    def root(v):
+        got = fitted_prior(m.one(v)) if root_prior == "eb" else None
+        return (key(v), 1, True) if got is None else Root(key(v), got.shape, got.rate, got.ends, v)
+    out: list = [root(r) for r in roots]
     for p, c, beta in arcs:
         a, b = min(p, c), max(p, c)
         dense, counts = m.pair_counts(a, b)

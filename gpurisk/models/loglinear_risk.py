@@ -20,6 +20,7 @@ from gpurisk.errors import BadInput
 from gpurisk.measures._util import z_upper
 from gpurisk.models.loglinear import check_cells, sample_levels
 from gpurisk.models.prior import loo_prior, shared_variance
+from gpurisk.models.root_prior import Root
 from gpurisk.models.table_fits import (auto_cv_means, eb_means, forest_misfit, risk_means, risk_z,
                                        sample_unique_means)
 from gpurisk.models.terms import SKEW_TOL, skew_uniques, third_cumulants, unique_terms
@@ -83,15 +84,18 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
         elif model == "eb":
             fit = None
             smoothing = str(opt("eb_smoothing"))
+            root_prior = str(opt("root_prior"))
             mu, alpha, pair, counts, alts, span, arcs = eb_means(
                 table, opt("max_interactions"), dispersion,
                 profile=interval == "model" and bool(opt("alpha_spread")),
-                smoothing=smoothing)
-            model_key = f"eb_{opt('max_interactions')}_{dispersion}_{smoothing}"
+                smoothing=smoothing, root_prior=root_prior)
+            model_key = f"eb_{opt('max_interactions')}_{dispersion}_{smoothing}_{root_prior}"
             extra["interaction"] = _pairs_text(table, pair)
             extra["smoothing"] = smoothing
             if arcs:      # parent → child, as the rooted form conditions them
                 extra["arcs"] = ", ".join(f"{table.keys[p]} → {table.keys[c]}" for p, c in arcs)
+            if smoothing == "rooted":
+                extra["root_prior"] = root_prior
             if interval == "model" and bool(opt("misfit_widen")):
                 misfit = forest_misfit(table, pair, pi, kind)
                 extra["misfit_T"] = misfit[1]
@@ -167,6 +171,21 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
                   for a in span]
             extra["alpha_interval"] = list(span)
             extra["se_alpha"] = abs(at[1] - at[0]) / 2.0
+        roots = [(i, m) for i, m in enumerate(counts or ()) if isinstance(m, Root)]
+        if roots and prior == "loo":
+            # the root keys' fitted gammas: each shape's own uncertainty, as α̂'s, the
+            # estimate's spread over the shape's profile interval (the others held)
+            fitted = alpha if dispersion != "none" else 0.0
+            parts = []
+            for i, m in roots:
+                at = [float(unique_terms(*loo_prior(n, [*counts[:i], m._replace(shape=a, rate=b),
+                                                        *counts[i + 1:]], fitted),
+                                         pi, kind, False, False)[0].sum())
+                      for a, b in m.ends]
+                parts.append(abs(at[1] - at[0]) / 2.0)
+            extra["root_shapes"] = ", ".join(f"{table.keys[m.key]}: {m.shape:.3g}"
+                                             for _, m in roots)
+            extra["se_root"] = math.sqrt(sum(p * p for p in parts))
         t_misfit = extra.get("misfit_T")
         if t_misfit is not None and abs(t_misfit) > risk_z() and \
                 bool(opt("misfit_widen")):
@@ -187,7 +206,7 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
     bias = extra.get("misfit_bias", 0.0)
     lo_shift, hi_shift = max(bias, 0.0), max(-bias, 0.0)
     se = math.sqrt((k * se_p) ** 2 + extra.get("se_shared", 0.0) ** 2 + (c * value) ** 2
-                   + spread ** 2 + extra.get("se_alpha", 0.0) ** 2)
+                   + spread ** 2 + extra.get("se_alpha", 0.0) ** 2 + extra.get("se_root", 0.0) ** 2)
     z = z_upper(level)
     z2 = z_upper(level / 2.0)
     # interval=model: the upper ends by Cornish-Fisher from the terms' third cumulant κ3 (a

@@ -29,8 +29,11 @@ def loo_prior(n: float, counts, alpha, a0: float = LOO_PSEUDO):
     α_ab q̃_a q̃_b (q̃_v = (c_v − 1 + a0)/(n − 1)) enters as s_ab/(n − 1 + α_ab), counted, or a
     child given its parent (:class:`gpurisk.models.eb_forest.Arc`: c_pc, c_p, c_c, β), whose share
     is Beta(s, S − s), s = c_pc − 1 + β q̃_c, S = c_p − 1 + β: it enters as s/S with relative
-    variance (S − s)/(s (S + 1)). Computed on slices of CHUNK uniques (:func:`by_chunks`)."""
+    variance (S − s)/(s (S + 1)), or a root key under its fitted gamma
+    (:class:`gpurisk.models.root_prior.Root`: shape a, rate b), s = c − 1 + a entering as
+    s/((b + 1)(n − 1)), counted. Computed on slices of CHUNK uniques (:func:`by_chunks`)."""
     from gpurisk.models.eb_forest import Arc
+    from gpurisk.models.root_prior import Root
     margins = [c if isinstance(c, tuple) else (c, 1, True) for c in counts]
     # arrays, or forest_counts' counts gathered when sliced (gpurisk.models.forest.AtRows)
     arrays = [c if hasattr(c, "shape") else np.asarray(c)
@@ -42,6 +45,12 @@ def loo_prior(n: float, counts, alpha, a0: float = LOO_PSEUDO):
         rv = np.full(np.shape(cs[0]), 1.0 + float(alpha))
         i = 0
         for m in margins:
+            if isinstance(m, Root):  # a root key's category under its fitted gamma (root_prior)
+                s = np.asarray(cs[i], dtype=np.float64) - 1.0 + m.shape
+                i += 1
+                mu *= s / ((m.rate + 1.0) * n1)
+                rv *= 1.0 + 1.0 / s
+                continue
             if isinstance(m, Arc):   # a child given its parent: Beta(s, S − s) of the others
                 cpc, cp, cc = (np.asarray(c, dtype=np.float64) for c in cs[i:i + 3])
                 i += 3
@@ -81,6 +90,7 @@ def shared_variance(n: float, counts, slope, a0: float = LOO_PSEUDO) -> float:
     looked up a slice at a time; the margins side by side on the CPUs this process may use, as
     :func:`by_chunks`); rv_g is computed per category, not per unique."""
     from gpurisk.models.eb_forest import Arc
+    from gpurisk.models.root_prior import Root
     n1 = float(n - 1)
     d = np.asarray(slope, dtype=np.float64)
     dd = d * d
@@ -88,6 +98,8 @@ def shared_variance(n: float, counts, slope, a0: float = LOO_PSEUDO) -> float:
     for m in counts:
         if isinstance(m, Arc):
             margins.append((m.pair, m))
+        elif isinstance(m, Root):
+            margins.append((m.counts, m))
         elif isinstance(m, tuple) and len(m) == 3 and m[2] and hasattr(m[0], "at"):
             margins.append((m[0], None))
 
@@ -96,7 +108,7 @@ def shared_variance(n: float, counts, slope, a0: float = LOO_PSEUDO) -> float:
         table = np.asarray(at.counts, dtype=np.float64)
         size, groups = int(at.rows.shape[0]), int(table.shape[0])
         first, second = np.zeros(groups), np.zeros(groups)
-        rep = np.full(groups, -1, dtype=np.int64) if arc is not None else None
+        rep = np.full(groups, -1, dtype=np.int64) if isinstance(arc, Arc) else None
         # slices long enough that each slice's two bincounts of the categories cost little
         step = max(SHARED_CHUNK, 4 * groups)
         for start in range(0, size, step):
@@ -106,8 +118,10 @@ def shared_variance(n: float, counts, slope, a0: float = LOO_PSEUDO) -> float:
             second += np.bincount(ids, weights=dd[start:start + step], minlength=groups)
             if rep is not None:
                 rep[ids] = rows           # a cell of each category (all of one give the same)
-        if arc is None:
-            rv = 1.0 / np.maximum(table - 1.0 + a0, a0)
+        if arc is None or isinstance(arc, Root):
+            # the category's share: 1/s, s = c − 1 + ½ (Jeffreys') or c − 1 + a (its gamma)
+            rv = (1.0 / np.maximum(table - 1.0 + a0, a0) if arc is None else
+                  1.0 / np.maximum(table - 1.0 + arc.shape, arc.shape))
             return float(np.sum(rv * (first * first - second)))
         held = np.flatnonzero(rep >= 0)
         cells = rep[held]

@@ -29,6 +29,8 @@ from gpurisk.xp import scalar, to_host
 MODELS = ("auto_cv", "eb", "risk", "cv_risk", "independence", "two_way")
 #: how model=eb shrinks a kept pair (option ``eb_smoothing``)
 SMOOTHINGS = ("rooted", "joint")
+#: the leave-one-out prior of a root key's categories (option root_prior)
+ROOT_PRIORS = ("eb", "jeffreys")
 
 
 def dispersion_moment(table, mu_all, sum_mu2) -> float:
@@ -99,7 +101,7 @@ def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = Z_CHOICE, ma
 
 
 def eb_means(table, max_pairs=None, dispersion: str = "moment", profile: bool = False,
-             smoothing: str = "rooted"):
+             smoothing: str = "rooted", root_prior: str = "jeffreys"):
     """As :func:`auto_cv_means` (and, last, the rooted form's arcs (parent, child), None with
     ``smoothing="joint"``), main effects + the forest of smoothed interactions of
     :mod:`gpurisk.models.eb_forest` (each pair kept by its evidence, shrunk towards independence by
@@ -107,9 +109,13 @@ def eb_means(table, max_pairs=None, dispersion: str = "moment", profile: bool = 
     given its parent's shrunk towards the child's shares, or "joint", the pair's table shrunk towards
     independence); the uniques' counts are :func:`gpurisk.models.eb_forest.rooted_counts` or
     :func:`gpurisk.models.eb_forest.loo_counts` factors and there are no alternatives (the
-    shrinkage, not a test, handles a pair the sample cannot tell)."""
+    shrinkage, not a test, handles a pair the sample cannot tell). ``root_prior``: each root key's
+    categories under Jeffreys' prior ("jeffreys") or its fitted gamma where that is more even
+    ("eb": :mod:`gpurisk.models.root_prior`; the rooted form only)."""
     if smoothing not in SMOOTHINGS:
         raise BadInput(f"eb_smoothing={smoothing!r} is not one of {', '.join(SMOOTHINGS)}")
+    if root_prior not in ROOT_PRIORS:
+        raise BadInput(f"root_prior={root_prior!r} is not one of {', '.join(ROOT_PRIORS)}")
 
     def make():
         from gpurisk.models import eb_forest
@@ -129,10 +135,11 @@ def eb_means(table, max_pairs=None, dispersion: str = "moment", profile: bool = 
             alpha = alpha_of(ll)
         su = np.flatnonzero(f == 1)
         if smoothing == "rooted":
-            return (mu[su], alpha, edges, eb_forest.rooted_counts(margins, roots, arcs, su), [],
+            return (mu[su], alpha, edges,
+                    eb_forest.rooted_counts(margins, roots, arcs, su, root_prior), [],
                     ll, [(p, c) for p, c, _ in arcs])
         return mu[su], alpha, edges, eb_forest.loo_counts(margins, edges, alphas, su), [], ll, None
-    key = f"_ll_eb_{max_pairs}_{dispersion}_{smoothing}"
+    key = f"_ll_eb_{max_pairs}_{dispersion}_{smoothing}_{root_prior}"
     mu, alpha, edges, counts, alts, ll, arcs = table.cached(key, make)
     span = None
     if profile and dispersion == "truncated":     # α̂'s one-s.e. profile interval, asked apart

@@ -1,0 +1,162 @@
+"""The empirical-Bayes prior of a root key's category sizes (gpurisk.models.root_prior, option
+root_prior=eb of matches_ll and tau1_ll), checked against references written apart from the code:
+scipy.stats' negative binomial maximised by another optimiser, a Monte Carlo of the gamma-Poisson
+posterior, the prior's and the shared variance's formulas by hand, and a real population's truth."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpurisk
+from gpurisk.models import root_prior as R
+
+
+def _ztnb_nll(params, counts):
+    """The zero-truncated negative binomial's negative log-likelihood by scipy.stats (shape a, mean
+    m: scipy's n = a, p = a/(a + m)), with every term (the reference)."""
+    from scipy.stats import nbinom
+    a, m = np.exp(params)
+    p = a / (a + m)
+    return -float(np.sum(nbinom.logpmf(counts, a, p) - np.log1p(-nbinom.pmf(0, a, p))))
+
+
+@pytest.mark.parametrize("seed,shape,mean,k", [(1, 0.8, 3.0, 60), (2, 4.0, 25.0, 40),
+                                               (3, 1.5, 0.7, 90), (4, 0.3, 10.0, 80)])
+def test_the_fit_is_the_maximum_of_scipys_truncated_likelihood(seed, shape, mean, k):
+    from scipy.optimize import minimize
+    rng = np.random.default_rng(seed)
+    counts = rng.poisson(rng.gamma(shape, mean / shape, k))
+    counts = counts[counts > 0]
+    a, m, value = R.fit(counts)
+    ref = min((minimize(_ztnb_nll, [math.log(a0), math.log(counts.mean())], args=(counts,),
+                        method="Nelder-Mead", options={"xatol": 1e-8, "fatol": 1e-11,
+                                                       "maxiter": 5000})
+               for a0 in (0.2, 1.0, 5.0)), key=lambda r: r.fun)
+    # the same maximum: the likelihoods agree (the code drops ln c! terms, constant in a and m)
+    assert _ztnb_nll([math.log(a), math.log(m)], counts) <= ref.fun + 1e-4
+    assert m == pytest.approx(math.exp(ref.x[1]), rel=2e-3)
+    if math.log(a) > R.LOG_SHAPE_RANGE[1] - 0.1:        # equal rates: the shape at its range's end
+        assert ref.x[0] > math.log(1e5)
+        return
+    assert a == pytest.approx(math.exp(ref.x[0]), rel=2e-3)
+    # the profile interval's ends lie ½ below the maximum, on either side of â
+    (lo, _), (hi, _) = R.profile_ends(counts, a, value)
+    assert lo < a < hi
+    for end in (lo, hi):
+        if R.LOG_SHAPE_RANGE[0] < math.log(end) < R.LOG_SHAPE_RANGE[1]:
+            best = minimize(lambda t: _ztnb_nll([math.log(end), t[0]], counts), [math.log(m)],
+                            method="Nelder-Mead", options={"xatol": 1e-9, "fatol": 1e-12}).fun
+            assert best - ref.fun == pytest.approx(0.5, abs=2e-3)
+
+
+def test_a_key_of_few_or_uneven_categories_keeps_jeffreys_prior():
+    assert R.fitted_prior(np.array([5.0, 9.0])) is None                 # two categories
+    assert R.fitted_prior(np.array([1.0, 1.0, 1.0, 1.0])) is None       # the mean not identified
+    # a few large categories and many small ones: a shape below ½ (more uneven than Jeffreys')
+    uneven = np.array([4000.0, 2500.0, 900.0] + [1.0] * 30 + [2.0] * 8 + [3.0] * 3)
+    assert R.fit(uneven)[0] < 0.5 and R.fitted_prior(uneven) is None
+    even = np.random.default_rng(0).poisson(40.0, 50) + 1.0
+    got = R.fitted_prior(even)
+    assert got is not None and got.shape > 5 and got.rate == pytest.approx(
+        got.shape / R.fit(even)[1], rel=1e-12)
+
+
+def test_the_posterior_share_is_the_gamma_poissons(monkeypatch):
+    """The leave-one-out prior of a unique whose root category the sample holds c times: the
+    category's rate given the other c − 1 records under Gamma(a, b) has mean (c − 1 + a)/(b + 1)
+    and relative variance 1/(c − 1 + a) (a Monte Carlo of the gamma and Poisson draws), and that
+    is what loo_prior multiplies in."""
+    from gpurisk.models.prior import loo_prior
+    from gpurisk.models.root_prior import Root
+    rng = np.random.default_rng(7)
+    a, b = 2.5, 0.5
+    lam = rng.gamma(a, 1.0 / b, 2_000_000)
+    x = rng.poisson(lam)
+    c = np.array([1.0, 2.0, 4.0, 9.0])
+    for ci in c:
+        post = lam[x == int(ci) - 1]
+        s = ci - 1 + a
+        assert post.mean() == pytest.approx(s / (b + 1.0), rel=0.01)
+        assert post.var() / post.mean() ** 2 == pytest.approx(1.0 / s, rel=0.03)
+    n = 500.0
+    other = np.array([30.0, 12.0, 7.0, 50.0])
+    mu, rv = loo_prior(n, [Root(c, a, b), other], 0.2)
+    s = c - 1 + a
+    want_mu = (n - 1) * (s / ((b + 1) * (n - 1))) * ((other - 0.5) / (n - 1))
+    want_rv = 1.2 * (1 + 1 / s) * (1 + 1 / (other - 0.5)) - 1
+    np.testing.assert_allclose(mu, want_mu, rtol=1e-14)
+    np.testing.assert_allclose(rv, want_rv, rtol=1e-14)
+
+
+def test_the_shared_variance_reads_the_gammas_share():
+    """Σ over the root's categories of 1/s_g [(Σ_g d)² − Σ_g d²], s_g = c_g − 1 + a, by hand."""
+    from gpurisk.models.forest import AtRows
+    from gpurisk.models.prior import shared_variance
+    from gpurisk.models.root_prior import Root
+    rng = np.random.default_rng(3)
+    cats = rng.integers(0, 6, 400)
+    table = np.bincount(cats, minlength=6).astype(float) + 1.0
+    rows = np.arange(400)
+    d = rng.normal(size=400)
+    root = Root(AtRows(table, lambda r: cats[r], rows), 1.7, 0.3)
+    want = sum((d[cats == g].sum() ** 2 - (d[cats == g] ** 2).sum()) / (table[g] - 1 + 1.7)
+               for g in range(6))
+    assert shared_variance(1000.0, [root], d) == pytest.approx(want, rel=1e-12)
+
+
+def test_viet_nams_ages_under_their_gamma():
+    """Viet Nam's age, sex, married at π = 5 % (docs/validation.md: Ê +34 % under Jeffreys' prior,
+    the uniques' ages put too small): under the ages' fitted gamma the mean over 12 samples is
+    nearer the truth (not all the way: the study in docs/validation.md), its s.e. holds the shape's
+    spread, and Jeffreys' prior reports no such part."""
+    from conftest import data_path
+    pop = pd.read_csv(data_path("populations/VietNamI.csv.gz"))
+    keys = ["age", "sex", "married"]
+    cell = pop.groupby(keys)[keys[0]].transform("size")
+    rng = np.random.default_rng(12)
+    got = {"jeffreys": [], "eb": []}
+    truth = []
+    for _ in range(12):
+        flag = rng.random(len(pop)) < 0.05
+        s = pop[flag]
+        f = s.groupby(keys)[keys[0]].transform("size")
+        truth.append(float((1.0 / cell[flag][f.to_numpy() == 1]).sum()))
+        for rp in got:
+            r = gpurisk.assess(s, keys, fraction=0.05, measures=["matches_ll"],
+                               options={"matches_ll": {"root_prior": rp}}).measures["matches_ll"]
+            got[rp].append(r)
+            assert r.extra["root_prior"] == rp
+            if rp == "jeffreys":
+                assert "se_root" not in r.extra
+    # the ages' gamma, where age is the root and the gamma describes its rare categories (8 of the
+    # 12 samples; sex and married have two categories)
+    fitted = [r for r in got["eb"] if "se_root" in r.extra]
+    assert len(fitted) >= 6
+    assert all(r.extra["root_shapes"].startswith("age: ") and r.extra["se_root"] > 0
+               for r in fitted)
+    e = np.mean(truth)
+    jef = np.mean([r.value for r in got["jeffreys"]])
+    eb = np.mean([r.value for r in got["eb"]])
+    assert jef > 1.2 * e                   # the overestimate of docs/validation.md
+    assert abs(eb - e) < 0.75 * abs(jef - e)   # +26 % -> +16 % on these samples
+
+
+def test_a_gamma_that_misses_the_singletons_is_not_used():
+    """The fitted gamma is used only where the number of categories seen once is within 1.96
+    Poisson s.e. of its expectation K P(1)/(1 − P(0)) (scipy.stats' negative binomial here)."""
+    from scipy.stats import nbinom
+    rng = np.random.default_rng(5)
+    bulk = rng.poisson(rng.gamma(3.0, 4.0, 70))
+    bulk = bulk[bulk > 0].astype(float)
+    for extra, used in ((0, True), (14, False)):       # a tail of categories seen once added
+        c = np.concatenate([bulk, np.ones(extra)])
+        a, m, _ = R.fit(c)
+        p = a / (a + m)
+        e1 = c.shape[0] * nbinom.pmf(1, a, p) / (1.0 - nbinom.pmf(0, a, p))
+        k1 = int((c == 1).sum())
+        assert (abs(k1 - e1) <= 1.96 * math.sqrt(e1)) == used
+        assert R.describes_singletons(c, a, m) == used
+        assert (R.fitted_prior(c) is not None) == (used and a > 0.5)
