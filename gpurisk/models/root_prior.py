@@ -80,12 +80,12 @@ def _nll(a: float, m: float, u, w) -> float:
     """The zero-truncated negative binomial's negative log-likelihood of counts ``u`` (each ``w``
     times), shape a, mean m (the terms that depend on a and m only)."""
     from scipy.special import gammaln
-    lp = math.log(a) - math.log(a + m)              # ln p
-    l1p = math.log(m) - math.log(a + m)             # ln(1 − p)
-    zero = a * lp                                   # ln p^a, the chance of a count of 0
-    trunc = math.log(-math.expm1(zero)) if zero < -1e-300 else -math.inf
+    r = math.log1p(m / a)
+    lp = -r                                         # ln p (exact where m/a is tiny)
+    l1p = math.log(m / a) - r                       # ln(1 − p)
+    zero = a * lp                                   # ln p^a, the chance of a count of 0 (< 0)
     return -float(np.sum(w * (gammaln(u + a) - gammaln(a) + a * lp + u * l1p))) \
-        + float(np.sum(w)) * trunc
+        + float(np.sum(w)) * math.log(-math.expm1(zero))
 
 
 def _profile(a: float, u, w, mean: float) -> tuple[float, float]:
@@ -103,7 +103,7 @@ def fit(counts) -> tuple[float, float, float] | None:
     equal to one (the mean is not identified)."""
     from scipy.optimize import minimize_scalar
     u, w, k = _grouped(counts)
-    if k < MIN_CATEGORIES or u.shape[0] < 2 and float(u[0]) <= 1.0:
+    if k < MIN_CATEGORIES or (u.shape[0] < 2 and float(u[0]) <= 1.0):
         return None
     mean = float(np.sum(u * w)) / k
     r = minimize_scalar(lambda t: _profile(math.exp(t), u, w, mean)[1], bounds=LOG_SHAPE_RANGE,
