@@ -111,7 +111,7 @@ def test_viet_nams_ages_under_their_gamma():
     """Viet Nam's age, sex, married at π = 5 % (docs/validation.md: Ê +34 % under Jeffreys' prior,
     the uniques' ages put too small): under the ages' fitted gamma the mean over 12 samples is
     nearer the truth (not all the way: the study in docs/validation.md), its s.e. holds the shape's
-    spread, and Jeffreys' prior reports no such part."""
+    spread and the choice's, and Jeffreys' prior reports no such part."""
     from conftest import data_path
     pop = pd.read_csv(data_path("populations/VietNamI.csv.gz"))
     keys = ["age", "sex", "married"]
@@ -133,10 +133,15 @@ def test_viet_nams_ages_under_their_gamma():
                 assert "se_root" not in r.extra
     # the ages' gamma, where age is the root and the gamma describes its rare categories (8 of the
     # 12 samples; sex and married have two categories)
-    fitted = [r for r in got["eb"] if "se_root" in r.extra]
+    fitted = [(r, j) for r, j in zip(got["eb"], got["jeffreys"]) if "se_root" in r.extra]
     assert len(fitted) >= 6
-    assert all(r.extra["root_shapes"].startswith("age: ") and r.extra["se_root"] > 0
-               for r in fitted)
+    for r, j in fitted:
+        assert r.extra["root_shapes"].startswith("age: ")
+        # the choice of the gamma over Jeffreys' prior is in the s.e.: the estimate under
+        # Jeffreys' prior is the default's, and |Ê − Ê_jeffreys|/√2 is a part of se_root
+        assert r.extra["estimate_jeffreys"] == pytest.approx(j.value, rel=1e-12)
+        assert r.extra["se_root"] >= abs(r.value - j.value) / math.sqrt(2.0) > 0
+        assert r.se ** 2 >= r.extra["se_root"] ** 2 + r.extra["se_alpha"] ** 2
     e = np.mean(truth)
     jef = np.mean([r.value for r in got["jeffreys"]])
     eb = np.mean([r.value for r in got["eb"]])

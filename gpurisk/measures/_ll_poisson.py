@@ -49,9 +49,8 @@ and the terms are those of :func:`nb_terms` at λ̃_j = μ̃_j/π with α̃_j. W
 is used (its margins are not in closed form). ``root_prior=eb`` (model=eb, rooted) replaces
 Jeffreys' ½ of a root key by a gamma fitted to that key's category counts where the gamma is more
 even than Jeffreys' prior and describes the categories seen once (:mod:`gpurisk.models.root_prior`:
-s = c − 1 + a, the share s/((b + 1)(n − 1))); the shape's profile spread enters the s.e. Not the
-default: on the 14 populations it brings Ê within ±10 % in 100 cells against 97, but its bound
-holds in 112 against 117 (docs/validation.md).
+s = c − 1 + a, the share s/((b + 1)(n − 1))); the shape's profile spread and the choice's,
+|Ê − Ê_jeffreys|/√2, enter the s.e. Not the default (docs/validation.md has its study).
 
 Which defaults: on 5 real populations × 3 key sets × π = 1, 5, 10 % (docs/validation.md,
 bench/validate_trust.py, 200 samples a cell) over the 38 cells with median n2 ≥ 10, Ê was within
@@ -189,8 +188,9 @@ class LoglinearPoisson(Measure):
                                   "root key from the other records under jeffreys = Jeffreys' "
                                   "prior (c - 1/2 records); eb = the key's categories' sizes as a "
                                   "gamma fitted to their sample counts (zero-truncated negative "
-                                  "binomial), where its shape is above Jeffreys' 1/2, its "
-                                  "shape's uncertainty added to the s.e."),
+                                  "binomial), where its shape is above Jeffreys' 1/2 and it "
+                                  "describes the categories seen once, the shape's uncertainty "
+                                  "and the choice's added to the s.e."),
         "dispersion": Option(str, "auto", choices=DISPERSIONS,
                              help="auto = truncated with model=eb, moment with the others; "
                                   "moment = a gamma-distributed cell effect around the model, its "

@@ -174,7 +174,7 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
         roots = [(i, m) for i, m in enumerate(counts or ()) if isinstance(m, Root)]
         if roots and prior == "loo":
             # the root keys' fitted gammas: each shape's own uncertainty, as α̂'s, the
-            # estimate's spread over the shape's profile interval (the others held)
+            # estimate's spread over the shape's profile interval (the others held) ...
             fitted = alpha if dispersion != "none" else 0.0
             parts = []
             for i, m in roots:
@@ -183,8 +183,17 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
                                          pi, kind, False, False)[0].sum())
                       for a, b in m.ends]
                 parts.append(abs(at[1] - at[0]) / 2.0)
+            # and the choice of the gamma over Jeffreys' prior, a coin flip between the two: the
+            # root mean square distance to them, |Ê − Ê_jeffreys|/√2
+            plain = list(counts)
+            for i, m in roots:
+                plain[i] = (m.counts, 1, True)
+            jeffreys = float(unique_terms(*loo_prior(n, plain, fitted), pi, kind, False,
+                                          False)[0].sum())
+            parts.append(abs(value - jeffreys) / math.sqrt(2.0))
             extra["root_shapes"] = ", ".join(f"{table.keys[m.key]}: {m.shape:.3g}"
                                              for _, m in roots)
+            extra["estimate_jeffreys"] = jeffreys
             extra["se_root"] = math.sqrt(sum(p * p for p in parts))
         t_misfit = extra.get("misfit_T")
         if t_misfit is not None and abs(t_misfit) > risk_z() and \

@@ -26,7 +26,9 @@ the sample, Jeffreys' prior is kept (:func:`fitted_prior`).
 
 The shape is estimated: its one-s.e. profile interval (the likelihood, m maximised at each a,
 within ½ of its maximum: :func:`profile_ends`) gives two more priors, and half the estimate's
-difference between them enters the s.e. (``se_root`` of the estimate's extras), as α̂'s does.
+difference between them enters the s.e. (``se_root`` of the estimate's extras), as α̂'s does. So
+does the choice of the gamma over Jeffreys' prior, taken as a coin flip between the two: the root
+mean square distance to them, |Ê − Ê_jeffreys|/√2 (``estimate_jeffreys`` in the extras).
 """
 from __future__ import annotations
 
