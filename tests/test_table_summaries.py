@@ -109,13 +109,14 @@ def test_population_counts_of_millions_are_tallied_alike(cells, top):
     import collections
 
     from gpurisk.freq.partial import summary
-    from gpurisk.freq.table import FOF_DENSE_FACTOR, FOF_DENSE_MIN, fof_dict
+    from gpurisk.freq.cellid import dense_count
+    from gpurisk.freq.table import fof_dict
     from gpurisk.testing.strict import xp
     rng = np.random.default_rng(cells)
     F = rng.integers(1, top, cells)
     F[: cells // 4] = F[cells - 1]                   # some counts shared by several cells
     f = rng.binomial(F, 0.01)
-    sparse = int(F.max()) > FOF_DENSE_FACTOR * cells + FOF_DENSE_MIN
+    sparse = not dense_count(int(F.max()) + 1, cells)
     assert sparse == (top > 10**5)
     want = dict(sorted(collections.Counter(F.tolist()).items()))
     got = fof_dict(np, F)

@@ -12,6 +12,8 @@ import math
 
 import numpy as np
 
+from gpurisk.xp import namespace
+
 INT64_LIMIT = 2**63 - 1
 CHUNK = 1 << 18  # rows per chunk: the accumulator stays in cache
 
@@ -125,3 +127,34 @@ def combined_ids(codes, cards, xp=np, limit: int = INT64_LIMIT):
     shape = codes[0].shape
     flat = [c.reshape(-1) for c in codes]
     return surrogate_ids([flat], cards, xp, dense=False, limit=limit)[0].reshape(shape)
+
+
+#: ids below this are located through a dense lookup table (int32: 128 MiB at most)
+DENSE_LOOKUP_LIMIT = 1 << 25
+
+
+def dense_count(space: int | None, n: int) -> bool:
+    """Whether ``n`` ids in ``[0, space)`` are counted by a histogram (one pass over the ids, one over
+    the ``space`` bins) rather than a sort (O(n log n)): when the space is no more than a few times
+    the ids and its int64 bins fit DENSE_LOOKUP_LIMIT (a few keys of few categories, whatever n)."""
+    return space is not None and n > 0 and space <= min(DENSE_LOOKUP_LIMIT, max(4 * n, 1 << 16))
+
+
+def count_ids(ids, xp=None, space: int | None = None):
+    """(sorted distinct ids as int64, their counts as int64): sort, then run lengths; or, where
+    :func:`dense_count` says so for the ids' known range ``space``, a histogram and its nonzero
+    bins (the same result)."""
+    xp = namespace(ids) if xp is None else xp
+    n = int(ids.shape[0])
+    if n == 0:
+        return xp.zeros(0, xp.int64), xp.zeros(0, xp.int64)
+    if dense_count(space, n):
+        hist = xp.bincount(ids.astype(xp.int64), minlength=int(space))
+        cells = xp.flatnonzero(hist)
+        return cells.astype(xp.int64), hist[cells].astype(xp.int64)
+    s = xp.sort(ids)
+    new = xp.ones(n, dtype=bool)
+    new[1:] = s[1:] != s[:-1]
+    starts = xp.flatnonzero(new)
+    counts = xp.diff(xp.concatenate([starts, xp.asarray([n], dtype=starts.dtype)]))
+    return s[starts].astype(xp.int64), counts.astype(xp.int64)

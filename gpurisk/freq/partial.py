@@ -20,15 +20,13 @@ import numpy as np
 
 from gpurisk.errors import BadInput
 from gpurisk.xp import frame_namespace, is_cudf, namespace, scalar, to_device, to_host
-from gpurisk.freq.cellid import mixed_radix_ids
+from gpurisk.freq.cellid import DENSE_LOOKUP_LIMIT, count_ids, dense_count, mixed_radix_ids
 from gpurisk.freq.plan import Plan, encode_words, unpack_words
 from gpurisk.freq import schedule
 from gpurisk.freq.table import FreqTable
 
 INT_FIELDS = ("f", "F")
 FIELDS = ("f", "F", "w")
-#: ids below this are located through a dense lookup table (int32: 128 MiB at most)
-DENSE_LOOKUP_LIMIT = 1 << 25
 #: from this many records, a binary search on numpy looks them up in sorted order
 SORTED_SEARCH_MIN = 1 << 16
 
@@ -47,33 +45,6 @@ def size(part: dict) -> int:
 
 
 # --- grouping ------------------------------------------------------------------------------------
-
-def dense_count(space: int | None, n: int) -> bool:
-    """Whether ``n`` ids in ``[0, space)`` are counted by a histogram (one pass over the ids, one over
-    the ``space`` bins) rather than a sort (O(n log n)): when the space is no more than a few times
-    the ids and its int64 bins fit DENSE_LOOKUP_LIMIT (a few keys of few categories, whatever n)."""
-    return space is not None and n > 0 and space <= min(DENSE_LOOKUP_LIMIT, max(4 * n, 1 << 16))
-
-
-def count_ids(ids, xp=None, space: int | None = None):
-    """(sorted distinct ids as int64, their counts as int64): sort, then run lengths; or, where
-    :func:`dense_count` says so for the ids' known range ``space``, a histogram and its nonzero
-    bins (the same result)."""
-    xp = namespace(ids) if xp is None else xp
-    n = int(ids.shape[0])
-    if n == 0:
-        return xp.zeros(0, xp.int64), xp.zeros(0, xp.int64)
-    if dense_count(space, n):
-        hist = xp.bincount(ids.astype(xp.int64), minlength=int(space))
-        cells = xp.flatnonzero(hist)
-        return cells.astype(xp.int64), hist[cells].astype(xp.int64)
-    s = xp.sort(ids)
-    new = xp.ones(n, dtype=bool)
-    new[1:] = s[1:] != s[:-1]
-    starts = xp.flatnonzero(new)
-    counts = xp.diff(xp.concatenate([starts, xp.asarray([n], dtype=starts.dtype)]))
-    return s[starts].astype(xp.int64), counts.astype(xp.int64)
-
 
 def group_ids(ids, xp=None, space: int | None = None):
     """(sorted distinct ids as int64, each id's index among them): :func:`count_ids` with the
