@@ -72,22 +72,28 @@ class RootPrior(NamedTuple):
 
 
 def _grouped(counts):
+    """(distinct positive counts, how many categories hold each, the categories, their mean)."""
     c = np.asarray(counts, dtype=np.float64)
     c = c[c > 0]
     u, w = np.unique(c, return_counts=True)
-    return u, w.astype(np.float64), int(c.shape[0])
+    k = int(c.shape[0])
+    return u, w.astype(np.float64), k, float(np.sum(u * w)) / max(k, 1)
+
+
+def _log_p(a: float, m: float) -> tuple[float, float]:
+    """(ln p, ln(1 − p)), p = a/(a + m), exact where m/a is tiny (ln p^a, the chance of a count of
+    0, stays below 0)."""
+    r = math.log1p(m / a)
+    return -r, math.log(m / a) - r
 
 
 def _nll(a: float, m: float, u, w) -> float:
     """The zero-truncated negative binomial's negative log-likelihood of counts ``u`` (each ``w``
     times), shape a, mean m (the terms that depend on a and m only)."""
     from scipy.special import gammaln
-    r = math.log1p(m / a)
-    lp = -r                                         # ln p (exact where m/a is tiny)
-    l1p = math.log(m / a) - r                       # ln(1 − p)
-    zero = a * lp                                   # ln p^a, the chance of a count of 0 (< 0)
+    lp, l1p = _log_p(a, m)
     return -float(np.sum(w * (gammaln(u + a) - gammaln(a) + a * lp + u * l1p))) \
-        + float(np.sum(w)) * math.log(-math.expm1(zero))
+        + float(np.sum(w)) * math.log(-math.expm1(a * lp))
 
 
 def _profile(a: float, u, w, mean: float) -> tuple[float, float]:
@@ -104,10 +110,9 @@ def fit(counts) -> tuple[float, float, float] | None:
     (module docstring), or None for fewer than MIN_CATEGORIES positive counts or counts all
     equal to one (the mean is not identified)."""
     from scipy.optimize import minimize_scalar
-    u, w, k = _grouped(counts)
+    u, w, k, mean = _grouped(counts)
     if k < MIN_CATEGORIES or (u.shape[0] < 2 and float(u[0]) <= 1.0):
         return None
-    mean = float(np.sum(u * w)) / k
     r = minimize_scalar(lambda t: _profile(math.exp(t), u, w, mean)[1], bounds=LOG_SHAPE_RANGE,
                         method="bounded", options={"xatol": 1e-7})
     a = math.exp(r.x)
@@ -119,8 +124,7 @@ def profile_ends(counts, a: float, value: float) -> tuple:
     """The ends ((a, b), (a, b)) of the shape's one-s.e. profile interval: where the profile
     likelihood is ½ below its maximum (a range end where it never is)."""
     from scipy.optimize import brentq
-    u, w, k = _grouped(counts)
-    mean = float(np.sum(u * w)) / k
+    u, w, _, mean = _grouped(counts)
     t0 = math.log(a)
 
     def drop(t):
@@ -143,17 +147,16 @@ def describes_singletons(counts, a: float, m: float) -> bool:
     tail of small categories is longer than the gamma's: KDD Cup's ages in a 1 % sample, K1 = 11 where
     the fit expects 4.5)."""
     from gpurisk.models.risk_choice import Z_RISK
-    c = np.asarray(counts, dtype=np.float64)
-    c = c[c > 0]
-    lp = math.log(a) - math.log(a + m)
-    e1 = c.shape[0] * a * math.exp(a * lp) * (m / (a + m)) / -math.expm1(a * lp)
-    k1 = float(np.sum(c == 1))
+    u, w, k, _ = _grouped(counts)
+    lp, l1p = _log_p(a, m)
+    e1 = k * a * math.exp(a * lp + l1p) / -math.expm1(a * lp)
+    k1 = float(w[u == 1].sum())
     return abs(k1 - e1) <= Z_RISK * math.sqrt(max(e1, 1e-300))
 
 
 def fitted_prior(counts) -> RootPrior | None:
-    """The key's :class:`RootPrior` where its fitted shape is above Jeffreys' ½, else None (Jeffreys'
-    prior is kept). A scan's combinations share their root keys' counts: each key's fit is kept
+    """The key's :class:`RootPrior` where its fitted shape is above Jeffreys' ½ and it describes the
+    categories seen once (:func:`describes_singletons`), else None (Jeffreys' prior is kept). A scan's combinations share their root keys' counts: each key's fit is kept
     (by a digest of its counts) and made once."""
     from gpurisk.models.forest import array_digest
     c = np.asarray(counts, dtype=np.float64)
