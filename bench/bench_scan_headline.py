@@ -12,7 +12,8 @@ this times ``gpurisk.scan`` (one thread: ``threads=0``; no output file) with
   issue 27's third stop; the obvious cheaper alternative, closed form);
 - ``without Ê, τ̂1``: the default measures minus matches_ll and tau1_ll;
 - with ``--interval-model``, ``default, interval=model``: the default with Ê's and τ̂1's interval
-  from the model alone (its variance, α̂'s profile, the risk criterion's misfit widening).
+  from the model alone (its variance, α̂'s profile, the risk criterion's misfit widening);
+- with ``--option KEY=VALUE``: the default with those options of Ê and τ̂1.
 
 and checks that every column other than matches_ll's and tau1_ll's is equal in the first two. Best
 of ``--repeat`` runs; the machine's load average is printed beside the table (a shared machine:
@@ -31,6 +32,7 @@ KEYS[1] tied to KEYS[0] (an interaction), a 1 % Bernoulli sample flag (as bench/
     python bench/bench_scan_headline.py --repeat 3 --datasets fars --synthetic 3e6,1e7
     python bench/bench_scan_headline.py --before none   # this code only
     python bench/bench_scan_headline.py --interval-model --repeat 3 --before c759e8c
+    python bench/bench_scan_headline.py --before none --repeat 3 --option arc_target=neighbours
 """
 from __future__ import annotations
 
@@ -104,8 +106,9 @@ def rounds(variants: dict, repeat: int) -> dict:
                 min(x[2] for x in v)) for k, v in runs.items()}
 
 
-def scanner(name: str, fraction: float):
-    """(variant -> a function running that scan, the variants' measure lists)."""
+def scanner(name: str, fraction: float, options: dict | None = None):
+    """(variant -> a function running that scan, the variants' measure lists); ``options``: Ê's and
+    τ̂1's options of the variant "options" (--option)."""
     df, keys = data(name)
     names = _measure_names(None)
     without = [m for m in names if m not in SCAN_HEADLINE]
@@ -115,7 +118,8 @@ def scanner(name: str, fraction: float):
         how = {"sample_flag": "s"} if synth else {"fraction": fraction}
         return gpurisk.scan(df, keys=keys, measures=ms, threads=0, options=options, **how)
     return {"default": lambda: run(names), "main": lambda: run(names, MAIN_PLUGIN),
-            "without": lambda: run(without), "model": lambda: run(names, MODEL_INTERVAL)}
+            "without": lambda: run(without), "model": lambda: run(names, MODEL_INTERVAL),
+            "options": lambda: run(names, {"loglinear_risk": dict(options or {})})}
 
 
 class Before:
@@ -212,11 +216,14 @@ def same_scan(before: pd.DataFrame, now: pd.DataFrame, skip=()) -> float:
     return float(rel.max()) if rel.size else 0.0
 
 
-def bench(name: str, repeat: int, fraction: float, before=None, model: bool = False) -> list:
-    runs = scanner(name, fraction)
+def bench(name: str, repeat: int, fraction: float, before=None, model: bool = False,
+          options: dict | None = None) -> list:
+    runs = scanner(name, fraction, options)
     variants = {"new": runs["default"], "main": runs["main"], "without": runs["without"]}
     if model:
         variants["model"] = runs["model"]
+    if options:
+        variants["options"] = runs["options"]
     if before is not None:
         variants |= {"before": lambda: before(name, "default"),
                      "before without": lambda: before(name, "without")}
@@ -238,6 +245,9 @@ def bench(name: str, repeat: int, fraction: float, before=None, model: bool = Fa
             (name, combos, "main effects, plug-in", "new") + result["main"][1:]]
     if model:
         rows.append((name, combos, "default, interval=model", "new") + result["model"][1:])
+    if options:
+        label = "default, " + ", ".join(f"{k}={v}" for k, v in options.items())
+        rows.append((name, combos, label[:28], "new") + result["options"][1:])
     rows.append((name, combos, "without matches_ll, tau1_ll", "new") + result["without"][1:])
     if before is not None:
         worst = same_scan(result["before"][0], a, INTERVAL_COLUMNS)
@@ -266,8 +276,17 @@ def main(argv=None):
     ap.add_argument("--interval-model", action="store_true",
                     help="also time the default scan with Ê's and τ̂1's interval=model (the model's "
                          "own variance, α̂'s profile, the risk criterion's misfit widening)")
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="also time the default scan with this option of Ê and τ̂1 (repeatable; "
+                         "e.g. arc_target=neighbours)")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    options = {}
+    for spec in args.option:
+        key, eq, value = spec.partition("=")
+        if not eq or not key:
+            raise SystemExit(f"--option {spec!r}: write KEY=VALUE")
+        options[key] = value
     if args.serve:
         return serve(args.fraction)
     print("default measures:", ", ".join(_measure_names(None)))
@@ -278,7 +297,8 @@ def main(argv=None):
         before = None if args.before == "none" else Before(args.before, args.fraction, Path(tmp))
         try:
             for name in names:
-                rows += bench(name, args.repeat, args.fraction, before, args.interval_model)
+                rows += bench(name, args.repeat, args.fraction, before, args.interval_model,
+                              options)
         finally:
             if before is not None:
                 before.close()

@@ -189,6 +189,10 @@ LL_VARIANTS = {"two_way": {"model": "two_way", "dispersion": "none", "max_iter":
                # Jeffreys' prior (gpurisk.models.root_prior), its shape's spread in the s.e.
                "root_eb": {"root_prior": "eb"},
                "root_jeffreys": {"root_prior": "jeffreys"},
+               # a numeric parent's child shares shrunk towards its neighbouring categories' where
+               # the records prefer them (gpurisk.models.neighbours), alone and with root_prior=eb
+               "near": {"arc_target": "neighbours"},
+               "near_root_eb": {"arc_target": "neighbours", "root_prior": "eb"},
                "truncated": {"model": "auto_cv", "dispersion": "truncated"},
                "z0": {"cv_z": 0.0},
                "z1": {"cv_z": 1.0},

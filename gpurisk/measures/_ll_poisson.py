@@ -51,6 +51,10 @@ Jeffreys' ½ of a root key by a gamma fitted to that key's category counts where
 even than Jeffreys' prior and describes the categories seen once (:mod:`gpurisk.models.root_prior`:
 s = c − 1 + a, the share s/((b + 1)(n − 1))); the shape's profile spread and the choice's,
 |Ê − Ê_jeffreys|/√2, enter the s.e. Not the default (docs/validation.md has its study).
+``arc_target=neighbours`` (model=eb, rooted) shrinks an arc's child shares given a numeric parent
+category towards the shares of its neighbouring categories (the nearest k on each side, k chosen
+with β by the records' leave-one-out likelihood, k = 0 the global shares) instead of the child's
+overall shares (:mod:`gpurisk.models.neighbours`). Not the default.
 
 Which defaults: on 5 real populations × 3 key sets × π = 1, 5, 10 % (docs/validation.md,
 bench/validate_trust.py, 200 samples a cell) over the 38 cells with median n2 ≥ 10, Ê was within
@@ -126,7 +130,7 @@ from gpurisk.measure import Context, Measure, Result
 from gpurisk.models.loglinear import MAX_ITER, TOL
 from gpurisk.models.loglinear_risk import DISPERSIONS, PRIORS, estimate
 from gpurisk.models.model_choice import Z_CHOICE
-from gpurisk.models.table_fits import MODELS, ROOT_PRIORS, SMOOTHINGS
+from gpurisk.models.table_fits import ARC_TARGETS, MODELS, ROOT_PRIORS, SMOOTHINGS
 from gpurisk.options import Option
 
 #: how the s.e. is formed (option ``interval``)
@@ -191,6 +195,12 @@ class LoglinearPoisson(Measure):
                                   "binomial), where its shape is above Jeffreys' 1/2 and it "
                                   "describes the categories seen once, the shape's uncertainty "
                                   "and the choice's added to the s.e."),
+        "arc_target": Option(str, "global", choices=ARC_TARGETS,
+                             help="model=eb, eb_smoothing=rooted: a child key's shares given its "
+                                  "parent's category shrunk towards global = the child's overall "
+                                  "shares; neighbours = for a numeric parent, the child's shares "
+                                  "among the parent's nearest categories (its own left out), "
+                                  "where the records' leave-one-out likelihood prefers them"),
         "dispersion": Option(str, "auto", choices=DISPERSIONS,
                              help="auto = truncated with model=eb, moment with the others; "
                                   "moment = a gamma-distributed cell effect around the model, its "

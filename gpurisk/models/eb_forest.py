@@ -74,6 +74,7 @@ import numpy as np
 from gpurisk.core.kept import kept
 from gpurisk.models.forest import (CHUNK, AtRows, Margins, _degrees, array_digest, joins, pair_ids,
                                    tree_squares)
+from gpurisk.models.neighbours import PSEUDO
 
 #: ln α_ab is searched in this range (above it the pair is independence for any sample)
 LOG_ALPHA_RANGE = (math.log(1e-3), math.log(1e9))
@@ -290,17 +291,26 @@ def _arc(m: Margins, parent: int, child: int):
     return nab[order], xp[order], xc[order]
 
 
-def loo_beta(m: Margins, parent: int, child: int) -> tuple[float, float]:
+def loo_beta(m: Margins, parent: int, child: int, window: int = 0) -> tuple[float, float]:
     """(β, the leave-one-out log-likelihood at β) of the child's categories given the parent's
     under p(· | x_p) ~ Dirichlet(β q_c): β predicts each record's child category best from the
     other n − 1 records of its parent category (module docstring of the rooted form),
 
         ℓ(β) = Σ_{observed (x_p, x_c)} n_pc ln[(n_pc − 1 + β q̃_c)/(n_p − 1 + β)],
-        q̃_c = (n_c − 1 + ½)/(n − 1)."""
+        q̃_c = (n_c − 1 + ½)/(n − 1).
+
+    ``window`` k > 0: the target q̃_c is the child's shares among the parent's k nearest
+    categories on each side instead (:mod:`gpurisk.models.neighbours`); (−∞, −∞) where the parent
+    has no such neighbours."""
     from scipy.optimize import minimize_scalar
     n1 = m.n - 1.0
     npc, xp, xc = _arc(m, parent, child)
     q = (m.one(child)[xc] - 1.0 + JEFFREYS) / n1
+    if window:
+        near = arc_near(m, parent, child, window)
+        if near is None:
+            return -math.inf, -math.inf
+        q = near.target(xp, xc, q)
     rest, others = npc - 1.0, m.one(parent)[xp] - 1.0
 
     def ll(t):
@@ -314,26 +324,64 @@ def loo_beta(m: Margins, parent: int, child: int) -> tuple[float, float]:
     return _remembered("loo_beta", n1, (npc, q, others), search)
 
 
+def arc_near(m: Margins, parent: int, child: int, window: int):
+    """The arc's :class:`gpurisk.models.neighbours.Near` at ``window`` (kept on the margins), or None
+    where the parent is not numeric or the table too large."""
+    from gpurisk.models import neighbours
+    key = ("near", parent, child, window)
+    if key not in m._counts:
+        got = None
+        if m.cards[parent] * m.cards[child] <= neighbours.DENSE_MAX:
+            pos = m.positions(parent)
+            if pos is not None:
+                npc, xp, xc = _arc(m, parent, child)
+                got = neighbours.near(pos, m.one(parent), npc, xp, xc, m.cards[child], window)
+        m._counts[key] = got
+    return m._counts[key]
+
+
+def fit_arc(m: Margins, parent: int, child: int, target: str = "global") -> tuple[float, float, int]:
+    """(β, its leave-one-out log-likelihood, the window k) of an arc: the global target (k = 0),
+    or with ``target="neighbours"`` the window of {0} ∪ WINDOWS whose likelihood is largest (the
+    smaller on a tie)."""
+    beta, best = loo_beta(m, parent, child)
+    k = 0
+    if target == "neighbours":
+        from gpurisk.models.neighbours import WINDOWS
+        for w in WINDOWS:
+            b, ll = loo_beta(m, parent, child, w)
+            if ll > best:
+                beta, best, k = b, ll, w
+    return beta, best, k
+
+
+def _arc4(arc) -> tuple[int, int, float, int]:
+    """(parent, child, β, window) of an arc of :func:`orient` (window 0 where it has three parts)."""
+    return (arc[0], arc[1], arc[2], arc[3] if len(arc) > 3 else 0)
+
+
 def _loo_one(m: Margins, v: int) -> float:
     """The leave-one-out log-likelihood of key v's categories alone: Σ_x n_x ln[(n_x − 1 + ½)/(n − 1)]."""
     c = m.one(v)
     return float(np.sum(c * np.log((c - 1.0 + JEFFREYS) / (m.n - 1.0))))
 
 
-def orient(m: Margins, edges) -> tuple[list[int], list[tuple[int, int, float]]]:
+def orient(m: Margins, edges, target: str = "global") -> tuple[list[int], list[tuple]]:
     """(roots, arcs): each tree of the forest (a lone key is a tree) rooted at the key whose rooted
     form predicts the records best from the others, Σ (the root's :func:`_loo_one` + each arc's
-    :func:`loo_beta` likelihood); arcs (parent, child, β) run away from the roots, parents first."""
+    :func:`loo_beta` likelihood); arcs (parent, child, β) run away from the roots, parents first
+    (with ``target="neighbours"``: (parent, child, β, window), each arc's target chosen by
+    :func:`fit_arc`)."""
     d = len(m.codes)
     adj: dict[int, list[int]] = {v: [] for v in range(d)}
     for a, b in edges:
         adj[a].append(b)
         adj[b].append(a)
-    fitted: dict[tuple[int, int], tuple[float, float]] = {}
+    fitted: dict[tuple[int, int], tuple[float, float, int]] = {}
 
     def arc(p, c):
         if (p, c) not in fitted:
-            fitted[(p, c)] = loo_beta(m, p, c)
+            fitted[(p, c)] = fit_arc(m, p, c, target)
         return fitted[(p, c)]
 
     def away(r):
@@ -355,57 +403,82 @@ def orient(m: Margins, edges) -> tuple[list[int], list[tuple[int, int, float]]]:
             continue
         best = max(tree, key=lambda r: (_loo_one(m, r) + sum(arc(p, c)[1] for p, c in away(r)), -r))
         roots.append(best)
-        arcs += [(p, c, arc(p, c)[0]) for p, c in away(best)]
+        arcs += [(p, c, arc(p, c)[0]) if target == "global" else (p, c, *arc(p, c)[::2])
+                 for p, c in away(best)]
     return roots, arcs
 
 
 class Arc(NamedTuple):
     """A child key's factor in a sample unique's leave-one-out prior (:func:`rooted_counts`): the
     sample counts of the unique's (parent, child) categories, of its parent category and of its
-    child category (its own record included), and the arc's β."""
+    child category (its own record included), and the arc's β; with a neighbours' target
+    (``arc_target=neighbours``), the neighbour counts N^k_pc − n_pc and N^k_p − n_p at the unique
+    (:mod:`gpurisk.models.neighbours`), else None."""
     pair: object
     parent: object
     child: object
     beta: float
+    near_pair: object = None
+    near_parent: object = None
+
+
+def _target(m: Margins, p: int, c: int, window: int, xp, xc, q):
+    """The arc's shrinkage target at parent codes ``xp``, child codes ``xc``: the child's shares
+    ``q`` there (window 0), or the neighbours' (:mod:`gpurisk.models.neighbours`)."""
+    return q if not window else arc_near(m, p, c, window).target(xp, xc, q)
 
 
 def rooted_means(m: Margins, roots, arcs):
     """(μ̂ of every sampled cell, Σ μ̂² over all K cells) of the rooted form,
 
-        μ̂_x = n Π_roots n_r(x_r)/n Π_arcs (n_pc + β q_c)/(n_p + β),   q_c = n_c/n."""
+        μ̂_x = n Π_roots n_r(x_r)/n Π_arcs (n_pc + β t_c)/(n_p + β),
+
+    t_c = q_c = n_c/n (the global target) or the neighbours' shares (:mod:`.neighbours`)."""
     n, codes = m.n, m.codes
     size = m.f.shape[0]
     one = [m.one(v) / n for v in range(len(codes))]
     tables = []
-    for p, c, beta in arcs:
+    for arc in arcs:
+        p, c, beta, window = _arc4(arc)
         a, b = min(p, c), max(p, c)
         dense, counts = m.pair_counts(a, b)
-        tables.append((p, c, a, b, None if dense else m.pair(a, b)[0], counts, beta))
+        tables.append((p, c, a, b, None if dense else m.pair(a, b)[0], counts, beta, window))
     mu = np.empty(size)
     for start in range(0, size, CHUNK):
         rows = slice(start, start + CHUNK)
         x = np.full(min(size, start + CHUNK) - start, float(n))
         for r in roots:
             x *= one[r][codes[r][rows]]
-        for p, c, a, b, inv, counts, beta in tables:
+        for p, c, a, b, inv, counts, beta, window in tables:
             at = pair_ids(codes, m.cards, a, b, rows) if inv is None else inv[rows]
-            x *= ((counts[at] + beta * one[c][codes[c][rows]])
-                  / (m.one(p)[codes[p][rows]] + beta))
+            xp, xc = codes[p][rows], codes[c][rows]
+            x *= ((counts[at] + beta * _target(m, p, c, window, xp, xc, one[c][xc]))
+                  / (m.one(p)[xp] + beta))
         mu[rows] = x
     return mu, n * n * _rooted_squares(m, one, roots, arcs)
 
 
 def _rooted_squares(m: Margins, one, roots, arcs) -> float:
     """Σ over every cell of the key space of (μ̂/n)²: per tree, messages from the leaves up,
-    Σ_{x_c} p̃(x_c | x_p)² own(x_c) = [Σ_observed (n_pc² + 2 β q_c n_pc) own + β² Σ_c q_c² own] /
-    (n_p + β)² per parent category, then Σ_r p_r² own at the root."""
+    Σ_{x_c} p̃(x_c | x_p)² own(x_c) = [Σ_observed (n_pc² + 2 β t_c n_pc) own + β² Σ_c t_c² own] /
+    (n_p + β)² per parent category, then Σ_r p_r² own at the root (t_c = q_c, or the neighbours'
+    shares of x_p's window: the last sum then per parent category, over its dense row)."""
     own = [np.ones_like(o) for o in one]
-    for p, c, beta in reversed(arcs):                    # children before parents
+    for arc in reversed(arcs):                    # children before parents
+        p, c, beta, window = _arc4(arc)
         npc, xp, xc = _arc(m, p, c)
         q = one[c]
-        part = np.bincount(xp, weights=(npc * npc + 2.0 * beta * q[xc] * npc) * own[c][xc],
+        t = _target(m, p, c, window, xp, xc, q[xc])
+        part = np.bincount(xp, weights=(npc * npc + 2.0 * beta * t * npc) * own[c][xc],
                            minlength=one[p].shape[0])
-        part = part + beta * beta * float(np.sum(q * q * own[c]))
+        if window:
+            near = arc_near(m, p, c, window)
+            # every (position, child category)'s target, dense
+            table = ((near.pair.reshape(-1, near.cards) + PSEUDO * q[None, :])
+                     / (near.parent[:, None] + PSEUDO))
+            part = part + beta * beta * (table * table * own[c][None, :]).sum(axis=1)[near.pos]
+        else:
+            part = part + beta * beta * float(np.sum(q * q * own[c]))
         own[p] = own[p] * part / (m.one(p) + beta) ** 2
     total = 1.0
     for r in roots:
@@ -429,10 +502,18 @@ def rooted_counts(m: Margins, roots, arcs, rows, root_prior: str = "jeffreys") -
         got = fitted_prior(m.one(v)) if root_prior == "eb" else None
         return (key(v), 1, True) if got is None else Root(key(v), got.shape, got.rate, got.ends, v)
     out: list = [root(r) for r in roots]
-    for p, c, beta in arcs:
+    for arc in arcs:
+        p, c, beta, window = _arc4(arc)
         a, b = min(p, c), max(p, c)
         dense, counts = m.pair_counts(a, b)
         at = ((lambda r, a=a, b=b: pair_ids(m.codes, m.cards, a, b, r)) if dense else
               (lambda r, inv=m.pair(a, b)[0]: inv[r]))
-        out.append(Arc(AtRows(counts, at, rows), key(p), key(c), beta))
+        near = [None, None]
+        if window:
+            got = arc_near(m, p, c, window)
+            where = (lambda r, pos=got.pos, cp=m.codes[p]: pos[cp[r]])
+            near = [AtRows(got.pair, lambda r, w=where, cc=m.codes[c], k=got.cards: w(r) * k + cc[r],
+                           rows),
+                    AtRows(got.parent, where, rows)]
+        out.append(Arc(AtRows(counts, at, rows), key(p), key(c), beta, *near))
     return out

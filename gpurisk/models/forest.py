@@ -156,6 +156,19 @@ class Margins:
         self._one: dict = {} if one is None else dict(enumerate(one))
         self._pair: dict = {}
         self._counts: dict = {}
+        #: per key, its seen categories' values by code (:meth:`positions`), where the caller
+        #: knows them: a callable v -> list, or None
+        self.values = None
+
+    def positions(self, v: int):
+        """Each code of key v's position in the numeric order of its categories
+        (:func:`gpurisk.models.neighbours.positions`), or None where they are not numbers or not
+        known."""
+        if ("positions", v) not in self._counts:
+            from gpurisk.models.neighbours import positions
+            self._counts[("positions", v)] = (None if self.values is None else
+                                             positions(self.values(v)))
+        return self._counts[("positions", v)]
 
     def one(self, v: int) -> np.ndarray:
         """Count per category of key v."""

@@ -85,17 +85,22 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
             fit = None
             smoothing = str(opt("eb_smoothing"))
             root_prior = str(opt("root_prior"))
+            arc_target = str(opt("arc_target"))
             mu, alpha, pair, counts, alts, span, arcs = eb_means(
                 table, opt("max_interactions"), dispersion,
                 profile=interval == "model" and bool(opt("alpha_spread")),
-                smoothing=smoothing, root_prior=root_prior)
-            model_key = f"eb_{opt('max_interactions')}_{dispersion}_{smoothing}_{root_prior}"
+                smoothing=smoothing, root_prior=root_prior, arc_target=arc_target)
+            model_key = (f"eb_{opt('max_interactions')}_{dispersion}_{smoothing}_{root_prior}"
+                         + ("" if arc_target == "global" else f"_{arc_target}"))
             extra["interaction"] = _pairs_text(table, pair)
             extra["smoothing"] = smoothing
-            if arcs:      # parent → child, as the rooted form conditions them
-                extra["arcs"] = ", ".join(f"{table.keys[p]} → {table.keys[c]}" for p, c in arcs)
+            if arcs:      # parent → child, as the rooted form conditions them (and the window)
+                extra["arcs"] = ", ".join(
+                    f"{table.keys[a[0]]} → {table.keys[a[1]]}"
+                    + (f" (neighbours ±{a[2]})" if len(a) > 2 and a[2] else "") for a in arcs)
             if smoothing == "rooted":
                 extra["root_prior"] = root_prior
+                extra["arc_target"] = arc_target
             if interval == "model" and bool(opt("misfit_widen")):
                 misfit = forest_misfit(table, pair, pi, kind)
                 extra["misfit_T"] = misfit[1]

@@ -29,15 +29,20 @@ def loo_prior(n: float, counts, alpha, a0: float = LOO_PSEUDO):
     α_ab q̃_a q̃_b (q̃_v = (c_v − 1 + a0)/(n − 1)) enters as s_ab/(n − 1 + α_ab), counted, or a
     child given its parent (:class:`gpurisk.models.eb_forest.Arc`: c_pc, c_p, c_c, β), whose share
     is Beta(s, S − s), s = c_pc − 1 + β q̃_c, S = c_p − 1 + β: it enters as s/S with relative
-    variance (S − s)/(s (S + 1)), or a root key under its fitted gamma
+    variance (S − s)/(s (S + 1)) (q̃_c the neighbours' target where the arc has one:
+    :func:`near_target`), or a root key under its fitted gamma
     (:class:`gpurisk.models.root_prior.Root`: shape a, rate b), s = c − 1 + a entering as
     s/((b + 1)(n − 1)), counted. Computed on slices of CHUNK uniques (:func:`by_chunks`)."""
     from gpurisk.models.eb_forest import Arc
     from gpurisk.models.root_prior import Root
     margins = [c if isinstance(c, tuple) else (c, 1, True) for c in counts]
+
+    def parts(m):
+        if isinstance(m, Arc):     # its three counts, and the neighbours' two where it has them
+            return m[:3] if m.near_pair is None else (*m[:3], m.near_pair, m.near_parent)
+        return m[:3] if len(m) == 4 else m[:1]
     # arrays, or forest_counts' counts gathered when sliced (gpurisk.models.forest.AtRows)
-    arrays = [c if hasattr(c, "shape") else np.asarray(c)
-              for m in margins for c in (m[:3] if len(m) == 4 else m[:1])]
+    arrays = [c if hasattr(c, "shape") else np.asarray(c) for m in margins for c in parts(m)]
     n1 = float(n - 1)
 
     def part(*cs):
@@ -54,7 +59,11 @@ def loo_prior(n: float, counts, alpha, a0: float = LOO_PSEUDO):
             if isinstance(m, Arc):   # a child given its parent: Beta(s, S − s) of the others
                 cpc, cp, cc = (np.asarray(c, dtype=np.float64) for c in cs[i:i + 3])
                 i += 3
-                s = cpc - 1.0 + m.beta * (cc - 1.0 + a0) / n1
+                target = (cc - 1.0 + a0) / n1
+                if m.near_pair is not None:     # the parent's neighbours' shares (arc_target)
+                    target = near_target(cs[i], cs[i + 1], target)
+                    i += 2
+                s = cpc - 1.0 + m.beta * target
                 big = cp - 1.0 + m.beta
                 mu *= s / big
                 rv *= 1.0 + (big - s) / (s * (big + 1.0))
@@ -127,7 +136,11 @@ def shared_variance(n: float, counts, slope, a0: float = LOO_PSEUDO) -> float:
         cells = rep[held]
         cp = np.asarray(arc.parent.counts, dtype=np.float64)[arc.parent.at(cells)]
         cc = np.asarray(arc.child.counts, dtype=np.float64)[arc.child.at(cells)]
-        sh = table[held] - 1.0 + arc.beta * (cc - 1.0 + a0) / n1
+        target = (cc - 1.0 + a0) / n1
+        if arc.near_pair is not None:
+            target = near_target(arc.near_pair.counts[arc.near_pair.at(cells)],
+                                 arc.near_parent.counts[arc.near_parent.at(cells)], target)
+        sh = table[held] - 1.0 + arc.beta * target
         big = cp - 1.0 + arc.beta
         rv = (big - sh) / (sh * (big + 1.0))
         return float(np.sum(rv * (first[held] ** 2 - second[held])))
@@ -141,6 +154,14 @@ def shared_variance(n: float, counts, slope, a0: float = LOO_PSEUDO) -> float:
     else:
         parts = [one(m) for m in margins]
     return max(sum(parts), 0.0)
+
+
+def near_target(pair, parent, q):
+    """An arc's target from its parent's neighbours (:mod:`gpurisk.models.neighbours`): the
+    neighbour counts N^k_pc − n_pc and N^k_p − n_p, and the child's leave-one-out shares q̃_c."""
+    from gpurisk.models.neighbours import PSEUDO
+    return (np.asarray(pair, dtype=np.float64) + PSEUDO * q) / (np.asarray(parent, dtype=np.float64)
+                                                               + PSEUDO)
 
 
 #: :func:`shared_variance` looks the uniques' categories up this many at a time (at least)

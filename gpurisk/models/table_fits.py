@@ -31,6 +31,8 @@ MODELS = ("auto_cv", "eb", "risk", "cv_risk", "independence", "two_way")
 SMOOTHINGS = ("rooted", "joint")
 #: the leave-one-out prior of a root key's categories (option root_prior)
 ROOT_PRIORS = ("eb", "jeffreys")
+#: the shrinkage targets of the rooted form's arcs (option arc_target: gpurisk.models.neighbours)
+ARC_TARGETS = ("global", "neighbours")
 
 
 def dispersion_moment(table, mu_all, sum_mu2) -> float:
@@ -101,7 +103,7 @@ def auto_cv_means(table, splits: int = 1, seed: int = 0, z: float = Z_CHOICE, ma
 
 
 def eb_means(table, max_pairs=None, dispersion: str = "moment", profile: bool = False,
-             smoothing: str = "rooted", root_prior: str = "jeffreys"):
+             smoothing: str = "rooted", root_prior: str = "jeffreys", arc_target: str = "global"):
     """As :func:`auto_cv_means` (and, last, the rooted form's arcs (parent, child), None with
     ``smoothing="joint"``), main effects + the forest of smoothed interactions of
     :mod:`gpurisk.models.eb_forest` (each pair kept by its evidence, shrunk towards independence by
@@ -111,18 +113,23 @@ def eb_means(table, max_pairs=None, dispersion: str = "moment", profile: bool = 
     :func:`gpurisk.models.eb_forest.loo_counts` factors and there are no alternatives (the
     shrinkage, not a test, handles a pair the sample cannot tell). ``root_prior``: each root key's
     categories under Jeffreys' prior ("jeffreys") or its fitted gamma where that is more even
-    ("eb": :mod:`gpurisk.models.root_prior`; the rooted form only)."""
+    ("eb": :mod:`gpurisk.models.root_prior`; the rooted form only). ``arc_target``: each arc's
+    child shares shrunk towards the child's overall shares ("global") or, for a numeric parent,
+    towards its neighbouring categories' where the records prefer them ("neighbours":
+    :mod:`gpurisk.models.neighbours`; the rooted form only)."""
     if smoothing not in SMOOTHINGS:
         raise BadInput(f"eb_smoothing={smoothing!r} is not one of {', '.join(SMOOTHINGS)}")
     if root_prior not in ROOT_PRIORS:
         raise BadInput(f"root_prior={root_prior!r} is not one of {', '.join(ROOT_PRIORS)}")
+    if arc_target not in ARC_TARGETS:
+        raise BadInput(f"arc_target={arc_target!r} is not one of {', '.join(ARC_TARGETS)}")
 
     def make():
         from gpurisk.models import eb_forest
         margins = sample_margins(table)[4]
         edges, alphas, _ = eb_forest.choose(margins, max_pairs, shrinkage=smoothing == "joint")
         if smoothing == "rooted":
-            roots, arcs = eb_forest.orient(margins, edges)
+            roots, arcs = eb_forest.orient(margins, edges, arc_target)
             mu, sum_mu2 = eb_forest.rooted_means(margins, roots, arcs)
         else:
             mu, sum_mu2 = eb_forest.means(margins, edges, alphas)
@@ -137,9 +144,10 @@ def eb_means(table, max_pairs=None, dispersion: str = "moment", profile: bool = 
         if smoothing == "rooted":
             return (mu[su], alpha, edges,
                     eb_forest.rooted_counts(margins, roots, arcs, su, root_prior), [],
-                    ll, [(p, c) for p, c, _ in arcs])
+                    ll, [arc[:2] if len(arc) < 4 else (*arc[:2], arc[3]) for arc in arcs])
         return mu[su], alpha, edges, eb_forest.loo_counts(margins, edges, alphas, su), [], ll, None
-    key = f"_ll_eb_{max_pairs}_{dispersion}_{smoothing}_{root_prior}"
+    key = f"_ll_eb_{max_pairs}_{dispersion}_{smoothing}_{root_prior}" + (
+        "" if arc_target == "global" else f"_{arc_target}")
     mu, alpha, edges, counts, alts, ll, arcs = table.cached(key, make)
     span = None
     if profile and dispersion == "truncated":     # α̂'s one-s.e. profile interval, asked apart
@@ -185,6 +193,9 @@ def sample_margins(table):
         if known is not None:
             ones = [np.asarray(to_host(m), dtype=np.float64)[u] for m, u in zip(known, kept)]
         margins = Margins(codes, f if weights is None else weights, cards, ones)  # f as floats
+        # each key's seen categories' values, listed when an arc asks (arc_target=neighbours)
+        margins.values = (lambda v, cats=table.categories, used=kept:
+                          [cats[v][i] for i in used[v].tolist()])
         return codes, f, cards, ranks, margins
     return table.cached("_ll_sample_margins", make)
 
