@@ -138,7 +138,6 @@ def test_rooted_means_and_sum_of_squares_equal_a_dense_product_with_the_neighbou
     rec, cards = _records(n=300)
     codes, _, m = _margins(rec, cards)
     for k, beta in ((1, 3.0), (4, 0.4)):
-        eb_forest.arc_near(m, 0, 1, k)
         mu, sum_mu2 = eb_forest.rooted_means(m, [0, 2], [(0, 1, beta, k)])
         assert_dense_fit(mu, sum_mu2, _dense(rec, cards, k, beta), codes, rec.shape[0])
 
