@@ -21,6 +21,7 @@ from gpurisk.models import eb_forest
 from gpurisk.models.forest import Margins
 from gpurisk.models.neighbours import WINDOWS, positions
 from gpurisk.models.prior import loo_prior, shared_variance
+from gpurisk.workflows.assess import model_text
 from test_eb_forest import _cells, assert_dense_fit
 
 #: the parent's values by code: numbers out of order, so that code order is not numeric order
@@ -217,7 +218,10 @@ def test_neighbours_hold_E_where_the_global_target_overshoots():
             est[how].append(r.measures["matches_ll"].value)
             if how == "neighbours":
                 windows.add(r.measures["matches_ll"].extra["arcs"])
+                line = model_text(r.measures["matches_ll"].extra)
     bias = {k: float(np.mean(v)) / float(np.mean(truth)) - 1 for k, v in est.items()}
     assert abs(bias["neighbours"]) < 0.10, bias
     assert bias["global"] > 0.15, bias
     assert all("age → married (neighbours ±" in w for w in windows), windows
+    # what assess prints says where the target is the neighbours'
+    assert "or where marked towards those among the parent's nearest categories" in line, line

@@ -119,8 +119,10 @@ def model_text(extra: Mapping[str, Any]) -> str | None:
     elif model == "auto_cv":
         margins = "main effects (no interaction passed the held-out test)"
     elif model == "eb" and extra.get("arcs"):
+        towards = ("its own, or where marked towards those among the parent's nearest categories"
+                   if "(neighbours ±" in extra["arcs"] else "its own")
         margins = (f"main effects + {extra['arcs']} (each pair kept by its Bayes factor; a key's "
-                   "shares given its parent's shrunk towards its own)")
+                   f"shares given its parent's shrunk towards {towards})")
     elif model == "eb" and extra.get("interaction"):
         margins = (f"main effects + {extra['interaction'].replace(' x ', ' × ')} (each kept by "
                    "its Bayes factor, shrunk towards independence)")
