@@ -59,11 +59,11 @@ def loo_prior(n: float, counts, alpha, a0: float = LOO_PSEUDO):
             if isinstance(m, Arc):   # a child given its parent: Beta(s, S − s) of the others
                 cpc, cp, cc = (np.asarray(c, dtype=np.float64) for c in cs[i:i + 3])
                 i += 3
-                target = (cc - 1.0 + a0) / n1
-                if m.near_pair is not None:     # the parent's neighbours' shares (arc_target)
-                    target = near_target(cs[i], cs[i + 1], target)
+                if m.near_pair is None:
+                    s = cpc - 1.0 + m.beta * (cc - 1.0 + a0) / n1
+                else:                           # the parent's neighbours' shares (arc_target)
+                    s = cpc - 1.0 + m.beta * near_target(cs[i], cs[i + 1], (cc - 1.0 + a0) / n1)
                     i += 2
-                s = cpc - 1.0 + m.beta * target
                 big = cp - 1.0 + m.beta
                 mu *= s / big
                 rv *= 1.0 + (big - s) / (s * (big + 1.0))
@@ -136,11 +136,12 @@ def shared_variance(n: float, counts, slope, a0: float = LOO_PSEUDO) -> float:
         cells = rep[held]
         cp = np.asarray(arc.parent.counts, dtype=np.float64)[arc.parent.at(cells)]
         cc = np.asarray(arc.child.counts, dtype=np.float64)[arc.child.at(cells)]
-        target = (cc - 1.0 + a0) / n1
-        if arc.near_pair is not None:
-            target = near_target(arc.near_pair.counts[arc.near_pair.at(cells)],
-                                 arc.near_parent.counts[arc.near_parent.at(cells)], target)
-        sh = table[held] - 1.0 + arc.beta * target
+        if arc.near_pair is None:
+            sh = table[held] - 1.0 + arc.beta * (cc - 1.0 + a0) / n1
+        else:                           # the parent's neighbours' shares (arc_target)
+            sh = table[held] - 1.0 + arc.beta * near_target(
+                arc.near_pair.counts[arc.near_pair.at(cells)],
+                arc.near_parent.counts[arc.near_parent.at(cells)], (cc - 1.0 + a0) / n1)
         big = cp - 1.0 + arc.beta
         rv = (big - sh) / (sh * (big + 1.0))
         return float(np.sum(rv * (first[held] ** 2 - second[held])))
