@@ -111,7 +111,8 @@ def test_viet_nams_ages_under_their_gamma():
     """Viet Nam's age, sex, married at π = 5 % (docs/validation.md: Ê +34 % under Jeffreys' prior,
     the uniques' ages put too small): under the ages' fitted gamma the mean over 12 samples is
     nearer the truth (not all the way: the study in docs/validation.md), its s.e. holds the shape's
-    spread and the choice's, and Jeffreys' prior reports no such part."""
+    spread and the choice's, its bounds take in Jeffreys' prior's, and Jeffreys' prior reports no
+    such part."""
     from conftest import data_path
     pop = pd.read_csv(data_path("populations/VietNamI.csv.gz"))
     keys = ["age", "sex", "married"]
@@ -142,6 +143,11 @@ def test_viet_nams_ages_under_their_gamma():
         assert r.extra["estimate_jeffreys"] == pytest.approx(j.value, rel=1e-12)
         assert r.extra["se_root"] >= abs(r.value - j.value) / math.sqrt(2.0) > 0
         assert r.se ** 2 >= r.extra["se_root"] ** 2 + r.extra["se_alpha"] ** 2
+        # the bound and the interval are the union of the gamma's and Jeffreys' prior's
+        assert r.extra["upper_jeffreys"] == j.upper
+        assert r.upper >= j.upper and r.extra["interval_upper"] >= j.extra["interval_upper"]
+        assert r.extra["interval_lower"] <= j.extra["interval_lower"]
+        assert r.extra["lower"] <= j.extra["lower"]
     e = np.mean(truth)
     jef = np.mean([r.value for r in got["jeffreys"]])
     eb = np.mean([r.value for r in got["eb"]])

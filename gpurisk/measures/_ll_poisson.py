@@ -50,7 +50,8 @@ is used (its margins are not in closed form). ``root_prior=eb`` (model=eb, roote
 Jeffreys' ½ of a root key by a gamma fitted to that key's category counts where the gamma is more
 even than Jeffreys' prior and describes the categories seen once (:mod:`gpurisk.models.root_prior`:
 s = c − 1 + a, the share s/((b + 1)(n − 1))); the shape's profile spread and the choice's,
-|Ê − Ê_jeffreys|/√2, enter the s.e. Not the default (docs/validation.md has its study).
+|Ê − Ê_jeffreys|/√2, enter the s.e., and the bounds and interval are the union of the gamma's and
+Jeffreys' prior's. Not the default (docs/validation.md has its study).
 ``arc_target=neighbours`` (model=eb, rooted) shrinks an arc's child shares given a numeric parent
 category towards the shares of its neighbouring categories (the nearest k on each side, k chosen
 with β by the records' leave-one-out likelihood, k = 0 the global shares) instead of the child's
@@ -194,7 +195,8 @@ class LoglinearPoisson(Measure):
                                   "gamma fitted to their sample counts (zero-truncated negative "
                                   "binomial), where its shape is above Jeffreys' 1/2 and it "
                                   "describes the categories seen once, the shape's uncertainty "
-                                  "and the choice's added to the s.e."),
+                                  "and the choice's added to the s.e., the bounds the union of "
+                                  "the gamma's and Jeffreys'"),
         "arc_target": Option(str, "global", choices=ARC_TARGETS,
                              help="model=eb, eb_smoothing=rooted: a child key's shares given its "
                                   "parent's category shrunk towards global = the child's overall "

@@ -262,7 +262,20 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
     if fit is not None and not fit.converged:
         extra["note"] = (f"IPF stopped after {fit.iterations} cycles with a margin "
                          f"discrepancy of {fit.discrepancy:.3g} records (tol {fit.tol:g})")
-    return Estimate(value, se, min(up(z), float(n1)), extra)
+    upper = min(up(z), float(n1))
+    if "estimate_jeffreys" in extra:
+        # a root key's fitted gamma was chosen by a test that can go either way: the bounds and
+        # the interval are the union of the gamma's and Jeffreys' prior's (each its own whole
+        # interval), so they hold where either prior does
+        other = estimate(table, pi, kind, lambda key: "jeffreys" if key == "root_prior" else
+                         opt(key), level, name)
+        if other.upper is not None:
+            upper = max(upper, other.upper)
+            extra["upper_jeffreys"] = other.upper
+            for key, pick in (("interval_upper", max), ("interval_lower", min), ("lower", min)):
+                if key in other.extra:
+                    extra[key] = pick(extra[key], other.extra[key])
+    return Estimate(value, se, upper, extra)
 
 
 def _pairs_text(table, pair) -> str | None:

@@ -28,7 +28,10 @@ The shape is estimated: its one-s.e. profile interval (the likelihood, m maximis
 within ½ of its maximum: :func:`profile_ends`) gives two more priors, and half the estimate's
 difference between them enters the s.e. (``se_root`` of the estimate's extras), as α̂'s does. So
 does the choice of the gamma over Jeffreys' prior, taken as a coin flip between the two: the root
-mean square distance to them, |Ê − Ê_jeffreys|/√2 (``estimate_jeffreys`` in the extras).
+mean square distance to them, |Ê − Ê_jeffreys|/√2 (``estimate_jeffreys`` in the extras). The test
+that chooses the gamma can go either way, so the bounds and the interval are the union of the
+gamma's and Jeffreys' prior's (each computed whole: :func:`gpurisk.models.loglinear_risk.estimate`;
+``upper_jeffreys`` in the extras): they hold where either prior does.
 """
 from __future__ import annotations
 
