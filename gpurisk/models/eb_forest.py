@@ -74,7 +74,7 @@ import numpy as np
 from gpurisk.core.kept import kept
 from gpurisk.models.forest import (CHUNK, AtRows, Margins, _degrees, array_digest, joins, pair_ids,
                                    tree_squares)
-from gpurisk.models.neighbours import PSEUDO
+from gpurisk.models.neighbours import shrunk
 
 #: ln α_ab is searched in this range (above it the pair is independence for any sample)
 LOG_ALPHA_RANGE = (math.log(1e-3), math.log(1e9))
@@ -474,8 +474,7 @@ def _rooted_squares(m: Margins, one, roots, arcs) -> float:
         if window:
             near = arc_near(m, p, c, window)
             # every (position, child category)'s target, dense
-            table = ((near.pair.reshape(-1, near.cards) + PSEUDO * q[None, :])
-                     / (near.parent[:, None] + PSEUDO))
+            table = shrunk(near.pair.reshape(-1, near.cards), near.parent[:, None], q[None, :])
             part = part + beta * beta * (table * table * own[c][None, :]).sum(axis=1)[near.pos]
         else:
             part = part + beta * beta * float(np.sum(q * q * own[c]))

@@ -64,15 +64,21 @@ def positions(values) -> np.ndarray | None:
     return out
 
 
+def shrunk(pair, parent, q):
+    """t = (N^k_pc − n_pc + ½ q_c)/(N^k_p − n_p + ½) (module docstring) from the neighbour counts
+    ``pair`` and ``parent`` and the child's shares ``q`` (broadcast together)."""
+    return ((np.asarray(pair, dtype=np.float64) + PSEUDO * q)
+            / (np.asarray(parent, dtype=np.float64) + PSEUDO))
+
+
 class Near(NamedTuple):
-    """An arc's neighbour counts at window k: ``pair`` (positions × child categories, flat) holds
+    """An arc's neighbour counts at a window: ``pair`` (positions × child categories, flat) holds
     N^k_pc − n_pc, ``parent`` (per position) N^k_p − n_p, ``pos`` each parent code's position,
     ``cards`` the child's categories."""
     pair: np.ndarray
     parent: np.ndarray
     pos: np.ndarray
     cards: int
-    window: int
 
     def at(self, xp, xc) -> tuple[np.ndarray, np.ndarray]:
         """(N^k_pc − n_pc, N^k_p − n_p) at parent codes ``xp`` and child codes ``xc``."""
@@ -81,8 +87,7 @@ class Near(NamedTuple):
 
     def target(self, xp, xc, q) -> np.ndarray:
         """t_{x_p}(x_c) of the module docstring, ``q`` the child's shares at ``xc``."""
-        pair, parent = self.at(xp, xc)
-        return (pair + PSEUDO * q) / (parent + PSEUDO)
+        return shrunk(*self.at(xp, xc), q)
 
 
 def _window_sums(table: np.ndarray, k: int) -> np.ndarray:
@@ -106,4 +111,4 @@ def near(pos, parent_counts, npc, xp, xc, cards_c: int, k: int) -> Near | None:
     table = np.bincount(pos[xp] * cards_c + xc, weights=npc,
                         minlength=size * cards_c).reshape(size, cards_c)
     parent = np.bincount(pos, weights=parent_counts, minlength=size)
-    return Near(_window_sums(table, k).reshape(-1), _window_sums(parent, k), pos, cards_c, k)
+    return Near(_window_sums(table, k).reshape(-1), _window_sums(parent, k), pos, cards_c)

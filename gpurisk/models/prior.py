@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpurisk.models import terms
+from gpurisk.models.neighbours import shrunk
 from gpurisk.models.terms import by_chunks
 
 #: the leave-one-out prior's pseudo-count per fitted margin (Jeffreys' prior for a Poisson mean)
@@ -30,7 +31,7 @@ def loo_prior(n: float, counts, alpha, a0: float = LOO_PSEUDO):
     child given its parent (:class:`gpurisk.models.eb_forest.Arc`: c_pc, c_p, c_c, β), whose share
     is Beta(s, S − s), s = c_pc − 1 + β q̃_c, S = c_p − 1 + β: it enters as s/S with relative
     variance (S − s)/(s (S + 1)) (q̃_c the neighbours' target where the arc has one:
-    :func:`near_target`), or a root key under its fitted gamma
+    :func:`gpurisk.models.neighbours.shrunk`), or a root key under its fitted gamma
     (:class:`gpurisk.models.root_prior.Root`: shape a, rate b), s = c − 1 + a entering as
     s/((b + 1)(n − 1)), counted. Computed on slices of CHUNK uniques (:func:`by_chunks`)."""
     from gpurisk.models.eb_forest import Arc
@@ -62,7 +63,7 @@ def loo_prior(n: float, counts, alpha, a0: float = LOO_PSEUDO):
                 if m.near_pair is None:
                     s = cpc - 1.0 + m.beta * (cc - 1.0 + a0) / n1
                 else:                           # the parent's neighbours' shares (arc_target)
-                    s = cpc - 1.0 + m.beta * near_target(cs[i], cs[i + 1], (cc - 1.0 + a0) / n1)
+                    s = cpc - 1.0 + m.beta * shrunk(cs[i], cs[i + 1], (cc - 1.0 + a0) / n1)
                     i += 2
                 big = cp - 1.0 + m.beta
                 mu *= s / big
@@ -139,7 +140,7 @@ def shared_variance(n: float, counts, slope, a0: float = LOO_PSEUDO) -> float:
         if arc.near_pair is None:
             sh = table[held] - 1.0 + arc.beta * (cc - 1.0 + a0) / n1
         else:                           # the parent's neighbours' shares (arc_target)
-            sh = table[held] - 1.0 + arc.beta * near_target(
+            sh = table[held] - 1.0 + arc.beta * shrunk(
                 arc.near_pair.counts[arc.near_pair.at(cells)],
                 arc.near_parent.counts[arc.near_parent.at(cells)], (cc - 1.0 + a0) / n1)
         big = cp - 1.0 + arc.beta
@@ -155,14 +156,6 @@ def shared_variance(n: float, counts, slope, a0: float = LOO_PSEUDO) -> float:
     else:
         parts = [one(m) for m in margins]
     return max(sum(parts), 0.0)
-
-
-def near_target(pair, parent, q):
-    """An arc's target from its parent's neighbours (:mod:`gpurisk.models.neighbours`): the
-    neighbour counts N^k_pc − n_pc and N^k_p − n_p, and the child's leave-one-out shares q̃_c."""
-    from gpurisk.models.neighbours import PSEUDO
-    return (np.asarray(pair, dtype=np.float64) + PSEUDO * q) / (np.asarray(parent, dtype=np.float64)
-                                                               + PSEUDO)
 
 
 #: :func:`shared_variance` looks the uniques' categories up this many at a time (at least)
