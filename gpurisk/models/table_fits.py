@@ -124,10 +124,11 @@ def eb_means(table, max_pairs=None, dispersion: str = "moment", profile: bool = 
     if arc_target not in ARC_TARGETS:
         raise BadInput(f"arc_target={arc_target!r} is not one of {', '.join(ARC_TARGETS)}")
 
-    def make():
+    def forest():      # the choice, the fit and α̂: shared by every root prior
         from gpurisk.models import eb_forest
         margins = sample_margins(table)[4]
         edges, alphas, _ = eb_forest.choose(margins, max_pairs, shrinkage=smoothing == "joint")
+        roots = arcs = None
         if smoothing == "rooted":
             roots, arcs = eb_forest.orient(margins, edges, arc_target)
             mu, sum_mu2 = eb_forest.rooted_means(margins, roots, arcs)
@@ -141,17 +142,23 @@ def eb_means(table, max_pairs=None, dispersion: str = "moment", profile: bool = 
             ll = loglik(f, mu)
             alpha = alpha_of(ll)
         su = np.flatnonzero(f == 1)
+        return margins, mu[su], alpha, edges, alphas, roots, arcs, su, ll
+
+    def make():
+        from gpurisk.models import eb_forest
+        margins, mu_su, alpha, edges, alphas, roots, arcs, su, ll = table.cached(base, forest)
         if smoothing == "rooted":
-            return (mu[su], alpha, edges,
+            return (mu_su, alpha, edges,
                     eb_forest.rooted_counts(margins, roots, arcs, su, root_prior), [],
                     ll, [arc[:2] if len(arc) < 4 else (*arc[:2], arc[3]) for arc in arcs])
-        return mu[su], alpha, edges, eb_forest.loo_counts(margins, edges, alphas, su), [], ll, None
-    key = f"_ll_eb_{max_pairs}_{dispersion}_{smoothing}_{root_prior}" + (
+        return mu_su, alpha, edges, eb_forest.loo_counts(margins, edges, alphas, su), [], ll, None
+    base = f"_ll_eb_{max_pairs}_{dispersion}_{smoothing}" + (
         "" if arc_target == "global" else f"_{arc_target}")
+    key = base + f"_{root_prior}"
     mu, alpha, edges, counts, alts, ll, arcs = table.cached(key, make)
     span = None
     if profile and dispersion == "truncated":     # α̂'s one-s.e. profile interval, asked apart
-        span = table.cached(key + "_profile", lambda: profile_of(ll, alpha))
+        span = table.cached(base + "_profile", lambda: profile_of(ll, alpha))
     return mu, alpha, edges, counts, alts, span, arcs
 
 
