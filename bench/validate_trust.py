@@ -186,11 +186,13 @@ LL_VARIANTS = {"two_way": {"model": "two_way", "dispersion": "none", "max_iter":
                "eb_model_cells": {"model": "eb", "dispersion": "truncated", "interval": "model",
                                   "misfit_widen": False, "alpha_spread": False},
                # each root key's categories under its fitted gamma where that is more even than
-               # Jeffreys' prior (gpurisk.models.root_prior), its shape's spread in the s.e.
+               # Jeffreys' prior (gpurisk.models.root_prior), its shape's spread in the s.e. (the
+               # default since issue 43's stop 62), and Jeffreys' ½ for every root key (before)
                "root_eb": {"root_prior": "eb"},
                "root_jeffreys": {"root_prior": "jeffreys"},
                # a numeric parent's child shares shrunk towards its neighbouring categories' where
-               # the records prefer them (gpurisk.models.neighbours), alone and with root_prior=eb
+               # the records prefer them (gpurisk.models.neighbours), with the default root prior
+               # (eb since stop 62: "near" and "near_root_eb" are now the same)
                "near": {"arc_target": "neighbours"},
                "near_root_eb": {"arc_target": "neighbours", "root_prior": "eb"},
                "truncated": {"model": "auto_cv", "dispersion": "truncated"},

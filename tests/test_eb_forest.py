@@ -190,7 +190,7 @@ def test_eb_interval_from_the_model_adds_alpha_hats_spread():
     assert lo <= x["alpha"] <= hi and x["se_alpha"] > 0
     assert x["se_shared"] > 0
     want = math.sqrt(x["se_poisson"] ** 2 + x["se_choice"] ** 2 + x["se_alpha"] ** 2
-                     + x["se_shared"] ** 2)
+                     + x["se_shared"] ** 2 + x.get("se_root", 0.0) ** 2)
     assert got.se == pytest.approx(want, rel=1e-12)
     calibrated = m.compute(table, Context(fraction=0.05, options={"loglinear_risk": {
         "interval": "calibrated"}})).extra
@@ -200,7 +200,7 @@ def test_eb_interval_from_the_model_adds_alpha_hats_spread():
     from gpurisk.models.prior import loo_prior
     from gpurisk.models.table_fits import eb_means
     from gpurisk.models.terms import unique_terms
-    *_, counts, _, span, _ = eb_means(table, None, "truncated", profile=True)
+    *_, counts, _, span, _ = eb_means(table, None, "truncated", profile=True, root_prior="eb")
     at = [unique_terms(*loo_prior(float(table.n), counts, a), 0.05, "inverse")[0].sum()
           for a in span]
     assert list(span) == [lo, hi]
@@ -209,12 +209,14 @@ def test_eb_interval_from_the_model_adds_alpha_hats_spread():
         "interval": "model", "misfit_widen": False, "alpha_spread": False}}))
     assert "misfit_T" not in plain.extra and "se_alpha" not in plain.extra
     assert plain.value == got.value and plain.se == pytest.approx(
-        math.sqrt(x["se_poisson"] ** 2 + x["se_choice"] ** 2 + x["se_shared"] ** 2), rel=1e-12)
+        math.sqrt(x["se_poisson"] ** 2 + x["se_choice"] ** 2 + x["se_shared"] ** 2
+                  + x.get("se_root", 0.0) ** 2), rel=1e-12)
     alone = m.compute(table, Context(fraction=0.05, options={"loglinear_risk": {
         "interval": "model", "misfit_widen": False, "alpha_spread": False,
         "shared_margins": False}}))
     assert "se_shared" not in alone.extra and alone.se == pytest.approx(
-        math.sqrt(x["se_poisson"] ** 2 + x["se_choice"] ** 2), rel=1e-12)
+        math.sqrt(x["se_poisson"] ** 2 + x["se_choice"] ** 2 + x.get("se_root", 0.0) ** 2),
+        rel=1e-12)
 
 
 def _strong_pair_population(seed=13, N=200_000):

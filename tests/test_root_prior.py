@@ -145,6 +145,7 @@ def test_viet_nams_ages_under_their_gamma():
         assert r.se ** 2 >= r.extra["se_root"] ** 2 + r.extra["se_alpha"] ** 2
         # the bound and the interval are the union of the gamma's and Jeffreys' prior's
         assert r.extra["upper_jeffreys"] == j.upper
+        assert r.extra["interval_jeffreys"] == [j.extra["interval_lower"], j.extra["interval_upper"]]
         assert r.upper >= j.upper and r.extra["interval_upper"] >= j.extra["interval_upper"]
         assert r.extra["interval_lower"] <= j.extra["interval_lower"]
         assert r.extra["lower"] <= j.extra["lower"]
@@ -171,3 +172,26 @@ def test_a_gamma_that_misses_the_singletons_is_not_used():
         assert (abs(k1 - e1) <= 1.96 * math.sqrt(e1)) == used
         assert R.describes_singletons(c, a, m) == used
         assert (R.fitted_prior(c) is not None) == (used and a > 0.5)
+
+
+def test_the_default_uses_the_gamma_and_says_so():
+    """root_prior=eb is the default (issue 43's stop 62): on the README's Adult example age, the
+    root, takes its fitted gamma; assess's model line names the key and its shape, the interval
+    line says the bounds are the union with Jeffreys' prior's, and root_prior=jeffreys says neither."""
+    from gpurisk.workflows.assess import interval_text, model_text
+    keys = ["age", "sex", "race", "marital-status"]
+    on = gpurisk.assess("example:adult", keys, fraction=0.01,
+                        measures=["matches_ll"]).measures["matches_ll"]
+    off = gpurisk.assess("example:adult", keys, fraction=0.01, measures=["matches_ll"],
+                         options={"matches_ll": {"root_prior": "jeffreys"}}).measures["matches_ll"]
+    assert on.extra["root_prior"] == "eb" and off.extra["root_prior"] == "jeffreys"
+    shape = float(on.extra["root_shapes"].split(": ")[1])
+    assert shape > R.JEFFREYS
+    assert (f"age's categories from a gamma fitted to its category counts (shape {shape:.3g}) "
+            "in place of Jeffreys' ½") in model_text(on.extra)
+    assert "union of the gamma's and Jeffreys' prior's" in interval_text(on.extra)
+    assert "its choice over Jeffreys' prior" in interval_text(on.extra)
+    assert "gamma" not in model_text(off.extra) and "gamma" not in interval_text(off.extra)
+    # the union: the default's bound is at least Jeffreys' prior's, which it reports
+    assert on.extra["upper_jeffreys"] == off.upper and on.upper >= off.upper
+    assert on.extra["estimate_jeffreys"] == pytest.approx(off.value, rel=1e-12)

@@ -77,8 +77,12 @@ def test_the_upper_ends_are_cornish_fisher_and_never_below_the_normal_ones():
     df = pd.read_csv(data_path("arx_genetic/fars_int.csv"), sep=";")
     sample = df.sample(frac=0.01, random_state=3)
     t = build_table(sample, ["iage", "isex", "irace"])
-    on = MatchesLL().compute(t, Context(fraction=0.01))
-    off = MatchesLL().compute(t, Context(fraction=0.01, options={"matches_ll": {"skew_bound": False}}))
+    # one prior's ends (under root_prior=eb, the default, the bounds are the union of two such,
+    # tests/test_root_prior.py)
+    one = {"root_prior": "jeffreys"}
+    on = MatchesLL().compute(t, Context(fraction=0.01, options={"matches_ll": one}))
+    off = MatchesLL().compute(t, Context(fraction=0.01, options={"matches_ll": {
+        "skew_bound": False, **one}}))
     x = on.extra
     assert on.value == off.value and on.se == off.se and "skewness" not in off.extra
     g = x["skewness"]
@@ -115,10 +119,11 @@ def test_leaving_uniques_out_of_the_skew_moves_the_bound_by_at_most_its_toleranc
     cube = []
     real = terms.inverse_cube
     monkeypatch.setattr(terms, "inverse_cube", lambda c, *a, **k: cube.append(c.shape[0]) or real(c, *a, **k))
-    part = MatchesLL().compute(t, Context(fraction=0.01)).to_dict()
+    one = Context(fraction=0.01, options={"matches_ll": {"root_prior": "jeffreys"}})  # one prior
+    part = MatchesLL().compute(t, one).to_dict()
     monkeypatch.setattr(lp, "SKEW_TOL", 0.0)
     whole = MatchesLL().compute(build_table(df.sample(frac=0.01, random_state=5), keys),
-                                Context(fraction=0.01)).to_dict()
+                                one).to_dict()
     assert part["value"] == whole["value"] and part["se"] == whole["se"]
     assert sum(cube[:-1]) < 0.5 * cube[-1]        # E[1/F³] of fewer than half the uniques
     assert whole["skewness"] > 0

@@ -51,7 +51,10 @@ Jeffreys' ½ of a root key by a gamma fitted to that key's category counts where
 even than Jeffreys' prior and describes the categories seen once (:mod:`gpurisk.models.root_prior`:
 s = c − 1 + a, the share s/((b + 1)(n − 1))); the shape's profile spread and the choice's,
 |Ê − Ê_jeffreys|/√2, enter the s.e., and the bounds and interval are the union of the gamma's and
-Jeffreys' prior's. Not the default (docs/validation.md has its study).
+Jeffreys' prior's. The default since issue 43's stop 62 (``root_prior=jeffreys`` keeps ½ for
+every root key): on 14 real populations × 3 key sets × π = 1, 5, 10 %, 200 samples a cell, Ê was
+within ±10 % of E in 99 of 126 cells against Jeffreys' 95, its bound held in 115 either way, and
+leave one population out the choice picked it in every fold (docs/validation.md).
 ``arc_target=neighbours`` (model=eb, rooted) shrinks an arc's child shares given a numeric parent
 category towards the shares of its neighbouring categories (the nearest k on each side, k chosen
 with β by the records' leave-one-out likelihood, k = 0 the global shares) instead of the child's
@@ -188,7 +191,7 @@ class LoglinearPoisson(Measure):
                                     "prior whose strength is fitted leave-one-out; joint = each "
                                     "kept pair's table shrunk towards independence (the default "
                                     "before)"),
-        "root_prior": Option(str, "jeffreys", choices=ROOT_PRIORS,
+        "root_prior": Option(str, "eb", choices=ROOT_PRIORS,
                              help="model=eb, eb_smoothing=rooted: a sample unique's category of a "
                                   "root key from the other records under jeffreys = Jeffreys' "
                                   "prior (c - 1/2 records); eb = the key's categories' sizes as a "

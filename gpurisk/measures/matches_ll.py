@@ -14,15 +14,18 @@ independence instead); ``auto_cv``
 the interactions held-out tests keep; ``independence``; ``two_way``, IPF on the support cells, which was 11-95 % low on real
 populations), with a gamma cell effect whose variance is estimated by zero-truncated likelihood over the sampled
 cells (option ``dispersion``; moments with the other models), and each sample unique's λ taken from the other records' margins with their
-uncertainty (option ``prior``; :mod:`gpurisk.measures._ll_poisson` gives the formulas). Chosen as
+uncertainty (option ``prior``; a root key's categories from a gamma fitted to their sample counts
+where it is more even than Jeffreys' prior, option ``root_prior``; :mod:`gpurisk.measures._ll_poisson`
+gives the formulas). Chosen as
 the headline on the validation of docs/validation.md: within ±10 % of E in 37-38 of 38 cells
 (median |relative bias| 2-3 %), against 0 for θ̂·n1. s.e. (option ``interval=model``, the default
 since issue 43's sixth stop): the Poisson-gamma terms' variance Σ [E(1/F²) − E(1/F)²] under the
 fitted model, α̂'s spread over its profile interval and, where Skinner & Shlomo's risk score still
 flags misfit, the criterion's bias estimate (each cell's share at most 1/e), in quadrature, nothing
 fitted (``interval=calibrated``: the Poisson s.e. times 3.25 with a 6 % relative model error,
-constants fitted on real populations); ``upper`` = Ê + z_{1−α} s.e. (at most n1), ``lower`` in the
-extras. With π = 1 (a census) Ê = n1. Needs π; n1 = 0 gives 0.
+constants fitted on real populations); ``upper`` = Ê + z_{1−α} s.e. (at most n1; with the sum's
+skewness, and where a root key's gamma is used the larger of the gamma's and Jeffreys' prior's
+bounds), ``lower`` in the extras. With π = 1 (a census) Ê = n1. Needs π; n1 = 0 gives 0.
 Skinner, C. and Shlomo, N. (2008) JASA 103, 989-1001.
 """
 from __future__ import annotations

@@ -12,13 +12,15 @@ shares given its parent's shrunk towards its own by an empirical-Bayes prior (``
 dense table work, which was 23-100 % low on real populations: it overfits sparse samples), with a
 gamma cell effect around it whose variance is estimated by zero-truncated likelihood (option
 ``dispersion``; moments with the other models), and each
-sample unique's λ taken from the other records' margins (option ``prior``; see
-:mod:`gpurisk.measures._ll_poisson`). s.e. (``interval=model``, the default since issue 43's seventh
+sample unique's λ taken from the other records' margins (option ``prior``; a root key's categories
+from a gamma fitted to their sample counts where it is more even than Jeffreys' prior, option
+``root_prior``; see :mod:`gpurisk.measures._ll_poisson`). s.e. (``interval=model``, the default since issue 43's seventh
 stop): the model's own, as matches_ll's: the Poisson-gamma terms' variance (I(F = 1) given f = 1,
 m = (1 − π) λ̂: e^{−m}(1 − e^{−m}) without dispersion), α̂'s profile spread and the covariance the
 uniques share through the margins in quadrature, no fitted factor; ``upper`` = τ̂1 + z_{1−α} s.e.
 by Cornish-Fisher from the terms' κ3 = t(1 − t)(1 − 2t) and moved up by the risk criterion's misfit
-where it points low (at most n1), ``lower`` in the extras. ``interval=calibrated``: the Poisson
+where it points low (at most n1; where a root key's gamma is used, the larger of the gamma's and
+Jeffreys' prior's), ``lower`` in the extras. ``interval=calibrated``: the Poisson
 s.e. times 1.5 with a 10 % relative model error and the model choice's spread in quadrature
 (factors fitted on real populations: :mod:`gpurisk.measures._ll_poisson`). Not applicable (with the reason) where the fit cannot be formed; needs
 π. n1 = 0 gives 0.

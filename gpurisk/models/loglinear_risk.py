@@ -272,6 +272,8 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
         if other.upper is not None:
             upper = max(upper, other.upper)
             extra["upper_jeffreys"] = other.upper
+            extra["interval_jeffreys"] = [other.extra.get("interval_lower"),
+                                          other.extra.get("interval_upper")]
             for key, pick in (("interval_upper", max), ("interval_lower", min), ("lower", min)):
                 if key in other.extra:
                     extra[key] = pick(extra[key], other.extra[key])

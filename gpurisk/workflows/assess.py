@@ -132,6 +132,11 @@ def model_text(extra: Mapping[str, Any]) -> str | None:
         margins = "main effects"
     prior = ("each sample unique's λ from the other records" if extra.get("prior") == "loo"
              else "plug-in λ̂")
+    if extra.get("root_shapes"):    # root_prior=eb where a root key's fitted gamma is used
+        shapes = [part.split(": ") for part in str(extra["root_shapes"]).split(", ")]
+        prior += ("; " + ", ".join(f"{k}'s categories from a gamma fitted to its category counts "
+                                   f"(shape {a})" for k, a in shapes)
+                  + " in place of Jeffreys' ½")
     return f"log-linear, {margins}; {prior}"
 
 
@@ -147,10 +152,14 @@ def interval_text(extra: Mapping[str, Any]) -> str | None:
             parts.append("the model choice's spread")
         if extra.get("se_shared"):
             parts.append("the covariance the uniques share through the margins")
+        if extra.get("se_root"):
+            parts.append("the root gamma's shape and its choice over Jeffreys' prior")
         text = ", ".join(parts) + ", no fitted factor"
         if extra.get("skewness"):
             text += (f"; the upper ends for the sum's skewness {extra['skewness']:.2g} "
                      "(Cornish-Fisher)")
+        if extra.get("upper_jeffreys") is not None:
+            text += "; the bound and the interval the union of the gamma's and Jeffreys' prior's"
         if extra.get("misfit_bias") is not None:
             bias = float(extra["misfit_bias"])
             text += (f"; its {'upper' if bias < 0 else 'lower'} end moved by the risk score's "
