@@ -91,6 +91,32 @@ def test_the_posterior_share_is_the_gamma_poissons(monkeypatch):
     np.testing.assert_allclose(rv, want_rv, rtol=1e-14)
 
 
+def test_a_root_moved_to_its_shapes_ends_is_the_prior_rebuilt_there():
+    """root_moved (the shape's profile ends, from the fitted prior) against loo_prior rebuilt with
+    the root's gamma replaced, over more uniques than one slice (by_chunks), with an arc beside it
+    and the counts gathered by AtRows."""
+    from gpurisk.models.eb_forest import Arc
+    from gpurisk.models.forest import AtRows
+    from gpurisk.models.prior import loo_prior, root_moved
+    from gpurisk.models.root_prior import Root
+    rng = np.random.default_rng(11)
+    size = 150_000
+    cats = rng.integers(0, 40, size)
+    ones = np.bincount(cats, minlength=40).astype(float) + 1.0
+    rows = np.arange(size)
+    root = Root(AtRows(ones, lambda r: cats[r], rows), 1.3, 0.02, ((0.9, 0.015), (1.9, 0.03)), 0)
+    child = rng.integers(1, 50, size).astype(float)
+    arc = Arc(child, child + rng.integers(0, 30, size), child + rng.integers(0, 90, size), 4.0)
+    n = 2_000_000.0
+    fitted = loo_prior(n, [root, arc], 0.07)
+    for a, b in root.ends:
+        got = root_moved(fitted, root, a, b)
+        want = loo_prior(n, [root._replace(shape=a, rate=b), arc], 0.07)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-13)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
+        assert not np.allclose(got[0], fitted[0], rtol=1e-3)      # the end does move the prior
+
+
 def test_the_shared_variance_reads_the_gammas_share():
     """Σ over the root's categories of 1/s_g [(Σ_g d)² − Σ_g d²], s_g = c_g − 1 + a, by hand."""
     from gpurisk.models.forest import AtRows

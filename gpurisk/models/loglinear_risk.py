@@ -19,7 +19,7 @@ import numpy as np
 from gpurisk.errors import BadInput
 from gpurisk.measures._util import z_upper
 from gpurisk.models.loglinear import check_cells, sample_levels
-from gpurisk.models.prior import loo_prior, shared_variance
+from gpurisk.models.prior import loo_prior, root_moved, shared_variance
 from gpurisk.models.root_prior import Root
 from gpurisk.models.table_fits import (auto_cv_means, eb_means, forest_misfit, risk_means, risk_z,
                                        sample_unique_means)
@@ -92,6 +92,8 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
                 smoothing=smoothing, root_prior=root_prior, arc_target=arc_target)
             model_key = (f"eb_{opt('max_interactions')}_{dispersion}_{smoothing}_{root_prior}"
                          + ("" if arc_target == "global" else f"_{arc_target}"))
+            # the same model with Jeffreys' prior for every root key (the union's other estimate)
+            jeffreys_key = model_key.replace(f"_{smoothing}_{root_prior}", f"_{smoothing}_jeffreys")
             extra["interaction"] = _pairs_text(table, pair)
             extra["smoothing"] = smoothing
             if arcs:      # parent → child, as the rooted form conditions them (and the window)
@@ -181,20 +183,25 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
             # the root keys' fitted gammas: each shape's own uncertainty, as α̂'s, the
             # estimate's spread over the shape's profile interval (the others held) ...
             fitted = alpha if dispersion != "none" else 0.0
+            at_fitted = table.cached(f"_ll_loo_{model_key}_0_{fitted!r}",
+                                     lambda: loo_prior(n, counts, fitted))
             parts = []
             for i, m in roots:
-                at = [float(unique_terms(*loo_prior(n, [*counts[:i], m._replace(shape=a, rate=b),
-                                                        *counts[i + 1:]], fitted),
-                                         pi, kind, False, False)[0].sum())
+                at = [float(unique_terms(*table.cached(
+                          f"_ll_loo_{model_key}_root{i}_{a!r}_{b!r}_{fitted!r}",
+                          lambda a=a, b=b, m=m: root_moved(at_fitted, m, a, b)),
+                          pi, kind, False, False)[0].sum())
                       for a, b in m.ends]
                 parts.append(abs(at[1] - at[0]) / 2.0)
             # and the choice of the gamma over Jeffreys' prior, a coin flip between the two: the
-            # root mean square distance to them, |Ê − Ê_jeffreys|/√2
+            # root mean square distance to them, |Ê − Ê_jeffreys|/√2 (the prior is the union's
+            # Jeffreys' estimate's, below: computed once)
             plain = list(counts)
             for i, m in roots:
                 plain[i] = (m.counts, 1, True)
-            jeffreys = float(unique_terms(*loo_prior(n, plain, fitted), pi, kind, False,
-                                          False)[0].sum())
+            jeffreys = float(unique_terms(*table.cached(
+                f"_ll_loo_{jeffreys_key}_0_{fitted!r}", lambda: loo_prior(n, plain, fitted)),
+                pi, kind, False, False)[0].sum())
             parts.append(abs(value - jeffreys) / math.sqrt(2.0))
             extra["root_shapes"] = ", ".join(f"{table.keys[m.key]}: {m.shape:.3g}"
                                              for _, m in roots)

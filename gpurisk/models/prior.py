@@ -86,6 +86,21 @@ def loo_prior(n: float, counts, alpha, a0: float = LOO_PSEUDO):
     return by_chunks(part, 2, *arrays)
 
 
+def root_moved(prior, root, shape: float, rate: float):
+    """:func:`loo_prior`'s (μ̃, α̃) with one root key's gamma (a :class:`gpurisk.models.root_prior.Root`
+    of ``prior``'s counts) at another (``shape``, ``rate``): its factor s/((b + 1)(n − 1)), s = c − 1
+    + a, and its 1 + 1/s taken out and put back at the new gamma, the other factors as they are
+    (the shape's profile ends; equal to rebuilding the prior up to rounding)."""
+    a0, b0 = float(root.shape), float(root.rate)
+
+    def part(mu, alpha, c):
+        c = np.asarray(c, dtype=np.float64) - 1.0
+        s0, s1 = c + a0, c + shape
+        return (mu * (s1 / s0) * ((b0 + 1.0) / (rate + 1.0)),
+                (1.0 + alpha) * ((1.0 + 1.0 / s1) / (1.0 + 1.0 / s0)) - 1.0)
+    return by_chunks(part, 2, prior[0], prior[1], root.counts)
+
+
 def shared_variance(n: float, counts, slope, a0: float = LOO_PSEUDO) -> float:
     """The covariance the sample uniques' terms share through the fitted margins: uniques in one
     category of a margin share its unknown share, whose relative variance the leave-one-out prior
