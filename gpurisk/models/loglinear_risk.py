@@ -23,7 +23,8 @@ from gpurisk.models.prior import loo_prior, root_moved, shared_variance
 from gpurisk.models.root_prior import Root
 from gpurisk.models.table_fits import (auto_cv_means, eb_means, forest_misfit, risk_means, risk_z,
                                        sample_unique_means)
-from gpurisk.models.terms import SKEW_TOL, skew_uniques, third_cumulants, unique_terms
+from gpurisk.models.terms import (SKEW_TOL, nb_terms, skew_uniques, third_cumulants,
+                                  unique_terms)
 
 #: how the cells may vary around the model (option ``dispersion``)
 DISPERSIONS = ("auto", "moment", "truncated", "none")
@@ -186,12 +187,12 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
             at_fitted = table.cached(f"_ll_loo_{model_key}_0_{fitted!r}",
                                      lambda: loo_prior(n, counts, fitted))
             parts = []
+
+            def value_terms(mu_end, alpha_end):     # unique_terms' values, slice by slice
+                return nb_terms((1.0 - pi) * mu_end / pi, alpha_end, pi, kind, False,
+                                variance=False)[:1]
             for i, m in roots:
-                at = [float(unique_terms(*table.cached(
-                          f"_ll_loo_{model_key}_root{i}_{a!r}_{b!r}_{fitted!r}",
-                          lambda a=a, b=b, m=m: root_moved(at_fitted, m, a, b)),
-                          pi, kind, False, False)[0].sum())
-                      for a, b in m.ends]
+                at = [float(root_moved(at_fitted, m, a, b, value_terms).sum()) for a, b in m.ends]
                 parts.append(abs(at[1] - at[0]) / 2.0)
             # and the choice of the gamma over Jeffreys' prior, a coin flip between the two: the
             # root mean square distance to them, |Ê − Ê_jeffreys|/√2 (the prior is the union's
