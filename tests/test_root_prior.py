@@ -224,3 +224,10 @@ def test_the_default_uses_the_gamma_and_says_so():
     # the union: the default's bound is at least Jeffreys' prior's, which it reports
     assert on.extra["upper_jeffreys"] == off.upper and on.upper >= off.upper
     assert on.extra["estimate_jeffreys"] == pytest.approx(off.value, rel=1e-12)
+    # the shape's ends are summed for both measures in one pass and kept on the table: τ̂1 after Ê
+    # is τ̂1 alone, bit for bit
+    both = gpurisk.assess("example:adult", keys, fraction=0.01, measures=["matches_ll", "tau1_ll"])
+    alone = gpurisk.assess("example:adult", keys, fraction=0.01, measures=["tau1_ll"])
+    assert both.measures["tau1_ll"].to_dict() == alone.measures["tau1_ll"].to_dict()
+    assert both.measures["matches_ll"].to_dict() == on.to_dict()
+    assert alone.measures["tau1_ll"].extra["se_root"] > 0

@@ -46,6 +46,10 @@ class Estimate(NamedTuple):
         return cls(None, None, None, extra, reason)
 
 
+#: the two estimates: τ̂1's terms and Ê's
+KINDS = ("tau1", "inverse")
+
+
 def estimate(table, pi: float, kind: str, opt: Callable, level: float,
              name: str = "loglinear_risk") -> Estimate:
     """τ̂1 (``kind="tau1"``) or Ê (``"inverse"``) of ``table`` at sampling fraction ``pi``, its
@@ -188,11 +192,18 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
                                      lambda: loo_prior(n, counts, fitted))
             parts = []
 
-            def value_terms(mu_end, alpha_end):     # unique_terms' values, slice by slice
-                return nb_terms((1.0 - pi) * mu_end / pi, alpha_end, pi, kind, False,
-                                variance=False)[:1]
+            def value_terms(mu_end, alpha_end):     # unique_terms' values, slice by slice, of
+                lam_m = (1.0 - pi) * mu_end / pi    # both measures (one pass serves τ̂1's too)
+                return tuple(nb_terms(lam_m, alpha_end, pi, k, False, variance=False)[0]
+                             for k in KINDS)
+
+            def end_sums(m, a, b):
+                return {k: float(t.sum()) for k, t in
+                        zip(KINDS, root_moved(at_fitted, m, a, b, value_terms, len(KINDS)))}
             for i, m in roots:
-                at = [float(root_moved(at_fitted, m, a, b, value_terms).sum()) for a, b in m.ends]
+                at = [table.cached(f"_ll_root_end_{model_key}_{i}_{a!r}_{b!r}_{fitted!r}",
+                                   lambda m=m, a=a, b=b: end_sums(m, a, b))[kind]
+                      for a, b in m.ends]
                 parts.append(abs(at[1] - at[0]) / 2.0)
             # and the choice of the gamma over Jeffreys' prior, a coin flip between the two: the
             # root mean square distance to them, |Ê − Ê_jeffreys|/√2 (the prior is the union's
