@@ -221,6 +221,10 @@ def test_the_default_uses_the_gamma_and_says_so():
     assert "union of the gamma's and Jeffreys' prior's" in interval_text(on.extra)
     assert "its choice over Jeffreys' prior" in interval_text(on.extra)
     assert "gamma" not in model_text(off.extra) and "gamma" not in interval_text(off.extra)
+    # a key's name is written whole, whatever it holds
+    odd = model_text({"model": "eb", "prior": "loo", "root_gammas": [["place, born: yes", 1.234]]})
+    assert "place, born: yes's categories from a gamma fitted to its category counts (shape 1.23)" \
+        in odd
     # the union: the default's bound is at least Jeffreys' prior's, which it reports
     assert on.extra["upper_jeffreys"] == off.upper and on.upper >= off.upper
     assert on.extra["estimate_jeffreys"] == pytest.approx(off.value, rel=1e-12)

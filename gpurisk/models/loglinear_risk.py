@@ -95,10 +95,10 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
                 table, opt("max_interactions"), dispersion,
                 profile=interval == "model" and bool(opt("alpha_spread")),
                 smoothing=smoothing, root_prior=root_prior, arc_target=arc_target)
-            model_key = (f"eb_{opt('max_interactions')}_{dispersion}_{smoothing}_{root_prior}"
-                         + ("" if arc_target == "global" else f"_{arc_target}"))
-            # the same model with Jeffreys' prior for every root key (the union's other estimate)
-            jeffreys_key = model_key.replace(f"_{smoothing}_{root_prior}", f"_{smoothing}_jeffreys")
+            def key_of(rp):      # the same model with Jeffreys' prior: the union's other estimate
+                return (f"eb_{opt('max_interactions')}_{dispersion}_{smoothing}_{rp}"
+                        + ("" if arc_target == "global" else f"_{arc_target}"))
+            model_key, jeffreys_key = key_of(root_prior), key_of("jeffreys")
             extra["interaction"] = _pairs_text(table, pair)
             extra["smoothing"] = smoothing
             if arcs:      # parent → child, as the rooted form conditions them (and the window)
@@ -217,6 +217,7 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
             parts.append(abs(value - jeffreys) / math.sqrt(2.0))
             extra["root_shapes"] = ", ".join(f"{table.keys[m.key]}: {m.shape:.3g}"
                                              for _, m in roots)
+            extra["root_gammas"] = [[table.keys[m.key], m.shape] for _, m in roots]
             extra["estimate_jeffreys"] = jeffreys
             extra["se_root"] = math.sqrt(sum(p * p for p in parts))
         t_misfit = extra.get("misfit_T")

@@ -132,10 +132,9 @@ def model_text(extra: Mapping[str, Any]) -> str | None:
         margins = "main effects"
     prior = ("each sample unique's λ from the other records" if extra.get("prior") == "loo"
              else "plug-in λ̂")
-    if extra.get("root_shapes"):    # root_prior=eb where a root key's fitted gamma is used
-        shapes = [part.split(": ") for part in str(extra["root_shapes"]).split(", ")]
+    if extra.get("root_gammas"):    # root_prior=eb where a root key's fitted gamma is used
         prior += ("; " + ", ".join(f"{k}'s categories from a gamma fitted to its category counts "
-                                   f"(shape {a})" for k, a in shapes)
+                                   f"(shape {float(a):.3g})" for k, a in extra["root_gammas"])
                   + " in place of Jeffreys' ½")
     return f"log-linear, {margins}; {prior}"
 
