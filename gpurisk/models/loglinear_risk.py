@@ -95,10 +95,8 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
                 table, opt("max_interactions"), dispersion,
                 profile=interval == "model" and bool(opt("alpha_spread")),
                 smoothing=smoothing, root_prior=root_prior, arc_target=arc_target)
-            def key_of(rp):      # the same model with Jeffreys' prior: the union's other estimate
-                return (f"eb_{opt('max_interactions')}_{dispersion}_{smoothing}_{rp}"
-                        + ("" if arc_target == "global" else f"_{arc_target}"))
-            model_key, jeffreys_key = key_of(root_prior), key_of("jeffreys")
+            model_key = (f"eb_{opt('max_interactions')}_{dispersion}_{smoothing}_{root_prior}"
+                         + ("" if arc_target == "global" else f"_{arc_target}"))
             extra["interaction"] = _pairs_text(table, pair)
             extra["smoothing"] = smoothing
             if arcs:      # parent → child, as the rooted form conditions them (and the window)
@@ -174,6 +172,7 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
                                  - value) ** 2 for i, (w, *alt) in enumerate(alts)))
               if alts and bool(opt("choice_spread")) else 0.0)
     k, c = float(opt("se_factor")), float(opt("model_error"))
+    other = None      # the estimate under Jeffreys' prior, where a root key's gamma is used
     if exact:         # interval=model: the model's own variance, no fitted factor
         k, c = 1.0, 0.0
         if span is not None:     # model=eb: α̂'s profile interval was asked for
@@ -206,19 +205,17 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
                       for a, b in m.ends]
                 parts.append(abs(at[1] - at[0]) / 2.0)
             # and the choice of the gamma over Jeffreys' prior, a coin flip between the two: the
-            # root mean square distance to them, |Ê − Ê_jeffreys|/√2 (the prior is the union's
-            # Jeffreys' estimate's, below: computed once)
-            plain = list(counts)
-            for i, m in roots:
-                plain[i] = (m.counts, 1, True)
-            jeffreys = float(unique_terms(*table.cached(
-                f"_ll_loo_{jeffreys_key}_0_{fitted!r}", lambda: loo_prior(n, plain, fitted)),
-                pi, kind, False, False)[0].sum())
-            parts.append(abs(value - jeffreys) / math.sqrt(2.0))
+            # root mean square distance to them, |Ê − Ê_jeffreys|/√2. Ê_jeffreys is the whole
+            # estimate under Jeffreys' prior, whose bounds the union below reads (its value is
+            # the same sum of the same terms a value-only pass would give)
+            other = estimate(table, pi, kind, lambda key: "jeffreys" if key == "root_prior" else
+                             opt(key), level, name)
+            if other.value is not None:
+                extra["estimate_jeffreys"] = float(other.value)
+                parts.append(abs(value - float(other.value)) / math.sqrt(2.0))
             extra["root_shapes"] = ", ".join(f"{table.keys[m.key]}: {m.shape:.3g}"
                                              for _, m in roots)
             extra["root_gammas"] = [[table.keys[m.key], m.shape] for _, m in roots]
-            extra["estimate_jeffreys"] = jeffreys
             extra["se_root"] = math.sqrt(sum(p * p for p in parts))
         t_misfit = extra.get("misfit_T")
         if t_misfit is not None and abs(t_misfit) > risk_z() and \
@@ -283,12 +280,10 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
         extra["note"] = (f"IPF stopped after {fit.iterations} cycles with a margin "
                          f"discrepancy of {fit.discrepancy:.3g} records (tol {fit.tol:g})")
     upper = min(up(z), float(n1))
-    if "estimate_jeffreys" in extra:
+    if other is not None:
         # a root key's fitted gamma was chosen by a test that can go either way: the bounds and
         # the interval are the union of the gamma's and Jeffreys' prior's (each its own whole
         # interval), so they hold where either prior does
-        other = estimate(table, pi, kind, lambda key: "jeffreys" if key == "root_prior" else
-                         opt(key), level, name)
         if other.upper is not None:
             upper = max(upper, other.upper)
             extra["upper_jeffreys"] = other.upper
