@@ -193,11 +193,11 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
 
             def value_terms(mu_end, alpha_end):     # unique_terms' values, slice by slice, of
                 lam_m = (1.0 - pi) * mu_end / pi    # both measures (one pass serves τ̂1's too)
-                return tuple(nb_terms(lam_m, alpha_end, pi, k, False, variance=False)[0]
-                             for k in KINDS)
+                return tuple(nb_terms(lam_m, alpha_end, pi, which, False, variance=False)[0]
+                             for which in KINDS)
 
             def end_sums(m, a, b):
-                return {k: float(t.sum()) for k, t in
+                return {which: float(t.sum()) for which, t in
                         zip(KINDS, root_moved(at_fitted, m, a, b, value_terms, len(KINDS)))}
             for i, m in roots:
                 at = [table.cached(f"_ll_root_end_{model_key}_{i}_{a!r}_{b!r}_{fitted!r}",
