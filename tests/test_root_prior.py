@@ -116,7 +116,7 @@ def test_a_root_moved_to_its_shapes_ends_is_the_prior_rebuilt_there():
         np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
         assert not np.allclose(got[0], fitted[0], rtol=1e-3)      # the end does move the prior
         # a function of the moved prior, applied slice by slice, as on the whole arrays
-        then = root_moved(fitted, root, a, b, lambda m, al: (np.log(m) * al,))
+        then, = root_moved(fitted, root, a, b, lambda m, al: (np.log(m) * al,), 1)
         np.testing.assert_array_equal(then, np.log(got[0]) * got[1])
 
 

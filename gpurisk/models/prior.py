@@ -86,14 +86,13 @@ def loo_prior(n: float, counts, alpha, a0: float = LOO_PSEUDO):
     return by_chunks(part, 2, *arrays)
 
 
-def root_moved(prior, root, shape: float, rate: float, then=None, n_then: int = 1):
+def root_moved(prior, root, shape: float, rate: float, then=None, n_then: int = 2) -> tuple:
     """:func:`loo_prior`'s (μ̃, α̃) with one root key's gamma (a :class:`gpurisk.models.root_prior.Root`
     of ``prior``'s counts) at another (``shape``, ``rate``): its factor s/((b + 1)(n − 1)), s = c − 1
     + a, and its 1 + 1/s taken out and put back at the new gamma, the other factors as they are
     (the shape's profile ends; equal to rebuilding the prior up to rounding). ``then``: a function
     of (μ̃, α̃) returning a tuple of ``n_then`` arrays, applied slice by slice (the terms at that
-    prior), whose arrays are returned in place of the prior (the one array where ``n_then`` is 1):
-    no per-unique prior is kept."""
+    prior), whose arrays are returned in place of the prior: no per-unique prior is kept."""
     a0, b0 = float(root.shape), float(root.rate)
 
     def part(mu, alpha, c):
@@ -102,10 +101,7 @@ def root_moved(prior, root, shape: float, rate: float, then=None, n_then: int = 
         moved = (mu * (s1 / s0) * ((b0 + 1.0) / (rate + 1.0)),
                  (1.0 + alpha) * ((1.0 + 1.0 / s1) / (1.0 + 1.0 / s0)) - 1.0)
         return moved if then is None else then(*moved)
-    if then is None:
-        return by_chunks(part, 2, prior[0], prior[1], root.counts)
-    out = by_chunks(part, n_then, prior[0], prior[1], root.counts)
-    return out[0] if n_then == 1 else out
+    return by_chunks(part, n_then, prior[0], prior[1], root.counts)
 
 
 def shared_variance(n: float, counts, slope, a0: float = LOO_PSEUDO) -> float:
