@@ -390,12 +390,12 @@ def test_item4_assess_names_the_two_sided_interval_and_the_one_sided_bound():
 
         def end(z):
             return m["value"] + m["se"] * max(z, z + (z * z - 1) * g / 6)
-        # where a root key's gamma is used (root_prior=eb, here age's) the bound and the interval's
-        # upper end are the union with Jeffreys' prior's
+        # where a root key's gamma is used (root_prior=eb, here age's) the upper ends are taken
+        # from the larger of the gamma's and Jeffreys' prior's estimates
         assert m["root_shapes"].startswith("age: ")
-        assert m["upper"] == pytest.approx(min(max(end(z1), m["upper_jeffreys"]),
-                                               doc["freq_of_freq"]["1"]))
-        assert m["interval_upper"] == pytest.approx(max(end(z2), m["interval_jeffreys"][1]))
+        above = max(m["estimate_jeffreys"] - m["value"], 0.0)
+        assert m["upper"] == pytest.approx(min(end(z1) + above, doc["freq_of_freq"]["1"]))
+        assert m["interval_upper"] == pytest.approx(end(z2) + above)
         text = " ".join(run_cli(*args, "--alpha", alpha).stdout.split())
         assert (f"two-sided {words} interval {m['interval_lower']:.3g} to {m['interval_upper']:.3g}; "
                 f"one-sided {words} upper bound {m['upper']:.4g} (matches_ll)") in text

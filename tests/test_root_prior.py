@@ -120,6 +120,36 @@ def test_a_root_moved_to_its_shapes_ends_is_the_prior_rebuilt_there():
         np.testing.assert_array_equal(then, np.log(got[0]) * got[1])
 
 
+def test_roots_moved_to_jeffreys_is_the_prior_root_prior_jeffreys_builds():
+    """roots_moved with every root at shape ½ and rate 0 (the estimate_jeffreys of the choice's
+    s.e. and of the bounds) against loo_prior built with those keys as plain counted margins
+    (Jeffreys' c − 1 + ½), two roots at once beside a third margin, over several slices."""
+    from gpurisk.models.forest import AtRows
+    from gpurisk.models.prior import loo_prior, roots_moved
+    from gpurisk.models.root_prior import Root
+    rng = np.random.default_rng(12)
+    size = 140_000
+    rows = np.arange(size)
+    cats = [rng.integers(0, k, size) for k in (30, 7)]
+    tables = [np.bincount(c, minlength=k).astype(float) + 1.0 for c, k in zip(cats, (30, 7))]
+    roots = [Root(AtRows(t, lambda r, c=c: c[r], rows), a, b, (), i)
+             for i, (t, c, a, b) in enumerate(zip(tables, cats, (2.5, 40.0), (0.01, 0.3)))]
+    other = rng.integers(1, 400, size).astype(float)
+    n = 1_000_000.0
+    fitted = loo_prior(n, [roots[0], other, roots[1]], 0.05)
+    got = roots_moved(fitted, [(r, 0.5, 0.0) for r in roots])
+    plain = [np.asarray(r.counts, dtype=np.float64) for r in roots]
+    want = loo_prior(n, [plain[0], other, plain[1]], 0.05)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-13)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
+    assert not np.allclose(got[0], fitted[0], rtol=1e-2)
+    # one root moved alone is root_moved's, bit for bit
+    from gpurisk.models.prior import root_moved
+    one = roots_moved(fitted, [(roots[1], 3.0, 0.2)])
+    for a, b in zip(one, root_moved(fitted, roots[1], 3.0, 0.2)):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_the_shared_variance_reads_the_gammas_share():
     """Σ over the root's categories of 1/s_g [(Σ_g d)² − Σ_g d²], s_g = c_g − 1 + a, by hand."""
     from gpurisk.models.forest import AtRows
@@ -148,10 +178,11 @@ def test_viet_nams_ages_under_their_gamma():
     cell = pop.groupby(keys)[keys[0]].transform("size")
     rng = np.random.default_rng(12)
     got = {"jeffreys": [], "eb": []}
-    truth = []
+    truth, samples = [], []
     for _ in range(12):
         flag = rng.random(len(pop)) < 0.05
         s = pop[flag]
+        samples.append(s)
         f = s.groupby(keys)[keys[0]].transform("size")
         truth.append(float((1.0 / cell[flag][f.to_numpy() == 1]).sum()))
         for rp in got:
@@ -163,21 +194,35 @@ def test_viet_nams_ages_under_their_gamma():
                 assert "se_root" not in r.extra
     # the ages' gamma, where age is the root and the gamma describes its rare categories (8 of the
     # 12 samples; sex and married have two categories)
-    fitted = [(r, j) for r, j in zip(got["eb"], got["jeffreys"]) if "se_root" in r.extra]
+    fitted = [(r, j, s) for r, j, s in zip(got["eb"], got["jeffreys"], samples)
+              if "se_root" in r.extra]
     assert len(fitted) >= 6
-    for r, j in fitted:
+    for r, j, s in fitted:
         assert r.extra["root_shapes"].startswith("age: ")
         # the choice of the gamma over Jeffreys' prior is in the s.e.: the estimate under
         # Jeffreys' prior is the default's, and |Ê − Ê_jeffreys|/√2 is a part of se_root
         assert r.extra["estimate_jeffreys"] == pytest.approx(j.value, rel=1e-12)
         assert r.extra["se_root"] >= abs(r.value - j.value) / math.sqrt(2.0) > 0
         assert r.se ** 2 >= r.extra["se_root"] ** 2 + r.extra["se_alpha"] ** 2
-        # the bound and the interval are the union of the gamma's and Jeffreys' prior's
-        assert r.extra["upper_jeffreys"] == j.upper
-        assert r.extra["interval_jeffreys"] == [j.extra["interval_lower"], j.extra["interval_upper"]]
-        assert r.upper >= j.upper and r.extra["interval_upper"] >= j.extra["interval_upper"]
-        assert r.extra["interval_lower"] <= j.extra["interval_lower"]
-        assert r.extra["lower"] <= j.extra["lower"]
+        # the upper ends are the gamma's, taken from the larger of the two estimates, the lower
+        # ends from the smaller: the same run with skew_bound off gives them by hand
+        flat = gpurisk.assess(s, keys, fraction=0.05, measures=["matches_ll"], options={
+            "matches_ll": {"skew_bound": False}}).measures["matches_ll"]
+        assert (flat.value, flat.se) == (r.value, r.se)
+        # (less the misfit's shift where the criterion signals one: its bias estimate B̂ moves
+        # the upper ends up by −B̂ < 0, the lower down by B̂ > 0)
+        bias = r.extra.get("misfit_bias", 0.0)
+        hi = max(r.value, j.value) + max(-bias, 0.0)
+        lo = min(r.value, j.value) - max(bias, 0.0)
+        n1 = r.extra["n1"]
+        assert flat.upper == pytest.approx(min(hi + 2.3263478740408408 * r.se, n1), rel=1e-12)
+        assert flat.extra["interval_upper"] == pytest.approx(
+            min(hi + 2.5758293035489004 * r.se, n1), rel=1e-12)
+        assert r.extra["interval_lower"] == pytest.approx(
+            max(lo - 2.5758293035489004 * r.se, 0.0), rel=1e-12, abs=1e-12)
+        assert r.extra["lower"] == pytest.approx(max(lo - 2.3263478740408408 * r.se, 0.0),
+                                                 rel=1e-12, abs=1e-12)
+        assert r.upper >= flat.upper
     e = np.mean(truth)
     jef = np.mean([r.value for r in got["jeffreys"]])
     eb = np.mean([r.value for r in got["eb"]])
@@ -206,7 +251,7 @@ def test_a_gamma_that_misses_the_singletons_is_not_used():
 def test_the_default_uses_the_gamma_and_says_so():
     """root_prior=eb is the default (issue 43's stop 62): on the README's Adult example age, the
     root, takes its fitted gamma; assess's model line names the key and its shape, the interval
-    line says the bounds are the union with Jeffreys' prior's, and root_prior=jeffreys says neither."""
+    line says the bounds are taken from both priors' estimates, and root_prior=jeffreys says neither."""
     from gpurisk.workflows.assess import interval_text, model_text
     keys = ["age", "sex", "race", "marital-status"]
     on = gpurisk.assess("example:adult", keys, fraction=0.01,
@@ -218,16 +263,18 @@ def test_the_default_uses_the_gamma_and_says_so():
     assert shape > R.JEFFREYS
     assert (f"age's categories from a gamma fitted to its category counts (shape {shape:.3g}) "
             "in place of Jeffreys' ½") in model_text(on.extra)
-    assert "union of the gamma's and Jeffreys' prior's" in interval_text(on.extra)
+    assert ("the upper ends from the larger of the gamma's and Jeffreys' prior's estimates, the "
+            "lower from the smaller") in interval_text(on.extra)
     assert "its choice over Jeffreys' prior" in interval_text(on.extra)
     assert "gamma" not in model_text(off.extra) and "gamma" not in interval_text(off.extra)
     # a key's name is written whole, whatever it holds
     odd = model_text({"model": "eb", "prior": "loo", "root_gammas": [["place, born: yes", 1.234]]})
     assert "place, born: yes's categories from a gamma fitted to its category counts (shape 1.23)" \
         in odd
-    # the union: the default's bound is at least Jeffreys' prior's, which it reports
-    assert on.extra["upper_jeffreys"] == off.upper and on.upper >= off.upper
+    # the estimate under Jeffreys' prior, from the fitted prior with age's gamma moved to ½, is
+    # root_prior=jeffreys' own
     assert on.extra["estimate_jeffreys"] == pytest.approx(off.value, rel=1e-12)
+    assert on.upper - max(on.value, off.value) > 0
     # the shape's ends are summed for both measures in one pass and kept on the table: τ̂1 after Ê
     # is τ̂1 alone, bit for bit
     both = gpurisk.assess("example:adult", keys, fraction=0.01, measures=["matches_ll", "tau1_ll"])

@@ -77,8 +77,8 @@ def test_the_upper_ends_are_cornish_fisher_and_never_below_the_normal_ones():
     df = pd.read_csv(data_path("arx_genetic/fars_int.csv"), sep=";")
     sample = df.sample(frac=0.01, random_state=3)
     t = build_table(sample, ["iage", "isex", "irace"])
-    # one prior's ends (under root_prior=eb, the default, the bounds are the union of two such,
-    # tests/test_root_prior.py)
+    # one prior's ends (under root_prior=eb, the default, the ends are taken from the larger of
+    # two estimates, tests/test_root_prior.py)
     one = {"root_prior": "jeffreys"}
     on = MatchesLL().compute(t, Context(fraction=0.01, options={"matches_ll": one}))
     off = MatchesLL().compute(t, Context(fraction=0.01, options={"matches_ll": {

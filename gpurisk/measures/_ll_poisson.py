@@ -50,8 +50,8 @@ is used (its margins are not in closed form). ``root_prior=eb`` (model=eb, roote
 Jeffreys' ½ of a root key by a gamma fitted to that key's category counts where the gamma is more
 even than Jeffreys' prior and describes the categories seen once (:mod:`gpurisk.models.root_prior`:
 s = c − 1 + a, the share s/((b + 1)(n − 1))); the shape's profile spread and the choice's,
-|Ê − Ê_jeffreys|/√2, enter the s.e., and the bounds and interval are the union of the gamma's and
-Jeffreys' prior's. The default since issue 43's stop 62 (``root_prior=jeffreys`` keeps ½ for
+|Ê − Ê_jeffreys|/√2, enter the s.e., and the upper ends are taken from the larger of the two
+priors' estimates, the lower ends from the smaller. The default since issue 43's stop 62 (``root_prior=jeffreys`` keeps ½ for
 every root key): on 14 real populations × 3 key sets × π = 1, 5, 10 %, 200 samples a cell, Ê was
 within ±10 % of E in 99 of 126 cells against Jeffreys' 95, its bound held in 115 either way, and
 leave one population out the choice picked it in every fold (docs/validation.md).
@@ -198,8 +198,8 @@ class LoglinearPoisson(Measure):
                                   "gamma fitted to their sample counts (zero-truncated negative "
                                   "binomial), where its shape is above Jeffreys' 1/2 and it "
                                   "describes the categories seen once, the shape's uncertainty "
-                                  "and the choice's added to the s.e., the bounds the union of "
-                                  "the gamma's and Jeffreys'"),
+                                  "and the choice's added to the s.e., the upper ends taken "
+                                  "from the larger of the gamma's and Jeffreys' estimates"),
         "arc_target": Option(str, "global", choices=ARC_TARGETS,
                              help="model=eb, eb_smoothing=rooted: a child key's shares given its "
                                   "parent's category shrunk towards global = the child's overall "

@@ -19,8 +19,8 @@ import numpy as np
 from gpurisk.errors import BadInput
 from gpurisk.measures._util import z_upper
 from gpurisk.models.loglinear import check_cells, sample_levels
-from gpurisk.models.prior import loo_prior, root_moved, shared_variance
-from gpurisk.models.root_prior import Root
+from gpurisk.models.prior import loo_prior, root_moved, roots_moved, shared_variance
+from gpurisk.models.root_prior import JEFFREYS, Root
 from gpurisk.models.table_fits import (auto_cv_means, eb_means, forest_misfit, risk_means, risk_z,
                                        sample_unique_means)
 from gpurisk.models.terms import (SKEW_TOL, nb_terms, skew_uniques, third_cumulants,
@@ -172,7 +172,7 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
                                  - value) ** 2 for i, (w, *alt) in enumerate(alts)))
               if alts and bool(opt("choice_spread")) else 0.0)
     k, c = float(opt("se_factor")), float(opt("model_error"))
-    other = None      # the estimate under Jeffreys' prior, where a root key's gamma is used
+    jeffreys = None   # the estimate under Jeffreys' prior, where a root key's gamma is used
     if exact:         # interval=model: the model's own variance, no fitted factor
         k, c = 1.0, 0.0
         if span is not None:     # model=eb: α̂'s profile interval was asked for
@@ -205,14 +205,16 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
                       for a, b in m.ends]
                 parts.append(abs(at[1] - at[0]) / 2.0)
             # and the choice of the gamma over Jeffreys' prior, a coin flip between the two: the
-            # root mean square distance to them, |Ê − Ê_jeffreys|/√2. Ê_jeffreys is the whole
-            # estimate under Jeffreys' prior, whose bounds the union below reads (its value is
-            # the same sum of the same terms a value-only pass would give)
-            other = estimate(table, pi, kind, lambda key: "jeffreys" if key == "root_prior" else
-                             opt(key), level, name)
-            if other.value is not None:
-                extra["estimate_jeffreys"] = float(other.value)
-                parts.append(abs(value - float(other.value)) / math.sqrt(2.0))
+            # root mean square distance to them, |Ê − Ê_jeffreys|/√2. Ê_jeffreys is the sum of
+            # the terms at the fitted prior with every root moved to Jeffreys' ½ (shape ½, rate
+            # 0: the prior root_prior=jeffreys builds), both measures in one pass
+            jeffreys = table.cached(
+                f"_ll_root_jeffreys_{model_key}_{fitted!r}",
+                lambda: {which: float(t.sum()) for which, t in zip(KINDS, roots_moved(
+                    at_fitted, [(m, JEFFREYS, 0.0) for _, m in roots], value_terms,
+                    len(KINDS)))})[kind]
+            extra["estimate_jeffreys"] = jeffreys
+            parts.append(abs(value - jeffreys) / math.sqrt(2.0))
             extra["root_shapes"] = ", ".join(f"{table.keys[m.key]}: {m.shape:.3g}"
                                              for _, m in roots)
             extra["root_gammas"] = [[table.keys[m.key], m.shape] for _, m in roots]
@@ -279,19 +281,16 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
     if fit is not None and not fit.converged:
         extra["note"] = (f"IPF stopped after {fit.iterations} cycles with a margin "
                          f"discrepancy of {fit.discrepancy:.3g} records (tol {fit.tol:g})")
-    upper = min(up(z), float(n1))
-    if other is not None:
-        # a root key's fitted gamma was chosen by a test that can go either way: the bounds and
-        # the interval are the union of the gamma's and Jeffreys' prior's (each its own whole
-        # interval), so they hold where either prior does
-        if other.upper is not None:
-            upper = max(upper, other.upper)
-            extra["upper_jeffreys"] = other.upper
-            extra["interval_jeffreys"] = [other.extra.get("interval_lower"),
-                                          other.extra.get("interval_upper")]
-            for key, pick in (("interval_upper", max), ("interval_lower", min), ("lower", min)):
-                if key in other.extra:
-                    extra[key] = pick(extra[key], other.extra[key])
+    # a root key's fitted gamma was chosen by a test that can go either way: the upper ends are
+    # taken from the larger of the gamma's and Jeffreys' prior's estimates, the lower ends from
+    # the smaller (the same spread about each), so they hold where either estimate is the closer
+    above = max(jeffreys - value, 0.0) if jeffreys is not None else 0.0
+    below = max(value - jeffreys, 0.0) if jeffreys is not None else 0.0
+    upper = min(up(z) + above, float(n1))
+    if jeffreys is not None:
+        extra |= {"interval_upper": min(up(z2) + above, float(n1)),
+                  "interval_lower": max(extra["interval_lower"] - below, 0.0),
+                  "lower": max(extra["lower"] - below, 0.0)}
     return Estimate(value, se, upper, extra)
 
 

@@ -93,15 +93,24 @@ def root_moved(prior, root, shape: float, rate: float, then=None, n_then: int = 
     (the shape's profile ends; equal to rebuilding the prior up to rounding). ``then``: a function
     of (μ̃, α̃) returning a tuple of ``n_then`` arrays, applied slice by slice (the terms at that
     prior), whose arrays are returned in place of the prior: no per-unique prior is kept."""
-    a0, b0 = float(root.shape), float(root.rate)
+    return roots_moved(prior, [(root, shape, rate)], then, n_then)
 
-    def part(mu, alpha, c):
-        c = np.asarray(c, dtype=np.float64) - 1.0
-        s0, s1 = c + a0, c + shape
-        moved = (mu * (s1 / s0) * ((b0 + 1.0) / (rate + 1.0)),
-                 (1.0 + alpha) * ((1.0 + 1.0 / s1) / (1.0 + 1.0 / s0)) - 1.0)
-        return moved if then is None else then(*moved)
-    return by_chunks(part, n_then, prior[0], prior[1], root.counts)
+
+def roots_moved(prior, moves, then=None, n_then: int = 2) -> tuple:
+    """:func:`root_moved` for several root keys in one pass: ``moves`` a sequence of (root, shape,
+    rate), each root's factor moved to its own (shape, rate). Every root of the prior at (½, 0) is
+    the prior ``root_prior=jeffreys`` builds (s = c − 1 + ½, the share s/(n − 1))."""
+    gammas = [(float(r.shape), float(r.rate), float(a), float(b)) for r, a, b in moves]
+
+    def part(mu, alpha, *cs):
+        mu, rv = np.asarray(mu, dtype=np.float64), 1.0 + np.asarray(alpha, dtype=np.float64)
+        for (a0, b0, a1, b1), c in zip(gammas, cs):
+            c = np.asarray(c, dtype=np.float64) - 1.0
+            s0, s1 = c + a0, c + a1
+            mu = mu * (s1 / s0) * ((b0 + 1.0) / (b1 + 1.0))
+            rv = rv * ((1.0 + 1.0 / s1) / (1.0 + 1.0 / s0))
+        return (mu, rv - 1.0) if then is None else then(mu, rv - 1.0)
+    return by_chunks(part, n_then, prior[0], prior[1], *(r.counts for r, _, _ in moves))
 
 
 def shared_variance(n: float, counts, slope, a0: float = LOO_PSEUDO) -> float:

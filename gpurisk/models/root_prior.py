@@ -28,10 +28,11 @@ The shape is estimated: its one-s.e. profile interval (the likelihood, m maximis
 within ½ of its maximum: :func:`profile_ends`) gives two more priors, and half the estimate's
 difference between them enters the s.e. (``se_root`` of the estimate's extras), as α̂'s does. So
 does the choice of the gamma over Jeffreys' prior, taken as a coin flip between the two: the root
-mean square distance to them, |Ê − Ê_jeffreys|/√2 (``estimate_jeffreys`` in the extras). The test
-that chooses the gamma can go either way, so the bounds and the interval are the union of the
-gamma's and Jeffreys' prior's (each computed whole: :func:`gpurisk.models.loglinear_risk.estimate`;
-``upper_jeffreys`` in the extras): they hold where either prior does.
+mean square distance to them, |Ê − Ê_jeffreys|/√2 (``estimate_jeffreys`` in the extras; the
+terms' sum at the fitted prior with every root moved to Jeffreys' shape ½ and rate 0,
+:func:`gpurisk.models.prior.roots_moved`). The test that chooses the gamma can go either way, so
+the upper ends (the bound, the interval's) are taken from the larger of the two estimates and the
+lower ends from the smaller, at the gamma's spread (:func:`gpurisk.models.loglinear_risk.estimate`).
 """
 from __future__ import annotations
 

@@ -157,8 +157,9 @@ def interval_text(extra: Mapping[str, Any]) -> str | None:
         if extra.get("skewness"):
             text += (f"; the upper ends for the sum's skewness {extra['skewness']:.2g} "
                      "(Cornish-Fisher)")
-        if extra.get("upper_jeffreys") is not None:
-            text += "; the bound and the interval the union of the gamma's and Jeffreys' prior's"
+        if extra.get("estimate_jeffreys") is not None:
+            text += ("; the upper ends from the larger of the gamma's and Jeffreys' prior's "
+                     "estimates, the lower from the smaller")
         if extra.get("misfit_bias") is not None:
             bias = float(extra["misfit_bias"])
             text += (f"; its {'upper' if bias < 0 else 'lower'} end moved by the risk score's "
