@@ -11,6 +11,8 @@ import pandas as pd
 import pytest
 
 import gpurisk
+from gpurisk.freq.engine import build_table
+from gpurisk.measure import Context
 from gpurisk.models import root_prior as R
 
 
@@ -148,6 +150,70 @@ def test_roots_moved_to_jeffreys_is_the_prior_root_prior_jeffreys_builds():
     one = roots_moved(fitted, [(roots[1], 3.0, 0.2)])
     for a, b in zip(one, root_moved(fitted, roots[1], 3.0, 0.2)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_category_sums_are_the_groupby_sums_over_threads(monkeypatch):
+    """prior.category_sums against pandas' groupby sums, with slices small enough that several
+    threads share them (where this machine has more than one CPU)."""
+    from gpurisk.models import terms
+    from gpurisk.models.forest import AtRows
+    from gpurisk.models.prior import category_sums
+    from gpurisk.models.root_prior import Root
+    monkeypatch.setattr(terms, "CHUNK", 1000)
+    monkeypatch.setattr(terms, "THREADED_CHUNKS", 4)
+    rng = np.random.default_rng(4)
+    size = 25_500
+    rows = rng.permutation(size)
+    cats = [rng.integers(0, k, size) for k in (9, 40)]
+    roots = [Root(AtRows(np.bincount(c, minlength=k).astype(float), lambda r, c=c: c[r], rows),
+                  2.0, 0.1) for c, k in zip(cats, (9, 40))]
+    prior = (rng.gamma(2.0, 1.0, size), rng.gamma(1.0, 0.2, size))
+    got = category_sums(prior, roots, lambda m, a: (m * a, np.log(m)), 2)
+    for c, k, sums in zip(cats, (9, 40), got):
+        frame = pd.DataFrame({"g": c[rows], "x": prior[0] * prior[1], "y": np.log(prior[0])})
+        want = frame.groupby("g")[["x", "y"]].sum().reindex(range(k), fill_value=0.0)
+        np.testing.assert_allclose(sums[0], want["x"].to_numpy(), rtol=1e-12)
+        np.testing.assert_allclose(sums[1], want["y"].to_numpy(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("rows, seed, forced", [(200_000, 1, False), (20_000, 2, True)])
+def test_the_shapes_spread_by_taylor_is_the_ends_summed_whole(rows, seed, forced, monkeypatch):
+    """Where every profile end moves the uniques' ln μ̃ and ln(1 + α̃) by at most ROOT_LINEAR (even
+    keys, many records: the first table, taken so by default), the shape's spread is Taylor's
+    second order from per-category sums; against each end summed whole (ROOT_LINEAR = 0) the part
+    it adds to se_root agrees within 10⁻³ for Ê and τ̂1, and the s.e. within 10⁻⁸. The second
+    table's moves reach past 0.01 (the ends summed whole by default): Taylor forced on it, the
+    same."""
+    import gpurisk.models.loglinear_risk as L
+    from gpurisk.measures.tau1_ll import Tau1LL
+    from gpurisk.measures.matches_ll import MatchesLL
+    rng = np.random.default_rng(seed)
+    p = rng.gamma(100.0, 1.0, 20)
+    df = pd.DataFrame({"a": rng.choice(20, rows, p=p / p.sum()), "b": rng.integers(0, 30, rows),
+                       "c": rng.integers(0, 60, rows), "d": rng.integers(0, 40, rows)})
+    taylor = []
+    real = L.category_sums
+    monkeypatch.setattr(L, "category_sums", lambda *a, **k: (taylor.append(1), real(*a, **k))[1])
+
+    def spread(linear):
+        if linear is not None:
+            monkeypatch.setattr(L, "ROOT_LINEAR", linear)
+        t = build_table(df, list(df.columns))
+        out = []
+        for m in (MatchesLL, Tau1LL):
+            r = m().compute(t, Context(fraction=0.01))
+            assert r.extra["root_shapes"].startswith("a: ")          # a's gamma used
+            choice = abs(r.value - r.extra["estimate_jeffreys"]) / math.sqrt(2.0)
+            out.append((r.se, math.sqrt(r.extra["se_root"] ** 2 - choice ** 2)))
+        return out
+    got = spread(1.0 if forced else None)
+    assert len(taylor) == 1                      # one pass served both measures
+    want = spread(0.0)
+    assert len(taylor) == 1
+    for (se, part), (se0, part0) in zip(got, want):
+        assert part0 > 0
+        assert part == pytest.approx(part0, rel=1e-3)
+        assert se == pytest.approx(se0, rel=1e-8)
 
 
 def test_the_shared_variance_reads_the_gammas_share():

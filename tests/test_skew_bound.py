@@ -96,6 +96,32 @@ def test_the_upper_ends_are_cornish_fisher_and_never_below_the_normal_ones():
     assert x["interval_lower"] == off.extra["interval_lower"]
 
 
+def test_an_s_e_whose_cube_underflows_still_gives_the_cornish_fisher_bound():
+    """τ̂1 of a sample whose every cell holds hundreds in the population (1 000 cells, λ ≈ 600): each
+    unique's term is near e^{-600}, the s.e. near 1e-110, so se³ underflows to 0 and the skewness
+    was a division by zero (a scan of a 3·10⁶-record register lost τ̂1 for 10 of its 255
+    combinations). The bound is the Cornish-Fisher end, from the skewness formed one factor at a
+    time."""
+    from gpurisk.measures.tau1_ll import Tau1LL
+    rng = np.random.default_rng(1)
+    df = pd.DataFrame({k: rng.integers(0, 10, 6000) for k in "abc"})
+    t = build_table(df, ["a", "b", "c"])
+    on = Tau1LL().compute(t, Context(fraction=0.01))
+    off = Tau1LL().compute(t, Context(fraction=0.01, options={"tau1_ll": {"skew_bound": False}}))
+    assert on.reason is None and off.reason is None
+    assert 0 < on.se < 1e-103 and on.se ** 3 == 0.0          # the cube does underflow
+    g = on.extra["skewness"]
+    assert math.isfinite(g) and g > 0
+    z = 2.3263478740408408
+    # (and the misfit's shift, and Jeffreys' estimate's excess where a root's gamma is used)
+    shift = max(-on.extra.get("misfit_bias", 0.0), 0.0) + \
+        max(on.extra.get("estimate_jeffreys", on.value) - on.value, 0.0)
+    assert on.upper == pytest.approx(on.value + on.se * (z + (z * z - 1) * g / 6) + shift,
+                                     rel=1e-12)
+    assert on.upper > off.upper and on.value == off.value and on.se == off.se
+    assert on.upper <= on.extra["n1"]
+
+
 def test_the_uniques_left_out_of_the_skew_are_the_smallest_within_the_budget():
     from gpurisk.models.terms import skew_uniques
     v = np.array([0.3, 0.01, 0.2, 0.02, 0.05, 0.0])

@@ -10,6 +10,8 @@ each term's slope in ln μ and rv_g the share's relative variance (:func:`shared
 delta method). The method as a whole: :mod:`gpurisk.measures._ll_poisson`."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from gpurisk.models import terms
@@ -111,6 +113,50 @@ def roots_moved(prior, moves, then=None, n_then: int = 2) -> tuple:
             rv = rv * ((1.0 + 1.0 / s1) / (1.0 + 1.0 / s0))
         return (mu, rv - 1.0) if then is None else then(mu, rv - 1.0)
     return by_chunks(part, n_then, prior[0], prior[1], *(r.counts for r, _, _ in moves))
+
+
+def root_moves(root, ends) -> list:
+    """Per profile end (a1, b1) of ``root``'s gamma, per category of its key: how far the end moves a
+    unique's prior (:func:`root_moved`), as (Δ ln μ̃, Δ ln(1 + α̃)): ln(s1/s0) + ln((b0 + 1)/(b1 + 1))
+    and ln((1 + 1/s1)/(1 + 1/s0)), s = c − 1 + a (c the category's sample count; 0 for a category
+    the sample lacks, which holds no unique)."""
+    c = np.asarray(root.counts.counts, dtype=np.float64)
+    c = np.where(c >= 1.0, c - 1.0, 0.0)
+    a0, b0 = float(root.shape), float(root.rate)
+    s0 = c + a0
+    return [(np.log((c + a1) / s0) + math.log((b0 + 1.0) / (b1 + 1.0)),
+             np.log((1.0 + 1.0 / (c + a1)) / (1.0 + 1.0 / s0))) for a1, b1 in ends]
+
+
+def category_sums(prior, roots, fn, n_out: int) -> list:
+    """Per root key of ``roots`` (:class:`gpurisk.models.root_prior.Root`), per category of it, the
+    sums over the sample uniques of the ``n_out`` per-unique arrays ``fn(μ̃, α̃)`` gives at ``prior``
+    (each unique's term's slopes, :func:`gpurisk.models.loglinear_risk.estimate`): one pass over the
+    uniques a slice at a time, the slices shared among threads as :func:`by_chunks` shares them
+    (each thread's sums added at the end), no per-unique array kept."""
+    size = int(np.shape(prior[0])[0])
+    sizes = [int(np.shape(r.counts.counts)[0]) for r in roots]
+
+    def span(lo, hi):
+        out = [[np.zeros(k) for _ in range(n_out)] for k in sizes]
+        for start in range(lo, hi, terms.CHUNK):
+            stop = min(start + terms.CHUNK, hi)
+            got = fn(prior[0][start:stop], prior[1][start:stop])
+            for r, acc in zip(roots, out):
+                ids = r.counts.at(r.counts.rows[start:stop])
+                for o, w in zip(acc, got):
+                    o += np.bincount(ids, weights=w, minlength=o.shape[0])
+        return out
+    from gpurisk.freq.schedule import usable_cpus
+    threads = min(terms.TERMS_THREADS, usable_cpus())
+    chunks = -(-size // terms.CHUNK)
+    if threads < 2 or chunks < terms.THREADED_CHUNKS:
+        return span(0, size)
+    step = -(-chunks // threads) * terms.CHUNK
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(threads, thread_name_prefix="gpurisk-roots") as pool:
+        parts = list(pool.map(lambda lo: span(lo, min(lo + step, size)), range(0, size, step)))
+    return [[sum(p[i][j] for p in parts) for j in range(n_out)] for i in range(len(roots))]
 
 
 def shared_variance(n: float, counts, slope, a0: float = LOO_PSEUDO) -> float:
