@@ -27,10 +27,10 @@ the sample, Jeffreys' prior is kept (:func:`fitted_prior`).
 The shape is estimated: its one-s.e. profile interval (the likelihood, m maximised at each a,
 within ½ of its maximum: :func:`profile_ends`) gives two more priors, and half the estimate's
 difference between them enters the s.e. (``se_root`` of the estimate's extras), as α̂'s does (each
-end's estimate summed whole, or, where no end moves a unique's prior by more than 1 %, by Taylor's
-expansion to second order from per-category sums:
-:data:`gpurisk.models.loglinear_risk.ROOT_LINEAR`). So does the choice of the gamma over Jeffreys' prior, taken as a coin flip between the two: the root
-mean square distance to them, |Ê − Ê_jeffreys|/√2 (``estimate_jeffreys`` in the extras; the
+end's estimate summed whole, or, where neither end moves a unique's prior by more than 5 %, by
+Taylor's expansion to second order from per-category sums:
+:data:`gpurisk.models.loglinear_risk.ROOT_LINEAR`). So does the choice of the gamma over
+Jeffreys' prior, taken as a coin flip between the two: the root mean square distance to them, |Ê − Ê_jeffreys|/√2 (``estimate_jeffreys`` in the extras; the
 terms' sum at the fitted prior with every root moved to Jeffreys' shape ½ and rate 0,
 :func:`gpurisk.models.prior.roots_moved`). The test that chooses the gamma can go either way, so
 the upper ends (the bound, the interval's) are taken from the larger of the two estimates and the
