@@ -51,10 +51,12 @@ Jeffreys' ½ of a root key by a gamma fitted to that key's category counts where
 even than Jeffreys' prior and describes the categories seen once (:mod:`gpurisk.models.root_prior`:
 s = c − 1 + a, the share s/((b + 1)(n − 1))); the shape's profile spread and the choice's,
 |Ê − Ê_jeffreys|/√2, enter the s.e., and the upper ends are taken from the larger of the two
-priors' estimates, the lower ends from the smaller. The default since issue 43's stop 62 (``root_prior=jeffreys`` keeps ½ for
-every root key): on 14 real populations × 3 key sets × π = 1, 5, 10 %, 200 samples a cell, Ê was
-within ±10 % of E in 99 of 126 cells against Jeffreys' 95, its bound held in 115 either way, and
-leave one population out the choice picked it in every fold (docs/validation.md).
+priors' estimates, the lower ends from the smaller. The default since issue 43's stop 62
+(``root_prior=jeffreys`` keeps ½ for every root key): on 14 real populations × 3 key sets ×
+π = 1, 5, 10 %, 200 samples a cell, Ê was within ±10 % of E in 99 of 126 cells against Jeffreys'
+95, its bound held in 114 (115 with Jeffreys' prior, and with stop 62's costlier union of the two
+priors' intervals), and leave one population out the choice picked it in every fold
+(docs/validation.md).
 ``arc_target=neighbours`` (model=eb, rooted) shrinks an arc's child shares given a numeric parent
 category towards the shares of its neighbouring categories (the nearest k on each side, k chosen
 with β by the records' leave-one-out likelihood, k = 0 the global shares) instead of the child's

@@ -332,7 +332,8 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
                          f"discrepancy of {fit.discrepancy:.3g} records (tol {fit.tol:g})")
     # a root key's fitted gamma was chosen by a test that can go either way: the upper ends are
     # taken from the larger of the gamma's and Jeffreys' prior's estimates, the lower ends from
-    # the smaller (the same spread about each), so they hold where either estimate is the closer
+    # the smaller, at the gamma's spread, so the interval covers the gamma's spread about either
+    # estimate (Jeffreys' own spread is not formed: it costs a second estimate whole)
     above = max(jeffreys - value, 0.0) if jeffreys is not None else 0.0
     below = max(value - jeffreys, 0.0) if jeffreys is not None else 0.0
     upper = min(up(z) + above, float(n1))
