@@ -152,35 +152,45 @@ def test_roots_moved_to_jeffreys_is_the_prior_root_prior_jeffreys_builds():
         np.testing.assert_array_equal(a, b)
 
 
-def test_category_sums_are_the_groupby_sums_over_threads(monkeypatch):
-    """prior.category_sums against pandas' groupby sums, with slices small enough that several
-    threads share them (where this machine has more than one CPU)."""
+def test_category_dots_are_the_groupby_sums_times_the_coefficients(monkeypatch):
+    """prior.category_dots against pandas' groupby sums times each category's coefficient, with
+    slices small enough that several threads share them (where this machine has more than one
+    CPU); the coefficients taken in turn (output k reads coefficient k mod m)."""
     from gpurisk.models import terms
     from gpurisk.models.forest import AtRows
-    from gpurisk.models.prior import category_sums
+    from gpurisk.models.prior import category_dots
     from gpurisk.models.root_prior import Root
     monkeypatch.setattr(terms, "CHUNK", 1000)
     monkeypatch.setattr(terms, "THREADED_CHUNKS", 4)
     rng = np.random.default_rng(4)
     size = 25_500
     rows = rng.permutation(size)
-    cats = [rng.integers(0, k, size) for k in (9, 40)]
+    cards = (9, 40)
+    cats = [rng.integers(0, k, size) for k in cards]
     roots = [Root(AtRows(np.bincount(c, minlength=k).astype(float), lambda r, c=c: c[r], rows),
-                  2.0, 0.1) for c, k in zip(cats, (9, 40))]
+                  2.0, 0.1) for c, k in zip(cats, cards)]
+    coefs = [[rng.normal(size=k), rng.normal(size=k)] for k in cards]
     prior = (rng.gamma(2.0, 1.0, size), rng.gamma(1.0, 0.2, size))
-    got = category_sums(prior, roots, lambda m, a: (m * a, np.log(m)), 2)
-    for c, k, sums in zip(cats, (9, 40), got):
-        frame = pd.DataFrame({"g": c[rows], "x": prior[0] * prior[1], "y": np.log(prior[0])})
-        want = frame.groupby("g")[["x", "y"]].sum().reindex(range(k), fill_value=0.0)
-        np.testing.assert_allclose(sums[0], want["x"].to_numpy(), rtol=1e-12)
-        np.testing.assert_allclose(sums[1], want["y"].to_numpy(), rtol=1e-12, atol=1e-12)
+    got = category_dots(prior, roots, coefs, lambda m, a: (m * a, np.log(m), m), 3)
+    assert got.shape == (2, 3)
+    # the same numbers, bit for bit, in one thread
+    from gpurisk.freq import schedule
+    monkeypatch.setattr(schedule, "usable_cpus", lambda: 1)
+    np.testing.assert_array_equal(
+        category_dots(prior, roots, coefs, lambda m, a: (m * a, np.log(m), m), 3), got)
+    for c, k, cs, row in zip(cats, cards, coefs, got):
+        frame = pd.DataFrame({"g": c[rows], "x": prior[0] * prior[1], "y": np.log(prior[0]),
+                              "z": prior[0]})
+        want = frame.groupby("g")[["x", "y", "z"]].sum().reindex(range(k), fill_value=0.0)
+        np.testing.assert_allclose(row, [want["x"] @ cs[0], want["y"] @ cs[1], want["z"] @ cs[0]],
+                                   rtol=1e-11)
 
 
 @pytest.mark.parametrize("rows, seed, forced", [(200_000, 1, False), (1_500, 2, True)])
 def test_the_shapes_spread_by_taylor_is_the_ends_summed_whole(rows, seed, forced, monkeypatch):
     """Where a root's profile ends move the uniques' ln μ̃ and ln(1 + α̃) by at most ROOT_LINEAR
     (even keys, many records: every root of the first table, taken so by default), the shape's
-    spread is Taylor's second order from per-category sums; against each end summed whole
+    spread is Taylor's second order from per-category coefficients; against each end summed whole
     (ROOT_LINEAR = 0) the part the spreads add to se_root agrees within 10⁻³ for Ê and τ̂1, and the
     s.e. within 10⁻⁷. The second table's moves reach past ROOT_LINEAR (its ends summed whole by
     default): Taylor forced on it, the same."""
@@ -194,8 +204,8 @@ def test_the_shapes_spread_by_taylor_is_the_ends_summed_whole(rows, seed, forced
     df = pd.DataFrame({"a": rng.choice(20, rows, p=p / p.sum()), "b": rng.integers(0, 30, rows),
                        "c": rng.integers(0, 60, rows), "d": rng.integers(0, 40, rows)})
     taylor, moved = [], []
-    real = L.category_sums
-    monkeypatch.setattr(L, "category_sums", lambda *a, **k: (taylor.append(len(a[1])),
+    real = L.category_dots
+    monkeypatch.setattr(L, "category_dots", lambda *a, **k: (taylor.append(len(a[1])),
                                                               real(*a, **k))[1])
     monkeypatch.setattr(L, "root_moves", lambda m, ends: (moved.append(max(
         float(np.max(np.abs(x))) for end in root_moves(m, ends) for x in end)),

@@ -19,7 +19,7 @@ import numpy as np
 from gpurisk.errors import BadInput
 from gpurisk.measures._util import z_upper
 from gpurisk.models.loglinear import check_cells, sample_levels
-from gpurisk.models.prior import (category_sums, loo_prior, root_moved, root_moves, roots_moved,
+from gpurisk.models.prior import (category_dots, loo_prior, root_moved, root_moves, roots_moved,
                                   shared_variance)
 from gpurisk.models.root_prior import JEFFREYS, Root
 from gpurisk.models.table_fits import (auto_cv_means, eb_means, forest_misfit, risk_means, risk_z,
@@ -224,27 +224,29 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
                     t1 = nb_terms(lam_m, moved, pi, which, False, variance=False)[0]
                     out += [d, (d1 - d) / ROOT_STEP, (t1 - t0) / ROOT_STEP]
                 return tuple(out)
-            # each end's change, for a root whose ends move every unique's ln μ̃ and ln(1 + α̃)
-            # by at most ROOT_LINEAR (a key of even categories, many records a category), by
-            # Taylor's expansion, Σ_g [D_g Δl_g + S_g Δl_g²/2 + A_g Δr_g] over its categories g
-            # (D, S: the terms' first and second derivatives in ln μ̃ summed over the category's
-            # uniques, A: in ln(1 + α̃); Δl, Δr: the end's move of the two), one pass for all such
-            # roots and both measures (the moves shift shares between categories, so the first
-            # order's parts largely cancel and the second order is kept); the other roots' ends
-            # summed whole
+            # the spread, for a root whose ends move every unique's ln μ̃ and ln(1 + α̃) by at
+            # most ROOT_LINEAR (a key of even categories, many records a category), by Taylor's
+            # expansion: each end's change is Σ_j [d_j Δl + d2_j Δl²/2 + a_j Δr] over the uniques
+            # (d, d2: each term's first and second derivatives in ln μ̃, a: its first in
+            # ln(1 + α̃); Δl, Δr: the end's move of the two in the unique's category), so the
+            # two ends' difference is Σ_j [d_j x + d2_j y + a_j z], x = Δl₁ − Δl₀,
+            # y = (Δl₁² − Δl₀²)/2, z = Δr₁ − Δr₀ per category: one pass for all such roots and
+            # both measures (the moves shift shares between categories, so the first order's
+            # parts largely cancel and the second order is kept); the other roots' ends summed
+            # whole
             moves = {i: mv for i, mv in ((i, root_moves(m, m.ends)) for i, m in roots)
                      if len(mv) == 2 and max(float(np.max(np.abs(x), initial=0.0))
                                              for end in mv for x in end) <= ROOT_LINEAR}
             if moves:
+                near = [i for i, _ in roots if i in moves]
+                coefs = [[mv[1][0] - mv[0][0], (mv[1][0] ** 2 - mv[0][0] ** 2) / 2.0,
+                          mv[1][1] - mv[0][1]] for mv in (moves[i] for i in near)]
                 sums = table.cached(
-                    f"_ll_root_slopes_{model_key}_{sorted(moves)}_{fitted!r}",
-                    lambda: category_sums(at_fitted, [m for i, m in roots if i in moves],
+                    f"_ll_root_slopes_{model_key}_{near}_{fitted!r}",
+                    lambda: category_dots(at_fitted, [m for i, m in roots if i in moves], coefs,
                                           slope_terms, 3 * len(KINDS)))
                 j = 3 * KINDS.index(kind)
-                for got, mv in zip(sums, (moves[i] for i, _ in roots if i in moves)):
-                    d, d2, da = got[j:j + 3]
-                    at = [float(d @ dl + d2 @ (dl * dl) / 2.0 + da @ dr) for dl, dr in mv]
-                    parts.append(abs(at[1] - at[0]) / 2.0)
+                parts += [abs(float(row[j:j + 3].sum())) / 2.0 for row in sums]
             for i, m in roots:
                 if i not in moves:
                     at = [table.cached(f"_ll_root_end_{model_key}_{i}_{a!r}_{b!r}_{fitted!r}",

@@ -128,35 +128,39 @@ def root_moves(root, ends) -> list:
              np.log((1.0 + 1.0 / (c + a1)) / (1.0 + 1.0 / s0))) for a1, b1 in ends]
 
 
-def category_sums(prior, roots, fn, n_out: int) -> list:
-    """Per root key of ``roots`` (:class:`gpurisk.models.root_prior.Root`), per category of it, the
-    sums over the sample uniques of the ``n_out`` per-unique arrays ``fn(μ̃, α̃)`` gives at ``prior``
-    (each unique's term's slopes, :func:`gpurisk.models.loglinear_risk.estimate`): one pass over the
-    uniques a slice at a time, the slices shared among threads as :func:`by_chunks` shares them
-    (each thread's sums added at the end), no per-unique array kept."""
+def category_dots(prior, roots, coefs, fn, n_out: int):
+    """Per root key of ``roots`` (:class:`gpurisk.models.root_prior.Root`), the ``n_out`` sums over
+    the sample uniques j of w_k(j) · coefs[r][k mod m][g_r(j)]: w_k the k-th per-unique array
+    ``fn(μ̃, α̃)`` gives at ``prior``, coefs[r] m per-category arrays of root r, g_r(j) the unique's
+    category of it; an array (len(roots), n_out). That is Σ_g coef_g Σ_{j in g} w_k(j), each
+    category's coefficient read at its uniques (a gather, cheaper than summing per category). One
+    pass over the uniques a slice at a time, the slices shared among threads as :func:`by_chunks`
+    shares them; each slice's sums are kept apart and added in the slices' order, so the numbers do
+    not depend on how many threads there are. No per-unique array is kept."""
     size = int(np.shape(prior[0])[0])
-    sizes = [int(np.shape(r.counts.counts)[0]) for r in roots]
+    starts = range(0, size, terms.CHUNK)
+    out = np.zeros((len(starts), len(roots), n_out))
 
-    def span(lo, hi):
-        out = [[np.zeros(k) for _ in range(n_out)] for k in sizes]
-        for start in range(lo, hi, terms.CHUNK):
-            stop = min(start + terms.CHUNK, hi)
-            got = fn(prior[0][start:stop], prior[1][start:stop])
-            for r, acc in zip(roots, out):
-                ids = r.counts.at(r.counts.rows[start:stop])
-                for o, w in zip(acc, got):
-                    o += np.bincount(ids, weights=w, minlength=o.shape[0])
-        return out
+    def one(s):
+        start = starts[s]
+        stop = min(start + terms.CHUNK, size)
+        got = fn(prior[0][start:stop], prior[1][start:stop])
+        for r, (root, cs) in enumerate(zip(roots, coefs)):
+            ids = root.counts.at(root.counts.rows[start:stop])
+            at = [c[ids] for c in cs]
+            for k, w in enumerate(got):
+                out[s, r, k] = float(w @ at[k % len(at)])
     from gpurisk.freq.schedule import usable_cpus
     threads = min(terms.TERMS_THREADS, usable_cpus())
-    chunks = -(-size // terms.CHUNK)
-    if threads < 2 or chunks < terms.THREADED_CHUNKS:
-        return span(0, size)
-    step = -(-chunks // threads) * terms.CHUNK
-    from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(threads, thread_name_prefix="gpurisk-roots") as pool:
-        parts = list(pool.map(lambda lo: span(lo, min(lo + step, size)), range(0, size, step)))
-    return [[sum(p[i][j] for p in parts) for j in range(n_out)] for i in range(len(roots))]
+    if threads > 1 and len(starts) >= terms.THREADED_CHUNKS:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(threads, thread_name_prefix="gpurisk-roots") as pool:
+            for _ in pool.map(one, range(len(starts))):
+                pass
+    else:
+        for s in range(len(starts)):
+            one(s)
+    return out.sum(axis=0)
 
 
 def shared_variance(n: float, counts, slope, a0: float = LOO_PSEUDO) -> float:
