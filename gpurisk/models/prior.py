@@ -149,7 +149,9 @@ def category_dots(prior, roots, coefs, fn, n_out: int):
             ids = root.counts.at(root.counts.rows[start:stop])
             at = [c[ids] for c in cs]
             for k, w in enumerate(got):
-                out[s, r, k] = float(w @ at[k % len(at)])
+                # numpy's own sum, not a BLAS dot: OpenBLAS threads long dots (a scan run with
+                # one thread would use more) and its kernels' order varies by machine
+                out[s, r, k] = float(np.sum(w * at[k % len(at)]))
     from gpurisk.freq.schedule import usable_cpus
     threads = min(terms.TERMS_THREADS, usable_cpus())
     if threads > 1 and len(starts) >= terms.THREADED_CHUNKS:
