@@ -94,12 +94,12 @@ def test_the_posterior_share_is_the_gamma_poissons(monkeypatch):
 
 
 def test_a_root_moved_to_its_shapes_ends_is_the_prior_rebuilt_there():
-    """root_moved (the shape's profile ends, from the fitted prior) against loo_prior rebuilt with
+    """roots_moved (the shape's profile ends, from the fitted prior) against loo_prior rebuilt with
     the root's gamma replaced, over more uniques than one slice (by_chunks), with an arc beside it
     and the counts gathered by AtRows."""
     from gpurisk.models.eb_forest import Arc
     from gpurisk.models.forest import AtRows
-    from gpurisk.models.prior import loo_prior, root_moved
+    from gpurisk.models.prior import loo_prior, roots_moved
     from gpurisk.models.root_prior import Root
     rng = np.random.default_rng(11)
     size = 150_000
@@ -112,13 +112,13 @@ def test_a_root_moved_to_its_shapes_ends_is_the_prior_rebuilt_there():
     n = 2_000_000.0
     fitted = loo_prior(n, [root, arc], 0.07)
     for a, b in root.ends:
-        got = root_moved(fitted, root, a, b)
+        got = roots_moved(fitted, [(root, a, b)])
         want = loo_prior(n, [root._replace(shape=a, rate=b), arc], 0.07)
         np.testing.assert_allclose(got[0], want[0], rtol=1e-13)
         np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
         assert not np.allclose(got[0], fitted[0], rtol=1e-3)      # the end does move the prior
         # a function of the moved prior, applied slice by slice, as on the whole arrays
-        then, = root_moved(fitted, root, a, b, lambda m, al: (np.log(m) * al,), 1)
+        then, = roots_moved(fitted, [(root, a, b)], lambda m, al: (np.log(m) * al,), 1)
         np.testing.assert_array_equal(then, np.log(got[0]) * got[1])
 
 
@@ -145,11 +145,6 @@ def test_roots_moved_to_jeffreys_is_the_prior_root_prior_jeffreys_builds():
     np.testing.assert_allclose(got[0], want[0], rtol=1e-13)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
     assert not np.allclose(got[0], fitted[0], rtol=1e-2)
-    # one root moved alone is root_moved's, bit for bit
-    from gpurisk.models.prior import root_moved
-    one = roots_moved(fitted, [(roots[1], 3.0, 0.2)])
-    for a, b in zip(one, root_moved(fitted, roots[1], 3.0, 0.2)):
-        np.testing.assert_array_equal(a, b)
 
 
 def test_category_dots_are_the_groupby_sums_times_the_coefficients(monkeypatch):

@@ -19,7 +19,7 @@ import numpy as np
 from gpurisk.errors import BadInput
 from gpurisk.measures._util import z_upper
 from gpurisk.models.loglinear import check_cells, sample_levels
-from gpurisk.models.prior import (category_dots, loo_prior, root_moved, root_moves, roots_moved,
+from gpurisk.models.prior import (category_dots, loo_prior, root_moves, roots_moved,
                                   shared_variance)
 from gpurisk.models.root_prior import JEFFREYS, Root
 from gpurisk.models.table_fits import (auto_cv_means, eb_means, forest_misfit, risk_means, risk_z,
@@ -210,7 +210,7 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
 
             def end_sums(m, a, b):
                 return {which: float(t.sum()) for which, t in
-                        zip(KINDS, root_moved(at_fitted, m, a, b, value_terms, len(KINDS)))}
+                        zip(KINDS, roots_moved(at_fitted, [(m, a, b)], value_terms, len(KINDS)))}
 
             def slope_terms(mu_f, alpha_f):     # each term's first and second derivatives in
                 lam_m = (1.0 - pi) * mu_f / pi  # ln μ̃ and its first in ln(1 + α̃), both measures

@@ -88,20 +88,15 @@ def loo_prior(n: float, counts, alpha, a0: float = LOO_PSEUDO):
     return by_chunks(part, 2, *arrays)
 
 
-def root_moved(prior, root, shape: float, rate: float, then=None, n_then: int = 2) -> tuple:
-    """:func:`loo_prior`'s (μ̃, α̃) with one root key's gamma (a :class:`gpurisk.models.root_prior.Root`
-    of ``prior``'s counts) at another (``shape``, ``rate``): its factor s/((b + 1)(n − 1)), s = c − 1
-    + a, and its 1 + 1/s taken out and put back at the new gamma, the other factors as they are
-    (the shape's profile ends; equal to rebuilding the prior up to rounding). ``then``: a function
-    of (μ̃, α̃) returning a tuple of ``n_then`` arrays, applied slice by slice (the terms at that
-    prior), whose arrays are returned in place of the prior: no per-unique prior is kept."""
-    return roots_moved(prior, [(root, shape, rate)], then, n_then)
-
-
 def roots_moved(prior, moves, then=None, n_then: int = 2) -> tuple:
-    """:func:`root_moved` for several root keys in one pass: ``moves`` a sequence of (root, shape,
-    rate), each root's factor moved to its own (shape, rate). Every root of the prior at (½, 0) is
-    the prior ``root_prior=jeffreys`` builds (s = c − 1 + ½, the share s/(n − 1))."""
+    """:func:`loo_prior`'s (μ̃, α̃) with root keys' gammas (:class:`gpurisk.models.root_prior.Root`
+    of ``prior``'s counts) at others: ``moves`` a sequence of (root, shape, rate), each root's factor
+    s/((b + 1)(n − 1)), s = c − 1 + a, and its 1 + 1/s taken out and put back at its new gamma, the
+    other factors as they are, in one pass (equal to rebuilding the prior up to rounding): a
+    shape's profile ends, or every root at (½, 0), the prior ``root_prior=jeffreys`` builds
+    (s = c − 1 + ½, the share s/(n − 1)). ``then``: a function of (μ̃, α̃) returning a tuple of
+    ``n_then`` arrays, applied slice by slice (the terms at that prior), whose arrays are returned
+    in place of the prior: no per-unique prior is kept."""
     gammas = [(float(r.shape), float(r.rate), float(a), float(b)) for r, a, b in moves]
 
     def part(mu, alpha, *cs):
@@ -117,7 +112,7 @@ def roots_moved(prior, moves, then=None, n_then: int = 2) -> tuple:
 
 def root_moves(root, ends) -> list:
     """Per profile end (a1, b1) of ``root``'s gamma, per category of its key: how far the end moves a
-    unique's prior (:func:`root_moved`), as (Δ ln μ̃, Δ ln(1 + α̃)): ln(s1/s0) + ln((b0 + 1)/(b1 + 1))
+    unique's prior (:func:`roots_moved`), as (Δ ln μ̃, Δ ln(1 + α̃)): ln(s1/s0) + ln((b0 + 1)/(b1 + 1))
     and ln((1 + 1/s1)/(1 + 1/s0)), s = c − 1 + a (c the category's sample count; 0 for a category
     the sample lacks, which holds no unique)."""
     c = np.asarray(root.counts.counts, dtype=np.float64)
@@ -141,8 +136,7 @@ def category_dots(prior, roots, coefs, fn, n_out: int):
     starts = range(0, size, terms.CHUNK)
     out = np.zeros((len(starts), len(roots), n_out))
 
-    def one(s):
-        start = starts[s]
+    def one(start):
         stop = min(start + terms.CHUNK, size)
         got = fn(prior[0][start:stop], prior[1][start:stop])
         for r, (root, cs) in enumerate(zip(roots, coefs)):
@@ -151,17 +145,8 @@ def category_dots(prior, roots, coefs, fn, n_out: int):
             for k, w in enumerate(got):
                 # numpy's own sum, not a BLAS dot: OpenBLAS threads long dots (a scan run with
                 # one thread would use more) and its kernels' order varies by machine
-                out[s, r, k] = float(np.sum(w * at[k % len(at)]))
-    from gpurisk.freq.schedule import usable_cpus
-    threads = min(terms.TERMS_THREADS, usable_cpus())
-    if threads > 1 and len(starts) >= terms.THREADED_CHUNKS:
-        from concurrent.futures import ThreadPoolExecutor
-        with ThreadPoolExecutor(threads, thread_name_prefix="gpurisk-roots") as pool:
-            for _ in pool.map(one, range(len(starts))):
-                pass
-    else:
-        for s in range(len(starts)):
-            one(s)
+                out[start // terms.CHUNK, r, k] = float(np.sum(w * at[k % len(at)]))
+    terms.each_slice(one, starts)
     return out.sum(axis=0)
 
 

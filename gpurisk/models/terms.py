@@ -295,7 +295,14 @@ def by_chunks(fn, n_out: int, *arrays, chunk: int | None = None):
         part = fn(*(a[start:start + chunk] if cut else a for a, cut in zip(arrays, sliced)))
         for o, p in zip(out, part):
             o[start:start + chunk] = p
-    starts = range(0, size, chunk)
+    each_slice(one, range(0, size, chunk))
+    return tuple(out)
+
+
+def each_slice(one, starts) -> None:
+    """``one(start)`` for each of ``starts`` (the slices' starts), shared among the CPUs this process
+    may use (at most TERMS_THREADS) where there are at least THREADED_CHUNKS of them, else in
+    turn: each slice's work is done by one thread, so what ``one`` writes is the same either way."""
     from gpurisk.freq.schedule import usable_cpus
     threads = min(TERMS_THREADS, usable_cpus())
     if threads > 1 and len(starts) >= THREADED_CHUNKS:
@@ -306,7 +313,6 @@ def by_chunks(fn, n_out: int, *arrays, chunk: int | None = None):
     else:
         for start in starts:
             one(start)
-    return tuple(out)
 
 
 #: by_chunks shares its slices among at most this many threads, where there are at least
