@@ -114,6 +114,31 @@ def test_score_by_the_binned_key_space_matches_the_dense_sum(edges, monkeypatch)
         assert dr._u is None
 
 
+@pytest.mark.parametrize("edges", [[], [(0, 1)], [(1, 0), (2, 1)], [(2, 0), (1, 3)]])
+def test_grid_means_are_means_at_every_listed_cell(edges):
+    """μ̂ over the grid of the held categories, by broadcasting, is means_at at every cell listed
+    by meshgrid, bit for bit (the same factors in the same order), with a category no record has
+    (left out of the grid) and a pair too sparse for a dense table (looked up in the sorted list)."""
+    rng = np.random.default_rng(8)
+    cards = [300, 5, 400, 3]                       # 300 x 400 pairs: not dense for few cells
+    n = 60
+    codes = [rng.integers(0, 20, n), rng.integers(0, 4, n), rng.integers(0, 25, n),
+             rng.integers(0, 3, n)]                 # key 1's category 4: no record
+    key = np.ravel_multi_index(codes, cards)
+    uniq, f = np.unique(key, return_counts=True)
+    codes = list(np.unravel_index(uniq, cards))
+    m = Margins(codes, f, cards)
+    held = [np.flatnonzero(m.one(v) > 0) for v in range(4)]
+    assert held[1].shape[0] == 4
+    if (2, 0) in edges:
+        assert not m.pair_counts(0, 2)[0] and not m.pair_counts(2, 0)[0]
+    every = [g.reshape(-1) for g in np.meshgrid(*held, indexing="ij")]
+    want = risk_choice.means_at(m, edges, every)
+    got = risk_choice.grid_means(m, edges, held)
+    assert got.shape == want.shape and np.array_equal(got, want)
+    assert (want == 0).any() == bool(edges)        # unobserved pairs of categories: μ̂ = 0
+
+
 def test_means_at_the_drawn_cells_are_the_fit():
     rng = np.random.default_rng(4)
     cards = [4, 5, 3]

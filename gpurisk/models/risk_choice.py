@@ -206,17 +206,18 @@ class Draws:
         be taken off that sum) under main effects + the forest ``edges``, the cheapest of three
         ways:
 
-        - every empty cell of the key space, weight μ̂, where it has at most LISTED_CELLS cells
-          (the importance sample's error was the criterion's largest in small spaces: testdata's
-          urbrur, roof, water at π = 5 %, 80 cells: T from −0.2 to −3.9 over ten seeds of 20 000
-          draws);
+        - every cell of the key space (the grid of the categories the margins hold, by
+          broadcasting: :func:`grid_means`), weight μ̂, the sample's own cells to be taken off,
+          where it has at most LISTED_CELLS cells (the importance sample's error was the
+          criterion's largest in small spaces: testdata's urbrur, roof, water at π = 5 %, 80
+          cells: T from −0.2 to −3.9 over ten seeds of 20 000 draws);
         - else every cell by the binned distribution of μ̂ over the key space
           (:func:`gpurisk.models.cell_space.forest_mass`: values weighted by their μ̂-mass), the
           sample's own cells to be taken off (:func:`score` does, in its pass over them), where
           listing the forest's trees joins no more rows than there are draws or cells (listing
           them costs about what drawing or listing as many cells does);
-        - else every empty cell where the key space has no more cells than there are draws; else
-          the empty ones of the drawn cells, weight n / draws.
+        - else every cell, as in the first, where the key space has no more cells than there are
+          draws; else the empty ones of the drawn cells, weight n / draws.
 
         Kept for the last forest asked, so the criterion of E's term and of τ1's (:func:`score`)
         read the cells once."""
@@ -234,17 +235,17 @@ class Draws:
                     mu = forest_means(m.codes, m.f, m.cards, edges, m)[0]
                     self._fitted = (key, (mu, got[0], got[1], True))
                     return self._fitted[1]
-            exact = self.exact and size <= max(self.draws, LISTED_CELLS)
-            if exact:
-                cells = [g.reshape(-1) for g in np.meshgrid(*held, indexing="ij")]
-            else:
-                cells = self.cells(edges)
+            mu = forest_means(m.codes, m.f, m.cards, edges, m)[0]
+            if self.exact and size <= max(self.draws, LISTED_CELLS):
+                # every cell of the held categories' grid, the sample's own taken off by score
+                mux = grid_means(m, edges, held)
+                self._fitted = (key, (mu, mux, mux, True))
+                return self._fitted[1]
+            cells = self.cells(edges)
             e = self.empty(cells)
-            size = e.shape[0]
-            mux = means_at(m, edges, [c[e] for c in cells])      # only the empty cells add
-            weight = mux if exact else np.full(mux.shape[0], m.n / size)
-            self._fitted = (key, (forest_means(m.codes, m.f, m.cards, edges, m)[0], mux, weight,
-                                  False))
+            at = np.flatnonzero(e)                                # only the empty cells add
+            mux = means_at(m, edges, [c[at] for c in cells])
+            self._fitted = (key, (mu, mux, np.full(mux.shape[0], m.n / e.shape[0]), False))
         return self._fitted[1]
 
     def _sample_cells(self):
@@ -359,6 +360,41 @@ class _Inverse:
         k = t.astype(np.int64)                 # ⌊t⌋ for t ≥ 0
         np.minimum(k, self.top, out=k)         # at or past the total: the last index
         return self.table[k]
+
+
+def grid_means(margins: Margins, edges, held) -> np.ndarray:
+    """μ̂ of main effects + the forest ``edges`` at every cell of the grid of the categories
+    ``held`` (per key, its codes), flattened in C order (the last key's category varying fastest),
+    by broadcasting each factor over the grid: each cell's product is :func:`means_at`'s, factor by
+    factor in the same order, without listing the cells' codes."""
+    m = margins
+    d = len(held)
+    deg = [0] * d
+    for a, b in edges:
+        deg[a] += 1
+        deg[b] += 1
+
+    def along(values, *axes):        # ``values`` laid on the grid's ``axes`` (in that order)
+        shape = [1] * d
+        for ax, size in zip(axes, np.shape(values)):
+            shape[ax] = size
+        order = sorted(range(len(axes)), key=lambda i: axes[i])
+        return np.transpose(values, order).reshape(shape)
+    mu = np.full(tuple(h.shape[0] for h in held), float(m.n))
+    for v in range(d):
+        if deg[v] != 1:
+            with np.errstate(divide="ignore"):
+                mu *= along(((m.one(v) / m.n) ** (1 - deg[v]))[held[v]], v)
+    for a, b in edges:
+        want = held[a].astype(np.int64)[:, None] * m.cards[b] + held[b][None, :]
+        dense, counts = m.pair_counts(a, b)
+        if dense:                # an unobserved pair's count is 0 there too
+            mu *= along(counts[want] / m.n, a, b)
+            continue
+        uniq, counts = m.sorted_pair(a, b)
+        i = np.minimum(np.searchsorted(uniq, want), uniq.shape[0] - 1)
+        mu *= along(np.where(uniq[i] == want, counts[i], 0.0) / m.n, a, b)
+    return mu.reshape(-1)
 
 
 def means_at(margins: Margins, edges, cells) -> np.ndarray:
