@@ -5,7 +5,9 @@ assess and scan, checking invariants that hold whatever the data:
 * θ̂ lies in [0, 1], or is undefined with a reason; every measure's value is finite, or None with a
   reason (never a bare NaN or inf);
 * scan's row for a key subset equals assess on that subset (counts and measure values);
-* permuting the records changes nothing.
+* permuting the records changes nothing;
+* Ê and τ̂1 (the headline's model fits, on integer keys of every shape) lie in [0, n1], with a
+  finite s.e., an upper bound at least the value and an interval that holds it.
 """
 from __future__ import annotations
 
@@ -140,3 +142,45 @@ def test_unsigned_key_with_another_key(dtype):
     df = pd.DataFrame({"u": np.array([0, 1, 1, 2, 2, 2], dtype=dtype), "v": [0, 0, 1, 1, 1, 1]})
     a = gpurisk.assess(df, ["u", "v"], fraction=0.5, measures=["sample_uniques"])
     assert a.table.freq_of_freq() == df.groupby(["u", "v"]).size().value_counts().to_dict()
+
+
+@st.composite
+def key_tables(draw):
+    """Integer keys of skewed or even categories (some tied to another), for the model fits."""
+    n = draw(st.sampled_from([1, 2, 5, 40, 300, 3000]))
+    d = draw(st.integers(1, 5))
+    seed = draw(st.integers(0, 2 ** 32 - 1))
+    rng = np.random.default_rng(seed)
+    cols = {}
+    for j in range(d):
+        k = draw(st.integers(1, 60))
+        p = rng.gamma(draw(st.sampled_from([0.2, 1.0, 50.0])), 1.0, k) + 1e-12
+        cols[f"k{j}"] = rng.choice(k, size=n, p=p / p.sum())
+    if d > 1 and draw(st.booleans()):
+        cols["k1"] = (cols["k0"] + rng.integers(0, 2, n)) % 7
+    return pd.DataFrame(cols)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(key_tables(), st.sampled_from([0.001, 0.01, 0.1, 0.5, 0.9]))
+def test_the_headline_fits_stay_within_what_the_sample_allows(df, fraction):
+    """Ê (matches_ll) and τ̂1 (tau1_ll) with their default options, on tables of every shape: each
+    is a sum over the n1 sample uniques of a chance or an expectation of 1/F, so it lies in
+    [0, n1]; its s.e. is finite and not negative; its one-sided upper bound is at least the value
+    and the two-sided interval holds it."""
+    keys = list(df.columns)
+    a = gpurisk.assess(df, keys, fraction=fraction, measures=["matches_ll", "tau1_ll"])
+    n1 = a.table.n_r(1)
+    for name in ("matches_ll", "tau1_ll"):
+        r = a.measures[name]
+        _finite_or_reasoned(name, r)
+        if r.value is None or math.isnan(r.value):
+            continue
+        tol = 1e-9 * max(1.0, n1)
+        assert -tol <= r.value <= n1 + tol, (name, r.value, n1)
+        assert r.se is not None and math.isfinite(r.se) and r.se >= 0.0, (name, r.se)
+        assert r.upper is not None and r.upper >= r.value - tol, (name, r.upper, r.value)
+        lo, hi = r.extra.get("interval_lower"), r.extra.get("interval_upper")
+        if lo is not None and hi is not None:
+            assert lo - tol <= r.value <= hi + tol, (name, lo, r.value, hi)
