@@ -60,7 +60,7 @@ import numpy as np
 
 from gpurisk.core.kept import kept
 from gpurisk.models.cell_space import forest_mass
-from gpurisk.models.forest import Margins, array_digest, forest_means, tree_order
+from gpurisk.models.forest import Margins, _degrees, array_digest, forest_means, tree_order
 
 #: |T_h| above this is misfit (two-sided 5 %: fixed in advance, not tuned)
 Z_RISK = 1.959963984540054
@@ -369,10 +369,7 @@ def grid_means(margins: Margins, edges, held) -> np.ndarray:
     factor in the same order, without listing the cells' codes."""
     m = margins
     d = len(held)
-    deg = [0] * d
-    for a, b in edges:
-        deg[a] += 1
-        deg[b] += 1
+    deg = _degrees(d, edges)
 
     def along(values, *axes):        # ``values`` laid on the grid's ``axes`` (in that order)
         shape = [1] * d
@@ -387,39 +384,34 @@ def grid_means(margins: Margins, edges, held) -> np.ndarray:
                 mu *= along(((m.one(v) / m.n) ** (1 - deg[v]))[held[v]], v)
     for a, b in edges:
         want = held[a].astype(np.int64)[:, None] * m.cards[b] + held[b][None, :]
-        dense, counts = m.pair_counts(a, b)
-        if dense:                # an unobserved pair's count is 0 there too
-            mu *= along(counts[want] / m.n, a, b)
-            continue
-        uniq, counts = m.sorted_pair(a, b)
-        i = np.minimum(np.searchsorted(uniq, want), uniq.shape[0] - 1)
-        mu *= along(np.where(uniq[i] == want, counts[i], 0.0) / m.n, a, b)
+        mu *= along(_pair_counts_at(m, a, b, want) / m.n, a, b)
     return mu.reshape(-1)
+
+
+def _pair_counts_at(m: Margins, a: int, b: int, want) -> np.ndarray:
+    """The sample count of each (a, b) pair of categories x_a·c_b + x_b in ``want`` (0 for a pair
+    the sample lacks): read from the dense table, or looked up in the sorted observed pairs."""
+    dense, counts = m.pair_counts(a, b)
+    if dense:                    # an unobserved pair's count is 0 there too
+        return counts[want]
+    uniq, counts = m.sorted_pair(a, b)
+    i = np.minimum(np.searchsorted(uniq, want), uniq.shape[0] - 1)
+    return np.where(uniq[i] == want, counts[i], 0.0)
 
 
 def means_at(margins: Margins, edges, cells) -> np.ndarray:
     """μ̂ of main effects + the forest ``edges`` at arbitrary cells (codes per key), each drawn
     from that forest (so its pairs of categories are observed ones)."""
     m = margins
-    deg = [0] * len(m.codes)
-    for a, b in edges:
-        deg[a] += 1
-        deg[b] += 1
+    deg = _degrees(len(m.codes), edges)
     mu = np.full(np.shape(cells[0])[0], m.n)
     for v, c in enumerate(cells):
         if deg[v] != 1:          # the power per category, then gathered: the same numbers
             with np.errstate(divide="ignore"):
                 mu *= ((m.one(v) / m.n) ** (1 - deg[v]))[c]
     for a, b in edges:
-        cb = m.cards[b]
-        want = cells[a].astype(np.int64) * cb + cells[b]
-        dense, counts = m.pair_counts(a, b)
-        if dense:                # an unobserved pair's count is 0 there too
-            mu *= counts[want] / m.n
-            continue
-        uniq, counts = m.sorted_pair(a, b)
-        i = np.minimum(np.searchsorted(uniq, want), uniq.shape[0] - 1)
-        mu *= np.where(uniq[i] == want, counts[i], 0.0) / m.n
+        want = cells[a].astype(np.int64) * m.cards[b] + cells[b]
+        mu *= _pair_counts_at(m, a, b, want) / m.n
     return mu
 
 
