@@ -407,8 +407,9 @@ def et_cell(df: pd.DataFrame) -> dict:
         if relm.any():
             out["tau1_hat_reliable_max_rel_err"] = float(np.max(np.abs(est[relm] - tau[relm])
                                                                 / np.maximum(tau[relm], 1)))
-            out["tau1_hat_reliable_rel_bias"] = float(np.mean(est[relm] - tau[relm])
-                                                      / max(np.mean(tau[relm]), 1e-300))
+            mean_tau = float(np.mean(tau[relm]))      # 0: a relative bias is not defined
+            out["tau1_hat_reliable_rel_bias"] = (float(np.mean(est[relm] - tau[relm])) / mean_tau
+                                                 if mean_tau > 0 else math.nan)
     return out
 
 
@@ -518,7 +519,13 @@ def print_et(rows):
     print(f"   tau1_hat marked reliable in {len(rel)} cells; largest per-sample relative error there: "
           f"{pct(max([r['tau1_hat_reliable_max_rel_err'] for r in rel], default=math.nan))} %; "
           f"largest |rel bias| among the reliable samples of a cell: "
-          f"{pct(max([abs(r['tau1_hat_reliable_rel_bias']) for r in rel], default=math.nan))} %")
+          f"{pct(_nanmax([abs(r['tau1_hat_reliable_rel_bias']) for r in rel]))} %")
+
+
+def _nanmax(values) -> float:
+    """The largest of ``values`` that is a number (NaN where none is)."""
+    got = [v for v in values if math.isfinite(v)]
+    return max(got) if got else math.nan
 
 
 def f(v, d=3):

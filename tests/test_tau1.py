@@ -100,6 +100,10 @@ def test_i0_term_in_the_smoothed_series():
         r = tau1_hat_of(frame, 0.01, **opts)
         assert r.extra["method"] in ("binomial", "poisson") and r.extra["raw_value"] == 9.0
         assert r.value is None and r.reason.startswith("not estimable: the estimate is n1 = 9")
+        # the flag agrees with the withheld value: a JSON reader never sees reliable: true beside
+        # a value the measure refused (the trust study found 15 such samples, τ1 = 0 in each)
+        assert r.extra["reliable"] is False
+        assert r.extra["unreliable_because"].startswith("not estimable")
 
 
 def test_estimate_at_zero_is_not_estimable():
@@ -108,6 +112,7 @@ def test_estimate_at_zero_is_not_estimable():
     r = tau1_hat_of(frame_with_fof({1: 3, 2: 1}), 0.25, k=1, q=0.5)
     assert r.extra["raw_value"] == pytest.approx(0.0, abs=1e-12)
     assert r.value is None and r.reason.startswith("not estimable: the estimate is 0")
+    assert r.extra["reliable"] is False
 
 
 def test_lambda_from_population_size():

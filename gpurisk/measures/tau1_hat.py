@@ -169,10 +169,13 @@ class Tau1Hat(Measure):
                 else None
             what = (f"the estimate is {edge}, at the edge of [0, n1]" if edge else
                     "its s.e. is 0")
+            # not reliable either: the flag must not say otherwise beside a withheld value
+            because = "; ".join(x for x in (f"not estimable: {what}", why) if x)
             return Result.not_applicable(
                 f"not estimable: {what} (s.e. {se:.3g}); such a value comes from a degenerate "
                 f"sample (e.g. every record unique), not from the population (λ = {lam:.3g})",
-                **extra, raw_value=value, withheld=True, raw_se=se if math.isfinite(se) else None)
+                **(extra | {"reliable": False, "unreliable_because": because}), raw_value=value,
+                withheld=True, raw_se=se if math.isfinite(se) else None)
         value = min(max(value, 0.0), float(n1))          # within the rounding slack: onto [0, n1]
         if not reliable and not show_unreliable:
             return Result(value=None,
