@@ -122,3 +122,36 @@ def test_n1_issue_count_takes_one_person_where_n1_is_at_most_four():
         True, False, True, False, False, True, False, True, False, None]
     assert _trust_n1.issue_count(rows) == (4, 9)
     assert _trust_n1.issue_count(rows, "ARX (rule=arx)") == (1, 1)
+
+
+def test_bias_split_adds_up_to_the_default_estimate_and_the_truth():
+    """bench/ll_bias_by_category.py splits Ê and E by the kind of sample unique: its parts add up to
+    matches_ll's value (the script checks that itself) and to E = Σ_{f=1} 1/F counted here apart,
+    by pandas, on STAR's records with a missing value kept as a category of its own."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import ll_bias_by_category as split_bench
+    from gpurisk.freq.engine import build_table
+    from gpurisk.measure import Context
+    from gpurisk.measures.matches_ll import MatchesLL
+    keys = ["gr", "sx", "eth"]
+    pop = pd.read_csv(data_path("populations/star.csv.gz"))[keys]
+    assert pop[keys].isna().any().any()          # the split's "missing" kind is exercised
+    counts = pop.groupby(keys, observed=True, dropna=False).size().rename("F").reset_index()
+    counts = counts.astype(object).where(counts.notna(), None)
+    counts["F"] = counts["F"].astype(float)
+    seen = set()
+    for seed in range(6):
+        sample = pop[np.random.default_rng(seed).random(len(pop)) < 0.05]
+        got = split_bench.split(sample, counts, keys, 0.05, rare=2)
+        seen |= {k for k, v in got.items() if v[0]}
+        # the truth by hand: the sample's cells of one record, their population counts
+        filled = {k: "<missing>" for k in keys}
+        f = sample.fillna(filled).groupby(keys).size()
+        F = pop.fillna(filled).groupby(keys).size()
+        uniques = f[f == 1].index
+        want_e = float((1.0 / F.loc[uniques]).sum())
+        assert sum(v[2] for v in got.values()) == pytest.approx(want_e, rel=1e-12)
+        assert sum(v[0] for v in got.values()) == len(uniques)
+        value = MatchesLL().compute(build_table(sample, keys), Context(fraction=0.05)).value
+        assert sum(v[1] for v in got.values()) == pytest.approx(value, rel=1e-9)
+    assert seen == {"missing", "rare", "other"}
