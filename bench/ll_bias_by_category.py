@@ -1,12 +1,14 @@
-"""Which sample uniques carry matches_ll's bias? (issue 43) Ê split by the kind of unique.
+"""Which sample uniques carry matches_ll's (or tau1_ll's) bias? (issue 43) Ê or τ̂1 split by the kind of
+unique.
 
 For each (population, key set, π) named, Bernoulli samples of the population (bench/validate_trust.py's
 populations and key sets); per sample, each sample unique's term of the default Ê (``model=eb``, its
 rooted form, ``root_prior=eb``: :func:`gpurisk.models.table_fits.eb_means`, the leave-one-out prior
 :func:`gpurisk.models.prior.loo_prior`, :func:`gpurisk.models.terms.unique_terms`) beside its truth
-1/F (F counted in the population, a missing value a category of its own, as gpurisk counts it). The
-terms' sum is checked against ``matches_ll``'s value on the same table (to 10⁻⁹ relative), so the
-split is of the default estimate itself. The uniques are split three ways:
+1/F (F counted in the population, a missing value a category of its own, as gpurisk counts it); with
+``--measure tau1``, τ̂1's term beside I(F = 1). The terms' sum is checked against ``matches_ll``'s
+(``tau1_ll``'s) value on the same table (to 10⁻⁹ relative), so the split is of the default estimate
+itself. The uniques are split three ways:
 
 - ``missing``: some key of the unique is missing (NaN);
 - ``rare``: none missing, and some key's category is held by at most ``--rare`` sample records;
@@ -16,6 +18,7 @@ Per kind, the mean over samples of the number of uniques, of Σ terms (Ê's part
 part) and of their difference (the kind's part of Ê's bias); the kinds' parts add up to Ê − E.
 
     python bench/ll_bias_by_category.py --reps 20 --cells star:0:0.05,gssvocab:0:0.05
+    python bench/ll_bias_by_category.py --reps 40 --measure tau1 --cells fars:0:0.01
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ from validate_trust import POPULATIONS, find_data, load  # noqa: E402
 from gpurisk.freq.engine import build_table  # noqa: E402
 from gpurisk.measure import Context  # noqa: E402
 from gpurisk.measures.matches_ll import MatchesLL  # noqa: E402
+from gpurisk.measures.tau1_ll import Tau1LL  # noqa: E402
 from gpurisk.models.prior import loo_prior  # noqa: E402
 from gpurisk.models.table_fits import eb_means  # noqa: E402
 from gpurisk.models.terms import unique_terms  # noqa: E402
@@ -44,28 +48,36 @@ CELLS = ("star:0:0.05,star:0:0.1,gssvocab:0:0.05,gssvocab:0:0.1,mortgages:1:0.05
          "mortgages:1:0.1,vietnam:0:0.05,testdata:0:0.05,covid:0:0.05,fars:0:0.05,adult:1:0.05")
 
 
-def unique_terms_of(table, pi: float) -> np.ndarray:
-    """Each sample unique's term of the default Ê, in the order of the table's cells with f = 1."""
+#: --measure: the kind of term (gpurisk.models.terms), its measure, the truth per unique (from F)
+MEASURES = {"matches": ("inverse", MatchesLL, lambda F: 1.0 / F),
+            "tau1": ("tau1", Tau1LL, lambda F: (F == 1).astype(float))}
+
+
+def unique_terms_of(table, pi: float, kind: str = "inverse") -> np.ndarray:
+    """Each sample unique's term of the default Ê (``kind="tau1"``: τ̂1), in the order of the
+    table's cells with f = 1."""
     mu, alpha, _, counts, _, _, _ = eb_means(table, None, "truncated", smoothing="rooted",
                                              root_prior="eb")
     mu_prior, alpha_prior = loo_prior(float(table.n), counts, alpha)
-    return unique_terms(mu_prior, alpha_prior, pi, "inverse", variance=False)[0]
+    return unique_terms(mu_prior, alpha_prior, pi, kind, variance=False)[0]
 
 
 def split(sample: pd.DataFrame, population_counts: pd.DataFrame, keys, pi: float,
-          rare: int) -> dict:
-    """Per kind: [uniques, Σ terms, Σ 1/F] of one sample (module docstring)."""
+          rare: int, measure: str = "matches") -> dict:
+    """Per kind: [uniques, Σ terms, Σ truth] of one sample (module docstring)."""
+    kind, cls, truth_of = MEASURES[measure]
     table = build_table(sample, keys)
-    terms = unique_terms_of(table, pi)
-    value = MatchesLL().compute(table, Context(fraction=pi)).value
-    if not np.isclose(float(terms.sum()), value, rtol=1e-9, atol=0.0):
-        raise SystemExit(f"the split's terms sum to {terms.sum()!r}, matches_ll gives {value!r}")
+    terms = unique_terms_of(table, pi, kind)
+    value = cls().compute(table, Context(fraction=pi)).value
+    if not np.isclose(float(terms.sum()), value, rtol=1e-9, atol=1e-12):
+        raise SystemExit(f"the split's terms sum to {terms.sum()!r}, {cls.name} gives {value!r}")
     su = np.flatnonzero(np.asarray(table.f) == 1)
     labels = pd.DataFrame(table.cell_labels(su), columns=list(keys))
     labels = labels.astype(object).where(labels.notna(), None)
-    truth = labels.merge(population_counts, on=list(keys), how="left")["F"].to_numpy(float)
-    if truth.shape[0] != terms.shape[0] or not np.all(truth >= 1):
+    F = labels.merge(population_counts, on=list(keys), how="left")["F"].to_numpy(float)
+    if F.shape[0] != terms.shape[0] or not np.all(F >= 1):
         raise SystemExit("a sample unique's cell was not found in the population")
+    truth = truth_of(F)
     missing = labels.isna().any(axis=1).to_numpy()
     small = np.zeros(su.shape[0], dtype=bool)
     for k in keys:
@@ -73,7 +85,7 @@ def split(sample: pd.DataFrame, population_counts: pd.DataFrame, keys, pi: float
         count = {(None if pd.isna(c) else c): int(v) for c, v in held.items()}
         small |= labels[k].map(count).to_numpy(float) <= rare
     kinds = {"missing": missing, "rare": small & ~missing, "other": ~small & ~missing}
-    return {kind: [int(m.sum()), float(terms[m].sum()), float((1.0 / truth[m]).sum())]
+    return {kind: [int(m.sum()), float(terms[m].sum()), float(truth[m].sum())]
             for kind, m in kinds.items()}
 
 
@@ -85,12 +97,15 @@ def main(argv=None):
     ap.add_argument("--rare", type=int, default=2,
                     help="a category held by at most this many sample records is rare")
     ap.add_argument("--seed", type=int, default=1000)
+    ap.add_argument("--measure", default="matches", choices=list(MEASURES),
+                    help="matches: Ê (matches_ll) against E; tau1: τ̂1 (tau1_ll) against τ1")
     a = ap.parse_args(argv)
-    print(f"Ê's bias split by the kind of sample unique (mean over {a.reps} samples; missing: a key "
-          f"missing; rare: a category held by ≤ {a.rare} sample records; Ê's part − E's part = the "
-          "kind's part of the bias)")
-    print(f"{'cell':<44} {'E':>7} {'Ê':>7} | " + " | ".join(
-        f"{k + ': n, Ê, E, bias':<30}" for k in KINDS))
+    est, what = ("Ê", "E") if a.measure == "matches" else ("τ̂1", "τ1")
+    print(f"{est}'s bias split by the kind of sample unique (mean over {a.reps} samples; missing: a "
+          f"key missing; rare: a category held by ≤ {a.rare} sample records; {est}'s part − {what}'s "
+          "part = the kind's part of the bias)")
+    print(f"{'cell':<44} {what:>7} {est:>7} | " + " | ".join(
+        f"{k + f': n, {est}, {what}, bias':<30}" for k in KINDS))
     for cell in a.cells.split(","):
         name, keyset, pi = cell.split(":")
         path, sep, sets, _ = POPULATIONS[name]
@@ -106,7 +121,7 @@ def main(argv=None):
         total = {k: np.zeros(3) for k in KINDS}
         for r in range(a.reps):
             rng = np.random.default_rng(a.seed + r)
-            got = split(frame[rng.random(len(frame)) < pi], counts, keys, pi, a.rare)
+            got = split(frame[rng.random(len(frame)) < pi], counts, keys, pi, a.rare, a.measure)
             for k in KINDS:
                 total[k] += got[k]
         mean = {k: v / a.reps for k, v in total.items()}

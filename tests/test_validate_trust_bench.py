@@ -125,15 +125,17 @@ def test_n1_issue_count_takes_one_person_where_n1_is_at_most_four():
 
 
 def test_bias_split_adds_up_to_the_default_estimate_and_the_truth():
-    """bench/ll_bias_by_category.py splits Ê and E by the kind of sample unique: its parts add up to
-    matches_ll's value (the script checks that itself) and to E = Σ_{f=1} 1/F counted here apart,
-    by pandas, on STAR's records with a missing value kept as a category of its own."""
+    """bench/ll_bias_by_category.py splits Ê and E (τ̂1 and τ1) by the kind of sample unique: its
+    parts add up to matches_ll's (tau1_ll's) value (the script checks that itself) and to
+    E = Σ_{f=1} 1/F (τ1 = Σ_{f=1} I(F = 1)) counted here apart, by pandas, on STAR's records with a
+    missing value kept as a category of its own."""
     sys.path.insert(0, str(ROOT / "bench"))
     import ll_bias_by_category as split_bench
     from gpurisk.freq.engine import build_table
     from gpurisk.measure import Context
     from gpurisk.measures.matches_ll import MatchesLL
-    keys = ["gr", "sx", "eth"]
+    from gpurisk.measures.tau1_ll import Tau1LL
+    keys = ["sch", "gr", "sx", "eth"]     # 212-260 uniques a sample, 8-17 population uniques
     pop = pd.read_csv(data_path("populations/star.csv.gz"))[keys]
     assert pop[keys].isna().any().any()          # the split's "missing" kind is exercised
     counts = pop.groupby(keys, observed=True, dropna=False).size().rename("F").reset_index()
@@ -154,4 +156,10 @@ def test_bias_split_adds_up_to_the_default_estimate_and_the_truth():
         assert sum(v[0] for v in got.values()) == len(uniques)
         value = MatchesLL().compute(build_table(sample, keys), Context(fraction=0.05)).value
         assert sum(v[1] for v in got.values()) == pytest.approx(value, rel=1e-9)
+        # τ̂1's split (--measure tau1): the truth is the uniques that are population uniques
+        got = split_bench.split(sample, counts, keys, 0.05, rare=2, measure="tau1")
+        tau1 = float((F.loc[uniques] == 1).sum())
+        assert tau1 > 0 and sum(v[2] for v in got.values()) == tau1
+        value = Tau1LL().compute(build_table(sample, keys), Context(fraction=0.05)).value
+        assert sum(v[1] for v in got.values()) == pytest.approx(value, rel=1e-9, abs=1e-12)
     assert seen == {"missing", "rare", "other"}
