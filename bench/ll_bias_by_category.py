@@ -68,7 +68,10 @@ def split(sample: pd.DataFrame, population_counts: pd.DataFrame, keys, pi: float
     kind, cls, truth_of = MEASURES[measure]
     table = build_table(sample, keys)
     terms = unique_terms_of(table, pi, kind)
-    value = cls().compute(table, Context(fraction=pi)).value
+    got = cls().compute(table, Context(fraction=pi))
+    if got.value is None:
+        raise SystemExit(f"{cls.name} gives no value on a sample: {got.reason}")
+    value = got.value
     if not np.isclose(float(terms.sum()), value, rtol=1e-9, atol=1e-12):
         raise SystemExit(f"the split's terms sum to {terms.sum()!r}, {cls.name} gives {value!r}")
     su = np.flatnonzero(np.asarray(table.f) == 1)
