@@ -148,11 +148,12 @@ class Tau1Hat(Measure):
         # E(τ̂1 − τ1)² ≈ Σ_j g(f_j)² − τ1 (see _tau1_series.second_moment); m2 ≥ n1 ≥ the clipped
         # value, so the variance is never negative
         se = math.sqrt(m2 - min(max(value, 0.0), n1)) if math.isfinite(m2) else math.inf
-        reliable, why = reliability(lam, log_n, value, n1, se, s.method, bound)
+        slack = bound + 1e-9 * max(1, n1)
+        what = degenerate(lam, value, n1, se, slack)
+        reliable, why = reliability(lam, log_n, value, n1, se, s.method, bound, what)
         extra |= {"reliable": reliable, "relative_se": se / value if value > 0 else math.inf}
         if why:
             extra["unreliable_because"] = why
-        slack = bound + 1e-9 * max(1, n1)
         if not -slack <= value <= n1 + slack:
             side = "negative" if value < 0 else f"above n1 = {n1}, the number of sample uniques"
             se_txt = f"{se:.3g}" if math.isfinite(se) else "beyond the double range"
@@ -162,20 +163,11 @@ class Tau1Hat(Measure):
                                  f"(λ = {lam:.3g})",
                           extra=extra | {"raw_value": value, "withheld": True,
                                          "raw_se": se if math.isfinite(se) else None})
-        if n1 > 0 and lam > 0 and (value <= slack or value >= n1 - slack or se <= 1e-12 * n1):
-            # a degenerate sample (every record unique: τ̂1 = n1 ± 0) or an estimate at the edge of
-            # [0, n1]: the series says nothing about τ1 there (issue 27: τ1 ≈ n1/2 in such samples)
-            edge = ("0" if value <= slack else f"n1 = {n1}") if (value <= slack or value >= n1 - slack) \
-                else None
-            what = (f"the estimate is {edge}, at the edge of [0, n1]" if edge else
-                    "its s.e. is 0")
-            # not reliable either: the flag must not say otherwise beside a withheld value
-            because = "; ".join(x for x in (f"not estimable: {what}", why) if x)
+        if what:         # withheld, and flagged unreliable with that reason (reliability)
             return Result.not_applicable(
                 f"not estimable: {what} (s.e. {se:.3g}); such a value comes from a degenerate "
                 f"sample (e.g. every record unique), not from the population (λ = {lam:.3g})",
-                **(extra | {"reliable": False, "unreliable_because": because}), raw_value=value,
-                withheld=True, raw_se=se if math.isfinite(se) else None)
+                **extra, raw_value=value, withheld=True, raw_se=se if math.isfinite(se) else None)
         value = min(max(value, 0.0), float(n1))          # within the rounding slack: onto [0, n1]
         if not reliable and not show_unreliable:
             return Result(value=None,
@@ -197,8 +189,21 @@ MAX_LAMBDA = 20.0
 MAX_RELATIVE_SE = 0.05
 
 
-def reliability(lam, log_n, value, n1, se, method, bound) -> tuple[bool, str]:
-    """(reliable, why not) for one estimate.
+def degenerate(lam, value, n1, se, slack) -> str | None:
+    """Why an estimate within [0, n1] (± ``slack``) says nothing about τ1, or None: a degenerate
+    sample (every record unique: τ̂1 = n1 ± 0, s.e. 0) or an estimate at the edge of [0, n1] (issue
+    27: τ1 ≈ n1/2 in such samples)."""
+    if not (n1 > 0 and lam > 0 and -slack <= value <= n1 + slack):
+        return None
+    if value <= slack or value >= n1 - slack:
+        return f"the estimate is {'0' if value <= slack else f'n1 = {n1}'}, at the edge of [0, n1]"
+    return "its s.e. is 0" if se <= 1e-12 * n1 else None
+
+
+def reliability(lam, log_n, value, n1, se, method, bound,
+                degenerate_because=None) -> tuple[bool, str]:
+    """(reliable, why not) for one estimate; ``degenerate_because``: :func:`degenerate`'s reason,
+    which makes it unreliable first of all (the measure withholds such an estimate).
 
     Calibrated on five real populations, three key sets each, π = 1, 5, 10 %
     (bench/validate_trust.py): reliable where the estimate lies in [0, n1], λ ≤ MAX_LAMBDA and
@@ -208,7 +213,7 @@ def reliability(lam, log_n, value, n1, se, method, bound) -> tuple[bool, str]:
     estimator is proven consistent) did not track this: it held on FARS at π = 10 % with 40 % of the
     values negative.
     """
-    reasons = []
+    reasons = [f"not estimable: {degenerate_because}"] if degenerate_because else []
     if not bound < 0.5:
         reasons.append(f"the sum's rounding error may reach {bound:.3g} cells")
     if method == "unbiased" and lam > 1:
