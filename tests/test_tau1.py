@@ -72,6 +72,17 @@ def test_binomial_smoothed_series_by_hand():
     assert r.se is None and r.extra["raw_se"] == pytest.approx(math.sqrt(111.3125), abs=1e-12)
 
 
+def test_a_shown_smoothed_estimate_says_its_bias_is_not_in_its_se():
+    # λ = 3, L ~ Binomial(2, 1/2): 20 − 3·2·3·(3/4) + 9·3·1·(1/4) = 13.25, within [0, n1 = 20]
+    fof = {1: 20, 2: 3, 3: 1}
+    r = tau1_hat_of(frame_with_fof(fof), 0.25, k=2, q=0.5, show_unreliable=True)
+    assert r.value == pytest.approx(13.25, abs=1e-12) and r.extra["method"] == "binomial"
+    assert r.extra["note"].startswith("the s.e. is the sampling spread only")
+    # the unbiased series (λ ≤ 1) has no smoothing bias: no such note
+    r = tau1_hat_of(frame_with_fof(fof), 2 / 3, show_unreliable=True)
+    assert r.extra["method"] == "unbiased" and r.value is not None and "note" not in r.extra
+
+
 def test_poisson_smoothed_series_by_hand():
     # λ = 2 (π = 1/3), L ~ Poisson(1): P(L≥1) = 1 − e^−1, P(L≥2) = 1 − 2e^−1
     e = math.exp(-1.0)
