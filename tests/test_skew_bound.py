@@ -31,6 +31,22 @@ def test_inverse_cube_is_the_negative_binomials_series():
     assert inverse_cube(np.array([1e-10]), 3.0)[0] == pytest.approx(1 - 7 / 8 * 3e-10, rel=1e-15)
 
 
+@pytest.mark.parametrize("c, am1, rule", [
+    (0.5, 3.0, 0), (2.0, 0.2, 0), (2.0, 7.0, 1), (10.0, 6.0, 2), (20.0, 30.0, 3), (0.5, 200.0, 3),
+    (0.0115, 3650.0, 3), (0.5, 90.0, 3), (0.5, 80.0, 4),
+    (10.0, 15.0, 4), (5000.0, 0.5, 4), (1e5, 4.0, 4)])
+def test_each_rule_of_inverse_square_is_the_negative_binomials_series(c, am1, rule):
+    """E[1/F²] by each of inverse_square's rules (fewer Gauss-Legendre nodes where the integrand
+    is easy, Gauss-Laguerre where its exponential factor falls by 35-40 e-folds or more, 20 nodes
+    elsewhere) against Σ_k P(X = k)/(1 + k)², X negative binomial, summed until its tail is gone."""
+    from gpurisk.models.terms import square_rules
+    a = 1.0 + am1
+    assert square_rules(np.array([c]), np.array([a]))[0] == rule
+    k = np.arange(int(60 * c * a / am1 + 200 * (a * c) ** 0.5 + 2_000))
+    want = np.sum(nbinom.pmf(k, a, 1 / (1 + c)) / (1.0 + k) ** 2)
+    assert inverse_square(np.array([c]), a)[0] == pytest.approx(want, rel=1e-10)
+
+
 @pytest.mark.parametrize("a", [1e9, 1e12, 1e15])
 def test_tiny_c_at_a_large_shape_is_the_poisson_limit(a):
     """c below 1e-8 with a large a (a gamma of tiny variance: a sample of 10⁸ records or more) is

@@ -160,29 +160,68 @@ def nb_terms(m, alpha, pi, kind, exact: bool = False, variance: bool = True, slo
     return (t, v, d) if slope else (t, v)
 
 
-#: Gauss-Legendre nodes of :func:`inverse_square`'s integral, and how many e-folds of its
-#: exponential factor it covers (beyond, the integrand is below e^{−50} of its start). 20 nodes
-#: are within 2e-11 (relative) of 64 nodes' sum over c in [1e-9, 1e12] and a − 1 in [1e-9, 1e13]
-#: (400 000 random points), and the variance E[1/F²] − E[1/F]² within 1.5e-7 of 64 nodes' (the
-#: subtraction's own cancellation: 24 nodes give the same), at under a third of the cost
+#: Gauss-Legendre nodes of :func:`inverse_cube`'s integral (and of :func:`inverse_square`'s where
+#: no rule of SQUARE_RULES applies), and how many e-folds of its exponential factor it covers
+#: (beyond, the integrand is below e^{−50} of its start). 20 nodes are within 2e-11 (relative) of 64
+#: nodes' sum over c in [1e-9, 1e12] and a − 1 in [1e-9, 1e13] (400 000 random points), and the
+#: variance E[1/F²] − E[1/F]² within 1.5e-7 of 64 nodes' (the subtraction's own cancellation: 24
+#: nodes give the same), at under a third of the cost
 LEGENDRE_NODES = 20
 EFOLDS = 50.0
+#: :func:`inverse_square`'s fewer nodes where its integrand is easier, each rule (K, L, nodes): where
+#: the exponential factor falls by fewer than K e-folds over the window (K = (a − 1) W) and
+#: L = ln(1 + c) is below L, that many Gauss-Legendre nodes. On the 400 000 random points above,
+#: grouped by K and L, each rule's largest error against 64 nodes was 2.2e-13 (8 nodes), 1.7e-12
+#: (10) and 8.7e-15 (16), below the 20 nodes' 1.8e-11 (issue 43's stop 66; tests/test_skew_bound.py)
+SQUARE_RULES = ((5.0, 4.0, 8), (10.0, 4.0, 10), (20.0, 8.0, 16))
+#: ... and where the factor falls by at least V e-folds over [0, L] (V = (a − 1) L) and a − 1 is at
+#: least A, for a pair (V, A) of LAGUERRE_WHERE, the integral in v = (a − 1) w is ∫_0^V e^{−v} g(v) dv,
+#: g(v) = −expm1(v − V)/((a − 1)² c expm1(L − v/(a − 1))) smooth, taken by LAGUERRE_NODES Gauss-Laguerre
+#: nodes (the largest at 22.9, the part beyond V below e^{−35}): on 600 000 random points as above,
+#: within 2.1e-13 of 64 Gauss-Legendre nodes at (35, 20) and 1.6e-12 at (40, 5) (10 nodes: 2.4e-12
+#: at (35, 5); 8 at (30, 5): 3.5e-11, so V below 35 keeps Gauss-Legendre's). At a − 1 from 2 to 5,
+#: V ≥ 60 (c near 10¹², E[1/F²] near 10⁻²⁴) 10 nodes were 6.6e-11 off, so those keep 20 nodes
+LAGUERRE_WHERE = ((35.0, 20.0), (40.0, 5.0))
+LAGUERRE_NODES = 8
+
+
+@functools.lru_cache(maxsize=8)
+def _legendre(nodes: int = LEGENDRE_NODES):
+    x, w = np.polynomial.legendre.leggauss(nodes)
+    return (x + 1.0) / 2.0, w / 2.0                    # on [0, 1]
 
 
 @functools.lru_cache(maxsize=1)
-def _legendre():
-    x, w = np.polynomial.legendre.leggauss(LEGENDRE_NODES)
-    return (x + 1.0) / 2.0, w / 2.0                    # on [0, 1]
+def _laguerre():
+    return np.polynomial.laguerre.laggauss(LAGUERRE_NODES)
 
 
 def _slices(c, a, chunk: int):
     """(start, c, a − 1, L = ln(1 + c), W = min(L, EFOLDS/(a − 1))) of ``chunk`` uniques at a time,
-    as columns: what :func:`inverse_square` and :func:`inverse_cube` integrate over."""
+    as columns: what :func:`inverse_cube` integrates over."""
     a = np.broadcast_to(np.asarray(a, dtype=np.float64), c.shape)
     for i in range(0, c.shape[0], chunk):
         cc, aa = c[i:i + chunk, None], a[i:i + chunk, None] - 1.0
         L = np.log1p(cc)
         yield i, cc, aa, L, np.minimum(L, EFOLDS / aa)
+
+
+def square_rules(c, a, chunk: int = 1 << 15):
+    """Per unique, the rule :func:`inverse_square` takes: i < len(SQUARE_RULES) that rule's
+    Gauss-Legendre nodes, len(SQUARE_RULES) Gauss-Laguerre's, one more LEGENDRE_NODES (also where
+    a value is not a number). ``chunk`` uniques at a time (their temporaries in the cache)."""
+    a = np.broadcast_to(np.asarray(a, dtype=np.float64), c.shape)
+    rule = np.full(c.shape, len(SQUARE_RULES) + 1, dtype=np.int8)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for i in range(0, c.shape[0], chunk):
+            am1, L, out = a[i:i + chunk] - 1.0, np.log1p(c[i:i + chunk]), rule[i:i + chunk]
+            v = am1 * L                                # the e-folds over [0, L] (over the window:
+            for j in range(len(SQUARE_RULES) - 1, -1, -1):       # min(v, EFOLDS) < K ⇔ v < K)
+                most_k, most_l, _ = SQUARE_RULES[j]
+                out[(v < min(most_k, EFOLDS)) & (L < most_l)] = j
+            for most_v, most_a in LAGUERRE_WHERE:
+                out[(v >= most_v) & (am1 >= most_a)] = len(SQUARE_RULES)
+    return rule
 
 
 def inverse_square(c, a, zero=None, chunk: int = 1 << 11):
@@ -193,17 +232,39 @@ def inverse_square(c, a, zero=None, chunk: int = 1 << 11):
 
         E[1/F²] = ∫_0^L e^{(1−a)w} [−expm1((1 − a)(L − w))] / ((a − 1) c expm1(L − w)) dw,
 
-    a smooth integrand (finite at w = L), taken by Gauss-Legendre on [0, min(L, EFOLDS/(a − 1))].
+    a smooth integrand (finite at w = L), taken by Gauss-Legendre on [0, min(L, EFOLDS/(a − 1))],
+    with fewer nodes where the integrand is easier (SQUARE_RULES), or where the exponential factor
+    falls by 35-40 e-folds or more over [0, L] by Gauss-Laguerre in v = (a − 1) w (LAGUERRE_WHERE;
+    :func:`square_rules`).
     ``c``, ``a`` per sample unique (``a`` may be a number); ``zero``: where F = 1 surely (1).
-    Taken ``chunk`` uniques at a time: their chunk × LEGENDRE_NODES temporaries stay in the
-    processor's cache (2 048: 1.75 times as fast as 32 768, the same numbers)."""
-    xg, wg = _legendre()
-    c, out = np.asarray(c, dtype=np.float64), np.empty(np.shape(c))
+    Each rule's uniques are taken ``chunk`` at a time: their chunk × nodes temporaries stay in the
+    processor's cache (2 048: 1.75 times as fast as 32 768, the same numbers). Each row's nodes are
+    summed by ``einsum``, in one order whatever the rows around it (a BLAS product may round a row
+    by its place in the block), so every unique's value is the same on any slice of the uniques."""
+    c = np.asarray(c, dtype=np.float64)
+    a = np.broadcast_to(np.asarray(a, dtype=np.float64), c.shape)
+    out = np.empty(c.shape)
+    rule = square_rules(c, a)
+    lag = len(SQUARE_RULES)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        for i, cc, aa, L, W in _slices(c, a, chunk):
-            w = W * xg
-            f = (np.exp(-aa * w) * -np.expm1(-aa * (L - w))) / (aa * cc * np.expm1(L - w))
-            out[i:i + chunk] = (f @ wg) * W[:, 0]
+        for r in range(lag + 2):
+            at = np.flatnonzero(rule == r)
+            if r == lag:
+                xg, wg = _laguerre()
+            else:
+                xg, wg = _legendre(SQUARE_RULES[r][2] if r < lag else LEGENDRE_NODES)
+            for i in range(0, at.shape[0], chunk):
+                j = at[i:i + chunk]
+                cc, aa = c[j, None], a[j, None] - 1.0
+                L = np.log1p(cc)
+                if r == lag:      # ∫_0^∞ e^{−v} [−expm1(v − (a − 1)L)] / ((a − 1)² c expm1(L − v/(a − 1))) dv
+                    f = -np.expm1(xg - aa * L) / (aa * aa * cc * np.expm1(L - xg / aa))
+                    out[j] = np.einsum("ij,j->i", f, wg)
+                    continue
+                W = np.minimum(L, EFOLDS / aa)
+                w = W * xg
+                f = (np.exp(-aa * w) * -np.expm1(-aa * (L - w))) / (aa * cc * np.expm1(L - w))
+                out[j] = np.einsum("ij,j->i", f, wg) * W[:, 0]
     # F = 1 almost surely where X's mean a·c is tiny (not where c alone is: a gamma of tiny variance
     # at a large a has c tiny and X about Poisson(a c), which the integral still gives)
     small = c * a < 1e-8
