@@ -24,8 +24,8 @@ from gpurisk.models.prior import (category_dots, loo_prior, root_moves, roots_mo
 from gpurisk.models.root_prior import JEFFREYS, Root
 from gpurisk.models.table_fits import (auto_cv_means, eb_means, forest_misfit, risk_means, risk_z,
                                        sample_unique_means)
-from gpurisk.models.terms import (SKEW_TOL, nb_terms, skew_uniques, third_cumulants,
-                                  unique_terms)
+from gpurisk.models.terms import (SKEW_TOL, nb_terms, skew_uniques, sums_by_chunks,
+                                  third_cumulants, unique_terms)
 
 #: how the cells may vary around the model (option ``dispersion``)
 DISPERSIONS = ("auto", "moment", "truncated", "none")
@@ -149,25 +149,36 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
         prior = "plugin"          # the two-way fit (or a sample of one record): no such form
     extra["prior"] = prior
 
-    def terms(mu, alpha, counts, i=0, value_only=False, rescale=None, slope=False):
-        """Per sample unique, the term and its variance under fitted model i (0: the kept);
-        ``value_only``: the variance is not used (not computed). ``rescale``: the kept
-        model at another α than its fitted one (α̂'s profile ends): the leave-one-out prior's
-        relative variance (1 + α) Π(1 + 1/s) − 1 rescaled from the fitted α̂'s, not rebuilt.
-        ``slope``: each term's derivative in ln μ third (:func:`nb_terms`)."""
+    def terms(mu, alpha, counts, slope=False):
+        """Per sample unique, the term and its variance under the kept model; ``slope``: each
+        term's derivative in ln μ third (:func:`nb_terms`)."""
         alpha = alpha if dispersion != "none" else 0.0
-        how = exact and not value_only
+        if prior == "loo":          # the same for tau1_ll and matches_ll: computed once
+            mu_prior, alpha_cell = table.cached(f"_ll_loo_{model_key}_0_{alpha!r}",
+                                                lambda: loo_prior(n, counts, alpha))
+            return unique_terms(mu_prior, alpha_cell, pi, kind, exact, True, slope)
+        return unique_terms(mu, alpha, pi, kind, exact, True, slope)
+
+    def value_sum(mu, alpha, counts, i=0, rescale=None) -> float:
+        """The terms' sum (their variance not computed) under fitted model i (0: the kept; i ≥ 1
+        :func:`gpurisk.models.forest.doubtful`'s alternatives), taken slice by slice
+        (:func:`sums_by_chunks`): no per-unique array is made. ``rescale``: the kept model at
+        another α than its fitted one (α̂'s profile ends): the leave-one-out prior's relative
+        variance (1 + α) Π(1 + 1/s) − 1 rescaled from the fitted α̂'s, not rebuilt."""
+        alpha = alpha if dispersion != "none" else 0.0
+
+        def values(m, a):
+            return nb_terms((1.0 - pi) * m / pi, a, pi, kind, False, variance=False)[:1]
         if prior == "loo" and rescale is not None and i == 0:
             mu_prior, fitted = table.cached(f"_ll_loo_{model_key}_0_{rescale!r}",
                                             lambda: loo_prior(n, counts, rescale))
-            alpha_cell = (1.0 + alpha) * ((fitted + 1.0) / (1.0 + rescale)) - 1.0
-            return unique_terms(mu_prior, alpha_cell, pi, kind, how, not value_only)
-        if prior == "loo":          # the same for tau1_ll and matches_ll: computed once
-            mu_prior, alpha_cell = table.cached(f"_ll_loo_{model_key}_{i}_{alpha!r}",
-                                                lambda: loo_prior(n, counts, alpha))
-            return unique_terms(mu_prior, alpha_cell, pi, kind, how, not value_only,
-                                slope)
-        return unique_terms(mu, alpha, pi, kind, how, not value_only, slope)
+            return sums_by_chunks(
+                lambda m, f: values(m, (1.0 + alpha) * ((f + 1.0) / (1.0 + rescale)) - 1.0), 1,
+                mu_prior, fitted)[0]
+        if prior == "loo":
+            mu, alpha = table.cached(f"_ll_loo_{model_key}_{i}_{alpha!r}",
+                                     lambda: loo_prior(n, counts, alpha))
+        return sums_by_chunks(values, 1, mu, alpha)[0]
     exact = interval == "model"
     # interval=model with the leave-one-out prior: the terms' covariance through the margins
     # they share (shared_variance, the delta method), from each term's slope in ln μ
@@ -180,8 +191,8 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
         extra["se_shared"] = math.sqrt(shared_variance(n, counts, slope[0]))
     # the model choice's spread: the estimate under each forest one test away, weighted by the
     # chance that test goes the other way (gpurisk.models.forest.doubtful)
-    spread = (math.sqrt(sum(w * (float(terms(*alt, i + 1, value_only=True)[0].sum())
-                                 - value) ** 2 for i, (w, *alt) in enumerate(alts)))
+    spread = (math.sqrt(sum(w * (value_sum(*alt, i + 1) - value) ** 2
+                            for i, (w, *alt) in enumerate(alts)))
               if alts and bool(opt("choice_spread")) else 0.0)
     k, c = float(opt("se_factor")), float(opt("model_error"))
     jeffreys = None   # the estimate under Jeffreys' prior, where a root key's gamma is used
@@ -190,8 +201,7 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
         if span is not None:     # model=eb: α̂'s profile interval was asked for
             # α̂'s own uncertainty: the estimate's spread over its profile interval
             fitted = alpha if dispersion != "none" else 0.0
-            at = [float(terms(mu, a, counts, value_only=True, rescale=fitted)[0].sum())
-                  for a in span]
+            at = [value_sum(mu, a, counts, rescale=fitted) for a in span]
             extra["alpha_interval"] = list(span)
             extra["se_alpha"] = abs(at[1] - at[0]) / 2.0
         roots = [(i, m) for i, m in enumerate(counts or ()) if isinstance(m, Root)]
@@ -208,9 +218,9 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
                 return tuple(nb_terms(lam_m, alpha_end, pi, which, False, variance=False)[0]
                              for which in KINDS)
 
-            def end_sums(m, a, b):
-                return {which: float(t.sum()) for which, t in
-                        zip(KINDS, roots_moved(at_fitted, [(m, a, b)], value_terms, len(KINDS)))}
+            def end_sums(m, a, b):     # summed slice by slice: no per-unique array is kept
+                return dict(zip(KINDS, roots_moved(at_fitted, [(m, a, b)], value_terms,
+                                                   len(KINDS), sums=True)))
 
             def slope_terms(mu_f, alpha_f):     # each term's first and second derivatives in
                 lam_m = (1.0 - pi) * mu_f / pi  # ln μ̃ and its first in ln(1 + α̃), both measures
@@ -259,9 +269,9 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
             # 0: the prior root_prior=jeffreys builds), both measures in one pass
             jeffreys = table.cached(
                 f"_ll_root_jeffreys_{model_key}_{fitted!r}",
-                lambda: {which: float(t.sum()) for which, t in zip(KINDS, roots_moved(
+                lambda: dict(zip(KINDS, roots_moved(
                     at_fitted, [(m, JEFFREYS, 0.0) for _, m in roots], value_terms,
-                    len(KINDS)))})[kind]
+                    len(KINDS), sums=True))))[kind]
             extra["estimate_jeffreys"] = jeffreys
             parts.append(abs(value - jeffreys) / math.sqrt(2.0))
             extra["root_shapes"] = ", ".join(f"{table.keys[m.key]}: {m.shape:.3g}"
@@ -316,7 +326,7 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
         at = [a[keep] if np.ndim(a) else a for a in at]
         # divided by the s.e. one factor at a time: se³ underflows to 0 below se ≈ 1e-103 (τ̂1 of
         # uniques in cells of hundreds, each term near e^{-λ}), where Σ κ3/se is still a number
-        gamma = float(third_cumulants(*at, pi, kind, t[keep], v[keep]).sum()) / se / se / se
+        gamma = third_cumulants(*at, pi, kind, t[keep], v[keep], total=True) / se / se / se
         extra["skewness"] = gamma
 
     def up(zz):

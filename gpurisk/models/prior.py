@@ -16,7 +16,7 @@ import numpy as np
 
 from gpurisk.models import terms
 from gpurisk.models.neighbours import shrunk
-from gpurisk.models.terms import by_chunks
+from gpurisk.models.terms import by_chunks, sums_by_chunks
 
 #: the leave-one-out prior's pseudo-count per fitted margin (Jeffreys' prior for a Poisson mean)
 LOO_PSEUDO = 0.5
@@ -88,7 +88,7 @@ def loo_prior(n: float, counts, alpha, a0: float = LOO_PSEUDO):
     return by_chunks(part, 2, *arrays)
 
 
-def roots_moved(prior, moves, then=None, n_then: int = 2) -> tuple:
+def roots_moved(prior, moves, then=None, n_then: int = 2, sums: bool = False) -> tuple:
     """:func:`loo_prior`'s (μ̃, α̃) with root keys' gammas (:class:`gpurisk.models.root_prior.Root`
     of ``prior``'s counts) at others: ``moves`` a sequence of (root, shape, rate), each root's factor
     s/((b + 1)(n − 1)), s = c − 1 + a, and its 1 + 1/s taken out and put back at its new gamma, the
@@ -96,7 +96,8 @@ def roots_moved(prior, moves, then=None, n_then: int = 2) -> tuple:
     shape's profile ends, or every root at (½, 0), the prior ``root_prior=jeffreys`` builds
     (s = c − 1 + ½, the share s/(n − 1)). ``then``: a function of (μ̃, α̃) returning a tuple of
     ``n_then`` arrays, applied slice by slice (the terms at that prior), whose arrays are returned
-    in place of the prior: no per-unique prior is kept."""
+    in place of the prior: no per-unique prior is kept; with ``sums``, only their sums
+    (:func:`gpurisk.models.terms.sums_by_chunks`): no per-unique array is kept at all."""
     gammas = [(float(r.shape), float(r.rate), float(a), float(b)) for r, a, b in moves]
 
     def part(mu, alpha, *cs):
@@ -107,7 +108,8 @@ def roots_moved(prior, moves, then=None, n_then: int = 2) -> tuple:
             mu = mu * (s1 / s0) * ((b0 + 1.0) / (b1 + 1.0))
             rv = rv * ((1.0 + 1.0 / s1) / (1.0 + 1.0 / s0))
         return (mu, rv - 1.0) if then is None else then(mu, rv - 1.0)
-    return by_chunks(part, n_then, prior[0], prior[1], *(r.counts for r, _, _ in moves))
+    how = sums_by_chunks if sums and then is not None else by_chunks
+    return how(part, n_then, prior[0], prior[1], *(r.counts for r, _, _ in moves))
 
 
 def root_moves(root, ends) -> list:

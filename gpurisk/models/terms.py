@@ -300,12 +300,14 @@ def inverse_cube(c, a, zero=None, chunk: int = 1 << 11):
     return out
 
 
-def third_cumulants(mu, alpha, pi: float, kind: str, terms=None, variances=None):
+def third_cumulants(mu, alpha, pi: float, kind: str, terms=None, variances=None,
+                    total: bool = False):
     """Per sample unique, the third cumulant of its term's variable (1/F or I(F = 1)) under the
     Poisson-gamma model at (1 − π) μ/π (:func:`nb_terms`): E X³ − 3 E X² E X + 2 (E X)³, from
     :func:`inverse_square` and :func:`inverse_cube` for 1/F, t(1 − t)(1 − 2t) for I(F = 1).
     ``terms``, ``variances``: the terms and their variances already computed (:func:`nb_terms`
-    with ``exact``), so E X² = Var + t² is not computed again. On slices (:func:`by_chunks`)."""
+    with ``exact``), so E X² = Var + t² is not computed again. On slices (:func:`by_chunks`); with
+    ``total``, only their sum (:func:`sums_by_chunks`: no per-unique array is made)."""
     def part(m, al, *known):
         if kind == "tau1" and known:     # from the terms alone
             t = known[0]
@@ -327,7 +329,7 @@ def third_cumulants(mu, alpha, pi: float, kind: str, terms=None, variances=None)
         m3 = inverse_cube(np.where(zero, 1.0, c), 1.0 / al + 1.0, zero)
         return (m3 - 3.0 * m2 * t + 2.0 * t ** 3,)
     known = () if terms is None else (terms, variances)
-    return by_chunks(part, 1, mu, alpha, *known)[0]
+    return (sums_by_chunks if total else by_chunks)(part, 1, mu, alpha, *known)[0]
 
 
 #: per-unique formulas (:func:`gpurisk.models.prior.loo_prior`, :func:`unique_terms`) run on
@@ -358,6 +360,26 @@ def by_chunks(fn, n_out: int, *arrays, chunk: int | None = None):
             o[start:start + chunk] = p
     each_slice(one, range(0, size, chunk))
     return tuple(out)
+
+
+def sums_by_chunks(fn, n_out: int, *arrays, chunk: int | None = None) -> tuple:
+    """The sums of the ``n_out`` arrays ``fn(*arrays)`` returns, taken slice by slice as
+    :func:`by_chunks` takes them (shared among threads alike), without keeping any of the arrays:
+    each slice's sums are kept apart and added in the slices' order, so the numbers do not depend on
+    how many threads there are (they may differ from one ``np.sum`` of the whole array in the last
+    digits: another order of the same additions)."""
+    chunk = CHUNK if chunk is None else int(chunk)
+    size = int(np.shape(arrays[0])[0]) if np.ndim(arrays[0]) else 0
+    sliced = [np.ndim(a) == 1 and np.shape(a)[0] == size for a in arrays]
+    starts = range(0, max(size, 1), chunk)
+    out = np.zeros((len(starts), n_out))
+
+    def one(start):
+        part = fn(*(a[start:start + chunk] if cut else a for a, cut in zip(arrays, sliced)))
+        for k, p in enumerate(part):
+            out[start // chunk, k] = float(np.sum(p))
+    each_slice(one, starts)
+    return tuple(float(x) for x in out.sum(axis=0))
 
 
 def each_slice(one, starts) -> None:
