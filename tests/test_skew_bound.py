@@ -47,6 +47,22 @@ def test_each_rule_of_inverse_square_is_the_negative_binomials_series(c, am1, ru
     assert inverse_square(np.array([c]), a)[0] == pytest.approx(want, rel=1e-10)
 
 
+@pytest.mark.parametrize("a", [1e13, 1e100, 1e300])
+def test_the_laguerre_rule_at_a_huge_shape_is_poissons(a):
+    """A gamma of almost no variance (a huge) and X's mean 40 or 100: the Gauss-Laguerre rule, whose
+    denominator is taken as two factors near the mean so that (a − 1)² does not overflow (it gave 0
+    at a = 10³⁰⁰), gives Poisson's E[1/F²], summed term by term (from a = 10¹³ the gamma's own
+    variance moves it by less than the tolerance; at 10⁹ it moved it by 3·10⁻⁹)."""
+    from scipy.stats import poisson
+    from gpurisk.models.terms import square_rules
+    k = np.arange(4_000)
+    for m in (40.0, 100.0):
+        c = np.array([m / a])
+        assert square_rules(c, np.array([a]))[0] == 3
+        assert inverse_square(c, a)[0] == pytest.approx(np.sum(poisson.pmf(k, m) / (1.0 + k) ** 2),
+                                                        rel=1e-10)
+
+
 @pytest.mark.parametrize("a", [1e9, 1e12, 1e15])
 def test_tiny_c_at_a_large_shape_is_the_poisson_limit(a):
     """c below 1e-8 with a large a (a gamma of tiny variance: a sample of 10⁸ records or more) is

@@ -257,8 +257,10 @@ def inverse_square(c, a, zero=None, chunk: int = 1 << 11):
                 j = at[i:i + chunk]
                 cc, aa = c[j, None], a[j, None] - 1.0
                 L = np.log1p(cc)
-                if r == lag:      # ∫_0^∞ e^{−v} [−expm1(v − (a − 1)L)] / ((a − 1)² c expm1(L − v/(a − 1))) dv
-                    f = -np.expm1(xg - aa * L) / (aa * aa * cc * np.expm1(L - xg / aa))
+                if r == lag:      # ∫_0^∞ e^{−v} [−expm1(v − (a − 1)L)] / ((a − 1)² c expm1(L − v/(a − 1))) dv,
+                    # the denominator as (a − 1)c · (a − 1)expm1(·): each factor near the mean,
+                    # so no overflow where a is huge and c tiny
+                    f = -np.expm1(xg - aa * L) / ((aa * cc) * (aa * np.expm1(L - xg / aa)))
                     out[j] = np.einsum("ij,j->i", f, wg)
                     continue
                 W = np.minimum(L, EFOLDS / aa)
