@@ -169,7 +169,6 @@ def shared_variance(n: float, counts, slope, a0: float = LOO_PSEUDO) -> float:
     from gpurisk.models.root_prior import Root
     n1 = float(n - 1)
     d = np.asarray(slope, dtype=np.float64)
-    dd = d * d
     margins = []
     for m in counts:
         if isinstance(m, Arc):
@@ -190,8 +189,9 @@ def shared_variance(n: float, counts, slope, a0: float = LOO_PSEUDO) -> float:
         for start in range(0, size, step):
             rows = at.rows[start:start + step]
             ids = at.at(rows)
-            first += np.bincount(ids, weights=d[start:start + step], minlength=groups)
-            second += np.bincount(ids, weights=dd[start:start + step], minlength=groups)
+            ds = d[start:start + step]          # d² a slice at a time: no per-unique d² array
+            first += np.bincount(ids, weights=ds, minlength=groups)
+            second += np.bincount(ids, weights=ds * ds, minlength=groups)
             if rep is not None:
                 rep[ids] = rows           # a cell of each category (all of one give the same)
         if arc is None or isinstance(arc, Root):
