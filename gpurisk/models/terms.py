@@ -168,19 +168,20 @@ def nb_terms(m, alpha, pi, kind, exact: bool = False, variance: bool = True, slo
 #: nodes give the same), at under a third of the cost
 LEGENDRE_NODES = 20
 EFOLDS = 50.0
-#: :func:`inverse_square`'s fewer nodes where its integrand is easier, each rule (K, L, nodes): where
-#: the exponential factor falls by fewer than K e-folds over the window (K = (a − 1) W) and
+#: :func:`inverse_square`'s fewer nodes where its integrand is easier, each rule (K, L, nodes):
+#: where the exponential factor falls by fewer than K e-folds over the window (K = (a − 1) W) and
 #: L = ln(1 + c) is below L, that many Gauss-Legendre nodes. On the 400 000 random points above,
 #: grouped by K and L, each rule's largest error against 64 nodes was 2.2e-13 (8 nodes), 1.7e-12
 #: (10) and 8.7e-15 (16), below the 20 nodes' 1.8e-11 (issue 43's stop 66; tests/test_skew_bound.py)
 SQUARE_RULES = ((5.0, 4.0, 8), (10.0, 4.0, 10), (20.0, 8.0, 16))
 #: ... and where the factor falls by at least V e-folds over [0, L] (V = (a − 1) L) and a − 1 is at
-#: least A, for a pair (V, A) of LAGUERRE_WHERE, the integral in v = (a − 1) w is ∫_0^V e^{−v} g(v) dv,
-#: g(v) = −expm1(v − V)/((a − 1)² c expm1(L − v/(a − 1))) smooth, taken by LAGUERRE_NODES Gauss-Laguerre
-#: nodes (the largest at 22.9, the part beyond V below e^{−35}): on 600 000 random points as above,
-#: within 2.1e-13 of 64 Gauss-Legendre nodes at (35, 20) and 1.6e-12 at (40, 5) (10 nodes: 2.4e-12
-#: at (35, 5); 8 at (30, 5): 3.5e-11, so V below 35 keeps Gauss-Legendre's). At a − 1 from 2 to 5,
-#: V ≥ 60 (c near 10¹², E[1/F²] near 10⁻²⁴) 10 nodes were 6.6e-11 off, so those keep 20 nodes
+#: least A, for a pair (V, A) of LAGUERRE_WHERE: the integral in v = (a − 1) w is
+#: ∫_0^V e^{−v} g(v) dv, g(v) = −expm1(v − V)/((a − 1)² c expm1(L − v/(a − 1))) smooth, taken as
+#: ∫_0^∞ by LAGUERRE_NODES Gauss-Laguerre nodes (the largest at 22.9, the weight e^{−v} beyond V
+#: below e^{−35}). On 600 000 random points as above it was within 2.1e-13 of 64 Gauss-Legendre
+#: nodes at (35, 20) and 1.6e-12 at (40, 5) (10 nodes: 2.4e-12 at (35, 5); 8 at (30, 5): 3.5e-11,
+#: so V below 35 keeps Gauss-Legendre's). At a − 1 from 2 to 5 and V ≥ 60 (c near 10¹², E[1/F²]
+#: near 10⁻²⁴) 10 nodes were 6.6e-11 off, so those keep 20 Gauss-Legendre nodes
 LAGUERRE_WHERE = ((35.0, 20.0), (40.0, 5.0))
 LAGUERRE_NODES = 8
 
@@ -257,9 +258,9 @@ def inverse_square(c, a, zero=None, chunk: int = 1 << 11):
                 j = at[i:i + chunk]
                 cc, aa = c[j, None], a[j, None] - 1.0
                 L = np.log1p(cc)
-                if r == lag:      # ∫_0^∞ e^{−v} [−expm1(v − (a − 1)L)] / ((a − 1)² c expm1(L − v/(a − 1))) dv,
-                    # the denominator as (a − 1)c · (a − 1)expm1(·): each factor near the mean,
-                    # so no overflow where a is huge and c tiny
+                if r == lag:      # ∫_0^∞ e^{−v} g(v) dv (LAGUERRE_WHERE), g's denominator as
+                    # (a − 1)c · (a − 1)expm1(·): each factor near X's mean, so no overflow where
+                    # a is huge and c tiny
                     f = -np.expm1(xg - aa * L) / ((aa * cc) * (aa * np.expm1(L - xg / aa)))
                     out[j] = np.einsum("ij,j->i", f, wg)
                     continue
