@@ -350,16 +350,13 @@ def by_chunks(fn, n_out: int, *arrays, chunk: int | None = None):
     THREADED_CHUNKS slices they are shared among the CPUs this process may use (at most
     TERMS_THREADS; numpy releases the GIL): each slice is written by one thread, so the numbers are
     the same."""
-    chunk = CHUNK if chunk is None else int(chunk)
-    size = int(np.shape(arrays[0])[0]) if np.ndim(arrays[0]) else 0
+    chunk, size, at = _slicer(fn, arrays, chunk)
     if size <= chunk:
         return fn(*arrays)
-    sliced = [np.ndim(a) == 1 and np.shape(a)[0] == size for a in arrays]
     out = [np.empty(size) for _ in range(n_out)]
 
     def one(start):
-        part = fn(*(a[start:start + chunk] if cut else a for a, cut in zip(arrays, sliced)))
-        for o, p in zip(out, part):
+        for o, p in zip(out, at(start)):
             o[start:start + chunk] = p
     each_slice(one, range(0, size, chunk))
     return tuple(out)
@@ -371,18 +368,28 @@ def sums_by_chunks(fn, n_out: int, *arrays, chunk: int | None = None) -> tuple:
     each slice's sums are kept apart and added in the slices' order, so the numbers do not depend on
     how many threads there are (they may differ from one ``np.sum`` of the whole array in the last
     digits: another order of the same additions)."""
-    chunk = CHUNK if chunk is None else int(chunk)
-    size = int(np.shape(arrays[0])[0]) if np.ndim(arrays[0]) else 0
-    sliced = [np.ndim(a) == 1 and np.shape(a)[0] == size for a in arrays]
+    chunk, size, at = _slicer(fn, arrays, chunk)
     starts = range(0, max(size, 1), chunk)
     out = np.zeros((len(starts), n_out))
 
     def one(start):
-        part = fn(*(a[start:start + chunk] if cut else a for a, cut in zip(arrays, sliced)))
-        for k, p in enumerate(part):
+        for k, p in enumerate(at(start)):
             out[start // chunk, k] = float(np.sum(p))
     each_slice(one, starts)
     return tuple(float(x) for x in out.sum(axis=0))
+
+
+def _slicer(fn, arrays, chunk):
+    """(chunk, the first array's length, start ↦ ``fn`` on the slice of ``chunk`` elements from
+    start): each argument that is an array of the first one's length is sliced, any other (a
+    number) passed whole. What :func:`by_chunks` and :func:`sums_by_chunks` share."""
+    chunk = CHUNK if chunk is None else int(chunk)
+    size = int(np.shape(arrays[0])[0]) if np.ndim(arrays[0]) else 0
+    sliced = [np.ndim(a) == 1 and np.shape(a)[0] == size for a in arrays]
+
+    def at(start):
+        return fn(*(a[start:start + chunk] if cut else a for a, cut in zip(arrays, sliced)))
+    return chunk, size, at
 
 
 def each_slice(one, starts) -> None:
