@@ -77,6 +77,43 @@ def test_tiny_c_at_a_large_shape_is_the_poisson_limit(a):
         assert inverse_cube(c, a)[0] == pytest.approx(np.sum(p / (1.0 + k) ** 3), rel=3e-5)
 
 
+@pytest.mark.parametrize("c", [1e-7, 1e-3, 0.5, 3.0, 50.0, 1e3, 1e5])
+def test_a_shape_of_one_is_the_geometric_series(c):
+    """a = 1/α̃ + 1 rounds to 1 where the prior's relative variance α̃ is above 2⁵³ (a unique alone in
+    several arcs' pairs); (a − 1) divides in both integrands, which gave 0/0 = NaN there. At a = 1,
+    F − 1 is geometric, P(X = k) = p q^k (q = c/(1 + c)), summed term by term here; a − 1 just
+    above 0 gives the same to 10⁻⁹."""
+    q, p = c / (1.0 + c), 1.0 / (1.0 + c)
+    k = np.arange(int(40 / -math.log(q)) + 10)
+    pk = p * q ** k
+    want2, want3 = np.sum(pk / (1.0 + k) ** 2), np.sum(pk / (1.0 + k) ** 3)
+    got2, got3 = inverse_square(np.array([c]), 1.0)[0], inverse_cube(np.array([c]), 1.0)[0]
+    assert got2 == pytest.approx(want2, rel=1e-12)
+    assert got3 == pytest.approx(want3, rel=1e-4)
+    assert inverse_square(np.array([c]), 1.0 + 1e-12)[0] == pytest.approx(got2, rel=1e-9)
+
+
+def test_matches_ll_s_e_is_a_number_where_a_prior_is_nearly_flat():
+    """MACH 2019's questionnaire items at π = 30 % (a sample found by a sweep of random key sets):
+    one sample unique's prior has α̃ above 10¹⁶, and Ê's s.e. was NaN (the estimate withheld as
+    'returned NaN as se without a reason'). Every figure is now a number."""
+    frame = pd.read_csv(data_path("arx_genetic/mach2019_int.csv"), sep=";")
+    keys = ["Q1A", "Q4A", "Q2A", "familysize", "Q3A", "Q9A", "race", "Q10A", "gender"]
+    sample = frame[np.random.default_rng(6).random(len(frame)) < 0.3]
+    table = build_table(sample[keys], keys)
+    from gpurisk.models.prior import loo_prior
+    from gpurisk.models.table_fits import eb_means
+    est = MatchesLL().compute(table, Context(fraction=0.3))
+    assert est.value > 0
+    for name in ("se_poisson", "lower", "interval_lower", "interval_upper"):
+        assert math.isfinite(est.extra[name]), name
+    assert math.isfinite(est.se) and math.isfinite(est.upper) and est.upper >= est.value
+    # the case this is: a prior whose shape rounds to 1
+    mu, alpha, _, counts, *_ = eb_means(table, dispersion="truncated")
+    alpha_loo = loo_prior(float(table.n), counts, alpha)[1]
+    assert float(np.max(alpha_loo)) > 2.0 ** 53
+
+
 @pytest.mark.parametrize("kind", ["inverse", "tau1"])
 def test_third_cumulants_match_a_simulation_of_the_model(kind):
     """Λ from its gamma posterior given f = 1, F − 1 ~ Poisson((1 − π)Λ): each unique's third central

@@ -186,6 +186,15 @@ LAGUERRE_WHERE = ((35.0, 20.0), (40.0, 5.0))
 LAGUERRE_NODES = 8
 
 
+#: a − 1 = 1/α̃ is floored at this in :func:`inverse_square`'s and :func:`inverse_cube`'s integrands,
+#: which divide by it: a prior of relative variance α̃ above 2⁵³ (a unique alone in two or more
+#: arcs' pairs of β near its floor: α̃ of 10²⁰ and more) makes a = 1/α̃ + 1 round to 1, where 0/0
+#: gave NaN (Ê's s.e. on MACH 2019's questionnaire items at π = 30 %). At the floor the integrand's
+#: −expm1(−(a − 1) x)/(a − 1) is its limit x, the geometric case a = 1 (tests/test_skew_bound.py);
+#: an a − 1 above 0 is at least 2.2·10⁻¹⁶, so no other unique moves
+SHAPE_FLOOR = 1e-100
+
+
 @functools.lru_cache(maxsize=8)
 def _legendre(nodes: int = LEGENDRE_NODES):
     x, w = np.polynomial.legendre.leggauss(nodes)
@@ -202,7 +211,7 @@ def _slices(c, a, chunk: int):
     as columns: what :func:`inverse_cube` integrates over."""
     a = np.broadcast_to(np.asarray(a, dtype=np.float64), c.shape)
     for i in range(0, c.shape[0], chunk):
-        cc, aa = c[i:i + chunk, None], a[i:i + chunk, None] - 1.0
+        cc, aa = c[i:i + chunk, None], np.maximum(a[i:i + chunk, None] - 1.0, SHAPE_FLOOR)
         L = np.log1p(cc)
         yield i, cc, aa, L, np.minimum(L, EFOLDS / aa)
 
@@ -256,7 +265,7 @@ def inverse_square(c, a, zero=None, chunk: int = 1 << 11):
                 xg, wg = _legendre(SQUARE_RULES[r][2] if r < lag else LEGENDRE_NODES)
             for i in range(0, at.shape[0], chunk):
                 j = at[i:i + chunk]
-                cc, aa = c[j, None], a[j, None] - 1.0
+                cc, aa = c[j, None], np.maximum(a[j, None] - 1.0, SHAPE_FLOOR)
                 L = np.log1p(cc)
                 if r == lag:      # ∫_0^∞ e^{−v} g(v) dv (LAGUERRE_WHERE), g's denominator as
                     # (a − 1)c · (a − 1)expm1(·): each factor near X's mean, so no overflow where
