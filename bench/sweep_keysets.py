@@ -1,0 +1,183 @@
+"""Key sets nobody chose: does any estimate break, and how far do the bounds hold?
+
+Issue 43's study (bench/validate_trust.py) scores three fixed key sets a population; an office
+picks its own. This sweep draws key sets at random from each population's columns (those with at
+most ``--max-levels`` distinct values; 1 to ``--max-keys`` keys), a sampling fraction from
+``--fractions`` and one Bernoulli sample (``gpurisk.validate``, the truth counted from the
+population), case after case until ``--cases`` cases or ``--seconds`` have passed, and checks each
+estimate of ``--measures``:
+
+- an exception (its type and message),
+- an estimate with neither a value nor a reason,
+- an s.e. that is not a number or below 0, an upper bound below the estimate,
+- Ê or τ̂1 outside [0, n1].
+
+Then, per estimator with an upper bound, the share of samples whose one-sided 99 % upper bound
+holds the truth and the median relative error (estimate / truth − 1), by the truth's size and by π.
+One sample a case: these shares pool the cases; no case's own coverage is measured (the study's
+cells do that). Exit status 1 where any case broke.
+
+    python bench/sweep_keysets.py --cases 300 --seed 1
+    python bench/sweep_keysets.py --seconds 600 --fractions 0.002,0.01,0.03,0.1,0.3,0.7 --out c.jsonl
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+
+import gpurisk
+from validate_trust import POPULATIONS, find_data
+
+#: the estimators checked by default (their truths are added by gpurisk.validate)
+MEASURES = ("matches_ll", "tau1_ll")
+#: Ê and τ̂1 lie in [0, n1]
+IN_N1 = ("matches_ll", "tau1_ll")
+BANDS = (0.0, 1.0, 10.0, 100.0, math.inf)
+
+
+def problems(rows: dict, n1: int) -> list[str]:
+    """What is wrong with one case's estimates (``rows``: measure ↦ value, se, upper, truth, reason)."""
+    out = []
+    for m, (x, se, up, truth, why) in rows.items():
+        if truth is None and m not in IN_N1:
+            continue                           # a truth itself, or a measure without one
+        if x is None:
+            if not why:
+                out.append(f"{m}: no value and no reason")
+            continue
+        if not math.isfinite(x):
+            out.append(f"{m}: value {x}")
+        elif m in IN_N1 and not -1e-9 <= x <= n1 + 1e-9:
+            out.append(f"{m}: {x:.4g} outside [0, n1 = {n1}]")
+        if se is not None and not (math.isfinite(se) and se >= 0):
+            out.append(f"{m}: s.e. {se}")
+        if up is not None and up < x - 1e-9 * max(1.0, abs(x)):
+            out.append(f"{m}: upper bound {up:.6g} below the estimate {x:.6g}")
+    return out
+
+
+def one_case(frame, keys, pi, seed, measures) -> dict:
+    """One Bernoulli sample of ``frame`` at ``pi``: every estimate, its truth and what is wrong."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        v = gpurisk.validate(frame, keys, fractions=[pi], replicates=1, design="bernoulli",
+                             measures=list(measures), seed=seed, alpha=0.01,
+                             allow_high_cardinality=True)
+    r = v.replicates
+
+    def num(x):
+        return None if x is None or pd.isna(x) else float(x)
+    rows = {}
+    for m, g in r.groupby("measure"):
+        row = g.iloc[0]
+        why = row.get("reason")
+        rows[m] = [num(row.get("value")), num(row.get("se")), num(row.get("upper")),
+                   num(row.get("truth")), None if why is None or pd.isna(why) else str(why)]
+    n1 = int(r["n1"].iloc[0])
+    return {"n": int(r["n"].iloc[0]), "n1": n1, "rows": rows, "problems": problems(rows, n1)}
+
+
+def summary(cases: list[dict], measures) -> str:
+    """The table: per estimator, bound coverage and median relative error by truth band and π."""
+    lines = []
+    broke = [c for c in cases if c.get("error") or c.get("problems")]
+    lines.append(f"{len(cases)} cases, {sum(1 for c in cases if c.get('error'))} raised, "
+                 f"{sum(1 for c in cases if c.get('problems'))} with a broken estimate")
+    for c in broke[:20]:
+        what = c.get("error") or "; ".join(c["problems"])
+        lines.append(f"  {c['population']} {','.join(c['keys'])} π={c['pi']:g} seed {c['seed']}: "
+                     f"{what}")
+    recs = []
+    for c in cases:
+        for m, (x, _, up, truth, _) in c.get("rows", {}).items():
+            if m in measures and truth is not None and x is not None and up is not None:
+                recs.append((m, c["pi"], truth, x, up))
+    if not recs:
+        return "\n".join(lines)
+    d = pd.DataFrame(recs, columns=["measure", "pi", "truth", "estimate", "upper"])
+    d["holds"] = d.upper >= d.truth - 1e-9 * np.maximum(1.0, d.truth.abs())
+    d["rel"] = np.where(d.truth > 0, d.estimate / d.truth.where(d.truth > 0, 1.0) - 1.0, np.nan)
+    d["band"] = pd.cut(d.truth, list(BANDS), right=False,
+                       labels=[f"[{a:g}, {b:g})" for a, b in zip(BANDS[:-1], BANDS[1:])])
+    for m, g in d.groupby("measure"):
+        lines.append(f"\n{m}: the one-sided 99 % upper bound holds the truth in "
+                     f"{g.holds.mean():.1%} of {len(g)} samples")
+        lines.append(f"  {'truth':<14}{'samples':>8}{'bound holds':>13}{'median rel. error':>19}")
+        for band, b in g.groupby("band", observed=True):
+            med = b.rel.median()
+            lines.append(f"  {str(band):<14}{len(b):>8}{b.holds.mean():>13.1%}"
+                         f"{'' if pd.isna(med) else format(med, '+.1%'):>19}")
+        lines.append(f"  {'π':<14}{'samples':>8}{'bound holds':>13}  (truth ≥ 1)")
+        for pi, b in g[g.truth >= 1].groupby("pi"):
+            lines.append(f"  {pi:<14g}{len(b):>8}{b.holds.mean():>13.1%}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cases", type=int, default=300, help="stop after this many cases")
+    ap.add_argument("--seconds", type=float, default=math.inf, help="or after this long")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--fractions", default="0.01,0.05,0.1")
+    ap.add_argument("--max-keys", type=int, default=9)
+    ap.add_argument("--max-levels", type=int, default=500,
+                    help="columns with more distinct values are not drawn as keys")
+    ap.add_argument("--only", default=None, help="comma-separated populations (default: all)")
+    ap.add_argument("--measures", default=",".join(MEASURES),
+                    help="estimators checked (pop_uniqueness needs the gpurisk-arx plugin)")
+    ap.add_argument("--out", default=None, help="write every case to this JSONL file")
+    a = ap.parse_args(argv)
+    data = find_data()
+    if data is None:
+        print("no shared data found", file=sys.stderr)
+        return 2
+    names = a.only.split(",") if a.only else list(POPULATIONS)
+    frames = {}
+    for name in names:
+        if name not in POPULATIONS:
+            print(f"unknown population {name!r}: one of {', '.join(POPULATIONS)}", file=sys.stderr)
+            return 2
+        path, sep, _, _ = POPULATIONS[name]
+        if (data / path).exists():
+            frames[name] = pd.read_csv(data / path, sep=sep)
+    fractions = [float(x) for x in a.fractions.split(",")]
+    measures = [m for m in a.measures.split(",") if m]
+    rng = random.Random(a.seed)
+    columns = {name: [c for c in f.columns if f[c].nunique(dropna=False) <= a.max_levels]
+               for name, f in frames.items()}
+    out = open(a.out, "w") if a.out else None
+    cases, end = [], time.monotonic() + a.seconds
+    while len(cases) < a.cases and time.monotonic() < end:
+        name = rng.choice(sorted(frames))
+        cols = columns[name]
+        keys = rng.sample(cols, rng.randint(1, min(a.max_keys, len(cols))))
+        case = {"population": name, "keys": keys, "pi": rng.choice(fractions),
+                "seed": rng.randrange(10 ** 6)}
+        t = time.perf_counter()
+        try:
+            case |= one_case(frames[name], keys, case["pi"], case["seed"], measures)
+        except Exception as exc:          # noqa: BLE001  (what broke is the finding)
+            case["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        case["seconds"] = round(time.perf_counter() - t, 3)
+        cases.append(case)
+        if out:
+            out.write(json.dumps(case) + "\n")
+            out.flush()
+    if out:
+        out.close()
+    print(summary(cases, measures))
+    secs = [c["seconds"] for c in cases]
+    print(f"\n{len(cases)} cases in {sum(secs):.0f} s; the slowest {max(secs, default=0):.2f} s")
+    return 1 if any(c.get("error") or c.get("problems") for c in cases) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
