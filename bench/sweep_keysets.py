@@ -3,19 +3,22 @@
 Issue 43's study (bench/validate_trust.py) scores three fixed key sets a population; an office
 picks its own. This sweep draws key sets at random from each population's columns (those with at
 most ``--max-levels`` distinct values; 1 to ``--max-keys`` keys), a sampling fraction from
-``--fractions`` and one Bernoulli sample (``gpurisk.validate``, the truth counted from the
-population), case after case until ``--cases`` cases or ``--seconds`` have passed, and checks each
-estimate of ``--measures``:
+``--fractions`` and one Bernoulli sample of the records, case after case until ``--cases`` cases or
+``--seconds`` have passed. Each estimator of ``--measures`` runs as a user runs it
+(``gpurisk.assess`` of the sample at fraction π) and its truth is counted from the population
+(``assess`` of the population with the sample flagged). Every estimate is checked for
 
 - an exception (its type and message),
 - an estimate with neither a value nor a reason,
 - an s.e. that is not a number or below 0, an upper bound below the estimate,
 - Ê or τ̂1 outside [0, n1].
 
-Then, per estimator with an upper bound, the share of samples whose one-sided 99 % upper bound
-holds the truth and the median relative error (estimate / truth − 1), by the truth's size and by π.
-One sample a case: these shares pool the cases; no case's own coverage is measured (the study's
-cells do that). Exit status 1 where any case broke.
+Then, per estimator, the share of samples whose one-sided 99 % upper bound holds the truth and the
+median relative error (estimate / truth − 1), by the truth's size, by π, and by the share of the
+sample uniques that hold, in some key, a category no other sample record has (where the model can
+only guess how that category spreads over the other keys). One sample a case: these shares pool
+the cases; no case's own coverage is measured (the study's cells do that). Exit status 1 where any
+case broke.
 
     python bench/sweep_keysets.py --cases 300 --seed 1
     python bench/sweep_keysets.py --seconds 600 --fractions 0.002,0.01,0.03,0.1,0.3,0.7 --out c.jsonl
@@ -36,11 +39,15 @@ import pandas as pd
 import gpurisk
 from validate_trust import POPULATIONS, find_data
 
-#: the estimators checked by default (their truths are added by gpurisk.validate)
+#: the estimators checked by default (each measure's ``estimates`` names its truth)
 MEASURES = ("matches_ll", "tau1_ll")
 #: Ê and τ̂1 lie in [0, n1]
 IN_N1 = ("matches_ll", "tau1_ll")
 BANDS = (0.0, 1.0, 10.0, 100.0, math.inf)
+#: the share of sample uniques holding a category no other sample record has, in bands
+RARE_BANDS = (0.0, 0.1, 0.3, 0.7, 1.0)
+#: the sample flag's column in the population frame given to assess for the truths
+FLAG = "_sweep_in_sample"
 
 
 def problems(rows: dict, n1: int) -> list[str]:
@@ -65,24 +72,41 @@ def problems(rows: dict, n1: int) -> list[str]:
 
 
 def one_case(frame, keys, pi, seed, measures) -> dict:
-    """One Bernoulli sample of ``frame`` at ``pi``: every estimate, its truth and what is wrong."""
+    """One Bernoulli sample of ``frame``'s records at ``pi``: each estimate of ``measures`` as a
+    user gets it (``gpurisk.assess`` of the sample at fraction π), its truth (``assess`` of the
+    population with the sample flagged: the counted value of the quantity it estimates), what is
+    wrong, and the share of the sample uniques holding, in some key, a category no other sample
+    record has (``rare``)."""
+    from gpurisk.plugins import measure_registry
+    reg = measure_registry()
+    truths = {m: reg[m].cls.estimates for m in measures if reg[m].cls.estimates in reg}
+    insample = np.random.default_rng(seed).random(len(frame)) < pi
+    sample = frame.loc[insample, keys].reset_index(drop=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        v = gpurisk.validate(frame, keys, fractions=[pi], replicates=1, design="bernoulli",
-                             measures=list(measures), seed=seed, alpha=0.01,
+        est = gpurisk.assess(sample, keys=keys, fraction=pi, measures=list(measures),
                              allow_high_cardinality=True)
-    r = v.replicates
+        register = frame[keys].assign(**{FLAG: insample})
+        true = gpurisk.assess(register, keys=keys, sample_flag=FLAG,
+                              measures=sorted(set(truths.values())), allow_high_cardinality=True)
 
     def num(x):
         return None if x is None or pd.isna(x) else float(x)
     rows = {}
-    for m, g in r.groupby("measure"):
-        row = g.iloc[0]
-        why = row.get("reason")
-        rows[m] = [num(row.get("value")), num(row.get("se")), num(row.get("upper")),
-                   num(row.get("truth")), None if why is None or pd.isna(why) else str(why)]
-    n1 = int(r["n1"].iloc[0])
-    return {"n": int(r["n"].iloc[0]), "n1": n1, "rows": rows, "problems": problems(rows, n1)}
+    for m in measures:
+        r = est.measures[m]
+        t = true.measures[truths[m]].value if m in truths else None
+        rows[m] = [num(r.value), num(r.se), num(r.upper), num(t),
+                   None if not r.reason else str(r.reason)]
+    codes = [pd.factorize(sample[k], use_na_sentinel=False)[0] for k in keys]
+    cell = pd.DataFrame(np.column_stack(codes)).groupby(list(range(len(keys)))).ngroup().to_numpy()
+    unique = np.bincount(cell)[cell] == 1
+    rare = np.zeros(len(sample), dtype=bool)
+    for c in codes:
+        rare |= np.bincount(c)[c] == 1
+    n1 = int(unique.sum())
+    return {"n": int(len(sample)), "n1": n1, "rows": rows, "problems": problems(rows, n1),
+            "rare": float(rare[unique].mean()) if n1 else 0.0}
 
 
 def summary(cases: list[dict], measures) -> str:
@@ -99,10 +123,10 @@ def summary(cases: list[dict], measures) -> str:
     for c in cases:
         for m, (x, _, up, truth, _) in c.get("rows", {}).items():
             if m in measures and truth is not None and x is not None and up is not None:
-                recs.append((m, c["pi"], truth, x, up))
+                recs.append((m, c["pi"], truth, x, up, c.get("rare", 0.0)))
     if not recs:
         return "\n".join(lines)
-    d = pd.DataFrame(recs, columns=["measure", "pi", "truth", "estimate", "upper"])
+    d = pd.DataFrame(recs, columns=["measure", "pi", "truth", "estimate", "upper", "rare"])
     d["holds"] = d.upper >= d.truth - 1e-9 * np.maximum(1.0, d.truth.abs())
     d["rel"] = np.where(d.truth > 0, d.estimate / d.truth.where(d.truth > 0, 1.0) - 1.0, np.nan)
     d["band"] = pd.cut(d.truth, list(BANDS), right=False,
@@ -118,6 +142,16 @@ def summary(cases: list[dict], measures) -> str:
         lines.append(f"  {'π':<14}{'samples':>8}{'bound holds':>13}  (truth ≥ 1)")
         for pi, b in g[g.truth >= 1].groupby("pi"):
             lines.append(f"  {pi:<14g}{len(b):>8}{b.holds.mean():>13.1%}")
+        lines.append(f"  {'rare share':<14}{'samples':>8}{'bound holds':>13}"
+                     f"{'median rel. error':>19}  (truth ≥ 1; the share of uniques holding a "
+                     "category no other sample record has)")
+        big = g[g.truth >= 1]
+        rb = pd.cut(big.rare, list(RARE_BANDS), include_lowest=True,
+                    labels=[f"[{a:g}, {b:g}]" if a == 0 else f"({a:g}, {b:g}]"
+                            for a, b in zip(RARE_BANDS[:-1], RARE_BANDS[1:])])
+        for band, b in big.groupby(rb, observed=True):
+            lines.append(f"  {str(band):<14}{len(b):>8}{b.holds.mean():>13.1%}"
+                         f"{b.rel.median():>+19.1%}")
     return "\n".join(lines)
 
 
