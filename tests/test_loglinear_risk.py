@@ -348,3 +348,41 @@ def test_every_keys_counts_in_one_pass_are_each_keys_bincount():
     got = _chunked_bincounts(codes, w, [k + 3 for k in cards])     # categories no cell has too
     for g, c, k in zip(got, codes, cards):
         np.testing.assert_array_equal(g, np.bincount(c, weights=w, minlength=k + 3))
+
+
+def test_uniques_alone_in_a_category_are_counted_and_said_by_hand():
+    """tiny_sample's uniques are (0,0), (1,0) and (2,1); a = 2 is held by (2,1) alone, b's categories
+    by 2 and 6 records: one unique of three is alone in a category, above the note's 30 %, so both
+    estimates say what the sample cannot show. With a second (2,1) record no category is held
+    once: no note."""
+    from gpurisk.models.loglinear_risk import LONE_NOTE_SHARE
+    m = run(tiny_sample(), ["a", "b"], fraction=0.2)
+    for name in ("matches_ll", "tau1_ll"):
+        extra = m[name].extra
+        assert extra["lone_uniques"] == 1 and extra["n1"] == 3 and 1 > LONE_NOTE_SHARE * 3
+        assert "1 of the 3 sample uniques (33 %) are alone in a category of some key" in extra["note"]
+    more = pd.concat([tiny_sample(), pd.DataFrame([(2, 1)], columns=["a", "b"])], ignore_index=True)
+    m = run(more, ["a", "b"], fraction=0.2)
+    for name in ("matches_ll", "tau1_ll"):
+        assert m[name].extra["lone_uniques"] == 0
+        assert "alone in a category" not in (m[name].extra.get("note") or "")
+
+
+def test_uniques_alone_in_a_category_on_a_real_sample_match_a_pandas_count():
+    """On a 5 % sample of STAR's school, grade, sex and ethnicity (missing values a category of
+    their own), the count equals the records whose cell is unique and which hold, in some key, a
+    category no other sample record has, counted with pandas."""
+    from conftest import data_path
+    frame = pd.read_csv(data_path("populations/star.csv.gz"))
+    keys = ["sch", "gr", "sx", "eth"]
+    sample = frame[np.random.default_rng(4).random(len(frame)) < 0.05][keys].reset_index(drop=True)
+    cell = sample.groupby(keys, dropna=False).ngroup().to_numpy()
+    unique = np.bincount(cell)[cell] == 1
+    alone = np.zeros(len(sample), dtype=bool)
+    for k in keys:
+        codes = pd.factorize(sample[k], use_na_sentinel=False)[0]
+        alone |= np.bincount(codes)[codes] == 1
+    want = int((alone & unique).sum())
+    assert want > 0
+    got = run(sample, keys, measures=("matches_ll",), fraction=0.05)["matches_ll"].extra
+    assert got["lone_uniques"] == want and got["n1"] == int(unique.sum())

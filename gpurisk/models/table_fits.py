@@ -207,6 +207,25 @@ def sample_margins(table):
     return table.cached("_ll_sample_margins", make)
 
 
+def lone_uniques(table) -> int:
+    """How many sample uniques hold, in some key, a category no other sample record has (a
+    category the sample holds once: its one record is a unique). How such a category spreads over
+    the other keys, and how large it is, the sample cannot show; where many uniques are such, the
+    bounds hold the truth less often than their level (bench/sweep_keysets.py, docs/validation.md).
+    One lookup per key over the sample's cells, and none where no key has such a category."""
+    def make():
+        codes, f, _, _, margins = sample_margins(table)
+        hit = None
+        for v, c in enumerate(codes):
+            once = np.asarray(margins.one(v)) == 1
+            if not once.any():
+                continue
+            at = once[c]
+            hit = at if hit is None else hit | at
+        return 0 if hit is None else int(np.count_nonzero(hit))
+    return table.cached("_ll_lone_uniques", make)
+
+
 #: :func:`_chunked_bincounts` reads the cells this many at a time
 BINCOUNT_CHUNK = 1 << 16
 
