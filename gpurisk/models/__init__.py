@@ -19,7 +19,7 @@ gpurisk's own and may change between releases; a plugin imports none of them
 - ``choose_risk_forest``: the forest Skinner & Shlomo's risk criterion chooses;
 - ``category_ranks``: each key's categories' ranks, independent of how a table coded them;
 - ``sample_margins``, ``eb_means``: a table's sample margins and Ê's fitted model, kept on the
-  table; ``loo_prior``: each sample unique's leave-one-out prior; ``nb_terms``,
+  table; ``lone_uniques``: how many sample uniques are alone in a category of some key; ``loo_prior``: each sample unique's leave-one-out prior; ``nb_terms``,
   ``unique_terms``: the Poisson-gamma terms of τ̂1 and Ê per unique; ``loglinear_estimate``:
   τ̂1 or Ê of a table with its s.e. and bounds, as tau1_ll and matches_ll report it.
 """
@@ -38,6 +38,7 @@ _PUBLIC = {
     "choose_risk_forest": ("gpurisk.models.risk_choice", "choose"),
     "category_ranks": ("gpurisk.models.model_choice", "category_ranks"),
     "sample_margins": ("gpurisk.models.table_fits", "sample_margins"),
+    "lone_uniques": ("gpurisk.models.table_fits", "lone_uniques"),
     "eb_means": ("gpurisk.models.table_fits", "eb_means"),
     "loo_prior": ("gpurisk.models.prior", "loo_prior"),
     "nb_terms": ("gpurisk.models.terms", "nb_terms"),

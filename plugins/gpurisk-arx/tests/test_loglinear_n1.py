@@ -685,3 +685,22 @@ def test_structural_zeros_move_the_empty_cells_part_towards_the_truth_by_simulat
             assert truth <= on <= off - (off - truth) / 3
         else:
             assert abs(on - off) < 0.02 * off
+
+
+def test_uniques_alone_in_a_category_are_counted_and_said_by_hand():
+    """Uniques (0,0), (1,0), (2,1) of eight records; a = 2 is held by (2,1) alone: one unique of
+    three is alone in a category, above the note's 10 %. With a second (2,1) record none is."""
+    import pandas as pd
+
+    import gpurisk
+    from gpurisk_arx.population import LONE_NOTE_SHARE
+    rows = [(0, 0)] + [(0, 1)] * 2 + [(1, 0)] + [(1, 1)] * 3 + [(2, 1)]
+    frame = pd.DataFrame(rows, columns=["a", "b"])
+    r = gpurisk.assess(frame, ["a", "b"], fraction=0.2, measures=["pop_uniqueness"])
+    extra = r.measures["pop_uniqueness"].extra
+    assert extra["lone_uniques"] == 1 and extra["n1"] == 3 and 1 > LONE_NOTE_SHARE * 3
+    assert "1 of the 3 sample uniques (33 %) are alone in a category of some key" in extra["note"]
+    frame = pd.concat([frame, pd.DataFrame([(2, 1)], columns=["a", "b"])], ignore_index=True)
+    extra = gpurisk.assess(frame, ["a", "b"], fraction=0.2,
+                           measures=["pop_uniqueness"]).measures["pop_uniqueness"].extra
+    assert extra["lone_uniques"] == 0 and "alone in a category" not in (extra.get("note") or "")
