@@ -361,11 +361,17 @@ def test_uniques_alone_in_a_category_are_counted_and_said_by_hand():
         extra = m[name].extra
         assert extra["lone_uniques"] == 1 and extra["n1"] == 3 and 1 > LONE_NOTE_SHARE * 3
         assert "1 of the 3 sample uniques (33 %) are alone in a category of some key" in extra["note"]
+        # and the headline's line on the interval points to it
+        from gpurisk.workflows.assess import interval_text
+        assert interval_text(extra).endswith(
+            "; 1 of the 3 sample uniques are alone in a category of some key, where such bounds "
+            "hold less often than their level (its note)")
     more = pd.concat([tiny_sample(), pd.DataFrame([(2, 1)], columns=["a", "b"])], ignore_index=True)
     m = run(more, ["a", "b"], fraction=0.2)
     for name in ("matches_ll", "tau1_ll"):
         assert m[name].extra["lone_uniques"] == 0
         assert "alone in a category" not in (m[name].extra.get("note") or "")
+        assert "alone in a category" not in interval_text(m[name].extra)
 
 
 def test_uniques_alone_in_a_category_on_a_real_sample_match_a_pandas_count():

@@ -165,6 +165,12 @@ def interval_text(extra: Mapping[str, Any]) -> str | None:
             text += (f"; its {'upper' if bias < 0 else 'lower'} end moved by the risk score's "
                      f"bias estimate {bias:.3g} (the model still misfits where sample uniques "
                      f"are made, T = {extra.get('misfit_T', float('nan')):.2f})")
+        lone, n1 = extra.get("lone_uniques"), extra.get("n1")
+        if lone and n1:
+            from gpurisk.models.loglinear_risk import LONE_NOTE_SHARE
+            if lone > LONE_NOTE_SHARE * n1:
+                text += (f"; {lone} of the {n1} sample uniques are alone in a category of some "
+                         "key, where such bounds hold less often than their level (its note)")
         return text
     if how == "calibrated":
         return (f"the model's Poisson s.e. × {extra.get('se_factor', 0):g} with a "
