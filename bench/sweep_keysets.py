@@ -8,7 +8,7 @@ most ``--max-levels`` distinct values; 1 to ``--max-keys`` keys), a sampling fra
 (``gpurisk.assess`` of the sample at fraction π) and its truth is counted from the population
 (``assess`` of the population with the sample flagged). Every estimate is checked for
 
-- an exception (its type and message),
+- an exception (its type and message; a one-line refusal, ``BadInput``, is counted apart),
 - an estimate with neither a value nor a reason,
 - an s.e. that is not a number or below 0, an upper bound below the estimate,
 - Ê or τ̂1 outside [0, n1].
@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 import gpurisk
+from gpurisk.errors import BadInput
 from validate_trust import POPULATIONS, find_data
 
 #: the estimators checked by default (each measure's ``estimates`` names its truth)
@@ -115,6 +116,10 @@ def summary(cases: list[dict], measures) -> str:
     broke = [c for c in cases if c.get("error") or c.get("problems")]
     lines.append(f"{len(cases)} cases, {sum(1 for c in cases if c.get('error'))} raised, "
                  f"{sum(1 for c in cases if c.get('problems'))} with a broken estimate")
+    refused = [c for c in cases if c.get("refused")]
+    if refused:
+        lines.append(f"  ({len(refused)} refused with a one-line error, as designed: "
+                     f"{refused[0]['refused']})")
     for c in broke[:20]:
         what = c.get("error") or "; ".join(c["problems"])
         lines.append(f"  {c['population']} {','.join(c['keys'])} π={c['pi']:g} seed {c['seed']}: "
@@ -198,6 +203,8 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         try:
             case |= one_case(frames[name], keys, case["pi"], case["seed"], measures)
+        except BadInput as exc:           # a one-line refusal, as designed (a key missing in
+            case["refused"] = str(exc)[:300]      # every sample record, an empty sample)
         except Exception as exc:          # noqa: BLE001  (what broke is the finding)
             case["error"] = f"{type(exc).__name__}: {exc}"[:300]
         case["seconds"] = round(time.perf_counter() - t, 3)

@@ -62,3 +62,13 @@ def test_a_short_sweep_of_real_samples_runs_clean(tmp_path):
         assert c["rows"]["matches_ll"][3] == pytest.approx(want, rel=1e-12, abs=1e-12)
     assert p.stdout.startswith("12 cases, 0 raised, 0 with a broken estimate")
     assert "matches_ll: the one-sided 99 % upper bound holds the truth in" in p.stdout
+
+
+def test_a_one_line_refusal_is_counted_apart_from_what_broke():
+    cases = [{"population": "p", "keys": ["a"], "pi": 0.01, "seed": 1,
+              "refused": "key column 'a' is missing in all 3 records"},
+             {"population": "p", "keys": ["a"], "pi": 0.01, "seed": 2, "error": "ValueError: x"}]
+    text = _bench().summary(cases, ["matches_ll"])
+    assert text.startswith("2 cases, 1 raised, 0 with a broken estimate")
+    assert "(1 refused with a one-line error, as designed: key column 'a' is missing" in text
+    assert "seed 2: ValueError: x" in text and "seed 1:" not in text

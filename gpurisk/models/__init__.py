@@ -19,9 +19,10 @@ gpurisk's own and may change between releases; a plugin imports none of them
 - ``choose_risk_forest``: the forest Skinner & Shlomo's risk criterion chooses;
 - ``category_ranks``: each key's categories' ranks, independent of how a table coded them;
 - ``sample_margins``, ``eb_means``: a table's sample margins and Ê's fitted model, kept on the
-  table; ``lone_uniques``: how many sample uniques are alone in a category of some key; ``loo_prior``: each sample unique's leave-one-out prior; ``nb_terms``,
-  ``unique_terms``: the Poisson-gamma terms of τ̂1 and Ê per unique; ``loglinear_estimate``:
-  τ̂1 or Ê of a table with its s.e. and bounds, as tau1_ll and matches_ll report it.
+  table; ``lone_uniques``: how many sample uniques are alone in a category of some key;
+  ``loo_prior``: each sample unique's leave-one-out prior; ``nb_terms``, ``unique_terms``: the
+  Poisson-gamma terms of τ̂1 and Ê per unique; ``loglinear_estimate``: τ̂1 or Ê of a table with
+  its s.e. and bounds, as tau1_ll and matches_ll report it.
 """
 from __future__ import annotations
 

@@ -23,8 +23,7 @@ from gpurisk.models.prior import (category_dots, loo_prior, root_moves, roots_mo
                                   shared_variance)
 from gpurisk.models.root_prior import JEFFREYS, Root
 from gpurisk.models.table_fits import (auto_cv_means, eb_means, forest_misfit, lone_uniques,
-                                       risk_means, risk_z,
-                                       sample_unique_means)
+                                       risk_means, risk_z, sample_unique_means)
 from gpurisk.models.terms import (SKEW_TOL, nb_terms, skew_uniques, sums_by_chunks,
                                   third_cumulants, unique_terms)
 
