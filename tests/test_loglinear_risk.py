@@ -392,3 +392,20 @@ def test_uniques_alone_in_a_category_on_a_real_sample_match_a_pandas_count():
     assert want > 0
     got = run(sample, keys, measures=("matches_ll",), fraction=0.05)["matches_ll"].extra
     assert got["lone_uniques"] == want and got["n1"] == int(unique.sum())
+
+
+def test_one_key_forms_no_misfit_criterion():
+    """With one key the model is the key's own counts (μ̂ = f in every sampled cell), so the risk
+    criterion has no residual to read: Ê on one key is what it is with misfit_widen off (no T, no
+    moved end). With two keys it is still formed."""
+    from conftest import data_path
+    frame = pd.read_csv(data_path("sdcmicro/testdata.csv"))
+    sample = frame[np.random.default_rng(1).random(len(frame)) < 0.05].reset_index(drop=True)
+    one = run(sample, ["age"], measures=("matches_ll",), fraction=0.05)["matches_ll"]
+    off = run(sample, ["age"], measures=("matches_ll",), fraction=0.05,
+              misfit_widen=False)["matches_ll"]
+    assert "misfit_T" not in one.extra and "still misfits" not in (one.extra.get("note") or "")
+    assert (one.value, one.se, one.upper, one.extra["lower"]) == \
+        (off.value, off.se, off.upper, off.extra["lower"])
+    two = run(sample, ["age", "sex"], measures=("matches_ll",), fraction=0.05)["matches_ll"]
+    assert math.isfinite(two.extra["misfit_T"])
