@@ -38,6 +38,7 @@ import pandas as pd
 
 import gpurisk
 from gpurisk.errors import BadInput
+from gpurisk.models import lone_uniques
 from validate_trust import POPULATIONS, find_data
 
 #: the estimators checked by default (each measure's ``estimates`` names its truth)
@@ -77,7 +78,7 @@ def one_case(frame, keys, pi, seed, measures) -> dict:
     user gets it (``gpurisk.assess`` of the sample at fraction π), its truth (``assess`` of the
     population with the sample flagged: the counted value of the quantity it estimates), what is
     wrong, and the share of the sample uniques holding, in some key, a category no other sample
-    record has (``rare``)."""
+    record has (``rare``: :func:`gpurisk.models.lone_uniques` over n1)."""
     from gpurisk.plugins import measure_registry
     reg = measure_registry()
     truths = {m: reg[m].cls.estimates for m in measures if reg[m].cls.estimates in reg}
@@ -99,15 +100,9 @@ def one_case(frame, keys, pi, seed, measures) -> dict:
         t = true.measures[truths[m]].value if m in truths else None
         rows[m] = [num(r.value), num(r.se), num(r.upper), num(t),
                    None if not r.reason else str(r.reason)]
-    codes = [pd.factorize(sample[k], use_na_sentinel=False)[0] for k in keys]
-    cell = pd.DataFrame(np.column_stack(codes)).groupby(list(range(len(keys)))).ngroup().to_numpy()
-    unique = np.bincount(cell)[cell] == 1
-    rare = np.zeros(len(sample), dtype=bool)
-    for c in codes:
-        rare |= np.bincount(c)[c] == 1
-    n1 = int(unique.sum())
-    return {"n": int(len(sample)), "n1": n1, "rows": rows, "problems": problems(rows, n1),
-            "rare": float(rare[unique].mean()) if n1 else 0.0}
+    n1 = int(est.table.n_r(1))
+    return {"n": int(est.table.n), "n1": n1, "rows": rows, "problems": problems(rows, n1),
+            "rare": lone_uniques(est.table) / n1 if n1 else 0.0}
 
 
 def summary(cases: list[dict], measures) -> str:

@@ -186,12 +186,12 @@ LAGUERRE_WHERE = ((35.0, 20.0), (40.0, 5.0))
 LAGUERRE_NODES = 8
 
 
-#: a − 1 = 1/α̃ is floored at this in :func:`inverse_square`'s and :func:`inverse_cube`'s integrands,
-#: which divide by it: a prior of relative variance α̃ above 2⁵³ (a unique alone in two or more
-#: arcs' pairs of β near its floor: α̃ of 10²⁰ and more) makes a = 1/α̃ + 1 round to 1, where 0/0
-#: gave NaN (Ê's s.e. on MACH 2019's questionnaire items at π = 10-70 %). At the floor the integrand's
-#: −expm1(−(a − 1) x)/(a − 1) is its limit x, the geometric case a = 1 (tests/test_skew_bound.py);
-#: an a − 1 above 0 is at least 2.2·10⁻¹⁶, so no other unique moves
+#: a − 1 = 1/α̃ is floored at this in :func:`inverse_square`'s and :func:`inverse_cube`'s
+#: integrands, which divide by it: a prior of relative variance α̃ above 2⁵³ (a unique alone in two
+#: or more arcs' pairs of β near its floor: α̃ of 10²⁰ and more) makes a = 1/α̃ + 1 round to 1,
+#: where 0/0 gave NaN (Ê's s.e. on MACH 2019's questionnaire items at π = 10-70 %). At the floor
+#: the integrand's −expm1(−(a − 1) x)/(a − 1) is its limit x, the geometric case a = 1
+#: (tests/test_skew_bound.py); an a − 1 above 0 is at least 2.2·10⁻¹⁶, so no other unique moves
 SHAPE_FLOOR = 1e-100
 
 
