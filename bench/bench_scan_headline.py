@@ -198,9 +198,10 @@ def same_scan(before: pd.DataFrame, now: pd.DataFrame, skip=()) -> float:
     not compared): the largest relative difference of those."""
     before = before.drop(columns=list(skip), errors="ignore")
     now = now.drop(columns=list(skip), errors="ignore")
-    # the two-sided interval's columns (issue 43's eighth stop) only in scans written since
+    # the two-sided interval's columns (issue 43's eighth stop) and the notes (stop 68) only in
+    # scans written since
     now = now.drop(columns=[c for c in now.columns if c.endswith(("_interval_lower",
-                                                                  "_interval_upper"))
+                                                                  "_interval_upper", "_note"))
                             and c not in before.columns])
     assert list(before.columns) == list(now.columns)
     near = [c for c in now.columns if c.startswith(tuple(SCAN_HEADLINE))

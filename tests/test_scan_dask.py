@@ -455,7 +455,7 @@ def test_default_measures_scan_keeps_the_cells_on_the_workers(client, small_buck
     assert set(spy) == {SummaryTable}
     assert "theta_hat_misclass" in got.columns      # run by default, not applicable: no cells read
     ll = [c for c in want.results.columns if c.startswith(("matches_ll", "tau1_ll"))]
-    assert len(ll) == 12     # value, se, upper, reason and the two-sided interval's ends, each
+    assert len(ll) == 14     # value, se, upper, reason, note and the two-sided interval's ends, each
     assert got.results["matches_ll"].notna().all() and got.rank_by == want.rank_by == "matches_ll"
     pd.testing.assert_frame_equal(got.results, want.results)
     assert not any("was not run" in w for w in got.warnings)

@@ -33,6 +33,8 @@ def summary_doc(res, k: int, by: str | None) -> dict:
     cols = ["combo", "scenario", "size", "cells", "n1", "n2", "N1", by]
     if f"{by}_upper" in top.columns:
         cols.append(f"{by}_upper")
+    if f"{by}_note" in top.columns:        # what the ranking's measure says about its figure
+        cols.append(f"{by}_note")
     if by == "matches_ll" and "matches_hat" in top.columns:  # the lower estimate of E beside Ê
         cols.append("matches_hat")
     if by != "theta_hat" and "theta_hat" in top.columns:    # θ̂ beside the ranking
@@ -70,8 +72,8 @@ def _summary_columns(by: str, top: list) -> list:
     once (ranked by ``n1``, the ``n1`` column is the ranking)."""
     first = top[0] if top else {}
     cols = [(c, (lambda r, c=c: _fmt(r.get(c)))) for c in ("size", "cells", "n1", "n2", "N1")]
-    if by not in {c for c, _ in cols}:
-        cols.append((by, lambda r: _fmt(r.get(by))))
+    if by not in {c for c, _ in cols}:            # † where the measure carries a note (below)
+        cols.append((by, lambda r: _fmt(r.get(by)) + (" †" if r.get(f"{by}_note") else "")))
     if any(r.get(f"{by}_upper") is not None for r in top):    # an exact ranking has no bound
         cols.append(("upper", lambda r: _fmt(r.get(f"{by}_upper"))))
     if by == "matches_ll" and "matches_hat" in first:
@@ -113,6 +115,9 @@ def print_summary(doc: dict) -> None:
                   markup=False, highlight=False)
     if top and empty:
         con.print(f"no value in any row, left out: {', '.join(empty)}", markup=False, highlight=False)
+    from gpurisk.core.display import note_lines
+    for line in note_lines(by, ((i, r.get(f"{by}_note")) for i, r in enumerate(top, 1))):
+        con.print(line, markup=False, highlight=False)
     if doc["output"]:
         con.print(f"results: {doc['output']} ({doc['combinations']} rows)")
     for w in doc.get("warnings", []):

@@ -50,3 +50,25 @@ def html_table(title: str, rows: Iterable[Sequence[Any]], header: Sequence[str] 
         out.append(f"<p>{escape(note)}</p>")
     out.append("</div>")
     return "\n".join(out)
+
+
+
+def note_lines(measure: str, notes: Iterable[tuple[Any, Any]]) -> list[str]:
+    """The † lines under a table of rows: ``notes`` is ``(row label, the note measure gives on
+    that row's figure)`` in row order (None or "" where a row has none). Rows whose notes differ
+    only in their figures (the same words, other numbers) share one line, which gives the first
+    one's note and names the rows, so a ranking whose estimate carries the same kind of note in
+    eight of its ten rows says it once."""
+    import re
+    groups: dict[str, tuple[list[Any], str]] = {}
+    for label, note in notes:
+        if not isinstance(note, str) or not note.strip():
+            continue
+        shape = re.sub(r"[0-9][0-9.,·eE+\-−]*", "#", note)
+        groups.setdefault(shape, ([], note))[0].append(label)
+    out = []
+    for rows, note in groups.values():
+        which = (f"row {rows[0]}" if len(rows) == 1 else
+                 f"rows {', '.join(map(str, rows))} (the figures are row {rows[0]}'s)")
+        out.append(f"† {measure}'s note, {which}: {note}")
+    return out

@@ -63,8 +63,9 @@ def with_levels(headline: dict | None, measures, alpha: float) -> dict | None:
 def headline_lines(h: dict | None) -> list[str]:
     """The headline as plain lines, the same in the terminal, a notebook and a page: the figure
     (counted and "exact" where the population counts are known, else the estimate with its
-    two-sided interval and one-sided bound), what it is shown beside, the scenario, the model, and
-    under an exact headline each estimator that was named against the truth."""
+    two-sided interval and one-sided bound), what it is shown beside, the scenario, the model, how
+    the interval is made, a scan row's note on the figure, and under an exact headline each
+    estimator that was named against the truth."""
     if not h:
         return []
     alpha = 1.0 - float(h.get("bound_level", h.get("level", 0.99)))
@@ -99,6 +100,8 @@ def headline_lines(h: dict | None) -> list[str]:
     for e in [h] + [b for b in h.get("beside", []) if b.get("value") is not None]:
         if e.get("interval_how"):
             lines.append(f"  {e['measure']}'s interval: {e['interval_how']}")
+        if e.get("note"):            # a scan row's note (assess shows it in its measures' table)
+            lines.append(f"  {e['measure']}'s note: {e['note']}")
     checks = h.get("against_truth") or []
     if checks:
         lines.append("  estimators named, against the truth (a check on this population):")

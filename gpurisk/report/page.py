@@ -120,15 +120,23 @@ def page_headline(df: pd.DataFrame, col: str, settings: dict) -> dict | None:
         else:                                          # a scan written before rows kept it
             interval = (two_sided(v, se, alpha, num(row.get("n1"))) if m in NORMAL_INTERVAL
                         and v is not None and se is not None else None)
-        why = row.get(f"{m}_reason")
+        why, note = row.get(f"{m}_reason"), row.get(f"{m}_note")
         return {"measure": m, "value": v, "se": se, "interval": interval,
                 "upper": num(row.get(f"{m}_upper")),
                 "reason": why if isinstance(why, str) else None, "scenario": scenario(m),
-                "model": None}
+                "model": None, "note": note if isinstance(note, str) and note else None}
     exact = measure == "matches"         # counted from the population counts: no interval
     return {**entry(measure), "level": 1.0 - alpha, **level_fields(alpha), "exact": exact,
-            "beside": [entry(b) for b in beside],
+            # the first screen shows the headline's own note; τ1 beside it is in the tables below
+            "beside": [{**entry(b), "note": None} for b in beside],
             "where": f"on {where}: {', '.join(row['keys'])}"}
+
+
+def _note(row, col: str) -> str | None:
+    """The note the ranking's measure gives on a row's figure (none in a scan written before
+    rows kept notes)."""
+    note = row.get(f"{col}_note")
+    return note if isinstance(note, str) and note else None
 
 
 def _identity(prov: dict, settings: dict, now: str) -> list[tuple[str, str]]:
@@ -268,6 +276,7 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
     threshold = pol.max_theta_upper if pol.max_theta_upper is not None else float(threshold)
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     contrib = key_contributions(df, col, drivers_top)
+    from gpurisk.core.display import note_lines
     from gpurisk.core.levels import bound_words, headline_lines, upper_legend
     head = page_headline(df, col, settings)
     drivers = [{"key": r["key"], "drop": fmt(r["drop"]), "combination": r["combination"],
@@ -314,8 +323,11 @@ def write_report(scan, html_path, measure: str | None = None, threshold: float =
         "theta_over": int((up > threshold).sum()) if up is not None else 0,
         "theta_count": int(df["theta_hat"].notna().sum()) if up is not None else 0,
         "table_cols": cols,
-        "table_rows": [{"label": plots.label(r), "values": [fmt(r[c], c) for c in cols]}
-                       for _, r in t.iterrows()],
+        "table_rows": [{"label": plots.label(r),
+                        "values": [fmt(r[c], c) + (" †" if c == col and _note(r, col) else "")
+                                   for c in cols]} for _, r in t.iterrows()],
+        "table_notes": note_lines(col, ((i, _note(r, col)) for i, (_, r)
+                                        in enumerate(t.iterrows(), 1))),
         "left_out": not_plotted(df, col, top),
         "version": __version__, "written": now,
     }

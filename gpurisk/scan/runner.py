@@ -175,7 +175,7 @@ def top_combinations(results: pd.DataFrame, k: int = 10, by: str | None = None) 
     by = by or rank_column(results)
     if by not in results.columns or not pd.api.types.is_numeric_dtype(results[by]):
         raise BadInput(f"cannot rank by {by!r}: not a numeric column of the scan "
-                       f"(columns: {', '.join(c for c in results.columns if c not in ('keys', 'combo', 'scenario', 'warnings') and not c.endswith('_reason'))})")
+                       f"(columns: {', '.join(c for c in results.columns if c not in ('keys', 'combo', 'scenario', 'warnings') and not c.endswith(('_reason', '_note')))})")
     ranked = results.assign(_r=results[by].astype(float).fillna(-math.inf))
     ranked = ranked.sort_values(["_r", "size", "order"], ascending=[False, True, True], kind="stable")
     return ranked.drop(columns="_r").head(k).reset_index(drop=True)
@@ -296,8 +296,12 @@ def combination_row(i: int, combo: Combination, table, ctx: Context, names: Sequ
         row[f"{m}_se"] = _num(r.se)
         row[f"{m}_upper"] = _num(r.upper)
         row[f"{m}_reason"] = r.reason
+        extra = r.extra or {}
+        # what the measure says about its figure here (e.g. the uniques alone in a category,
+        # where Ê's bound holds less often), which the page and the summary show beside it
+        note = extra.get("note")
+        row[f"{m}_note"] = note if isinstance(note, str) and note else None
         if m in NORMAL_INTERVAL:      # its two-sided interval, which value ± z s.e. need not be
-            extra = r.extra or {}
             row[f"{m}_interval_lower"] = _num(extra.get("interval_lower"))
             row[f"{m}_interval_upper"] = _num(extra.get("interval_upper"))
     msgs = list(dict.fromkeys(str(w.message) for w in caught))

@@ -45,7 +45,7 @@ def row_schema(measures: list[str]) -> pa.Schema:
     from gpurisk.core.levels import NORMAL_INTERVAL
     for m in measures:
         fields += [(m, pa.float64()), (f"{m}_se", pa.float64()), (f"{m}_upper", pa.float64()),
-                   (f"{m}_reason", pa.string())]
+                   (f"{m}_reason", pa.string()), (f"{m}_note", pa.string())]
         if m in NORMAL_INTERVAL:
             fields += [(f"{m}_interval_lower", pa.float64()),
                        (f"{m}_interval_upper", pa.float64())]
