@@ -52,7 +52,6 @@ def html_table(title: str, rows: Iterable[Sequence[Any]], header: Sequence[str] 
     return "\n".join(out)
 
 
-
 def note_lines(measure: str, notes: Iterable[tuple[Any, Any]]) -> list[str]:
     """The † lines under a table of rows: ``notes`` is ``(row label, the note measure gives on
     that row's figure)`` in row order (None or "" where a row has none). Rows whose notes differ

@@ -4,7 +4,8 @@
 The records are read once (``build_table`` over every key any combination uses); recodes regroup that
 table's categories; a :class:`~gpurisk.freq.lattice.Lattice` then yields each combination's table,
 summed from the smallest table already built. Each combination's row (key names, never key values;
-counts; every measure's value, se, upper bound and reason) goes to the sink as soon as it is done.
+counts; every measure's value, se, upper bound, reason and note) goes to the sink as soon as it is
+done.
 """
 from __future__ import annotations
 
