@@ -76,9 +76,12 @@ def test_n1_section_against_the_population_and_its_replicates():
     assert rows["default"]["bias_mc"] == pytest.approx(rel.std(ddof=1) / np.sqrt(len(rel)))
     assert rows["default"]["cover_mc"] == pytest.approx(np.sqrt(cover * (1 - cover) / len(d)))
     # the default's interval is the log-scale one, N̂1 · exp(± 1.96 s.e./N̂1), its ends rounded
-    # outward to whole people; here never clipped
+    # outward to whole people; here never clipped. Its lower end is at most that: it is also the
+    # one of the estimate without the combinations holding an unseen pair of a kept interaction
+    # (gpurisk_arx.loglinear_n1.fit; its own test checks the formula)
     z = 1.959963984540054
-    np.testing.assert_array_equal(d["lower"], np.floor(d["value"] * np.exp(-z * d["se"] / d["value"])))
+    assert (d["lower"] <= np.floor(d["value"] * np.exp(-z * d["se"] / d["value"]))).all()
+    assert (d["lower"] >= 0).all()
     np.testing.assert_array_equal(d["upper"], np.ceil(d["value"] * np.exp(z * d["se"] / d["value"])))
     assert np.isnan(rows["ARX (rule=arx)"]["cover"])
     # every value within what the sample allows: N1 ≤ N − (n − n1)

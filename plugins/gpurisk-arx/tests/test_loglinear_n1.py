@@ -338,7 +338,7 @@ def _rooted_brute(codes, f, N, roots, arcs, alpha):
         if alpha == 0:
             return stats.poisson.pmf(k, m)
         return stats.nbinom.pmf(k, 1 / alpha, 1 / (1 + alpha * m))
-    want = total = 0.0
+    want = total = opened = 0.0
     for combo in itertools.product(*cats):
         p = math.prod(one[r][combo[r]] / n for r in roots)
         for a, c, beta in arcs:
@@ -347,8 +347,11 @@ def _rooted_brute(codes, f, N, roots, arcs, alpha):
         total += p
         k = obs.get(tuple(int(x) for x in combo), 0)
         if k <= 1:
-            want += law(1, N * p) * (pi if k == 1 else q) / law(k, pi * N * p)
-    return want, total
+            term = law(1, N * p) * (pi if k == 1 else q) / law(k, pi * N * p)
+            want += term
+            if any((combo[a], combo[c]) not in two[(a, c)] for a, c, _ in arcs):
+                opened += term           # a pair of categories of an arc no sample record has
+    return want, total, opened
 
 
 @pytest.mark.parametrize("seed", [8, 11])
@@ -369,13 +372,17 @@ def test_eb_forest_is_the_rooted_form_written_out(seed):
     idx = [LL._category_index(c)[1] for c in codes]
     cards = [int(i.max()) + 1 for i in idx]
     roots, arcs = eb_forest.orient(Margins(idx, f, cards), list(exact.edges))
-    want, total = _rooted_brute(idx, f.astype(float), N, roots, arcs, exact.alpha)
+    want, total, opened = _rooted_brute(idx, f.astype(float), N, roots, arcs, exact.alpha)
     assert total == pytest.approx(1.0, rel=1e-12)
     assert exact.value == pytest.approx(want, rel=1e-6)
     assert binned.value == pytest.approx(want, rel=1e-3)
+    # the empty cells' part in combinations holding a pair of an arc that no sample record has
+    assert 0 < opened < exact.unobserved
+    assert exact.open_part == pytest.approx(opened, rel=1e-6)
+    assert binned.open_part == pytest.approx(opened, rel=1e-3)
     # the sampled cells' log p̂ are Ê's own fit (eb_forest.rooted_means)
     logs, ix = LL._log_probs(codes, f.astype(float), float(f.sum()))
-    _, s_obs, _, _ = LL.forest_space(logs, ix, f, smoothing="eb")
+    _, s_obs, _, _, _ = LL.forest_space(logs, ix, f, smoothing="eb")
     mu = eb_forest.rooted_means(Margins(ix, f, cards), roots, arcs)[0]
     np.testing.assert_allclose(s_obs, np.log(mu / f.sum()), rtol=0, atol=1e-12)
 
@@ -443,10 +450,10 @@ def test_tree_max_drops_the_pair_that_would_overgrow_a_tree():
     s = f > 0
     codes, f = [c[s] for c in codes], f[s]
     logs, idx = LL._log_probs(codes, f.astype(float), float(f.sum()))
-    _, _, full, _ = LL.forest_space(logs, idx, f)
+    _, _, full, _, _ = LL.forest_space(logs, idx, f)
     assert (0, 1) in full and (1, 2) in full
     pair_sizes = [len(LL._pair_table(logs, idx, f, f.sum(), *e, 0.0)[0]) for e in [(0, 1), (1, 2)]]
-    _, _, cut, _ = LL.forest_space(logs, idx, f, tree_max=max(pair_sizes) * 2)
+    _, _, cut, _, _ = LL.forest_space(logs, idx, f, tree_max=max(pair_sizes) * 2)
     assert len(cut) < len(full)
 
 
@@ -475,16 +482,21 @@ def test_forest_choice_spread_in_the_se():
 
 
 def test_interval_on_the_log_scale_and_a_tiny_estimate():
-    """The interval is N̂1 · exp(± z s.e./N̂1), its ends rounded outward to whole people and clipped
-    to what the sample allows, and an estimate near 0 with a large relative s.e. gives the cap as its
-    upper end instead of overflowing (a first version did, on FARS's race key alone)."""
+    """The interval is N̂1 · exp(± z s.e./N̂1), its lower end the smaller of that and the estimate
+    without the combinations holding an unseen pair of a kept interaction at the same relative
+    width, its ends rounded outward to whole people and clipped to what the sample allows, and an
+    estimate near 0 with a large relative s.e. gives the cap as its upper end instead of
+    overflowing (a first version did, on FARS's race key alone)."""
     from scipy.stats import norm
     F, f, codes = next(_chain_populations(1, seed=12, alpha=1.0, pi=0.05))
     fit = LL.fit(codes, f, F.sum(), "loglinear_forest")
     z = norm.ppf(0.975)
-    lo, hi = fit.value * math.exp(-z * fit.se / fit.value), fit.value * math.exp(z * fit.se / fit.value)
+    w = z * fit.se / fit.value
+    lo, hi = fit.value * math.exp(-w), fit.value * math.exp(w)
+    shut = fit.params["without_unseen_pairs"]
+    assert 0 < fit.params["unseen_pairs_part"] and shut == fit.value - fit.params["unseen_pairs_part"]
     assert lo % 1 and hi % 1                      # the smooth ends are not whole: rounding shows
-    assert (fit.lower, fit.upper) == (math.floor(lo), math.ceil(hi))
+    assert (fit.lower, fit.upper) == (math.floor(min(lo, shut * math.exp(-w))), math.ceil(hi))
     # one key, one sample unique among 3 501 records at π = 0.05: N̂1 is about 6e-9, its s.e. 0.012
     n, N = 3501, 70000.0
     tiny = LL.fit([np.arange(4)], np.array([2000, 1000, 500, 1]), N, "loglinear_forest")
@@ -704,3 +716,33 @@ def test_uniques_alone_in_a_category_are_counted_and_said_by_hand():
     extra = gpurisk.assess(frame, ["a", "b"], fraction=0.2,
                            measures=["pop_uniqueness"]).measures["pop_uniqueness"].extra
     assert extra["lone_uniques"] == 0 and "alone in a category" not in (extra.get("note") or "")
+
+
+def test_unseen_pairs_lower_the_lower_end_on_a_real_sample():
+    """World Values Survey country, wave year and immigration-policy answer (310 388 people, one
+    population unique): the answer codes differ by wave and countries were surveyed in few waves,
+    so most combinations are impossible. At π = 5 % every person the model expects in the empty
+    cells sits in combinations holding a pair of categories of a kept interaction that no sample
+    record has; the sample cannot tell those from impossible ones. The interval's lower end is that
+    of the estimate without them (0 here) and holds the one true unique, where the model's own
+    lower end does not; the note says why."""
+    import pandas as pd
+    from scipy.stats import norm
+
+    import gpurisk
+    from arx_data import data_path
+    keys = ["country", "s020", "e143"]
+    frame = pd.read_csv(data_path("populations/wvs_immig.csv.gz"), usecols=keys)
+    N1 = int((frame.groupby(keys, dropna=False).size() == 1).sum())
+    sample = frame[np.random.default_rng(0).random(len(frame)) < 0.05]
+    m = gpurisk.assess(sample, keys, fraction=0.05, measures=["pop_uniqueness"]).measures
+    r = m["pop_uniqueness"]
+    extra = r.extra
+    part = extra["loglinear_eb_unseen_pairs_part"]
+    assert N1 == 1 and r.value > 10
+    assert part == pytest.approx(extra["loglinear_eb_unobserved_part"], rel=1e-6)
+    assert extra["loglinear_eb_without_unseen_pairs"] == pytest.approx(r.value - part, abs=1e-9)
+    z = norm.ppf(0.5 + extra["interval_level"] / 2)
+    assert math.floor(r.value * math.exp(-z * r.se / r.value)) > N1    # the model's own lower end
+    assert extra["interval_lower"] == 0 <= N1 <= extra["interval_upper"]
+    assert f"{part:.3g} of N̂1's {r.value:.3g} sit in combinations holding a pair" in extra["note"]

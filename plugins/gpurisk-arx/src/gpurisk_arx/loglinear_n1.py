@@ -105,6 +105,18 @@ sees; under the forest plus the spread of its choice, Σ w (N̂1(E′) − N̂1)
 held-out test away (:func:`gpurisk.models.doubtful`, w the chance the test goes the other way),
 as Ê's s.e. takes it (``gpurisk.measures._ll_poisson``; ``choice_spread=False`` leaves it out).
 ``MODEL_ERROR`` was set on bench/validate_pop_uniqueness.py (in-sample; docs/arx.md).
+
+Unseen pairs (the interval's lower end, :func:`fit`): the forest's smoothed pair tables give every
+pair of categories of a kept interaction positive probability, so the combinations holding a pair
+that no sample record has are in the key space, and their empty cells' part (``open_part``, the
+extra ``unseen_pairs_part``) rests on that alone. The sample cannot tell those combinations from
+impossible ones: a structural zero leaves no trace beyond its absence, which the model expects
+anyway (World Values Survey country, wave and immigration answer at π = 5 %: all of N̂1 ≈ 17.6
+there, one true unique). The interval's lower end is the smaller of the model's and that of the
+estimate without them, N̂1 − open_part at the same relative width; the estimate, its s.e. and the
+upper end stay the model's. Where the part is at least half of N̂1 a note says so. It is summed as
+the empty cells' part is, over the cells holding no such pair (each tree's combinations flagged as
+they are listed, :func:`_tree_cells`), and subtracted from the whole.
 """
 from __future__ import annotations
 
@@ -139,6 +151,8 @@ class LLN1:
     support_cut: float = 0.0    # what the structural zeros took from the empty cells' part
     support_rho: float = 1.0    # the share of the other keys' combinations taken as possible
     se_support: float = 0.0     # the cut's s.e. (included in process_var)
+    open_part: float = 0.0      # the empty cells' part in cells holding a pair of categories of a
+    #                             kept interaction that no sample record has
 
 
 def prob_one(lam, f, alpha: float, pi: float):
@@ -257,18 +271,22 @@ def _tree_size(keys, edges, pairs, cards) -> float:
     return float(count[keys[0]].sum())
 
 
-def _tree_cells(keys, edges, pairs, logs, deg):
+def _tree_cells(keys, edges, pairs, logs, deg, seen=None):
     """log p̂_tree of each of the tree's combinations of positive probability: the combinations
     grown key by key along the tree, each row of the parent joined to the child categories its
-    pair table holds (no product of the keys' categories)."""
+    pair table holds (no product of the keys' categories). With ``seen`` (per pair of keys, whether
+    some sample record holds each row of its pair table), also whether each combination holds a
+    pair of categories that no sample record has: (log p̂_tree, that flag)."""
     r = keys[0]
     rows = {r: np.arange(logs[r].size)}
     val = (1 - deg[r]) * logs[r]
+    flag = np.zeros(val.shape[0], dtype=bool)
     for p, c in _tree_order(keys, edges):
         xa, xb, lp = pairs[(min(p, c), max(p, c))]
         xp, xc = (xa, xb) if p < c else (xb, xa)
         o = np.argsort(xp, kind="stable")
         xp, xc, lp = xp[o], xc[o], lp[o]
+        unseen = None if seen is None else ~seen[(min(p, c), max(p, c))][o]
         start = np.searchsorted(xp, np.arange(logs[p].size))
         cnt = np.bincount(xp, minlength=logs[p].size)
         rep = cnt[rows[p]]
@@ -278,7 +296,8 @@ def _tree_cells(keys, edges, pairs, logs, deg):
         rows = {v: x[keep] for v, x in rows.items()}
         rows[c] = xc[at]
         val = val[keep] + lp[at] + (1 - deg[c]) * logs[c][xc[at]]
-    return val
+        flag = flag[keep] if unseen is None else flag[keep] | unseen[at]
+    return val if seen is None else (val, flag)
 
 
 def forest_space(logs, idx, f, kappa: float = 0.0, seed: int = 0, tree_max: int = TREE_MAX,
@@ -343,13 +362,24 @@ def forest_space(logs, idx, f, kappa: float = 0.0, seed: int = 0, tree_max: int 
         xa, xb, lp = pairs[(a, b)]
         s_obs = s_obs + lp[np.searchsorted(xa * cards[b] + xb,
                                            idx[a].astype(np.int64) * cards[b] + idx[b])]
-    comps = []
+    # per kept pair, whether some sample record holds each row of its table
+    seen = {}
+    for a, b in edges:
+        xa, xb, _ = pairs[(a, b)]
+        held = np.bincount(idx[a].astype(np.int64) * cards[b] + idx[b], minlength=cards[a] * cards[b])
+        seen[(a, b)] = held[xa * cards[b] + xb] > 0
+    comps, opened = [], []
     for r in sorted(set(comp)):
         keys = [v for v in range(d) if comp[v] == r]
-        comps.append(logs[r] if len(keys) == 1 else
-                     _tree_cells(keys, [e for e in edges if e[0] in keys], pairs, logs, deg))
+        if len(keys) == 1:
+            comps.append(logs[r])
+            opened.append(np.zeros(logs[r].size, dtype=bool))
+            continue
+        val, flag = _tree_cells(keys, [e for e in edges if e[0] in keys], pairs, logs, deg, seen)
+        comps.append(val)
+        opened.append(flag)
     alts = doubtful(edges, scores, max_pairs=d - 1) if len(scores) > len(kept) and not eb else []
-    return comps, s_obs, tuple(edges), alts
+    return comps, s_obs, tuple(edges), alts, opened
 
 
 def prob_sample_one(lam, alpha: float, pi: float):
@@ -388,15 +418,19 @@ def estimate(codes, f, N: float, margins: str = "main", dispersion: str = "momen
     if margins.startswith("forest") or margins == "eb":
         if ranks is not None:             # each sampled category's rank, indexed like logs
             ranks = [np.asarray(r)[_category_index(c)[0]] for r, c in zip(ranks, codes)]
-        comps, s_obs, edges, alts = forest_space(logs, idx, f, kappa=kappa, seed=seed,
-                                                 ranks=ranks, names=names, edges=edges,
-                                                 smoothing="eb" if margins == "eb" else "kappa")
+        comps, s_obs, edges, alts, opened = forest_space(
+            logs, idx, f, kappa=kappa, seed=seed, ranks=ranks, names=names, edges=edges,
+            smoothing="eb" if margins == "eb" else "kappa")
         s_grid, counts = _all_cells(comps, 0.0, exact_max, h)
         s_grid = np.log(s_grid)
         sup = _support_space(logs, idx, f, edges, comps, s_obs, exact_max, h) if support else None
+        closed = None
+        if any(o.any() for o in opened):   # the cells holding no unseen pair of a kept interaction
+            closed = _all_cells([c[~o] for c, o in zip(comps, opened)], 0.0, exact_max, h)
+            closed = (np.log(closed[0]), closed[1])
         r = _fit_space(f, s_obs, s_grid, counts, N, "tempered" if margins == "forest_tempered"
                        else "main", dispersion, target, float(np.prod([float(c.size) for c in comps])),
-                       sup)
+                       sup, closed)
         r.edges, r.alts = edges, alts
         return r
     if space is None:
@@ -409,8 +443,10 @@ def estimate(codes, f, N: float, margins: str = "main", dispersion: str = "momen
 
 
 def _fit_space(f, s_obs, s_grid, counts, N: float, margins: str, dispersion: str,
-               target: str, K: float, sup=None) -> LLN1:
-    """:func:`estimate` on a given key space: its cells' s = Σ_v log p̂_v as (s_grid, counts)."""
+               target: str, K: float, sup=None, closed=None) -> LLN1:
+    """:func:`estimate` on a given key space: its cells' s = Σ_v log p̂_v as (s_grid, counts).
+    ``closed``: (s, counts) of the cells holding no pair of categories of a kept interaction that
+    no sample record has; the empty cells' part outside them is ``open_part``."""
     n = float(f.sum())
     pi = n / float(N)
     n1, n2 = int((f == 1).sum()), float((f == 2).sum())
@@ -448,15 +484,21 @@ def _fit_space(f, s_obs, s_grid, counts, N: float, margins: str, dispersion: str
         unobs = max(float((counts * g0).sum()) - float(obs0.sum()), 0.0)
         var = max(float((counts * g0 * (1.0 - g0)).sum()) - float((obs0 * (1 - obs0)).sum()), 0.0) \
             + float((p1 * (1 - p1)).sum())
+        opened = 0.0
+        if closed is not None:        # the sampled cells are all closed: theirs cancel as above
+            at = np.exp(_log_lambda(beta, s_grid, counts, N) + beta * closed[0])
+            shut = max(float((closed[1] * prob_one(at, 0, alpha, pi)).sum()) - float(obs0.sum()),
+                       0.0)
+            opened = max(unobs - shut, 0.0)
         cut = (0.0, 0.0, 1.0)
         if sup is not None:
             cut = _support_cut(sup, beta, _log_lambda(beta, s_grid, counts, N), alpha, pi)
             unobs = max(unobs - cut[0], 0.0)
             var += cut[1]
-        return float(p1.sum()) + unobs, var, float(p1.sum()), unobs, p1, cut
+        return float(p1.sum()) + unobs, var, float(p1.sum()), unobs, p1, cut, min(opened, unobs)
 
     beta, alpha, lam, grid = solve(n1, n2)
-    est, var, obs, unobs, p1_each, cut = value(beta, alpha, lam, grid)
+    est, var, obs, unobs, p1_each, cut, opened = value(beta, alpha, lam, grid)
     # delta method: the fit reads the sample through n1 (α calibrated) and n2 (β); their variances
     # and covariance under the fitted model (independent cells: n_k = Σ_j I(f_j = k))
     cov = _stat_cov(grid, counts, alpha, pi, target)
@@ -474,7 +516,8 @@ def _fit_space(f, s_obs, s_grid, counts, N: float, margins: str, dispersion: str
         grad[k] = (value(*solve(*hi))[0] - value(*solve(*lo))[0]) / (hi[k] - lo[k])
     param_var = float(grad @ cov @ grad)
     return LLN1(est, var, alpha, K, obs, unobs, float((counts * P1).sum()), beta, param_var,
-                p1=p1_each, support_cut=cut[0], support_rho=cut[2], se_support=math.sqrt(cut[1]))
+                p1=p1_each, support_cut=cut[0], support_rho=cut[2], se_support=math.sqrt(cut[1]),
+                open_part=opened)
 
 
 #: the structural-zeros sums take at most this many (combination, value of v) pairs at a time
@@ -757,5 +800,20 @@ def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
     # term is), and a symmetric interval shrank where the estimate was low, which is where it missed
     w = min(z * se / v, 700.0) if v > 0 else math.nan      # (a tiny N̂1: the upper end is the cap)
     lo, hi = (v * math.exp(-w), v * math.exp(w)) if v > 0 else (v - z * se, v + z * se)
+    # the combinations holding a pair of categories of a kept interaction that no sample record
+    # has: the model takes them as possible, and the sample cannot tell whether they are (a
+    # structural zero leaves no trace). The lower end is the smaller of the two readings', the
+    # estimate without them at the same relative width (the upper end stays the model's)
+    params["unseen_pairs_part"] = r.open_part
+    if r.open_part > 0 and v > 0:
+        shut = max(v - r.open_part, lo_cap)
+        params["without_unseen_pairs"] = shut
+        lo = min(lo, shut * math.exp(-w))
+        if r.open_part >= 0.5 * v:            # most of the estimate: said
+            params["note"] = (
+                f"{r.open_part:.3g} of N̂1's {v:.3g} sit in combinations holding a pair of "
+                "categories of a kept interaction that no sample record has: the sample cannot "
+                "tell whether the population holds such combinations, so the interval's lower end "
+                f"is also that of the estimate without them ({shut:.3g})")
     lo, hi = count_interval(lo, hi, sm)        # whole people, rounded outward, within the bounds
     return Fit(model, v, params=params, se=se, lower=lo, upper=hi)
