@@ -202,9 +202,9 @@ class PopUniqueness(Measure):
 #: above this share of the sample uniques alone in a category of some key
 #: (:func:`gpurisk.models.lone_uniques`) the log-linear N̂1 carries a note: in gpurisk's
 #: bench/sweep_keysets.py (3 000 random key sets of the 14 populations of its study, π = 1, 5,
-#: 10 %) the one-sided 99 % bound held N1 in 99.1 % of the samples where at most 10 % were such,
-#: 91.2 % at 10-30 %, 86.2 % at 30-70 %, 85.1 % above. Where the note is shown, not a part of the
-#: estimate
+#: 10 %) the one-sided 99 % bound held N1 in 98.5 % of the samples where at most 10 % were such,
+#: 90.8 % at 10-30 %, 86.2 % at 30-70 %, 85.1 % above (model error 0.125, issue 43's stop 68).
+#: Where the note is shown, not a part of the estimate
 LONE_NOTE_SHARE = 0.1
 
 
