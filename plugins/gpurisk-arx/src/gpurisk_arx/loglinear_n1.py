@@ -364,10 +364,10 @@ def forest_space(logs, idx, f, kappa: float = 0.0, seed: int = 0, tree_max: int 
                                            idx[a].astype(np.int64) * cards[b] + idx[b])]
     # per kept pair, whether some sample record holds each row of its table
     seen = {}
-    for a, b in edges:
+    for a, b in edges:        # (looked up among the observed pairs: no c_a × c_b array)
         xa, xb, _ = pairs[(a, b)]
-        held = np.bincount(idx[a].astype(np.int64) * cards[b] + idx[b], minlength=cards[a] * cards[b])
-        seen[(a, b)] = held[xa * cards[b] + xb] > 0
+        held = np.unique(idx[a].astype(np.int64) * cards[b] + idx[b])
+        seen[(a, b)] = np.isin(xa.astype(np.int64) * cards[b] + xb, held)
     comps, opened = [], []
     for r in sorted(set(comp)):
         keys = [v for v in range(d) if comp[v] == r]
