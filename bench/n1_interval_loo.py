@@ -7,9 +7,9 @@ sets each, π = 5 and 10 %), runs ``pop_uniqueness`` as a user would (``gpurisk.
 π = n/N) and keeps each sample's N̂1, its s.e. without the model error, the part of its empty
 cells in combinations holding an unseen pair of a kept interaction, and the true N1. Then, for
 each model error c on a grid, it rebuilds the measure's two-sided interval at ``--level``
-(:func:`interval`, the formula of ``loglinear_n1.fit``: N̂1 · exp(± z s.e./N̂1), the lower end
-also that of N̂1 without the unseen pairs' part, ends rounded outward to whole people) and counts
-how often it holds N1.
+(:func:`interval`, by ``loglinear_n1.interval_ends`` as ``fit`` does: N̂1 · exp(± z s.e./N̂1), the
+lower end also that of N̂1 without the unseen pairs' part, ends rounded outward to whole people)
+and counts how often it holds N1.
 
 The rule (:func:`choose`): the smallest c on the grid at which the intervals hold N1 in at least
 ``--level`` of the samples, pooled over the cells with N1 > 0: the interval's nominal level, no
@@ -82,26 +82,21 @@ def samples(names, replicates: int, seeds, fractions) -> pd.DataFrame:
 
 def interval(d: pd.DataFrame, c: float, level: float) -> tuple[np.ndarray, np.ndarray]:
     """The measure's two-sided interval at ``level`` with model error ``c``
-    (``gpurisk_arx.loglinear_n1.fit``), for every row of :func:`samples`."""
-    from gpurisk_arx.pitman_mle import bounds, count_interval
+    (``gpurisk_arx.loglinear_n1.interval_ends``, what ``fit`` reports), for every row of
+    :func:`samples`."""
+    from gpurisk_arx.loglinear_n1 import interval_ends
     from gpurisk_arx.uniqueness import sample
     from scipy.stats import norm
     z = float(norm.ppf(0.5 + level / 2.0))
     lo, hi = np.empty(len(d)), np.empty(len(d))
     for i, r in enumerate(d.itertuples()):
-        v = r.value
-        se = math.sqrt(r.se0 ** 2 + (c * v) ** 2)
         rest = int(r.n - r.n1)          # only n1, n and N matter to the bounds: the sample's
         Z = np.zeros(max(2, rest + 1), dtype=np.int64)   # other records as one class
         Z[1] = int(r.n1)
         if rest >= 2:
             Z[rest] = 1
-        sm = sample(Z, r.N)
-        w = min(z * se / v, 700.0) if v > 0 else math.nan
-        a, b = (v * math.exp(-w), v * math.exp(w)) if v > 0 else (v - z * se, v + z * se)
-        if r.open > 0 and v > 0:
-            a = min(a, max(v - r.open, bounds(sm)[0]) * math.exp(-w))
-        lo[i], hi[i] = count_interval(a, b, sm)
+        se = math.sqrt(r.se0 ** 2 + (c * r.value) ** 2)
+        lo[i], hi[i] = interval_ends(r.value, se, z, r.open, sample(Z, r.N))
     return lo, hi
 
 

@@ -120,11 +120,11 @@ def page_headline(df: pd.DataFrame, col: str, settings: dict) -> dict | None:
         else:                                          # a scan written before rows kept it
             interval = (two_sided(v, se, alpha, num(row.get("n1"))) if m in NORMAL_INTERVAL
                         and v is not None and se is not None else None)
-        why, note = row.get(f"{m}_reason"), row.get(f"{m}_note")
+        why = row.get(f"{m}_reason")
         return {"measure": m, "value": v, "se": se, "interval": interval,
                 "upper": num(row.get(f"{m}_upper")),
                 "reason": why if isinstance(why, str) else None, "scenario": scenario(m),
-                "model": None, "note": note if isinstance(note, str) and note else None}
+                "model": None, "note": _note(row, m)}
     exact = measure == "matches"         # counted from the population counts: no interval
     return {**entry(measure), "level": 1.0 - alpha, **level_fields(alpha), "exact": exact,
             # the first screen shows the headline's own note; τ1 beside it is in the tables below

@@ -484,21 +484,23 @@ def _fit_space(f, s_obs, s_grid, counts, N: float, margins: str, dispersion: str
         unobs = max(float((counts * g0).sum()) - float(obs0.sum()), 0.0)
         var = max(float((counts * g0 * (1.0 - g0)).sum()) - float((obs0 * (1 - obs0)).sum()), 0.0) \
             + float((p1 * (1 - p1)).sum())
-        opened = 0.0
-        if closed is not None:        # the sampled cells are all closed: theirs cancel as above
-            at = np.exp(_log_lambda(beta, s_grid, counts, N) + beta * closed[0])
-            shut = max(float((closed[1] * prob_one(at, 0, alpha, pi)).sum()) - float(obs0.sum()),
-                       0.0)
-            opened = max(unobs - shut, 0.0)
         cut = (0.0, 0.0, 1.0)
         if sup is not None:
             cut = _support_cut(sup, beta, _log_lambda(beta, s_grid, counts, N), alpha, pi)
             unobs = max(unobs - cut[0], 0.0)
             var += cut[1]
-        return float(p1.sum()) + unobs, var, float(p1.sum()), unobs, p1, cut, min(opened, unobs)
+        return float(p1.sum()) + unobs, var, float(p1.sum()), unobs, p1, cut
 
     beta, alpha, lam, grid = solve(n1, n2)
-    est, var, obs, unobs, p1_each, cut, opened = value(beta, alpha, lam, grid)
+    est, var, obs, unobs, p1_each, cut = value(beta, alpha, lam, grid)
+    opened = 0.0
+    if closed is not None:   # the empty cells' part outside the closed cells, before the cut (the
+        #                      sampled cells are all closed: their terms cancel as in value)
+        at = np.exp(_log_lambda(beta, s_grid, counts, N) + beta * closed[0])
+        obs0 = float(prob_one(lam, 0, alpha, pi).sum())
+        whole = max(float((counts * prob_one(grid, 0, alpha, pi)).sum()) - obs0, 0.0)
+        shut = max(float((closed[1] * prob_one(at, 0, alpha, pi)).sum()) - obs0, 0.0)
+        opened = min(max(whole - shut, 0.0), unobs)
     # delta method: the fit reads the sample through n1 (α calibrated) and n2 (β); their variances
     # and covariance under the fitted model (independent cells: n_k = Σ_j I(f_j = k))
     cov = _stat_cov(grid, counts, alpha, pi, target)
@@ -751,15 +753,16 @@ def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
     estimate within [n1 − (N − n), N − (n − n1)], s.e. = √(process variance (the unseen part's
     included) + delta-method variance through n1, n2 +
     (model_error · estimate)² + the forest's choice spread (forest models, ``choice_spread``)), the
-    interval at ``level`` on the log scale, N̂1 · exp(± z s.e./N̂1), its ends rounded outward to
-    whole people within those bounds (:func:`.pitman_mle.count_interval`); no value (a reason) when
+    interval at ``level`` on the log scale, N̂1 · exp(± z s.e./N̂1), its lower end also that of the
+    estimate without the unseen pairs' part, its ends rounded outward to whole people within those
+    bounds (:func:`interval_ends`); no value (a reason) when
     every sample record is unique; 0 with the model-free interval of
     :func:`.fitted.none_unique_fit` when no sample record is. ``support``: the structural zeros' cut
     of the empty cells' part (forest models; module docstring)."""
     from scipy.stats import norm
 
     from .fitted import none_unique_fit
-    from .pitman_mle import bounds, count_interval
+    from .pitman_mle import bounds
     from .uniqueness import Fit, sample
     f = np.asarray(f, dtype=np.int64)
     sm = sample(np.bincount(f[f > 0], minlength=2), N)
@@ -799,24 +802,31 @@ def fit(codes, f, N: float, model: str = "loglinear", level: float = 0.95,
         params["interactions"] = tuple(r.edges)
     if v != total:
         params["capped_from"] = total
-    # the interval on the log scale, N̂1 · exp(± z s.e./N̂1): the error is relative (the model-error
-    # term is), and a symmetric interval shrank where the estimate was low, which is where it missed
-    w = min(z * se / v, 700.0) if v > 0 else math.nan      # (a tiny N̂1: the upper end is the cap)
-    lo, hi = (v * math.exp(-w), v * math.exp(w)) if v > 0 else (v - z * se, v + z * se)
-    # the combinations holding a pair of categories of a kept interaction that no sample record
-    # has: the model takes them as possible, and the sample cannot tell whether they are (a
-    # structural zero leaves no trace). The lower end is the smaller of the two readings', the
-    # estimate without them at the same relative width (the upper end stays the model's)
     params["unseen_pairs_part"] = r.open_part
     if r.open_part > 0 and v > 0:
         shut = max(v - r.open_part, lo_cap)
         params["without_unseen_pairs"] = shut
-        lo = min(lo, shut * math.exp(-w))
         if r.open_part >= 0.5 * v:            # most of the estimate: said
             params["note"] = (
                 f"{r.open_part:.3g} of N̂1's {v:.3g} sit in combinations holding a pair of "
                 "categories of a kept interaction that no sample record has: the sample cannot "
                 "tell whether the population holds such combinations, so the interval's lower end "
                 f"is also that of the estimate without them ({shut:.3g})")
-    lo, hi = count_interval(lo, hi, sm)        # whole people, rounded outward, within the bounds
+    lo, hi = interval_ends(v, se, z, r.open_part, sm)
     return Fit(model, v, params=params, se=se, lower=lo, upper=hi)
+
+
+def interval_ends(v: float, se: float, z: float, open_part: float, sm) -> tuple[float, float]:
+    """:func:`fit`'s interval of N̂1 = ``v``: on the log scale, N̂1 · exp(± z s.e./N̂1) (the error is
+    relative, as the model-error term is, and a symmetric interval shrank where the estimate was
+    low, which is where it missed; a tiny N̂1's upper end is the cap). Its lower end is the smaller
+    of that and the same relative width below N̂1 − ``open_part``: the combinations holding a pair
+    of categories of a kept interaction that no sample record has, which the model takes as
+    possible and the sample cannot tell from impossible ones (a structural zero leaves no trace).
+    The ends are whole people, rounded outward, within what the sample ``sm`` allows."""
+    from .pitman_mle import bounds, count_interval
+    w = min(z * se / v, 700.0) if v > 0 else math.nan
+    lo, hi = (v * math.exp(-w), v * math.exp(w)) if v > 0 else (v - z * se, v + z * se)
+    if open_part > 0 and v > 0:
+        lo = min(lo, max(v - open_part, bounds(sm)[0]) * math.exp(-w))
+    return count_interval(lo, hi, sm)
