@@ -30,9 +30,17 @@ forest of two-way margins gives). Printed: each cell's relative bias mean(est)/m
 each, and per estimator the cells within ±10 % and within ±10 % or ±0.1 (the floor issue 43's notes
 propose for cells of E below 1).
 
+With ``--n1`` the same for the population uniques N1 (π = 5 and 10 %, the study's section 5):
+``pop_uniqueness``'s default N̂1 (the gpurisk-arx plugin), the same with the population's tree in
+place of its forest (checked in its ``interactions`` extra), and N̂1 = Σ_x Pr(F_x = 1 | f_x) over
+the grid of the population's categories at the population's tree and every-pair models (Poisson
+cells: e^{−(1−π)μ} where f = 1, (1 − π)μ e^{−(1−π)μ} where f = 0; :func:`n1_given`; where the grid
+has at most ``--grid-max-cells`` cells), each against N1 within ±25 % (±1 where N1 ≤ 4).
+
     python bench/oracle_model.py                                   # all populations, S and M
     python bench/oracle_model.py --keysets S,M,L --replicates 20 --csv out.csv
     python bench/oracle_model.py --only star,vietnam --replicates 50
+    python bench/oracle_model.py --n1 --keysets S,M,L --replicates 20
 """
 from __future__ import annotations
 
@@ -163,19 +171,30 @@ def pairs_grid(codes, cards, max_cells: float, tol: float = 1e-8, max_iter: int 
 # --- Ê with the forest replaced ---------------------------------------------------------------------
 @contextlib.contextmanager
 def forest_replaced(pairs):
-    """Ê's default model (``model=eb``) keeping ``pairs`` (key indices in the table's key order)
-    in place of the pairs its evidence rule keeps; everything else as it is."""
+    """The default model (``model=eb``: Ê's, and ``pop_uniqueness``'s through
+    ``gpurisk.models.choose_eb_forest``) keeping ``pairs`` (key indices in the table's key order) in
+    place of the pairs its evidence rule keeps; everything else as it is."""
+    import gpurisk.models as models
     from gpurisk.models import eb_forest
     original = eb_forest.choose
 
     def choose(m, *args, **kwargs):
         _, alphas, scores = original(m, *args, **kwargs)
         return sorted(pairs), alphas, scores
-    eb_forest.choose = choose
+    eb_forest.choose = models.choose_eb_forest = choose
     try:
         yield
     finally:
-        eb_forest.choose = original
+        eb_forest.choose = models.choose_eb_forest = original
+
+
+def _replaced(res, keys, pairs, extra: str, subset: bool = False) -> None:
+    """Stop unless the measure's report ``extra`` names exactly ``pairs`` (with ``subset``, some of
+    them: pop_uniqueness leaves out a pair whose tree would list too many combinations)."""
+    said = {frozenset(p.split(" x ")) for p in str(res.extra.get(extra) or "").split(", ") if p}
+    given = {frozenset((keys[a], keys[b])) for a, b in pairs}
+    if not (said <= given if subset else said == given):
+        raise SystemExit(f"the forest was not replaced: {res.extra.get(extra)!r}")
 
 
 def matches_ll(sample: pd.DataFrame, keys, pi: float, pairs=None) -> float:
@@ -183,10 +202,7 @@ def matches_ll(sample: pd.DataFrame, keys, pi: float, pairs=None) -> float:
     with forest_replaced(pairs) if pairs is not None else contextlib.nullcontext():
         res = gpurisk.assess(sample, keys, fraction=pi, measures=["matches_ll"]).measures["matches_ll"]
     if pairs is not None:
-        said = {frozenset(p.split(" x ")) for p in str(res.extra.get("interaction") or "").split(", ")
-                if p}
-        if said != {frozenset((keys[a], keys[b])) for a, b in pairs}:
-            raise SystemExit(f"the forest was not replaced: {res.extra.get('interaction')!r}")
+        _replaced(res, keys, pairs, "interaction")
     return float(res.value)
 
 
@@ -230,6 +246,101 @@ def cell_rows(frame: pd.DataFrame, keys, fractions, replicates: int, seed: int, 
     return rows
 
 
+# --- N̂1 (--n1) -----------------------------------------------------------------------------------------
+N1_ESTIMATORS = ("default", "default_pop_tree", "pop_tree", "pop_pairs")
+N1_FRACTIONS = (0.05, 0.10)
+
+
+def tree_grid(codes, cards, tree, max_cells: float):
+    """The population's tree model's μ on the grid of its categories (:func:`tree_means` at every
+    cell), or None where the grid has more than ``max_cells`` cells."""
+    if float(np.prod(cards, dtype=np.float64)) > max_cells:
+        return None
+    n, d = float(codes.shape[0]), len(cards)
+    log_mu = np.full(tuple(int(c) for c in cards), np.log(n))
+    degree = np.zeros(d, dtype=int)
+
+    def along(values, axes):
+        shape = [1] * d
+        for v in axes:
+            shape[v] = int(cards[v])
+        return values.reshape(shape)
+    with np.errstate(divide="ignore"):
+        for a, b in tree:
+            log_mu = log_mu + along(np.log(pair_table(codes, cards, a, b) / n), (a, b))
+            degree[[a, b]] += 1
+        for v in range(d):
+            p = np.bincount(codes[:, v], minlength=int(cards[v])) / n
+            log_mu = log_mu - (degree[v] - 1) * along(np.log(p), (v,))
+    return np.exp(log_mu)
+
+
+def n1_given(mu, f, pi: float) -> float:
+    """N̂1 = Σ_x Pr(F_x = 1 | f_x) over the grid under Poisson cells of known means ``mu``
+    (population scale): e^{−(1−π)μ} where f = 1, (1 − π)μ e^{−(1−π)μ} where f = 0."""
+    m = (1.0 - pi) * mu.reshape(-1)
+    e = np.exp(-m)
+    return float(e[f == 1].sum() + (m * e)[f == 0].sum())
+
+
+def pop_uniqueness(sample: pd.DataFrame, keys, pi: float, pairs=None) -> float:
+    """N̂1 as gpurisk computes it (``pop_uniqueness``'s default; with ``pairs`` as its forest,
+    checked in its report); NaN without the gpurisk-arx plugin, or where the measure gives no
+    value."""
+    with forest_replaced(pairs) if pairs is not None else contextlib.nullcontext():
+        res = gpurisk.assess(sample, keys, fraction=pi, measures=["pop_uniqueness"]).measures
+    if "pop_uniqueness" not in res or res["pop_uniqueness"].value is None:
+        return np.nan
+    if pairs is not None and res["pop_uniqueness"].extra.get("model") == "loglinear_eb":
+        _replaced(res["pop_uniqueness"], keys, pairs, "interactions", subset=True)
+    return float(res["pop_uniqueness"].value)
+
+
+def n1_rows(frame: pd.DataFrame, keys, fractions, replicates: int, seed: int, ks: int,
+            pair_max_cells: float, grid_max_cells: float) -> list[dict]:
+    """Per sample: N1 (the population's uniques), the default N̂1, and N̂1 at the population's tree
+    and every-pair models (:func:`n1_given`; NaN past the grid limits)."""
+    codes = coded(frame, keys)
+    cards = codes.max(axis=0) + 1
+    flat = np.ravel_multi_index(codes.T, cards) if np.prod(cards, dtype=np.float64) < 2**62 else None
+    N1 = int((pd.DataFrame(codes).value_counts() == 1).sum())
+    tree = chow_liu(codes, cards)
+    models = {"pop_tree": tree_grid(codes, cards, tree, grid_max_cells),
+              "pop_pairs": pairs_grid(codes, cards, pair_max_cells)}
+    rows = []
+    for pi in fractions:
+        rng = np.random.default_rng([seed, ks, int(round(pi * 1000))])
+        for r in range(replicates):
+            sel = rng.random(codes.shape[0]) < pi
+            p = float(sel.mean())
+            out = {"population": None, "keyset": KEYSETS[ks], "fraction": pi, "replicate": r,
+                   "N1": N1, "default": pop_uniqueness(frame.loc[sel, keys], keys, p),
+                   "default_pop_tree": pop_uniqueness(frame.loc[sel, keys], keys, p, tree)}
+            for name, mu in models.items():
+                if mu is None:
+                    out[name] = np.nan
+                    continue
+                f = np.bincount(flat[sel], minlength=mu.size)
+                out[name] = n1_given(mu, f, p)
+            rows.append(out)
+    return rows
+
+
+def n1_summary(d: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    g = d.groupby(["population", "keyset", "fraction"], sort=False).mean(numeric_only=True)
+    g = g[g["N1"] > 0]
+    table = g[["N1"]].copy()
+    counts = []
+    for e in N1_ESTIMATORS:
+        rel = g[e] / g["N1"] - 1.0
+        table[LABELS[e]] = rel
+        have = rel.notna()
+        ok = (g[e] - g["N1"]).abs() <= np.maximum(0.25 * g["N1"], np.where(g["N1"] <= 4, 1.0, 0.0))
+        counts.append({"estimator": LABELS[e], "cells": int(have.sum()),
+                       "within ±25 % (±1 where N1 ≤ 4)": int(ok[have].sum())})
+    return table, pd.DataFrame(counts)
+
+
 def summary(d: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     g = d.groupby(["population", "keyset", "fraction"], sort=False).mean(numeric_only=True)
     g = g[g["E"] > 0]
@@ -256,6 +367,11 @@ def main(argv=None) -> None:
     ap.add_argument("--pair-max-cells", type=float, default=2e5,
                     help="the every-pair model's IPF grid at most this many cells")
     ap.add_argument("--csv", help="write every sample's numbers here")
+    ap.add_argument("--n1", action="store_true",
+                    help="population uniques N̂1 (pop_uniqueness) in place of Ê; π = 5, 10 %% "
+                         "unless --fractions")
+    ap.add_argument("--grid-max-cells", type=float, default=5e6,
+                    help="--n1: the tree model's grid at most this many cells")
     a = ap.parse_args(argv)
     names = list(POPULATIONS) if a.only == "all" else a.only.split(",")
     unknown = [n for n in names if n not in POPULATIONS]
@@ -263,6 +379,8 @@ def main(argv=None) -> None:
         raise SystemExit(f"unknown population {unknown[0]!r}: one of {', '.join(POPULATIONS)}")
     keysets = [KEYSETS.index(k) for k in a.keysets.split(",")]
     fractions = [float(x) for x in a.fractions.split(",")]
+    if a.n1 and a.fractions == ap.get_default("fractions"):
+        fractions = list(N1_FRACTIONS)
     data = find_data()
     if data is None:
         raise SystemExit("real data not found (../shared/data, or set GPURISK_SHARED_DATA)")
@@ -275,15 +393,26 @@ def main(argv=None) -> None:
                 continue
             frame = load(data / path, sep)
             for ks in keysets:
-                got = cell_rows(frame, sets[ks], fractions, a.replicates, a.seed, ks,
-                                a.pair_max_cells)
+                if a.n1:
+                    got = n1_rows(frame, sets[ks], fractions, a.replicates, a.seed, ks,
+                                  a.pair_max_cells, a.grid_max_cells)
+                else:
+                    got = cell_rows(frame, sets[ks], fractions, a.replicates, a.seed, ks,
+                                    a.pair_max_cells)
                 rows += [r | {"population": name} for r in got]
                 print(f"  {name} {KEYSETS[ks]} ({time.time() - t0:.0f} s)", flush=True)
     d = pd.DataFrame(rows)
     if a.csv:
         d.to_csv(a.csv, index=False)
-    table, counts = summary(d)
     pd.set_option("display.width", 250)
+    if a.n1:
+        table, counts = n1_summary(d)
+        print("\nmean N̂1 / N1 − 1, per cell")
+        print(table.round(3).to_string())
+        print(f"\n{a.replicates} samples a cell, seed {a.seed}; cells with N1 > 0")
+        print(counts.to_string(index=False))
+        return
+    table, counts = summary(d)
     print("\nmean estimate / mean E − 1, per cell (E: the mean truth; n1: mean sample uniques)")
     print(table.round(3).to_string())
     print(f"\n{a.replicates} samples a cell, seed {a.seed}; cells with E > 0")
