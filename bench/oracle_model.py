@@ -227,8 +227,9 @@ def cell_rows(frame: pd.DataFrame, keys, fractions, replicates: int, seed: int, 
             p = float(sel.mean())
             out = {"population": None, "keyset": KEYSETS[ks], "fraction": pi, "replicate": r,
                    "n1": int(uniq.shape[0]), "E": float((1.0 / F[cell[uniq]]).sum())}
-            if uniq.shape[0] == 0:
+            if uniq.shape[0] == 0:          # no sample unique: every estimate is 0
                 out |= {e: 0.0 for e in ESTIMATORS}
+                out["pop_pairs"] = np.nan if mu_pairs is None else 0.0
                 rows.append(out)
                 continue
             sample = frame.loc[sel, keys]
