@@ -1,6 +1,7 @@
-"""bench/oracle_model.py: Ê's error taken apart by giving each step the population's truth. Its
-population models are the ones it names (checked against counts by pandas), replacing the forest
-changes the forest and nothing else, and the study runs on a real population."""
+"""bench/oracle_model.py: Ê's and N̂1's errors taken apart by giving each step the population's
+truth. Its population models are the ones it names (checked against counts by pandas, and N̂1's
+formula by simulation), replacing the forest changes the forest and nothing else, and both studies
+run on a real population."""
 from __future__ import annotations
 
 import sys
