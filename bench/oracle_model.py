@@ -89,23 +89,14 @@ def mutual_information(t: np.ndarray) -> float:
 
 
 def chow_liu(codes, cards) -> list[tuple[int, int]]:
-    """The spanning tree of largest mutual information (Kruskal), pairs (a, b) with a < b; a pair
-    of mutual information 0 (independent keys) is not kept."""
+    """The spanning tree of largest mutual information (Kruskal, :func:`gpurisk.models.forest.joins`),
+    pairs (a, b) with a < b; a pair of mutual information 0 (independent keys) is not kept."""
+    from gpurisk.models.forest import joins
     d = codes.shape[1]
     scored = sorted(((mutual_information(pair_table(codes, cards, a, b)), a, b)
                      for a, b in itertools.combinations(range(d), 2)), reverse=True)
     parent = list(range(d))
-
-    def root(x):
-        while parent[x] != x:
-            x = parent[x]
-        return x
-    tree = []
-    for mi, a, b in scored:
-        if mi > 1e-12 and root(a) != root(b):
-            parent[root(a)] = root(b)
-            tree.append((a, b))
-    return sorted(tree)
+    return sorted((a, b) for mi, a, b in scored if mi > 1e-12 and joins(parent, a, b))
 
 
 def tree_means(codes, cards, tree, at) -> np.ndarray:
@@ -147,25 +138,16 @@ def loo_tree_means(codes, cards, tree, at, a0: float = 0.5):
 
 
 def pairs_grid(codes, cards, max_cells: float, tol: float = 1e-8, max_iter: int = 300):
-    """The every-two-way-margins model's μ on the grid of categories (IPF), or None where the grid
-    has more than ``max_cells`` cells."""
+    """The every-two-way-margins model's μ on the grid of categories (gpurisk's IPF,
+    :func:`gpurisk.models.loglinear.fit_two_way`, to ``tol`` of N in every margin), or None where the
+    grid has more than ``max_cells`` cells."""
     if float(np.prod(cards, dtype=np.float64)) > max_cells:
         return None
-    F = np.bincount(np.ravel_multi_index(codes.T, cards),
-                    minlength=int(np.prod(cards))).reshape(cards).astype(float)
-    d = F.ndim
-    margins = [tuple(i for i in range(d) if i not in ab) for ab in itertools.combinations(range(d), 2)]
-    targets = [F.sum(axis=o, keepdims=True) for o in margins]
-    mu = np.full(F.shape, F.sum() / F.size)
-    for _ in range(max_iter):
-        gap = 0.0
-        for o, t in zip(margins, targets):
-            m = mu.sum(axis=o, keepdims=True)
-            gap = max(gap, float(np.abs(t - m).max()))
-            mu *= np.where(m > 0, t / np.where(m > 0, m, 1.0), 0.0)
-        if gap <= tol * F.sum():
-            break
-    return mu
+    from gpurisk.models.loglinear import fit_two_way
+    cells, F = np.unique(codes, axis=0, return_counts=True)
+    fit = fit_two_way(list(cells.T), F.astype(np.float64), cards, tol=tol * codes.shape[0],
+                      max_iter=max_iter, max_cells=max_cells, sparse=False)
+    return np.asarray(fit.mu)
 
 
 # --- Ê with the forest replaced ---------------------------------------------------------------------
