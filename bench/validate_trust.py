@@ -19,13 +19,16 @@ its draws depend on the seed, π and N only). Printed:
 3. The ranking: every combination of 1–3 keys of a pool of six (per population), π =
    ``--rank-fraction`` (1 %),
    --rank-replicates samples. Each sample's combinations are ranked by the scan's default
-   (``gpurisk.scan.runner.rank_column`` / ``top_combinations``, exactly what ``gpurisk scan``
-   prints), by θ̂, by θ̂·n1, by θ̂'s upper bound and by τ̂1, and compared with the truth τ1 (the
+   (``gpurisk.scan.runner.rank_column`` / ``top_combinations``, exactly what ``gpurisk scan`` of
+   the sample file alone prints: the truths the study counts are not handed to it), by θ̂, by θ̂·n1, by θ̂'s upper bound and by τ̂1, and compared with the truth τ1 (the
    number of sample uniques that are population uniques): Spearman's rank correlation, and the
    share of the attainable τ1 caught by the top 10 (Σ τ1 of the top 10 by the ranking over
    Σ τ1 of the 10 largest τ1), mean and range over the samples; the same against the truth E
    ("vs E"). The row "true E (oracle)" ranks by each sample's true E, which no estimator knows: what
-   a ranking by E can reach. Also how often the top combination has n2 = 0.
+   a ranking by E can reach knowing which records the sample drew. The row "expected E (oracle)"
+   ranks by each combination's E averaged over the other samples of the study (its expected E
+   under the design, which Ê estimates): what a ranking by E reaches without that luck. Also how
+   often the top combination has n2 = 0.
 4. Estimators of E and of τ1 (issue 27) against their truths, per cell (4a, 4b).
 5. With ``--n1-replicates R`` (needs the gpurisk-arx plugin): population uniques N̂1
    (``pop_uniqueness``: the default, the tempered main effects, Dankar's rule over gpurisk's fits,
@@ -414,6 +417,17 @@ def et_cell(df: pd.DataFrame) -> dict:
 
 
 # --- 3. ranking -------------------------------------------------------------------------------------
+def expected_e(rows: pd.DataFrame) -> np.ndarray:
+    """Each row's combination's E averaged over the study's other samples (leave-one-out, so a
+    sample's own E is not in its score): the combination's expected E under the design, what an
+    estimator of E aims at. NaN where the combination has a single sample."""
+    tot = rows.groupby("order")["matches"].agg(["sum", "count"])
+    own = rows["matches"].to_numpy(float)
+    cnt = rows["order"].map(tot["count"]).to_numpy(float)
+    rest = rows["order"].map(tot["sum"]).to_numpy(float) - own
+    return np.where(cnt > 1, rest / np.maximum(cnt - 1, 1), np.nan)
+
+
 def ranking(frame, pool, R, seed, sizes=(1, 2, 3), fraction=None) -> dict:
     from scipy.stats import spearmanr
 
@@ -425,6 +439,7 @@ def ranking(frame, pool, R, seed, sizes=(1, 2, 3), fraction=None) -> dict:
         d["order"], d["size"], d["keys"] = i, len(keys), [keys] * len(d)
         per.append(d)
     allrows = pd.concat(per, ignore_index=True)
+    allrows["expected_E"] = expected_e(allrows)
     res: dict[str, list] = {}
     top_n2_zero = []
     default_name = None
@@ -434,8 +449,12 @@ def ranking(frame, pool, R, seed, sizes=(1, 2, 3), fraction=None) -> dict:
         E = g["matches"].to_numpy(float)
         if not (tau > 0).any():
             continue
-        # the columns a scan row carries for these measures, then the scan's own ranking
-        scan_rows = g.rename(columns={"theta_hat_shown": "theta_hat_view"})
+        # the columns a scan of the sample file alone carries for these measures (not the truths
+        # the study counts from the population: with them the scan ranks by the exact E), then the
+        # scan's own ranking
+        truths = [c for c in g.columns if c.split("_")[0] in ("matches", "tau1", "theta")
+                  and c.split("_")[1:2] in ([], ["shown"], ["se"], ["upper"], ["reliable"])]
+        scan_rows = g.drop(columns=truths).rename(columns={"theta_hat_shown": "theta_hat_view"})
         scan_rows = scan_rows.assign(theta_hat=g.get("theta_hat_shown", g["theta_hat"]))
         if "matches_hat" in g:
             scan_rows["matches_hat"] = g.get("matches_hat_shown", g["matches_hat"])
@@ -454,7 +473,10 @@ def ranking(frame, pool, R, seed, sizes=(1, 2, 3), fraction=None) -> dict:
                   "n1": g["n1"].to_numpy(float),
                   # not an estimator: what a ranking reaches knowing each sample's true E (the
                   # reference for the shares above; its E share is 100 % by construction)
-                  "true E (oracle)": E}
+                  "true E (oracle)": E,
+                  # not an estimator either: each combination's expected E, with no knowledge of
+                  # which records this sample drew (the other samples' mean E)
+                  "expected E (oracle)": g["expected_E"].to_numpy(float)}
         for truth_name, truth in (("tau1", tau), ("E", E)):
             best = np.sort(truth)[::-1][:10].sum()
             for name, sc in scores.items():
@@ -498,8 +520,8 @@ def print_et(rows):
                       f"{f(x['se_over_sd'], 2):>6} {pct(x.get('cover99', math.nan)):>7} "
                       f"{pct(x['given']):>7}")
         names = sorted({k for r in rows for k in r[what]})
-        print(f"   summary over the cells with median n2 ≥ 10 (the issue's target: |rel bias| ≤ 10 %, "
-              f"coverage ≥ 98 %):")
+        print("   summary over the cells with median n2 ≥ 10 (the issue's target: |rel bias| ≤ 10 %, "
+              "coverage ≥ 98 %):")
         for name in names:
             g = [r[what][name] for r in rows if r["median_n2"] >= 10 and name in r[what]]
             if not g:
@@ -611,7 +633,7 @@ def print_rank(results):
     print(f"{'population':<9} {'ranking':<22} {'Spearman mean':>13} {'range':>13} "
           f"{'top-10 share %':>14} {'± MC':>5} {'min %':>6}")
     names = ("default", "theta_hat", "theta_hat*n1", "theta_hat upper", "tau1_hat", "matches_ll",
-             "tau1_ll", "n1", "true E (oracle)")
+             "tau1_ll", "n1", "true E (oracle)", "expected E (oracle)")
     for pop, r in results.items():
         for name in names + tuple(f"{x} vs E" for x in names):
             if name not in r:

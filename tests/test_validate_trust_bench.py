@@ -97,14 +97,28 @@ def test_ranking_shares_and_their_monte_carlo_error():
     pool = ["urbrur", "roof", "walls", "water", "sex", "age"]
     out = vt.ranking(pop, pool, 3, seed=4, sizes=(1, 2), fraction=0.1)
     assert out["combinations"] == 6 + 15 and out["samples"] == 3
+    # ranked as a scan of the sample file alone ranks (by Ê), not by the truth the study counts
+    assert out["default_rank_by"] == "matches_ll"
+    assert out["default"]["top10_each"] == pytest.approx(out["matches_ll"]["top10_each"])
     # the oracle ranks by each sample's true E: all of the attainable E, and no more of τ1 than all
     assert out["true E (oracle) vs E"]["top10_each"] == pytest.approx([1.0] * 3)
-    for name in ("default", "default vs E", "n1", "tau1_ll", "true E (oracle)"):
+    for name in ("default", "default vs E", "n1", "tau1_ll", "true E (oracle)", "expected E (oracle)"):
         each = np.array(out[name]["top10_each"])
         assert each.size == 3 and ((each > 0) & (each <= 1 + 1e-12)).all()
         assert out[name]["top10_mean"] == pytest.approx(each.mean())
         assert out[name]["top10_min"] == pytest.approx(each.min())
         assert out[name]["top10_mc"] == pytest.approx(each.std(ddof=1) / np.sqrt(3))
+
+
+def test_expected_e_is_the_other_samples_mean():
+    """The "expected E (oracle)" ranking's score: a combination's E over its other samples (hand
+    means), NaN where it has one sample."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import validate_trust as vt
+    rows = pd.DataFrame({"order": [0, 0, 0, 1, 1, 2], "matches": [1.0, 2.0, 6.0, 5.0, 3.0, 4.0]})
+    got = vt.expected_e(rows)
+    np.testing.assert_allclose(got[:5], [4.0, 3.5, 1.5, 3.0, 5.0])
+    assert np.isnan(got[5])
 
 
 def test_n1_issue_count_takes_one_person_where_n1_is_at_most_four():
