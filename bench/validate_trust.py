@@ -20,10 +20,11 @@ its draws depend on the seed, π and N only). Printed:
    ``--rank-fraction`` (1 %),
    --rank-replicates samples. Each sample's combinations are ranked by the scan's default
    (``gpurisk.scan.runner.rank_column`` / ``top_combinations``, exactly what ``gpurisk scan`` of
-   the sample file alone prints: the truths the study counts are not handed to it), by θ̂, by θ̂·n1, by θ̂'s upper bound and by τ̂1, and compared with the truth τ1 (the
-   number of sample uniques that are population uniques): Spearman's rank correlation, and the
-   share of the attainable τ1 caught by the top 10 (Σ τ1 of the top 10 by the ranking over
-   Σ τ1 of the 10 largest τ1), mean and range over the samples; the same against the truth E
+   the sample file alone prints: the truths the study counts are not handed to it), by θ̂, by
+   θ̂·n1, by θ̂'s upper bound and by τ̂1, and compared with the truth τ1 (the number of sample
+   uniques that are population uniques): Spearman's rank correlation, and the share of the
+   attainable τ1 caught by the top 10 (Σ τ1 of the top 10 by the ranking over Σ τ1 of the 10
+   largest τ1), mean and range over the samples; the same against the truth E
    ("vs E"). The row "true E (oracle)" ranks by each sample's true E, which no estimator knows: what
    a ranking by E can reach knowing which records the sample drew. The row "expected E (oracle)"
    ranks by each combination's E averaged over the other samples of the study (its expected E
