@@ -325,11 +325,14 @@ def test_the_evidence_is_below_half_the_likelihood_ratio_statistic():
         assert eb_forest.pair_evidence(m, a, b, floor=g2 + 1.0) == (math.inf, pytest.approx(g2))
 
 
-def test_the_likelihoods_groups_are_the_cells_grouped_by_count_and_bin():
+@pytest.mark.parametrize("chunk", [1 << 20, 333])
+def test_the_likelihoods_groups_are_the_cells_grouped_by_count_and_bin(chunk, monkeypatch):
     """dispersion.groups against the cells grouped by (f, bin of ln μ) with pandas: the same groups
-    and sizes, in (f, bin) order, whether the f > 1 cells' keys are counted (a small range) or
-    sorted (a cell with a huge count stretches the range)."""
+    and sizes, in (f, bin) order, with a cell of a huge count among them or not, the cells counted
+    in one slice or in many (dispersion.Groups, as Ê's fit adds them while it makes their μ̂)."""
+    from gpurisk.models import dispersion
     from gpurisk.models.dispersion import LOG_BIN, groups
+    monkeypatch.setattr(dispersion, "GROUP_CHUNK", chunk)
     rng = np.random.default_rng(8)
     for huge in (False, True):
         f = np.where(rng.random(5000) < 0.7, 1, rng.integers(2, 30, 5000)).astype(float)

@@ -56,9 +56,10 @@ def _degrees(d, edges):
     return deg
 
 
-def _reference_forest_means(codes, f, cards, edges, margins=None):
+def _reference_forest_means(codes, f, cards, edges, margins=None, sliced=False):
     """μ̂ of every cell, n Π_{(a,b)} p_ab Π_v p_v^{1 − deg(v)} from pandas group sums, and Σ μ̂² over
-    every cell of the key space (K = Π cards, summed densely)."""
+    every cell of the key space (K = Π cards, summed densely); ``sliced``: the same array (read
+    a slice at a time as the fast path reads its own)."""
     frame = _frame(codes, f)
     n = float(frame["f"].sum())
     d = len(codes)

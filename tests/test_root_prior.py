@@ -198,10 +198,11 @@ def test_the_shapes_spread_by_taylor_is_the_ends_summed_whole(rows, seed, forced
     p = rng.gamma(100.0 if seed == 1 else 5.0, 1.0, 20)
     df = pd.DataFrame({"a": rng.choice(20, rows, p=p / p.sum()), "b": rng.integers(0, 30, rows),
                        "c": rng.integers(0, 60, rows), "d": rng.integers(0, 40, rows)})
-    taylor, moved = [], []
-    real = L.category_dots
-    monkeypatch.setattr(L, "category_dots", lambda *a, **k: (taylor.append(len(a[1])),
-                                                              real(*a, **k))[1])
+    passes, moved = [], []
+    real = L.unique_pass
+    # each pass over the uniques: its readers' widths (Taylor's: 3 numbers a measure and a root)
+    monkeypatch.setattr(L, "unique_pass", lambda *a, **k: (
+        passes.append([r.width for r in k["readers"]]), real(*a, **k))[1])
     monkeypatch.setattr(L, "root_moves", lambda m, ends: (moved.append(max(
         float(np.max(np.abs(x))) for end in root_moves(m, ends) for x in end)),
         root_moves(m, ends))[1])
@@ -219,10 +220,12 @@ def test_the_shapes_spread_by_taylor_is_the_ends_summed_whole(rows, seed, forced
         return out
     got = spread(1.0 if forced else None)
     roots = len(moved) // 2
-    assert taylor == [roots]                     # one pass served every root and both measures
+    taylor = 3 * len(L.KINDS) * roots
+    # one pass served every root and both measures, Taylor's sums one reading of it
+    assert len(passes) == 1 and passes[0].count(taylor) == 1
     assert (max(moved) > linear) == forced
     want = spread(0.0)
-    assert len(taylor) == 1
+    assert len(passes) == 2 and taylor not in passes[1]
     for (se, part), (se0, part0) in zip(got, want):
         assert part0 > 0
         assert part == pytest.approx(part0, rel=1e-3)

@@ -191,15 +191,57 @@ def test_an_s_e_whose_cube_underflows_still_gives_the_cornish_fisher_bound():
     assert on.upper <= on.extra["n1"]
 
 
-def test_the_uniques_left_out_of_the_skew_are_the_smallest_within_the_budget():
-    from gpurisk.models.terms import skew_uniques
-    v = np.array([0.3, 0.01, 0.2, 0.02, 0.05, 0.0])
-    keep = skew_uniques(v, 0.08)                  # 0 + 0.01 + 0.02 + 0.05 = 0.08 left out
-    assert keep.tolist() == [0, 2]
-    out = np.setdiff1d(np.arange(v.shape[0]), keep)
-    assert v[out].sum() <= 0.08 < v[out].sum() + v[keep].min()
-    assert skew_uniques(v, 0.6) is None           # the whole sum within it: none summed
-    assert skew_uniques(v, 0.0).tolist() == [0, 1, 2, 3, 4]
+def test_variance_bins_are_ordered_and_narrow():
+    """A smaller variance never gets a smaller bin; a bin's variances are within a factor 1.25 of
+    each other (four bins an octave, by the mantissa); 0 and the tiniest share the last bin."""
+    from gpurisk.models.unique_sums import BINS, variance_bins
+    rng = np.random.default_rng(3)
+    v = np.concatenate([np.exp(rng.uniform(math.log(1e-18), math.log(0.25), 20_000)),
+                        [0.25, 0.0, 1e-300, 2.0 ** -70]])
+    b = variance_bins(v)
+    order = np.argsort(v)
+    assert (np.diff(b[order].astype(int)) <= 0).all()
+    for k in np.unique(b[v > 2.0 ** -60]):
+        got = v[b == k]
+        assert got.max() <= 1.25 * got.min()
+    assert b[-3] == b[-2] == b[-1] == BINS - 1
+
+
+@pytest.mark.parametrize("share", [0.0, 0.05, 0.3, 1.1])
+def test_the_uniques_left_out_of_the_skew_are_the_smallest_within_the_budget(share):
+    """skew_sum against a sort by variance: the uniques it leaves out are the smallest (whole bins)
+    and their Σ Var is within the budget; the next bin would pass it (and the sort, up to the
+    budget, leaves out at least as many); Σ κ3 is third_cumulants' over the others, summed whole;
+    None where every unique fits in the budget."""
+    from gpurisk.models import terms
+    from gpurisk.models.unique_sums import FixedPrior, skew_sum, unique_pass
+    rng = np.random.default_rng(5)
+    mu = np.exp(rng.uniform(math.log(1e-4), math.log(50.0), 3000))
+    alpha = rng.gamma(1.0, 0.5, 3000)
+    prior, pi = FixedPrior(mu, alpha), 0.05
+    got = unique_pass(prior, pi, True, bins=True)
+    t, v = terms.nb_terms((1 - pi) * mu / pi, alpha, pi, "inverse", True)
+    assert got.sums["inverse"].variance == pytest.approx(v.sum(), rel=1e-13)
+    budget = share * float(v.sum())
+    k3 = skew_sum(prior, pi, True, got.bins, got.bin_sums, budget)
+    if share > 1:
+        assert k3 is None
+        return
+    # the left-out uniques: the bins from some cut on; found here by their variances' sums
+    left = np.zeros(3000, dtype=bool)
+    for k in sorted(np.unique(got.bins), reverse=True):
+        more = left | (got.bins == k)
+        if v[more].sum() > budget:
+            break
+        left = more
+    kept = ~left
+    assert v[left].sum() <= budget
+    assert v[left].size == 0 or v[left].max() <= v[kept].min()
+    by_sort = int(np.searchsorted(np.cumsum(np.sort(v)), budget, side="right"))
+    assert left.sum() <= by_sort
+    want = terms.third_cumulants(mu[kept], alpha[kept], pi, "inverse", t[kept], v[kept],
+                                 total=True)
+    assert k3 == pytest.approx(want, rel=1e-12)
 
 
 @pytest.mark.parametrize("keys", [["iage", "isex", "irace"], ["iage", "isex", "irace", "ihispanic",

@@ -3,9 +3,11 @@
 This module is the measures' class (their options and the Result); the statistics are under
 :mod:`gpurisk.models`: the estimate with its interval in :mod:`gpurisk.models.loglinear_risk`, a
 table's fits in :mod:`gpurisk.models.table_fits` (``dispersion_moment``), each sample unique's prior
-in :mod:`gpurisk.models.prior` (``loo_prior``, ``shared_variance``) and its terms in
+in :mod:`gpurisk.models.prior` (``loo_prior``, ``shared_variance``), its terms in
 :mod:`gpurisk.models.terms` (``nb_terms``, ``inverse_square``, ``inverse_cube``,
-``third_cumulants``, ``skew_uniques``), the functions named below without a module.
+``third_cumulants``), and what both measures read of them in one pass over the uniques in
+:mod:`gpurisk.models.unique_sums` (``unique_pass``, ``skew_sum``), the functions named below
+without a module.
 
 Model (Skinner & Shlomo 2008, section 2): the population counts are independent, F_j ~ Poisson(λ_j);
 Bernoulli sampling with probability π gives f_j ~ Poisson(π λ_j) and, independently,
@@ -110,7 +112,8 @@ the upper bound and the interval's upper end are Cornish-Fisher's, value + s.e. 
 γ = Σ κ3_j / s.e.³ from each term's third cumulant (:func:`third_cumulants`, E[1/F³] by
 :func:`inverse_cube`), never below the normal ones (``skewness``; option ``skew_bound``); the
 uniques of the smallest variances that together can move the ends by at most SKEW_TOL of an s.e.
-(|κ3_j| ≤ Var_j: each term lies in [0, 1]) are left out of E's Σ κ3 (:func:`skew_uniques`); τ1's
+(|κ3_j| ≤ Var_j: each term lies in [0, 1]) are left out of E's Σ κ3, whole bins of variances of a
+quarter of an octave at a time (:func:`skew_sum`); τ1's
 κ3 = t(1 − t)(1 − 2t) is summed over every unique (cheaper than choosing which). Under ``eb``
 α̂ is uncertain too, which the per-cell variance (α taken as known) leaves out: the estimate is
 recomputed at the ends of α̂'s one-s.e. profile-likelihood interval (the zero-truncated likelihood

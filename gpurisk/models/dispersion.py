@@ -52,40 +52,65 @@ GROUP_CHUNK = 1 << 20
 def groups(f, mu):
     """(f, μ, ln μ, cells) per group of cells with one f and one bin of ln μ (module docstring), in
     the order of (f, bin): the same groups in the same order for the same cells in any order. The
-    bins are found and counted GROUP_CHUNK cells at a time (their temporaries a slice's size, not
-    the table's). μ is floored at 1e-300."""
+    bins are found and counted GROUP_CHUNK cells at a time (:class:`Groups`: their temporaries a
+    slice's size, not the table's). μ is floored at 1e-300."""
     size = int(mu.shape[0])
-    b = np.empty(size, dtype=np.int32)        # ln μ ≥ ln 1e-300: |bin| < 7·10⁵
+    got = Groups()
     for start in range(0, size, GROUP_CHUNK):
-        part = slice(start, start + GROUP_CHUNK)
-        b[part] = np.rint(np.log(np.maximum(mu[part], 1e-300)) * (1.0 / LOG_BIN))
-    lo = int(b.min())
-    width = int(b.max()) - lo + 1
-    c1 = np.zeros(width, dtype=np.int64)      # f = 1, most cells: counted by bin alone
-    rest_f, rest_b = [], []
-    for start in range(0, size, GROUP_CHUNK):
-        part = slice(start, start + GROUP_CHUNK)
-        bc, fc = b[part], f[part]
-        one = fc == 1
-        c1 += np.bincount(bc[one] - lo, minlength=width)
-        rest_f.append(fc[~one])
-        rest_b.append(bc[~one])
-    bins1 = np.flatnonzero(c1)
-    key = ((np.concatenate(rest_f).astype(np.int64) - 2) * width
-           + (np.concatenate(rest_b).astype(np.int64) - lo))
-    top = int(key.max()) + 1 if key.shape[0] else 0
-    if top <= max(4 * key.shape[0], 1 << 16):     # a small key range: counted, not sorted
-        kc = np.bincount(key, minlength=top)
-        ku = np.flatnonzero(kc)
-        kc = kc[ku]
-    else:
-        ku, kc = np.unique(key, return_counts=True)
-    fk, bk = ku // width + 2, ku % width
-    fs = np.concatenate([np.ones(bins1.shape[0]), fk.astype(np.float64)])
-    bins = np.concatenate([bins1, bk])
-    w = np.concatenate([c1[bins1], kc]).astype(np.float64)
-    log_mu = (bins + lo) * LOG_BIN
-    return fs, np.exp(log_mu), log_mu, w
+        got.add(f[start:start + GROUP_CHUNK], mu[start:start + GROUP_CHUNK])
+    return got.groups()
+
+
+#: the bin of ln 1e-300, the smallest μ is floored at: the cells of f = 1 are counted by their
+#: bin's offset from it
+LOWEST_BIN = int(np.rint(math.log(1e-300) * (1.0 / LOG_BIN)))
+
+
+class Groups:
+    """:func:`groups` of cells added a slice at a time (:meth:`add`: their f and μ; no per-cell
+    array kept: the cells of f = 1 counted per bin, the others per (f, bin) in each slice), the
+    same groups in the same order whatever the slices (:meth:`groups`)."""
+
+    #: the cells of f > 1 are counted by (f − 2)·2^SHIFT + (bin − LOWEST_BIN) (every bin of a
+    #: finite ln μ is within 2^21 of LOWEST_BIN)
+    SHIFT = 32
+
+    def __init__(self):
+        self.c1 = np.zeros(0, dtype=np.int64)       # f = 1, most cells: counted by bin alone
+        self.keys, self.counts = [], []
+
+    def add(self, f, mu) -> None:
+        """Adds the cells of counts ``f`` (those of f ≤ 0 are not counted) and means ``mu``."""
+        b = np.rint(np.log(np.maximum(mu, 1e-300)) * (1.0 / LOG_BIN)).astype(np.int64)
+        b -= LOWEST_BIN
+        one = f == 1
+        c = np.bincount(b[one])
+        if c.shape[0] > self.c1.shape[0]:
+            self.c1 = np.concatenate([self.c1, np.zeros(c.shape[0] - self.c1.shape[0],
+                                                        dtype=np.int64)])
+        self.c1[:c.shape[0]] += c
+        more = f > 1
+        key = ((np.asarray(f[more]).astype(np.int64) - 2) << self.SHIFT) + b[more]
+        if key.shape[0]:
+            u, k = np.unique(key, return_counts=True)
+            self.keys.append(u)
+            self.counts.append(k)
+
+    def groups(self):
+        """(f, μ, ln μ, cells) per group, in the order of (f, bin)."""
+        bins1 = np.flatnonzero(self.c1)
+        if self.keys:
+            ku, inv = np.unique(np.concatenate(self.keys), return_inverse=True)
+            kc = np.bincount(inv.reshape(-1), weights=np.concatenate(self.counts)).astype(np.int64)
+        else:
+            ku = kc = np.zeros(0, dtype=np.int64)
+        fk = (ku >> self.SHIFT) + 2
+        bk = (ku & ((1 << self.SHIFT) - 1)) + LOWEST_BIN
+        fs = np.concatenate([np.ones(bins1.shape[0]), fk.astype(np.float64)])
+        bins = np.concatenate([bins1 + LOWEST_BIN, bk])
+        w = np.concatenate([self.c1[bins1], kc]).astype(np.float64)
+        log_mu = bins * LOG_BIN
+        return fs, np.exp(log_mu), log_mu, w
 
 
 #: ℓ drops by this much from its maximum at the ends of α's profile interval (one s.e. each side:
@@ -103,7 +128,14 @@ def _prepared(f, mu):
         f, mu = f[keep], mu[keep]
     if f.shape[0] == 0:
         return None
-    f, mu, log_mu, w = groups(f, mu)
+    return grouped(groups(f, mu))
+
+
+def grouped(got):
+    """ℓ(α) of :func:`groups`' (or :meth:`Groups.groups`') groups; None where there is none."""
+    f, mu, log_mu, w = got
+    if f.shape[0] == 0:
+        return None
     uniq, inv = np.unique(f, return_inverse=True)
     return lambda alpha: _loglik(f, mu, log_mu, w, uniq, inv, alpha)
 

@@ -434,8 +434,16 @@ def rooted_means(m: Margins, roots, arcs):
         μ̂_x = n Π_roots n_r(x_r)/n Π_arcs (n_pc + β t_c)/(n_p + β),
 
     t_c = q_c = n_c/n (the global target) or the neighbours' shares (:mod:`.neighbours`)."""
+    mu, sum_mu2 = rooted_slices(m, roots, arcs)
+    return np.asarray(mu), sum_mu2
+
+
+def rooted_slices(m: Margins, roots, arcs):
+    """(:func:`rooted_means`' μ̂ of the sampled cells as :class:`gpurisk.models.forest.CellMeans`,
+    made a slice of cells at a time where read, the same numbers however read; Σ μ̂² over all K
+    cells): no per-cell array of them all is kept."""
+    from gpurisk.models.forest import CellMeans
     n, codes = m.n, m.codes
-    size = m.f.shape[0]
     one = [m.one(v) / n for v in range(len(codes))]
     tables = []
     for arc in arcs:
@@ -443,19 +451,18 @@ def rooted_means(m: Margins, roots, arcs):
         a, b = min(p, c), max(p, c)
         dense, counts = m.pair_counts(a, b)
         tables.append((p, c, a, b, None if dense else m.pair(a, b)[0], counts, beta, window))
-    mu = np.empty(size)
-    for start in range(0, size, CHUNK):
-        rows = slice(start, start + CHUNK)
-        x = np.full(min(size, start + CHUNK) - start, float(n))
+
+    def on(rows, count):
+        x = np.full(count, float(n))
         for r in roots:
             x *= one[r][codes[r][rows]]
         for p, c, a, b, inv, counts, beta, window in tables:
-            at = pair_ids(codes, m.cards, a, b, rows) if inv is None else inv[rows]
+            ids = pair_ids(codes, m.cards, a, b, rows) if inv is None else inv[rows]
             xp, xc = codes[p][rows], codes[c][rows]
-            x *= ((counts[at] + beta * _target(m, p, c, window, xp, xc, one[c][xc]))
+            x *= ((counts[ids] + beta * _target(m, p, c, window, xp, xc, one[c][xc]))
                   / (m.one(p)[xp] + beta))
-        mu[rows] = x
-    return mu, n * n * _rooted_squares(m, one, roots, arcs)
+        return x
+    return CellMeans(on, m.f.shape[0]), n * n * _rooted_squares(m, one, roots, arcs)
 
 
 def _rooted_squares(m: Margins, one, roots, arcs) -> float:

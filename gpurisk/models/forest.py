@@ -245,10 +245,12 @@ def pair_ids(codes, cards, a: int, b: int, rows=slice(None)):
             + codes[b][rows].astype(np.int64, copy=False))
 
 
-def forest_means(codes, f, cards, edges, margins: Margins | None = None):
+def forest_means(codes, f, cards, edges, margins: Margins | None = None, sliced: bool = False):
     """(μ̂ of every cell given, Σ μ̂² over all K cells) of main effects + the forest ``edges``.
     The per-cell products run on slices of CHUNK cells, each key's factor p_v^{1 − deg(v)} raised
-    to its power once per category: the same products, in the same order, as cell by cell."""
+    to its power once per category: the same products, in the same order, as cell by cell.
+    ``sliced``: μ̂ as :class:`CellMeans`, made a slice of cells at a time where it is read (no
+    array of every cell's)."""
     m = Margins(codes, f, cards) if margins is None else margins
     n, codes = m.n, m.codes
     deg = _degrees(len(codes), edges)
@@ -264,16 +266,58 @@ def forest_means(codes, f, cards, edges, margins: Margins | None = None):
         pairs[(a, b)] = (inv, p)
         factors.append((a, b, inv, p))
     size = m.f.shape[0]
-    mu = np.empty(size)
-    for start in range(0, size, CHUNK):
-        rows = slice(start, start + CHUNK)
-        x = np.full(min(size, start + CHUNK) - start, n)
+
+    def on(rows, count):
+        x = np.full(count, n)
         for c, table in keys:
             x *= table[c[rows]]
         for a, b, inv, p in factors:
             x *= p[pair_ids(codes, m.cards, a, b, rows) if inv is None else inv[rows]]
-        mu[rows] = x
-    return mu, n * n * _sum_squares(codes, one, pairs, deg, m.cards)
+        return x
+    sum_mu2 = n * n * _sum_squares(codes, one, pairs, deg, m.cards)
+    mu = CellMeans(on, size)
+    return (mu if sliced else np.asarray(mu)), sum_mu2
+
+
+class CellMeans:
+    """Per-cell means made a slice (or a set) of cells at a time where read (``mu[i:j]``,
+    ``mu[positions]``), each element the same number however it is read: what a pass over the
+    cells reads instead of an array of them all (:func:`forest_means` with ``sliced``,
+    :func:`gpurisk.models.eb_forest.rooted_slices`). ``on(rows, count)`` makes the means of
+    ``rows`` (a slice or positions, ``count`` of them); ``np.asarray`` makes the whole array
+    (CHUNK cells at a time); ``mean`` is the mean given, if one was, else the array's."""
+
+    ndim = 1
+
+    def __init__(self, on, size: int, mean: float | None = None):
+        self.on, self.shape, self._mean = on, (int(size),), mean
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def at(self, start: int, stop: int) -> np.ndarray:
+        """The means of cells start..stop."""
+        return self.on(slice(start, stop), stop - start)
+
+    def __getitem__(self, part):
+        if isinstance(part, slice):
+            start, stop, step = part.indices(self.shape[0])
+            if step == 1:
+                return self.at(start, max(start, stop))
+            part = np.arange(start, stop, step)
+        part = np.asarray(part)
+        if part.dtype == bool:
+            part = np.flatnonzero(part)
+        return self.on(part, int(part.shape[0]))
+
+    def mean(self) -> float:
+        return float(np.asarray(self).mean()) if self._mean is None else self._mean
+
+    def __array__(self, dtype=None, copy=None):
+        out = np.empty(self.shape[0])
+        for start in range(0, self.shape[0], CHUNK):
+            out[start:start + CHUNK] = self.at(start, min(self.shape[0], start + CHUNK))
+        return out if dtype is None else out.astype(dtype, copy=False)
 
 
 def tree_squares(one, edges, deg, message) -> float:

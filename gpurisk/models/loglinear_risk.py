@@ -19,13 +19,12 @@ import numpy as np
 from gpurisk.errors import BadInput
 from gpurisk.measures._util import z_upper
 from gpurisk.models.loglinear import check_cells, sample_levels
-from gpurisk.models.prior import (category_dots, loo_prior, root_moves, roots_moved,
-                                  shared_variance)
+from gpurisk.models.prior import LooPrior, Moved, SharedSums, category_row, root_moves
 from gpurisk.models.root_prior import JEFFREYS, Root
 from gpurisk.models.table_fits import (auto_cv_means, eb_means, forest_misfit, lone_uniques,
                                        risk_means, risk_z, sample_unique_means)
-from gpurisk.models.terms import (SKEW_TOL, nb_terms, skew_uniques, sums_by_chunks,
-                                  third_cumulants, unique_terms)
+from gpurisk.models.terms import SKEW_TOL, nb_terms, sums_by_chunks
+from gpurisk.models.unique_sums import KINDS, FixedPrior, Reader, skew_sum, unique_pass
 
 #: how the cells may vary around the model (option ``dispersion``)
 DISPERSIONS = ("auto", "moment", "truncated", "none")
@@ -47,8 +46,6 @@ class Estimate(NamedTuple):
         return cls(None, None, None, extra, reason)
 
 
-#: the two estimates: τ̂1's terms and Ê's
-KINDS = ("tau1", "inverse")
 #: a root gamma's shape spread (its part of se_root) is taken by Taylor's expansion to second
 #: order, from the terms' derivatives summed per category, where neither profile end moves a
 #: unique's ln μ̃ or ln(1 + α̃) by more than this (the ends otherwise summed whole). On synthetic
@@ -162,130 +159,139 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
     if prior == "loo" and (counts is None or n < 2):
         prior = "plugin"          # the two-way fit (or a sample of one record): no such form
     extra["prior"] = prior
+    # α̂ as the terms read it
+    fitted = alpha if dispersion != "none" else 0.0
 
-    def terms(mu, alpha, counts, slope=False):
-        """Per sample unique, the term and its variance under the kept model; ``slope``: each
-        term's derivative in ln μ third (:func:`nb_terms`)."""
+    def source(mu, alpha, counts):
+        """Each unique's prior under a fitted model, made a slice at a time where it is read (no
+        per-unique prior is kept): the leave-one-out prior, or the fitted μ̂ and α̂
+        (``prior=plugin``)."""
         alpha = alpha if dispersion != "none" else 0.0
-        if prior == "loo":          # the same for tau1_ll and matches_ll: computed once
-            mu_prior, alpha_cell = table.cached(f"_ll_loo_{model_key}_0_{alpha!r}",
-                                                lambda: loo_prior(n, counts, alpha))
-            return unique_terms(mu_prior, alpha_cell, pi, kind, exact, True, slope)
-        return unique_terms(mu, alpha, pi, kind, exact, True, slope)
+        return LooPrior(n, counts, alpha) if prior == "loo" else FixedPrior(mu, alpha)
 
-    def value_sum(mu, alpha, counts, i=0, rescale=None) -> float:
-        """The terms' sum (their variance not computed) under fitted model i (0: the kept; i ≥ 1
-        :func:`gpurisk.models.forest.doubtful`'s alternatives), taken slice by slice
-        (:func:`sums_by_chunks`): no per-unique array is made. ``rescale``: the kept model at
-        another α than its fitted one (α̂'s profile ends): the leave-one-out prior's relative
-        variance (1 + α) Π(1 + 1/s) − 1 rescaled from the fitted α̂'s, not rebuilt."""
-        alpha = alpha if dispersion != "none" else 0.0
-
+    def value_sum(mu, alpha, counts) -> float:
+        """The terms' sum (their variance not computed) under one of
+        :func:`gpurisk.models.forest.doubtful`'s alternatives, taken slice by slice
+        (:func:`sums_by_chunks`): no per-unique array is made."""
         def values(m, a):
             return nb_terms((1.0 - pi) * m / pi, a, pi, kind, False, variance=False)[:1]
-        if prior == "loo" and rescale is not None and i == 0:
-            mu_prior, fitted = table.cached(f"_ll_loo_{model_key}_0_{rescale!r}",
-                                            lambda: loo_prior(n, counts, rescale))
-            return sums_by_chunks(
-                lambda m, f: values(m, (1.0 + alpha) * ((f + 1.0) / (1.0 + rescale)) - 1.0), 1,
-                mu_prior, fitted)[0]
+        src = source(mu, alpha, counts)
         if prior == "loo":
-            mu, alpha = table.cached(f"_ll_loo_{model_key}_{i}_{alpha!r}",
-                                     lambda: loo_prior(n, counts, alpha))
-        return sums_by_chunks(values, 1, mu, alpha)[0]
+            return sums_by_chunks(lambda *cs: values(*src.part(*cs)), 1, *src.arrays)[0]
+        return sums_by_chunks(values, 1, src.mu, src.alpha)[0]
     exact = interval == "model"
     # interval=model with the leave-one-out prior: the terms' covariance through the margins
     # they share (shared_variance, the delta method), from each term's slope in ln μ
     shared = exact and prior == "loo" and bool(opt("shared_margins"))
-    t, v, *slope = terms(mu, alpha, counts, slope=shared)
-    extra["alpha"] = alpha if dispersion != "none" else 0.0
-    value = float(t.sum())
-    se_p = math.sqrt(float(v.sum()))
+    skewed = exact and bool(opt("skew_bound"))
+    kept = source(mu, alpha, counts)
+
+    def value_terms(mu_end, alpha_end):     # both measures' terms at a prior, values alone
+        lam_m = (1.0 - pi) * mu_end / pi
+        return tuple(nb_terms(lam_m, alpha_end, pi, which, False, variance=False)[0]
+                     for which in KINDS)
+
+    def sums_of(arrays):
+        return [float(np.sum(x)) for x in arrays]
+    # what the interval reads at the same prior, read in the same pass as the terms
+    readers = []
+    if exact and span is not None:
+        # α̂'s own uncertainty (model=eb): both measures' terms at its profile interval's ends,
+        # the leave-one-out prior's relative variance (1 + α) Π(1 + 1/s) − 1 rescaled from the
+        # fitted α̂'s, not rebuilt (the plug-in prior: α itself)
+        def at_end(end):
+            if prior == "loo":
+                return lambda m, a, *_: sums_of(value_terms(
+                    m, (1.0 + end) * ((a + 1.0) / (1.0 + fitted)) - 1.0))
+            return lambda m, a, *_: sums_of(value_terms(m, end))
+        readers += [Reader(len(KINDS), at_end(end)) for end in span]
+    roots = ([(i, m) for i, m in enumerate(counts or ()) if isinstance(m, Root)]
+             if exact and prior == "loo" else [])
+    if roots:
+        # the root keys' fitted gammas: each shape's own uncertainty, as α̂'s, the estimate's
+        # spread over the shape's profile interval (the others held) ...
+        def slope_terms(mu_f, alpha_f):     # each term's first and second derivatives in
+            lam_m = (1.0 - pi) * mu_f / pi  # ln μ̃ and its first in ln(1 + α̃), both measures
+            out = []                        # (forward differences of the slope and the term)
+            for which in KINDS:
+                t0, _, d = nb_terms(lam_m, alpha_f, pi, which, False, variance=False,
+                                    slope=True)
+                d1 = nb_terms(lam_m * math.exp(ROOT_STEP), alpha_f, pi, which, False,
+                              variance=False, slope=True)[2]
+                moved = (1.0 + alpha_f) * math.exp(ROOT_STEP) - 1.0
+                t1 = nb_terms(lam_m, moved, pi, which, False, variance=False)[0]
+                out += [d, (d1 - d) / ROOT_STEP, (t1 - t0) / ROOT_STEP]
+            return tuple(out)
+        # the spread, for a root whose ends move every unique's ln μ̃ and ln(1 + α̃) by at
+        # most ROOT_LINEAR (a key of even categories, many records a category), by Taylor's
+        # expansion: each end's change is Σ_j [d_j Δl + d2_j Δl²/2 + a_j Δr] over the uniques
+        # (d, d2: each term's first and second derivatives in ln μ̃, a: its first in
+        # ln(1 + α̃); Δl, Δr: the end's move of the two in the unique's category), so the
+        # two ends' difference is Σ_j [d_j x + d2_j y + a_j z], x = Δl₁ − Δl₀,
+        # y = (Δl₁² − Δl₀²)/2, z = Δr₁ − Δr₀ per category: one reading for all such roots and
+        # both measures (the moves shift shares between categories, so the first order's
+        # parts largely cancel and the second order is kept); the other roots' ends summed
+        # whole
+        moves = {i: mv for i, mv in ((i, root_moves(m, m.ends)) for i, m in roots)
+                 if len(mv) == 2 and max(float(np.max(np.abs(x), initial=0.0))
+                                         for end in mv for x in end) <= ROOT_LINEAR}
+        near = [m for i, m in roots if i in moves]
+        if near:
+            coefs = [[mv[1][0] - mv[0][0], (mv[1][0] ** 2 - mv[0][0] ** 2) / 2.0,
+                      mv[1][1] - mv[0][1]] for mv in (moves[i] for i, _ in roots if i in moves)]
+
+            readers.append(Reader(3 * len(KINDS) * len(near),
+                                  lambda m, a, start, stop: category_row(
+                                      near, coefs, slope_terms(m, a), start, stop)))
+
+        def moved_sums(move):      # both measures' terms at the prior with roots moved
+            return lambda m, a, start, stop: sums_of(value_terms(*move(
+                m, a, [r.counts[start:stop] for r in move.roots])))
+        readers += [Reader(len(KINDS), moved_sums(Moved([(m, a, b)])))
+                    for i, m in roots if i not in moves for a, b in m.ends]
+        # and Jeffreys' prior: every root moved to shape ½, rate 0
+        readers.append(Reader(len(KINDS), moved_sums(Moved([(m, JEFFREYS, 0.0)
+                                                            for _, m in roots]))))
+    # both measures' sums over the uniques in one pass, kept for the other
+    done = table.cached(
+        f"_ll_pass_{model_key}_{prior}_{alpha!r}_{pi!r}_{exact}_{shared}_{skewed}_{span!r}",
+        lambda: unique_pass(kept, pi, exact, bins=skewed, readers=readers,
+                            shared=(lambda: SharedSums(n, counts)) if shared else None))
+    which = KINDS.index(kind)
+    own = done.sums[kind]
+    extra["alpha"] = fitted
+    value = own.value
+    se_p = math.sqrt(own.variance)
     if shared:
-        extra["se_shared"] = math.sqrt(shared_variance(n, counts, slope[0]))
+        extra["se_shared"] = math.sqrt(own.shared)
     # the model choice's spread: the estimate under each forest one test away, weighted by the
     # chance that test goes the other way (gpurisk.models.forest.doubtful)
-    spread = (math.sqrt(sum(w * (value_sum(*alt, i + 1) - value) ** 2
-                            for i, (w, *alt) in enumerate(alts)))
+    spread = (math.sqrt(sum(w * (value_sum(*alt) - value) ** 2 for w, *alt in alts))
               if alts and bool(opt("choice_spread")) else 0.0)
     k, c = float(opt("se_factor")), float(opt("model_error"))
     jeffreys = None   # the estimate under Jeffreys' prior, where a root key's gamma is used
     if exact:         # interval=model: the model's own variance, no fitted factor
         k, c = 1.0, 0.0
+        read = iter(done.read)
         if span is not None:     # model=eb: α̂'s profile interval was asked for
             # α̂'s own uncertainty: the estimate's spread over its profile interval
-            fitted = alpha if dispersion != "none" else 0.0
-            at = [value_sum(mu, a, counts, rescale=fitted) for a in span]
+            at = [float(next(read)[which]) for _ in span]
             extra["alpha_interval"] = list(span)
             extra["se_alpha"] = abs(at[1] - at[0]) / 2.0
-        roots = [(i, m) for i, m in enumerate(counts or ()) if isinstance(m, Root)]
-        if roots and prior == "loo":
-            # the root keys' fitted gammas: each shape's own uncertainty, as α̂'s, the
-            # estimate's spread over the shape's profile interval (the others held) ...
-            fitted = alpha if dispersion != "none" else 0.0
-            at_fitted = table.cached(f"_ll_loo_{model_key}_0_{fitted!r}",
-                                     lambda: loo_prior(n, counts, fitted))
+        if roots:
             parts = []
-
-            def value_terms(mu_end, alpha_end):     # unique_terms' values, slice by slice, of
-                lam_m = (1.0 - pi) * mu_end / pi    # both measures (one pass serves τ̂1's too)
-                return tuple(nb_terms(lam_m, alpha_end, pi, which, False, variance=False)[0]
-                             for which in KINDS)
-
-            def end_sums(m, a, b):     # summed slice by slice: no per-unique array is kept
-                return dict(zip(KINDS, roots_moved(at_fitted, [(m, a, b)], value_terms,
-                                                   len(KINDS), sums=True)))
-
-            def slope_terms(mu_f, alpha_f):     # each term's first and second derivatives in
-                lam_m = (1.0 - pi) * mu_f / pi  # ln μ̃ and its first in ln(1 + α̃), both measures
-                out = []                        # (forward differences of the slope and the term)
-                for which in KINDS:
-                    t0, _, d = nb_terms(lam_m, alpha_f, pi, which, False, variance=False,
-                                        slope=True)
-                    d1 = nb_terms(lam_m * math.exp(ROOT_STEP), alpha_f, pi, which, False,
-                                  variance=False, slope=True)[2]
-                    moved = (1.0 + alpha_f) * math.exp(ROOT_STEP) - 1.0
-                    t1 = nb_terms(lam_m, moved, pi, which, False, variance=False)[0]
-                    out += [d, (d1 - d) / ROOT_STEP, (t1 - t0) / ROOT_STEP]
-                return tuple(out)
-            # the spread, for a root whose ends move every unique's ln μ̃ and ln(1 + α̃) by at
-            # most ROOT_LINEAR (a key of even categories, many records a category), by Taylor's
-            # expansion: each end's change is Σ_j [d_j Δl + d2_j Δl²/2 + a_j Δr] over the uniques
-            # (d, d2: each term's first and second derivatives in ln μ̃, a: its first in
-            # ln(1 + α̃); Δl, Δr: the end's move of the two in the unique's category), so the
-            # two ends' difference is Σ_j [d_j x + d2_j y + a_j z], x = Δl₁ − Δl₀,
-            # y = (Δl₁² − Δl₀²)/2, z = Δr₁ − Δr₀ per category: one pass for all such roots and
-            # both measures (the moves shift shares between categories, so the first order's
-            # parts largely cancel and the second order is kept); the other roots' ends summed
-            # whole
-            moves = {i: mv for i, mv in ((i, root_moves(m, m.ends)) for i, m in roots)
-                     if len(mv) == 2 and max(float(np.max(np.abs(x), initial=0.0))
-                                             for end in mv for x in end) <= ROOT_LINEAR}
-            if moves:
-                near = [i for i, _ in roots if i in moves]
-                coefs = [[mv[1][0] - mv[0][0], (mv[1][0] ** 2 - mv[0][0] ** 2) / 2.0,
-                          mv[1][1] - mv[0][1]] for mv in (moves[i] for i in near)]
-                sums = table.cached(
-                    f"_ll_root_slopes_{model_key}_{near}_{fitted!r}",
-                    lambda: category_dots(at_fitted, [m for i, m in roots if i in moves], coefs,
-                                          slope_terms, 3 * len(KINDS)))
-                j = 3 * KINDS.index(kind)
-                parts += [abs(float(row[j:j + 3].sum())) / 2.0 for row in sums]
+            if near:
+                rows = next(read).reshape(len(near), 3 * len(KINDS))
+                parts += [abs(float(row[3 * which:3 * which + 3].sum())) / 2.0 for row in rows]
             for i, m in roots:
                 if i not in moves:
-                    at = [table.cached(f"_ll_root_end_{model_key}_{i}_{a!r}_{b!r}_{fitted!r}",
-                                       lambda m=m, a=a, b=b: end_sums(m, a, b))[kind]
-                          for a, b in m.ends]
+                    at = [float(next(read)[which]) for _ in m.ends]
                     parts.append(abs(at[1] - at[0]) / 2.0)
             # and the choice of the gamma over Jeffreys' prior, a coin flip between the two: the
             # root mean square distance to them, |Ê − Ê_jeffreys|/√2. Ê_jeffreys is the sum of
             # the terms at the fitted prior with every root moved to Jeffreys' ½ (shape ½, rate
-            # 0: the prior root_prior=jeffreys builds), both measures in one pass
-            jeffreys = table.cached(
-                f"_ll_root_jeffreys_{model_key}_{fitted!r}",
-                lambda: dict(zip(KINDS, roots_moved(
-                    at_fitted, [(m, JEFFREYS, 0.0) for _, m in roots], value_terms,
-                    len(KINDS), sums=True))))[kind]
+            # 0: the prior root_prior=jeffreys builds)
+            jeffreys = float(next(read)[which])
             extra["estimate_jeffreys"] = jeffreys
             parts.append(abs(value - jeffreys) / math.sqrt(2.0))
             extra["root_shapes"] = ", ".join(f"{table.keys[m.key]}: {m.shape:.3g}"
@@ -319,29 +325,22 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
     # sum of few skewed terms is not normal), never below the normal ones. The shift is
     # (z² − 1)/6 · Σ κ3/se², and each term lies in [0, 1], so |κ3_j| ≤ Var_j: the uniques of the
     # smallest variances, as many as together can move the upper ends by at most SKEW_TOL of
-    # an s.e., are left out of Σ κ3 (:func:`skew_uniques`; all of them where the whole Σ Var can
-    # move them no more)
+    # an s.e., are left out of Σ κ3 (:func:`skew_sum`, by bins of their variances; all of them
+    # where the whole Σ Var can move them no more)
     gamma = 0.0
-    if not (exact and bool(opt("skew_bound")) and se > 0):
-        keep = None
-    elif kind == "tau1":
-        # I(F = 1)'s κ3 = t(1 − t)(1 − 2t) from the term itself: summing it over every unique
-        # costs less than sorting their variances to leave some out (the sum is exact)
-        keep = slice(None) if int(np.size(v)) else None
-    else:
-        keep = skew_uniques(v, 6.0 * SKEW_TOL * se ** 3 / (z2 * z2 - 1.0))
-    if keep is not None and (isinstance(keep, slice) or keep.shape[0]):
-        fitted = alpha if dispersion != "none" else 0.0
-        if prior == "loo":
-            at = table.cached(f"_ll_loo_{model_key}_0_{fitted!r}",
-                              lambda: loo_prior(n, counts, fitted))
-        else:
-            at = (mu, fitted)
-        at = [a[keep] if np.ndim(a) else a for a in at]
-        # divided by the s.e. one factor at a time: se³ underflows to 0 below se ≈ 1e-103 (τ̂1 of
+    if skewed and se > 0 and kind == "tau1":
+        # I(F = 1)'s κ3 = t(1 − t)(1 − 2t) from the term itself: summed over every unique in the
+        # pass that summed the terms (cheaper than sorting their variances to leave some out).
+        # Divided by the s.e. one factor at a time: se³ underflows to 0 below se ≈ 1e-103 (τ̂1 of
         # uniques in cells of hundreds, each term near e^{-λ}), where Σ κ3/se is still a number
-        gamma = third_cumulants(*at, pi, kind, t[keep], v[keep], total=True) / se / se / se
+        gamma = own.kappa3 / se / se / se
         extra["skewness"] = gamma
+    elif skewed and se > 0:
+        kappa3 = skew_sum(kept, pi, exact, done.bins, done.bin_sums,
+                          6.0 * SKEW_TOL * se ** 3 / (z2 * z2 - 1.0))
+        if kappa3 is not None:
+            gamma = kappa3 / se / se / se
+            extra["skewness"] = gamma
 
     def up(zz):
         return value + se * max(zz, zz + (zz * zz - 1.0) * gamma / 6.0) + hi_shift

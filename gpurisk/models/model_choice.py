@@ -185,17 +185,25 @@ def pair_counts(codes, cards, weights, pairs) -> dict:
     out = {}
     for group, held in _groups(cards, pairs, limit):
         shape = tuple(int(cards[v]) for v in group)
-        idx = np.empty(cells, dtype=np.intp)
-        for start in range(0, cells, KEY_CHUNK):       # formed slice by slice, in cache
-            rows = slice(start, start + KEY_CHUNK)
-            x = np.zeros(min(cells, start + KEY_CHUNK) - start, dtype=np.intp)
-            for v in group:
-                x *= int(cards[v])
-                x += codes[v][rows].astype(np.intp, copy=False)
-            idx[rows] = x
-        joint = [np.bincount(idx, weights=w, minlength=math.prod(shape)).reshape(shape)
-                 for w in weights]
-        del idx
+        size = math.prod(shape)
+        flat = [np.zeros(size) for _ in weights]
+        # the joint index formed KEY_CHUNK cells at a time (in cache) and counted in slices of at
+        # least as many cells as there are slots (each slice's count costs its slots once): no
+        # index of every cell is kept (whole-number weights: the same sums in any order)
+        step = max(KEY_CHUNK, -(-size // KEY_CHUNK) * KEY_CHUNK)
+        for begin in range(0, cells, step):
+            end = min(cells, begin + step)
+            idx = np.empty(end - begin, dtype=np.intp)
+            for start in range(begin, end, KEY_CHUNK):
+                rows = slice(start, min(end, start + KEY_CHUNK))
+                x = np.zeros(rows.stop - start, dtype=np.intp)
+                for v in group:
+                    x *= int(cards[v])
+                    x += codes[v][rows].astype(np.intp, copy=False)
+                idx[start - begin:rows.stop - begin] = x
+            for acc, w in zip(flat, weights):
+                acc += np.bincount(idx, weights=w[begin:end], minlength=size)
+        joint = [acc.reshape(shape) for acc in flat]
         for a, b in held:
             other = tuple(i for i, v in enumerate(group) if v not in (a, b))
             out[(a, b)] = (None, [j.sum(axis=other).reshape(-1) for j in joint])

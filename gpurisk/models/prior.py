@@ -36,23 +36,38 @@ def loo_prior(n: float, counts, alpha, a0: float = LOO_PSEUDO):
     :func:`gpurisk.models.neighbours.shrunk`), or a root key under its fitted gamma
     (:class:`gpurisk.models.root_prior.Root`: shape a, rate b), s = c − 1 + a entering as
     s/((b + 1)(n − 1)), counted. Computed on slices of CHUNK uniques (:func:`by_chunks`)."""
-    from gpurisk.models.eb_forest import Arc
-    from gpurisk.models.root_prior import Root
-    margins = [c if isinstance(c, tuple) else (c, 1, True) for c in counts]
+    p = LooPrior(n, counts, alpha, a0)
+    return by_chunks(p.part, 2, *p.arrays)
 
-    def parts(m):
-        if isinstance(m, Arc):     # its three counts, and the neighbours' two where it has them
-            return m[:3] if m.near_pair is None else (*m[:3], m.near_pair, m.near_parent)
-        return m[:3] if len(m) == 4 else m[:1]
-    # arrays, or forest_counts' counts gathered when sliced (gpurisk.models.forest.AtRows)
-    arrays = [c if hasattr(c, "shape") else np.asarray(c) for m in margins for c in parts(m)]
-    n1 = float(n - 1)
 
-    def part(*cs):
+class LooPrior:
+    """:func:`loo_prior`'s (μ̃, α̃) at any part of the sample uniques, made when asked: ``at(where)``
+    (a slice, or positions) gives them for those uniques, each element the number
+    :func:`loo_prior` gives it (its formula element by element, on those uniques' counts); ``size``
+    the number of uniques. What a pass over the uniques reads instead of a kept prior
+    (:mod:`gpurisk.models.unique_sums`)."""
+
+    def __init__(self, n: float, counts, alpha, a0: float = LOO_PSEUDO):
+        self.margins = [c if isinstance(c, tuple) else (c, 1, True) for c in counts]
+        # arrays, or forest_counts' counts gathered when sliced (gpurisk.models.forest.AtRows)
+        self.arrays = [c if hasattr(c, "shape") else np.asarray(c)
+                       for m in self.margins for c in _parts(m)]
+        self.n1, self.alpha, self.a0 = float(n - 1), float(alpha), a0
+        self.size = int(np.shape(self.arrays[0])[0]) if self.arrays else 0
+
+    def at(self, where):
+        """(μ̃, α̃) of the uniques ``where`` (a slice or positions)."""
+        return self.part(*(a[where] for a in self.arrays))
+
+    def part(self, *cs):
+        """(μ̃, α̃) from the uniques' counts ``cs`` (:attr:`arrays`, at the same uniques)."""
+        from gpurisk.models.eb_forest import Arc
+        from gpurisk.models.root_prior import Root
+        n1, a0 = self.n1, self.a0
         mu = np.full(np.shape(cs[0]), n1)
-        rv = np.full(np.shape(cs[0]), 1.0 + float(alpha))
+        rv = np.full(np.shape(cs[0]), 1.0 + self.alpha)
         i = 0
-        for m in margins:
+        for m in self.margins:
             if isinstance(m, Root):  # a root key's category under its fitted gamma (root_prior)
                 s = np.asarray(cs[i], dtype=np.float64) - 1.0 + m.shape
                 i += 1
@@ -85,7 +100,15 @@ def loo_prior(n: float, counts, alpha, a0: float = LOO_PSEUDO):
             if m[2]:
                 rv *= 1.0 + 1.0 / s
         return mu, rv - 1.0
-    return by_chunks(part, 2, *arrays)
+
+
+def _parts(m):
+    """A margin's per-unique arrays as :func:`loo_prior` reads them: an arc's three counts and the
+    neighbours' two where it has them, a smoothed pair's three, else its counts."""
+    from gpurisk.models.eb_forest import Arc
+    if isinstance(m, Arc):
+        return m[:3] if m.near_pair is None else (*m[:3], m.near_pair, m.near_parent)
+    return m[:3] if len(m) == 4 else m[:1]
 
 
 def roots_moved(prior, moves, then=None, n_then: int = 2, sums: bool = False) -> tuple:
@@ -98,18 +121,31 @@ def roots_moved(prior, moves, then=None, n_then: int = 2, sums: bool = False) ->
     ``n_then`` arrays, applied slice by slice (the terms at that prior), whose arrays are returned
     in place of the prior: no per-unique prior is kept; with ``sums``, only their sums
     (:func:`gpurisk.models.terms.sums_by_chunks`): no per-unique array is kept at all."""
-    gammas = [(float(r.shape), float(r.rate), float(a), float(b)) for r, a, b in moves]
+    move = Moved(moves)
 
     def part(mu, alpha, *cs):
+        got = move(mu, alpha, cs)
+        return got if then is None else then(*got)
+    how = sums_by_chunks if sums and then is not None else by_chunks
+    return how(part, n_then, prior[0], prior[1], *(r.counts for r, _, _ in moves))
+
+
+class Moved:
+    """:func:`roots_moved`'s move of some uniques' (μ̃, α̃): ``Moved(moves)(μ̃, α̃, cs)``, ``cs`` the
+    moved roots' counts at those uniques (each ``moves`` root's ``counts``, sliced alike)."""
+
+    def __init__(self, moves):
+        self.roots = [r for r, _, _ in moves]
+        self.gammas = [(float(r.shape), float(r.rate), float(a), float(b)) for r, a, b in moves]
+
+    def __call__(self, mu, alpha, cs):
         mu, rv = np.asarray(mu, dtype=np.float64), 1.0 + np.asarray(alpha, dtype=np.float64)
-        for (a0, b0, a1, b1), c in zip(gammas, cs):
+        for (a0, b0, a1, b1), c in zip(self.gammas, cs):
             c = np.asarray(c, dtype=np.float64) - 1.0
             s0, s1 = c + a0, c + a1
             mu = mu * (s1 / s0) * ((b0 + 1.0) / (b1 + 1.0))
             rv = rv * ((1.0 + 1.0 / s1) / (1.0 + 1.0 / s0))
-        return (mu, rv - 1.0) if then is None else then(mu, rv - 1.0)
-    how = sums_by_chunks if sums and then is not None else by_chunks
-    return how(part, n_then, prior[0], prior[1], *(r.counts for r, _, _ in moves))
+        return mu, rv - 1.0
 
 
 def root_moves(root, ends) -> list:
@@ -141,15 +177,23 @@ def category_dots(prior, roots, coefs, fn, n_out: int):
     def one(start):
         stop = min(start + terms.CHUNK, size)
         got = fn(prior[0][start:stop], prior[1][start:stop])
-        for r, (root, cs) in enumerate(zip(roots, coefs)):
-            ids = root.counts.at(root.counts.rows[start:stop])
-            at = [c[ids] for c in cs]
-            for k, w in enumerate(got):
-                # numpy's own sum, not a BLAS dot: OpenBLAS threads long dots (a scan run with
-                # one thread would use more) and its kernels' order varies by machine
-                out[start // terms.CHUNK, r, k] = float(np.sum(w * at[k % len(at)]))
+        out[start // terms.CHUNK] = np.reshape(category_row(roots, coefs, got, start, stop),
+                                               (len(roots), n_out))
     terms.each_slice(one, starts)
     return out.sum(axis=0)
+
+
+def category_row(roots, coefs, got, start: int, stop: int) -> list:
+    """:func:`category_dots`' sums over the uniques start..stop, root by root: Σ_j w_k(j) ·
+    coefs[r][k mod m][g_r(j)] for each array w_k of ``got`` (those uniques' values)."""
+    row = []
+    for root, cs in zip(roots, coefs):
+        ids = root.counts.at(root.counts.rows[start:stop])
+        at = [c[ids] for c in cs]
+        # numpy's own sum, not a BLAS dot: OpenBLAS threads long dots (a scan run with one
+        # thread would use more) and its kernels' order varies by machine
+        row += [float(np.sum(w * at[k % len(at)])) for k, w in enumerate(got)]
+    return row
 
 
 def shared_variance(n: float, counts, slope, a0: float = LOO_PSEUDO) -> float:
@@ -164,43 +208,94 @@ def shared_variance(n: float, counts, slope, a0: float = LOO_PSEUDO) -> float:
     ``counts``: :func:`loo_prior`'s. Margins whose uncertainty the prior leaves out add nothing.
     Each margin's two sums per category are taken in one pass over the uniques (their categories
     looked up a slice at a time; the margins side by side on the CPUs this process may use, as
-    :func:`by_chunks`); rv_g is computed per category, not per unique."""
-    from gpurisk.models.eb_forest import Arc
-    from gpurisk.models.root_prior import Root
-    n1 = float(n - 1)
+    :func:`by_chunks`); rv_g is computed per category, not per unique (:class:`SharedSums`, which
+    also takes them a slice at a time from slopes never kept whole)."""
     d = np.asarray(slope, dtype=np.float64)
-    margins = []
-    for m in counts:
-        if isinstance(m, Arc):
-            margins.append((m.pair, m))
-        elif isinstance(m, Root):
-            margins.append((m.counts, m))
-        elif isinstance(m, tuple) and len(m) == 3 and m[2] and hasattr(m[0], "at"):
-            margins.append((m[0], None))
+    sums = SharedSums(n, counts, a0)
 
-    def one(margin) -> float:
-        at, arc = margin
-        table = np.asarray(at.counts, dtype=np.float64)
-        size, groups = int(at.rows.shape[0]), int(table.shape[0])
-        first, second = np.zeros(groups), np.zeros(groups)
-        rep = np.full(groups, -1, dtype=np.int64) if isinstance(arc, Arc) else None
+    def one(k) -> None:
         # slices long enough that each slice's two bincounts of the categories cost little
-        step = max(SHARED_CHUNK, 4 * groups)
-        for start in range(0, size, step):
-            rows = at.rows[start:start + step]
-            ids = at.at(rows)
-            ds = d[start:start + step]          # d² a slice at a time: no per-unique d² array
-            first += np.bincount(ids, weights=ds, minlength=groups)
-            second += np.bincount(ids, weights=ds * ds, minlength=groups)
-            if rep is not None:
-                rep[ids] = rows           # a cell of each category (all of one give the same)
+        step = max(SHARED_CHUNK, 4 * sums.groups(k))
+        for start in range(0, d.shape[0], step):
+            sums.add(k, *sums.ids(k, start, start + step), d[start:start + step])
+    from gpurisk.freq.schedule import usable_cpus
+    threads = min(terms.TERMS_THREADS, usable_cpus(), len(sums))
+    # the margins side by side
+    if threads > 1 and d.shape[0] >= terms.THREADED_CHUNKS * terms.CHUNK:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(threads, thread_name_prefix="gpurisk-shared") as pool:
+            list(pool.map(one, range(len(sums))))
+    else:
+        for k in range(len(sums)):
+            one(k)
+    return sums.total()
+
+
+class SharedSums:
+    """:func:`shared_variance`'s sums, added a slice of uniques at a time: per margin whose share's
+    uncertainty the prior carries (an arc's pair, a root key's categories, a lone key's counted
+    categories), Σ_{j in g} d_j and Σ_{j in g} d_j² per category g (and, for an arc, a cell of each
+    pair, where its share's relative variance is read). :meth:`ids` looks a slice's categories up
+    (what two measures' sums over the same margins share), :meth:`add` adds a slice's slopes,
+    :meth:`total` gives the cross terms. Each margin's sums may be added from one thread at a
+    time; different margins from different threads."""
+
+    def __init__(self, n: float, counts, a0: float = LOO_PSEUDO):
+        from gpurisk.models.eb_forest import Arc
+        from gpurisk.models.root_prior import Root
+        self.n1, self.a0 = float(n - 1), a0
+        self.margins = []
+        for m in counts:
+            if isinstance(m, Arc):
+                self.margins.append((m.pair, m))
+            elif isinstance(m, Root):
+                self.margins.append((m.counts, m))
+            elif isinstance(m, tuple) and len(m) == 3 and m[2] and hasattr(m[0], "at"):
+                self.margins.append((m[0], None))
+        sizes = [int(np.shape(at.counts)[0]) for at, _ in self.margins]
+        self.first = [np.zeros(g) for g in sizes]
+        self.second = [np.zeros(g) for g in sizes]
+        self.rep = [np.full(g, -1, dtype=np.int64) if isinstance(arc, Arc) else None
+                    for g, (_, arc) in zip(sizes, self.margins)]
+
+    def __len__(self) -> int:
+        return len(self.margins)
+
+    def groups(self, k: int) -> int:
+        """How many categories margin k has."""
+        return int(self.first[k].shape[0])
+
+    def ids(self, k: int, start: int, stop: int):
+        """(the categories of margin k of the uniques start..stop, those uniques' cells)."""
+        at = self.margins[k][0]
+        rows = at.rows[start:stop]
+        return at.at(rows), rows
+
+    def add(self, k: int, ids, rows, d) -> None:
+        """Adds the slopes ``d`` of the uniques whose categories of margin k are ``ids`` (at cells
+        ``rows``: :meth:`ids`)."""
+        groups = self.groups(k)
+        self.first[k] += np.bincount(ids, weights=d, minlength=groups)
+        self.second[k] += np.bincount(ids, weights=d * d, minlength=groups)
+        if self.rep[k] is not None:
+            self.rep[k][ids] = rows       # a cell of each category (all of one give the same)
+
+    def total(self) -> float:
+        """The cross terms over every margin (at least 0: the module docstring's sum)."""
+        return max(sum(self._one(k) for k in range(len(self))), 0.0)
+
+    def _one(self, k: int) -> float:
+        from gpurisk.models.root_prior import Root
+        at, arc = self.margins[k]
+        first, second, a0, n1 = self.first[k], self.second[k], self.a0, self.n1
+        table = np.asarray(at.counts, dtype=np.float64)
         if arc is None or isinstance(arc, Root):
             # the category's share: 1/s, s = c − 1 + ½ (Jeffreys') or c − 1 + a (its gamma)
             rv = (1.0 / np.maximum(table - 1.0 + a0, a0) if arc is None else
                   1.0 / np.maximum(table - 1.0 + arc.shape, arc.shape))
             return float(np.sum(rv * (first * first - second)))
-        held = np.flatnonzero(rep >= 0)
-        cells = rep[held]
+        held = np.flatnonzero(self.rep[k] >= 0)
+        cells = self.rep[k][held]
         cp = np.asarray(arc.parent.counts, dtype=np.float64)[arc.parent.at(cells)]
         cc = np.asarray(arc.child.counts, dtype=np.float64)[arc.child.at(cells)]
         if arc.near_pair is None:
@@ -212,16 +307,6 @@ def shared_variance(n: float, counts, slope, a0: float = LOO_PSEUDO) -> float:
         big = cp - 1.0 + arc.beta
         rv = (big - sh) / (sh * (big + 1.0))
         return float(np.sum(rv * (first[held] ** 2 - second[held])))
-    from gpurisk.freq.schedule import usable_cpus
-    threads = min(terms.TERMS_THREADS, usable_cpus(), len(margins))
-    # the margins side by side
-    if threads > 1 and d.shape[0] >= terms.THREADED_CHUNKS * terms.CHUNK:
-        from concurrent.futures import ThreadPoolExecutor
-        with ThreadPoolExecutor(threads, thread_name_prefix="gpurisk-shared") as pool:
-            parts = list(pool.map(one, margins))
-    else:
-        parts = [one(m) for m in margins]
-    return max(sum(parts), 0.0)
 
 
 #: :func:`shared_variance` looks the uniques' categories up this many at a time (at least)

@@ -232,10 +232,10 @@ class Draws:
                 got = forest_mass(m, edges, MU_MIN / max(m.n, 1.0),
                                   combos_max=min(self.draws, size))
                 if got is not None:        # every cell, binned; the sample's own taken off
-                    mu = forest_means(m.codes, m.f, m.cards, edges, m)[0]
+                    mu = forest_means(m.codes, m.f, m.cards, edges, m, sliced=True)[0]
                     self._fitted = (key, (mu, got[0], got[1], True))
                     return self._fitted[1]
-            mu = forest_means(m.codes, m.f, m.cards, edges, m)[0]
+            mu = forest_means(m.codes, m.f, m.cards, edges, m, sliced=True)[0]
             if self.exact and size <= max(self.draws, LISTED_CELLS):
                 # every cell of the held categories' grid, the sample's own taken off by score
                 mux = grid_means(m, edges, held)
@@ -438,37 +438,54 @@ def _observed_sums(mu, f, pi: float, kind: str, cap: float,
     sum). The sums are those of the whole arrays, added slice by slice. ``less``: each cell's term
     as an empty cell (w μ̂², and w² μ̂² in the variance) taken off in the same pass, where the sum
     over the empty cells is one over every cell (:meth:`Draws.fitted`): the variance's two then
-    cancel exactly."""
-    b = v = bounded = 0.0
+    cancel exactly. ``mu`` may be :class:`gpurisk.models.forest.CellMeans` (made as sliced)."""
+    return _observed_kinds(mu, f, pi, (kind,), cap, less)[0]
+
+
+def _observed_kinds(mu, f, pi: float, kinds, cap: float, less: bool = False) -> list:
+    """:func:`_observed_sums` of each of ``kinds``, in one pass over the cells (each slice of μ̂
+    read once): the same numbers as one pass per kind."""
+    sums = [[0.0, 0.0, 0.0] for _ in kinds]
     for start in range(0, max(int(mu.shape[0]), 1), WEIGHTS_CHUNK):
         m, ff = mu[start:start + WEIGHTS_CHUNK], f[start:start + WEIGHTS_CHUNK]
-        w = _weights(m, pi, kind)
-        share = w * ((ff - m) ** 2 - ff)
-        b += float(np.sum(share))
-        bounded += float(np.sum(np.clip(share, -cap, cap)))
-        if less:
-            alone = w * m * m
-            b -= float(np.sum(alone))
-            bounded -= float(np.sum(np.clip(alone, -cap, cap)))
-        else:
-            v += float(np.sum((w * m) ** 2))
-    return b, v, bounded
+        for acc, kind in zip(sums, kinds):
+            w = _weights(m, pi, kind)
+            share = w * ((ff - m) ** 2 - ff)
+            acc[0] += float(np.sum(share))
+            acc[2] += float(np.sum(np.clip(share, -cap, cap)))
+            if less:
+                alone = w * m * m
+                acc[0] -= float(np.sum(alone))
+                acc[2] -= float(np.sum(np.clip(alone, -cap, cap)))
+            else:
+                acc[1] += float(np.sum((w * m) ** 2))
+    return [tuple(acc) for acc in sums]
 
 
 def score(margins: Margins, edges, pi: float, draws: Draws, kind: str = "inverse") -> Score:
     """:class:`Score` (B̂_h, T_h, bounded B̂_h) of main effects + the forest ``edges`` (module
     docstring)."""
+    return scores(margins, edges, pi, draws, (kind,))[kind]
+
+
+def scores(margins: Margins, edges, pi: float, draws: Draws, kinds) -> dict:
+    """{kind: :func:`score`} for each of ``kinds``, the sample's cells read in one pass (the same
+    numbers as one :func:`score` each)."""
     mu, mux, per, less = draws.fitted(edges)
     cap = 2.0 * CELL_BIAS_MAX         # on w·(...), whose −½ is the cell's share
-    b_obs, v_obs, bounded_obs = _observed_sums(mu, margins.f, pi, kind, cap, less)
-    wx = weights(mux, pi, kind) * mux
-    b_emp = float(np.sum(per * wx))
-    v_emp = float(np.sum(per * wx * (wx / np.where(mux > 0, mux, 1.0))))
-    b = -0.5 * (b_obs + b_emp)
-    var = 0.5 * (v_obs + v_emp)
-    safe = np.where(mux > 0, mux, 1.0)
-    bounded = -0.5 * (bounded_obs + float(np.sum(per * np.clip(wx * mux, -cap, cap) / safe)))
-    return Score(b, (b / math.sqrt(var) if var > 0 else 0.0), bounded)
+    out = {}
+    for kind, (b_obs, v_obs, bounded_obs) in zip(
+            kinds, _observed_kinds(mu, margins.f, pi, kinds, cap, less)):
+        wx = weights(mux, pi, kind) * mux
+        b_emp = float(np.sum(per * wx))
+        v_emp = float(np.sum(per * wx * (wx / np.where(mux > 0, mux, 1.0))))
+        b = -0.5 * (b_obs + b_emp)
+        var = 0.5 * (v_obs + v_emp)
+        safe = np.where(mux > 0, mux, 1.0)
+        bounded = -0.5 * (bounded_obs
+                          + float(np.sum(per * np.clip(wx * mux, -cap, cap) / safe)))
+        out[kind] = Score(b, (b / math.sqrt(var) if var > 0 else 0.0), bounded)
+    return out
 
 
 def draws_for(margins: Margins) -> int:

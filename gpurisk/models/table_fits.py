@@ -129,19 +129,24 @@ def eb_means(table, max_pairs=None, dispersion: str = "moment", profile: bool = 
         margins = sample_margins(table)[4]
         edges, alphas, _ = eb_forest.choose(margins, max_pairs, shrinkage=smoothing == "joint")
         roots = arcs = None
+        f = margins.f
         if smoothing == "rooted":
             roots, arcs = eb_forest.orient(margins, edges, arc_target)
+            if dispersion == "truncated":      # no per-cell μ̂ of every cell kept
+                at = eb_forest.rooted_slices(margins, roots, arcs)[0]
+                su = unique_positions(f)
+                mu_su, ll = _streamed(f, at, su)
+                return margins, mu_su, alpha_of(ll), edges, alphas, roots, arcs, su, ll
             mu, sum_mu2 = eb_forest.rooted_means(margins, roots, arcs)
         else:
             mu, sum_mu2 = eb_forest.means(margins, edges, alphas)
-        f = margins.f
         ll = None           # the truncated likelihood, its cells grouped once (α̂'s profile too)
         if dispersion != "truncated":
             alpha = _moment(f, mu, sum_mu2)
         else:
             ll = loglik(f, mu)
             alpha = alpha_of(ll)
-        su = np.flatnonzero(f == 1)
+        su = unique_positions(f)
         return margins, mu[su], alpha, edges, alphas, roots, arcs, su, ll
 
     def make():
@@ -160,6 +165,32 @@ def eb_means(table, max_pairs=None, dispersion: str = "moment", profile: bool = 
     if profile and dispersion == "truncated":     # α̂'s one-s.e. profile interval, asked apart
         span = table.cached(base + "_profile", lambda: profile_of(ll, alpha))
     return mu, alpha, edges, counts, alts, span, arcs
+
+
+def _streamed(f, cells, su):
+    """(μ̂ of the sample uniques ``su``, the zero-truncated ℓ(α) of every sampled cell:
+    :func:`gpurisk.models.dispersion.loglik`) from the cells' μ̂ ``cells``
+    (:class:`gpurisk.models.forest.CellMeans`), read a slice at a time: the same numbers as from
+    the whole array, which is not made. The uniques' μ̂ are CellMeans too, made again where read
+    (their mean summed here)."""
+    from gpurisk.models.dispersion import GROUP_CHUNK, Groups, grouped
+    from gpurisk.models.forest import CellMeans
+    size = int(f.shape[0])
+    got = Groups()
+    total = 0.0
+    k = 0
+    for start in range(0, size, GROUP_CHUNK):
+        stop = min(size, start + GROUP_CHUNK)
+        mu = cells.at(start, stop)
+        fs = f[start:stop]
+        got.add(fs[fs > 0], mu[fs > 0])
+        j = int(np.searchsorted(su, su.dtype.type(stop)))    # (su's dtype: no copy of su)
+        total += float(np.sum(mu[su[k:j] - start]))
+        k = j
+    count = int(su.shape[0])
+    mu_su = CellMeans(lambda rows, n: cells.on(su[rows], n), count,
+                      total / count if count else float("nan"))
+    return mu_su, grouped(got.groups())
 
 
 def sample_margins(table):
@@ -207,6 +238,22 @@ def sample_margins(table):
     return table.cached("_ll_sample_margins", make)
 
 
+#: :func:`unique_positions` reads the cells this many at a time
+POSITIONS_CHUNK = 1 << 20
+
+
+def unique_positions(f) -> np.ndarray:
+    """The positions of the cells with f = 1 (the sample uniques), in order: 32-bit where the
+    cells are fewer than 2³¹ (half np.flatnonzero's 64), found a slice of cells at a time (no
+    64-bit array of them all is made)."""
+    size = int(np.shape(f)[0])
+    if size >= 1 << 31:
+        return np.flatnonzero(f == 1)
+    parts = [np.flatnonzero(f[start:start + POSITIONS_CHUNK] == 1).astype(np.int32) + start
+             for start in range(0, size, POSITIONS_CHUNK)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+
+
 def lone_uniques(table) -> int:
     """How many sample uniques hold, in some key, a category no other sample record has (a
     category the sample holds once: its one record is a unique). How such a category spreads over
@@ -252,7 +299,7 @@ def forest_model(margins, edges, dispersion: str = "moment"):
     zero-truncated likelihood with ``dispersion="truncated"``)."""
     from gpurisk.models.forest import forest_counts, forest_means
     codes, f, cards = margins.codes, margins.f, margins.cards
-    su = np.flatnonzero(f == 1)
+    su = unique_positions(f)
     mu, sum_mu2 = forest_means(codes, f, cards, edges, margins)
     alpha = truncated_alpha(f, mu) if dispersion == "truncated" else _moment(f, mu, sum_mu2)
     return mu[su], alpha, forest_counts(codes, f, cards, edges, su, margins)
@@ -260,25 +307,21 @@ def forest_model(margins, edges, dispersion: str = "moment"):
 
 def forest_misfit(table, edges, pi: float, kind: str, seed: int = 0):
     """The risk criterion (:class:`gpurisk.models.risk_choice.Score`) at main effects + the forest
-    ``edges`` for E's term (``kind="inverse"``) or τ1's (``"tau1"``), computed once per table and
-    kind (both intervals read it by default; they share one :class:`Draws` of the table)."""
+    ``edges`` for E's term (``kind="inverse"``) or τ1's (``"tau1"``). Both are computed at once and
+    kept on the table (both intervals read them by default), from one :class:`Draws` of the
+    table, which is then let go with its per-cell fitted means."""
     from gpurisk.models import risk_choice
     key = "_".join(f"{a}-{b}" for a, b in edges)
 
-    margins = sample_margins(table)[4]
-
-    def make_draws():
+    def make():
+        margins = sample_margins(table)[4]
         # the keys drawn in the order of their names, so a scan's table (keys in its own order)
         # and an assess of the same keys draw the same cells
         order = sorted(range(len(table.keys)), key=lambda v: str(table.keys[v]))
-        return risk_choice.Draws(margins, risk_choice.draws_for(margins), seed, order=order)
-
-    def make():
-        # one Draws per table and seed: E's criterion and τ1's read the same fitted cells, which
-        # it keeps for the last forest asked (the same numbers, made once)
-        draws = table.cached(f"_ll_misfit_draws_{int(seed)}", make_draws)
-        return risk_choice.score(margins, list(edges), pi, draws, kind)
-    return table.cached(f"_ll_misfit_{pi!r}_{key}_{int(seed)}_{kind}", make)
+        draws = risk_choice.Draws(margins, risk_choice.draws_for(margins), seed, order=order)
+        # E's criterion and τ1's read the same fitted cells (the same numbers, made once)
+        return risk_choice.scores(margins, list(edges), pi, draws, ("inverse", "tau1"))
+    return table.cached(f"_ll_misfit_{pi!r}_{key}_{int(seed)}", make)[kind]
 
 
 def risk_z() -> float:

@@ -401,13 +401,14 @@ def _slicer(fn, arrays, chunk):
     return chunk, size, at
 
 
-def each_slice(one, starts) -> None:
+def each_slice(one, starts, least: int | None = None) -> None:
     """``one(start)`` for each of ``starts`` (the slices' starts), shared among the CPUs this process
-    may use (at most TERMS_THREADS) where there are at least THREADED_CHUNKS of them, else in
-    turn: each slice's work is done by one thread, so what ``one`` writes is the same either way."""
+    may use (at most TERMS_THREADS) where there are at least ``least`` of them (default
+    THREADED_CHUNKS), else in turn: each slice's work is done by one thread, so what ``one`` writes
+    is the same either way."""
     from gpurisk.freq.schedule import usable_cpus
-    threads = min(TERMS_THREADS, usable_cpus())
-    if threads > 1 and len(starts) >= THREADED_CHUNKS:
+    threads = min(TERMS_THREADS, usable_cpus(), len(starts))
+    if threads > 1 and len(starts) >= (THREADED_CHUNKS if least is None else least):
         from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(threads, thread_name_prefix="gpurisk-terms") as pool:
             for _ in pool.map(one, starts):
@@ -439,20 +440,5 @@ def unique_terms(mu, alpha, pi: float, kind: str, exact: bool = False, variance:
 
 #: the skewed bound leaves out the uniques that together can move the upper ends by at most this
 #: share of an s.e. (a numerical tolerance: the largest shift the terms' range allows,
-#: :func:`skew_uniques`)
+#: :func:`gpurisk.models.unique_sums.skew_sum`)
 SKEW_TOL = 0.01
-
-
-def skew_uniques(variances, budget: float):
-    """The sample uniques whose third cumulants the skewed bound sums (their positions, in order),
-    or None for none: those left out are the ones of the smallest variances whose sum is at most
-    ``budget``. A term lies in [0, 1], so |κ3_j| ≤ Var_j, and the left-out part of Σ κ3 is at most
-    ``budget`` in size: with budget = 6 · SKEW_TOL · se³/(z² − 1) it moves the Cornish-Fisher
-    ends, (z² − 1)/6 · Σ κ3/se², by at most SKEW_TOL of an s.e. (the FARS and Adult scans of
-    issue 43: 97 % and 83 % of their uniques left out, where E[1/F³] was most of the bound's cost)."""
-    v = np.asarray(variances, dtype=np.float64)
-    if float(v.sum()) <= budget:
-        return None
-    order = np.argsort(v, kind="stable")
-    out = int(np.searchsorted(np.cumsum(v[order]), budget, side="right"))
-    return np.sort(order[out:])
