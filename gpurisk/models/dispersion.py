@@ -76,7 +76,8 @@ class Groups:
     SHIFT = 32
 
     def __init__(self):
-        self.c1 = np.zeros(0, dtype=np.int64)       # f = 1, most cells: counted by bin alone
+        # f = 1, most cells: counted by bin alone, c1[i] the cells of bin lo + i
+        self.c1, self.lo = np.zeros(0, dtype=np.int64), 0
         self.keys, self.counts = [], []
 
     def add(self, f, mu) -> None:
@@ -84,11 +85,19 @@ class Groups:
         b = np.rint(np.log(np.maximum(mu, 1e-300)) * (1.0 / LOG_BIN)).astype(np.int64)
         b -= LOWEST_BIN
         one = f == 1
-        c = np.bincount(b[one])
-        if c.shape[0] > self.c1.shape[0]:
-            self.c1 = np.concatenate([self.c1, np.zeros(c.shape[0] - self.c1.shape[0],
-                                                        dtype=np.int64)])
-        self.c1[:c.shape[0]] += c
+        b1 = b[one]
+        if b1.shape[0]:
+            lo = int(b1.min())
+            c = np.bincount(b1 - lo)
+            if not self.c1.shape[0]:
+                self.c1, self.lo = c.astype(np.int64), lo
+            else:           # the bins held so far and this slice's, one range
+                start, stop = min(self.lo, lo), max(self.lo + self.c1.shape[0], lo + c.shape[0])
+                if (start, stop) != (self.lo, self.lo + self.c1.shape[0]):
+                    wider = np.zeros(stop - start, dtype=np.int64)
+                    wider[self.lo - start:self.lo - start + self.c1.shape[0]] = self.c1
+                    self.c1, self.lo = wider, start
+                self.c1[lo - self.lo:lo - self.lo + c.shape[0]] += c
         more = f > 1
         key = ((np.asarray(f[more]).astype(np.int64) - 2) << self.SHIFT) + b[more]
         if key.shape[0]:
@@ -107,7 +116,7 @@ class Groups:
         fk = (ku >> self.SHIFT) + 2
         bk = (ku & ((1 << self.SHIFT) - 1)) + LOWEST_BIN
         fs = np.concatenate([np.ones(bins1.shape[0]), fk.astype(np.float64)])
-        bins = np.concatenate([bins1 + LOWEST_BIN, bk])
+        bins = np.concatenate([bins1 + (self.lo + LOWEST_BIN), bk])
         w = np.concatenate([self.c1[bins1], kc]).astype(np.float64)
         log_mu = bins * LOG_BIN
         return fs, np.exp(log_mu), log_mu, w

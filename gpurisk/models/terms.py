@@ -401,14 +401,13 @@ def _slicer(fn, arrays, chunk):
     return chunk, size, at
 
 
-def each_slice(one, starts, least: int | None = None) -> None:
+def each_slice(one, starts) -> None:
     """``one(start)`` for each of ``starts`` (the slices' starts), shared among the CPUs this process
-    may use (at most TERMS_THREADS) where there are at least ``least`` of them (default
-    THREADED_CHUNKS), else in turn: each slice's work is done by one thread, so what ``one`` writes
-    is the same either way."""
+    may use (at most TERMS_THREADS) where there are at least THREADED_CHUNKS of them, else in
+    turn: each slice's work is done by one thread, so what ``one`` writes is the same either way."""
     from gpurisk.freq.schedule import usable_cpus
-    threads = min(TERMS_THREADS, usable_cpus(), len(starts))
-    if threads > 1 and len(starts) >= (THREADED_CHUNKS if least is None else least):
+    threads = min(TERMS_THREADS, usable_cpus())
+    if threads > 1 and len(starts) >= THREADED_CHUNKS:
         from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(threads, thread_name_prefix="gpurisk-terms") as pool:
             for _ in pool.map(one, starts):

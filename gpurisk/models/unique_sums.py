@@ -22,8 +22,9 @@ unique's prior: :class:`gpurisk.models.prior.LooPrior`) are read only through
 :func:`unique_pass` takes all of them in one pass, a window of WINDOW_SLICES slices of
 :data:`gpurisk.models.terms.CHUNK` uniques at a time (at least four times a margin's categories,
 as shared_variance's slices, at most WINDOW_MAX): the slices shared among the CPUs as
-:func:`gpurisk.models.terms.by_chunks` shares them, then the window's categories looked up once per
-margin and both measures' slopes added. Each slice's sums are kept apart and added in the slices'
+:func:`gpurisk.models.terms.by_chunks` shares them (one pool of threads for the pass, where there
+are at least THREADED_CHUNKS slices), then the window's categories looked up once per margin, the
+margins side by side, and both measures' slopes added. Each slice's sums are kept apart and added in the slices'
 order, as :func:`gpurisk.models.terms.sums_by_chunks` adds them, so the numbers do not depend on
 the threads or the window, and each is the number the same sum taken by sums_by_chunks over the
 kept prior would be (they may differ from one ``np.sum`` of a whole array in the last digits:
@@ -151,12 +152,23 @@ def unique_pass(prior, pi: float, exact: bool, shared=None, bins: bool = False,
         ids, rows = acc["tau1"].ids(k, w0, w1)
         for kind in KINDS:
             acc[kind].add(k, ids, rows, buffers[kind][:w1 - w0])
-    for w0 in range(0, size, window):
-        w1 = min(w0 + window, size)
-        terms.each_slice(lambda s, w0=w0: one(s, w0), range(w0, w1, chunk))
-        if margins:
-            terms.each_slice(lambda k, w0=w0, w1=w1: margin(k, w0, w1), range(margins),
-                             least=2 if w1 - w0 >= WINDOW_SLICES * chunk else None)
+    from gpurisk.freq.schedule import usable_cpus
+    threads = min(terms.TERMS_THREADS, usable_cpus())
+    pool = None
+    if threads > 1 and len(starts) >= terms.THREADED_CHUNKS:     # one pool for the pass
+        from concurrent.futures import ThreadPoolExecutor
+        pool = ThreadPoolExecutor(threads, thread_name_prefix="gpurisk-terms")
+    run = (lambda fn, items: list(pool.map(fn, items))) if pool else \
+        (lambda fn, items: [fn(i) for i in items])
+    try:
+        for w0 in range(0, size, window):
+            w1 = min(w0 + window, size)
+            run(lambda s, w0=w0: one(s, w0), range(w0, w1, chunk))
+            if margins:
+                run(lambda k, w0=w0, w1=w1: margin(k, w0, w1), range(margins))
+    finally:
+        if pool is not None:
+            pool.shutdown()
     total = out.sum(axis=0)
     sums = {kind: Sums(float(total[3 * i]), float(total[3 * i + 1]),
                        acc[kind].total() if slope else None,
