@@ -43,7 +43,7 @@ KINDS = ("tau1", "inverse")
 #: a window holds at least this many slices of terms.CHUNK uniques (the slices shared among threads)
 WINDOW_SLICES = 16
 #: and at most this many uniques (both measures' slopes are kept while the margins' sums are added)
-WINDOW_MAX = 1 << 21
+WINDOW_MAX = 1 << 20
 #: E's variances are kept as bins of a quarter of an octave: BINS of them, the last holding every
 #: variance below 2^(−(BINS − 1)/4) (about 10⁻¹⁹: their sum is at most n1 times that) and 0
 BINS = 256
