@@ -183,7 +183,8 @@ def _streamed(f, cells, su):
         stop = min(size, start + GROUP_CHUNK)
         mu = cells.at(start, stop)
         fs = f[start:stop]
-        got.add(fs[fs > 0], mu[fs > 0])
+        seen = fs > 0
+        got.add(fs[seen], mu[seen])
         j = int(np.searchsorted(su, su.dtype.type(stop)))    # (su's dtype: no copy of su)
         total += float(np.sum(mu[su[k:j] - start]))
         k = j

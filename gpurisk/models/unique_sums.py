@@ -24,11 +24,11 @@ unique's prior: :class:`gpurisk.models.prior.LooPrior`) are read only through
 as shared_variance's slices, at most WINDOW_MAX): the slices shared among the CPUs as
 :func:`gpurisk.models.terms.by_chunks` shares them (one pool of threads for the pass, where there
 are at least THREADED_CHUNKS slices), then the window's categories looked up once per margin, the
-margins side by side, and both measures' slopes added. Each slice's sums are kept apart and added in the slices'
-order, as :func:`gpurisk.models.terms.sums_by_chunks` adds them, so the numbers do not depend on
-the threads or the window, and each is the number the same sum taken by sums_by_chunks over the
+margins side by side, and both measures' slopes added. Each slice's sums are kept apart and added
+in the slices' order, as :func:`gpurisk.models.terms.sums_by_chunks` adds them, so the numbers do
+not depend on the threads, and each is the number the same sum taken by sums_by_chunks over the
 kept prior would be (they may differ from one ``np.sum`` of a whole array in the last digits:
-another order of the same additions).
+another order of the same additions); the margins' sums are added a window at a time.
 """
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ KINDS = ("tau1", "inverse")
 WINDOW_SLICES = 16
 #: and at most this many uniques (both measures' slopes are kept while the margins' sums are added)
 WINDOW_MAX = 1 << 20
-#: E's variances are kept as bins of a quarter of an octave: BINS of them, the last holding every
-#: variance below 2^(−(BINS − 1)/4) (about 10⁻¹⁹: their sum is at most n1 times that) and 0
+#: E's variances are kept as bins, four an octave (:func:`variance_bins`): BINS of them, the last
+#: holding every variance below about 2^(−BINS/4) (10⁻¹⁹: their sum is at most n1 times that) and 0
 BINS = 256
 
 
