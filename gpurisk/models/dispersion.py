@@ -46,7 +46,7 @@ def _loglik(f, mu, log_mu, w, uniq, inv, alpha: float) -> float:
 
 
 #: :func:`groups` reads the cells this many at a time
-GROUP_CHUNK = 1 << 20
+GROUP_CHUNK = 1 << 18
 
 
 def groups(f, mu):

@@ -150,7 +150,10 @@ class Margins:
     def __init__(self, codes, f, cards, one=None):
         """``one``: per key, the count of each category when the caller knows them already."""
         self.codes = [np.asarray(c) for c in codes]
-        self.f = np.asarray(f, dtype=np.float64)
+        f = np.asarray(f)
+        # whole-number counts as given (a table's own array: no float copy of every cell's),
+        # else as floats; every sum over them is taken a slice of cells at a time (weighted_counts)
+        self.f = f if f.dtype.kind in "iu" else np.asarray(f, dtype=np.float64)
         self.cards = [int(c) for c in cards]
         self.n = float(self.f.sum())
         self._one: dict = {} if one is None else dict(enumerate(one))
@@ -173,7 +176,8 @@ class Margins:
     def one(self, v: int) -> np.ndarray:
         """Count per category of key v."""
         if v not in self._one:
-            self._one[v] = np.bincount(self.codes[v], weights=self.f, minlength=self.cards[v])
+            self._one[v] = weighted_counts(lambda rows: self.codes[v][rows], self.f,
+                                           self.cards[v])
         return self._one[v]
 
     def put_pair(self, a: int, b: int, layout, counts) -> None:
@@ -188,7 +192,7 @@ class Margins:
             inv, P = _pair_index(self.codes, self.cards, a, b, slice(None))
             counts = self._counts.get((a, b))
             if counts is None or counts.shape[0] != P:
-                counts = np.bincount(inv, weights=self.f, minlength=P)
+                counts = weighted_counts(lambda rows: inv[rows], self.f, P)
             self._pair[(a, b)] = (inv, counts)
         return self._pair[(a, b)]
 
@@ -217,7 +221,8 @@ class Margins:
             else:       # cells with f = 0 (a bootstrap sample's): their pairs are listed too
                 key = self.codes[p].astype(np.int64) * cv + self.codes[v]
                 uniq, inv = np.unique(key, return_inverse=True)
-                got = (uniq, np.bincount(inv.reshape(-1), weights=self.f, minlength=uniq.shape[0]))
+                inv = inv.reshape(-1)
+                got = (uniq, weighted_counts(lambda rows: inv[rows], self.f, uniq.shape[0]))
             self._counts[(p, v, "sorted")] = got
         return self._counts[(p, v, "sorted")]
 
@@ -227,11 +232,33 @@ class Margins:
         dense = dense_pair(self.cards, a, b, self.f.shape[0])
         if dense and (a, b) not in self._pair:
             if (a, b) not in self._counts:
-                self._counts[(a, b)] = np.bincount(pair_ids(self.codes, self.cards, a, b),
-                                                   weights=self.f,
-                                                   minlength=self.cards[a] * self.cards[b])
+                self._counts[(a, b)] = weighted_counts(
+                    lambda rows: pair_ids(self.codes, self.cards, a, b, rows), self.f,
+                    self.cards[a] * self.cards[b])
             return True, self._counts[(a, b)]
         return dense, self.pair(a, b)[1]
+
+
+#: :func:`weighted_counts` reads the cells this many at a time (at least)
+COUNTS_CHUNK = 1 << 16
+
+
+def weighted_counts(index, f, length: int) -> np.ndarray:
+    """np.bincount(index(all cells), weights=f, minlength=length) as floats, the index formed and
+    the weights read a slice of cells at a time (slices of at least as many cells as there are
+    slots): no index of every cell is formed and no float copy of whole-number weights is made.
+    Whole-number weights give the same sums in any order. ``index(rows)``: the slots of the cells
+    ``rows`` (a slice)."""
+    size = int(np.shape(f)[0])
+    step = max(COUNTS_CHUNK, int(length))
+    if size <= step:
+        return np.bincount(index(slice(None)), weights=f, minlength=length).astype(
+            np.float64, copy=False)
+    out = np.zeros(int(length))
+    for start in range(0, size, step):
+        rows = slice(start, start + step)
+        out += np.bincount(index(rows), weights=f[rows], minlength=length)
+    return out
 
 
 def dense_pair(cards, a: int, b: int, cells: int) -> bool:

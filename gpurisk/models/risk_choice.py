@@ -60,7 +60,8 @@ import numpy as np
 
 from gpurisk.core.kept import kept
 from gpurisk.models.cell_space import forest_mass
-from gpurisk.models.forest import Margins, _degrees, array_digest, forest_means, tree_order
+from gpurisk.models.forest import (Margins, _degrees, array_digest, forest_means, tree_order,
+                                   weighted_counts)
 
 #: |T_h| above this is misfit (two-sided 5 %: fixed in advance, not tuned)
 Z_RISK = 1.959963984540054
@@ -509,10 +510,13 @@ class _Pairs:
             kb = m.cards[b]
             key = m.codes[a].astype(np.int64) * kb + m.codes[b]
             if m.cards[a] * kb <= self.DENSE_MAX:
-                self._t[(a, b)] = (True, np.bincount(key, weights=m.f, minlength=m.cards[a] * kb))
+                self._t[(a, b)] = (True, weighted_counts(lambda rows: key[rows], m.f,
+                                                         m.cards[a] * kb))
             else:
                 uniq, inv = np.unique(key, return_inverse=True)
-                self._t[(a, b)] = (False, (uniq, np.bincount(inv.reshape(-1), weights=m.f)))
+                inv = inv.reshape(-1)
+                self._t[(a, b)] = (False, (uniq, weighted_counts(lambda rows: inv[rows], m.f,
+                                                                 uniq.shape[0])))
         dense, t = self._t[(a, b)]
         want = np.asarray(ca, dtype=np.int64) * m.cards[b] + cb
         if dense:

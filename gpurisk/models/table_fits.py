@@ -49,8 +49,9 @@ def dispersion_moment(table, mu_all, sum_mu2) -> float:
 
 
 def _moment(fs, ms, sum_mu2) -> float:
-    """:func:`dispersion_moment` from the sampled cells' f_j (float64) and μ̂_j, in their order (the
-    two products in one buffer)."""
+    """:func:`dispersion_moment` from the sampled cells' f_j and μ̂_j, in their order (the two
+    products in one buffer)."""
+    fs = np.asarray(fs, dtype=np.float64)
     buf = np.multiply(fs, fs)
     ff = np.sum(buf)
     fm = np.sum(np.multiply(fs, ms, out=buf))
@@ -210,7 +211,8 @@ def sample_margins(table):
         seen = slice(None) if bool(scalar(sampled.all())) else table.xp.flatnonzero(sampled)
         f = to_host(table.f[seen])
         known = known_margins(table)
-        weights = None if known is not None else np.asarray(f, dtype=np.float64)
+        # the counts as they are (whole numbers: the same sums), read a slice at a time
+        weights = None if known is not None else f
         codes, cards, ranks, kept, ones = [], [], [], [], []
         all_codes, all_ranks = codes_at(table, seen), category_ranks(table.categories)
         if weights is not None:       # every key's counts in one pass over the weights
@@ -231,7 +233,7 @@ def sample_margins(table):
                 ones.append(one[used])
         if known is not None:
             ones = [np.asarray(to_host(m), dtype=np.float64)[u] for m, u in zip(known, kept)]
-        margins = Margins(codes, f if weights is None else weights, cards, ones)  # f as floats
+        margins = Margins(codes, f, cards, ones)
         # each key's seen categories' values, listed when an arc asks (arc_target=neighbours)
         margins.values = (lambda v, cats=table.categories, used=kept:
                           [cats[v][i] for i in used[v].tolist()])
@@ -245,14 +247,19 @@ POSITIONS_CHUNK = 1 << 20
 
 def unique_positions(f) -> np.ndarray:
     """The positions of the cells with f = 1 (the sample uniques), in order: 32-bit where the
-    cells are fewer than 2³¹ (half np.flatnonzero's 64), found a slice of cells at a time (no
-    64-bit array of them all is made)."""
+    cells are fewer than 2³¹ (half np.flatnonzero's 64), counted and then found a slice of cells
+    at a time (no 64-bit array of them all is made, and no second copy)."""
     size = int(np.shape(f)[0])
     if size >= 1 << 31:
         return np.flatnonzero(f == 1)
-    parts = [np.flatnonzero(f[start:start + POSITIONS_CHUNK] == 1).astype(np.int32) + start
-             for start in range(0, size, POSITIONS_CHUNK)]
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+    starts = range(0, size, POSITIONS_CHUNK)
+    counts = [int(np.count_nonzero(f[start:start + POSITIONS_CHUNK] == 1)) for start in starts]
+    out = np.empty(sum(counts), dtype=np.int32)        # filled in place: no list of parts
+    at = 0
+    for start, k in zip(starts, counts):
+        out[at:at + k] = np.flatnonzero(f[start:start + POSITIONS_CHUNK] == 1) + start
+        at += k
+    return out
 
 
 def lone_uniques(table) -> int:

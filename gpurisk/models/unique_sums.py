@@ -41,7 +41,7 @@ from gpurisk.models import terms
 #: the two measures: τ̂1's terms and Ê's
 KINDS = ("tau1", "inverse")
 #: a window holds at least this many slices of terms.CHUNK uniques (the slices shared among threads)
-WINDOW_SLICES = 16
+WINDOW_SLICES = 4
 #: and at most this many uniques (both measures' slopes are kept while the margins' sums are added)
 WINDOW_MAX = 1 << 20
 #: E's variances are kept as bins, four an octave (:func:`variance_bins`): BINS of them, the last
