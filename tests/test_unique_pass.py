@@ -119,3 +119,28 @@ def test_the_cells_means_made_where_read_are_the_whole_arrays(monkeypatch):
     fm, _ = forest.forest_means(m.codes, m.f, m.cards, edges, m)
     fl, _ = forest.forest_means(m.codes, m.f, m.cards, edges, m, sliced=True)
     assert np.array_equal(np.asarray(fl), fm) and np.array_equal(fl[7:9], fm[7:9])
+
+
+@pytest.mark.parametrize("chunk", [1 << 16, 7])
+def test_weighted_counts_are_bincounts_taken_a_slice_at_a_time(chunk, monkeypatch):
+    """forest.weighted_counts against one np.bincount of every cell, with whole-number counts (as
+    integers: no float copy) and with float weights; and Margins keeps a table's integer counts
+    as they are, its category and pair counts those of float counts."""
+    from gpurisk.models import forest
+    from gpurisk.models.forest import Margins, pair_ids, weighted_counts
+    monkeypatch.setattr(forest, "COUNTS_CHUNK", chunk)
+    rng = np.random.default_rng(2)
+    ids = rng.integers(0, 40, 5000)
+    f = rng.integers(1, 9, 5000)
+    for w in (f, f * 0.5):
+        got = weighted_counts(lambda rows: ids[rows], w, 40)
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, np.bincount(ids, weights=w, minlength=40))
+    codes = [rng.integers(0, 6, 5000), rng.integers(0, 9, 5000)]
+    m, mf = Margins(codes, f, [6, 9]), Margins(codes, f.astype(float), [6, 9])
+    assert m.f is f and m.n == mf.n
+    for v in (0, 1):
+        np.testing.assert_array_equal(m.one(v), mf.one(v))
+    np.testing.assert_array_equal(m.pair_counts(0, 1)[1], mf.pair_counts(0, 1)[1])
+    np.testing.assert_array_equal(m.pair_counts(0, 1)[1], np.bincount(
+        pair_ids(codes, [6, 9], 0, 1), weights=f, minlength=54))
