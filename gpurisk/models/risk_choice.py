@@ -431,21 +431,15 @@ class Score(NamedTuple):
     bounded: float
 
 
-def _observed_sums(mu, f, pi: float, kind: str, cap: float,
-                   less: bool = False) -> tuple[float, float, float]:
-    """(Σ share_j, Σ (w_h(μ̂_j) μ̂_j)², Σ share_j clipped to ±``cap``) over the sample's cells,
-    share_j = w_h(μ̂_j)[(f_j − μ̂_j)² − f_j], on slices of WEIGHTS_CHUNK cells: each slice's
-    temporaries stay in the cache (a sample of 1.6·10⁷ cells passes over them once, not once per
-    sum). The sums are those of the whole arrays, added slice by slice. ``less``: each cell's term
-    as an empty cell (w μ̂², and w² μ̂² in the variance) taken off in the same pass, where the sum
-    over the empty cells is one over every cell (:meth:`Draws.fitted`): the variance's two then
-    cancel exactly. ``mu`` may be :class:`gpurisk.models.forest.CellMeans` (made as sliced)."""
-    return _observed_kinds(mu, f, pi, (kind,), cap, less)[0]
-
-
 def _observed_kinds(mu, f, pi: float, kinds, cap: float, less: bool = False) -> list:
-    """:func:`_observed_sums` of each of ``kinds``, in one pass over the cells (each slice of μ̂
-    read once): the same numbers as one pass per kind."""
+    """Per kind of ``kinds``: (Σ share_j, Σ (w_h(μ̂_j) μ̂_j)², Σ share_j clipped to ±``cap``) over
+    the sample's cells, share_j = w_h(μ̂_j)[(f_j − μ̂_j)² − f_j], every kind in one pass over the
+    cells, on slices of WEIGHTS_CHUNK cells: each slice's temporaries stay in the cache (a sample of
+    1.6·10⁷ cells passes over them once, not once per sum), and each slice of μ̂ is read once. The
+    sums are those of the whole arrays, added slice by slice. ``less``: each cell's term as an
+    empty cell (w μ̂², and w² μ̂² in the variance) taken off in the same pass, where the sum over
+    the empty cells is one over every cell (:meth:`Draws.fitted`): the variance's two then cancel
+    exactly. ``mu`` may be :class:`gpurisk.models.forest.CellMeans` (made as sliced)."""
     sums = [[0.0, 0.0, 0.0] for _ in kinds]
     for start in range(0, max(int(mu.shape[0]), 1), WEIGHTS_CHUNK):
         m, ff = mu[start:start + WEIGHTS_CHUNK], f[start:start + WEIGHTS_CHUNK]
