@@ -13,7 +13,13 @@ runs in a child process of its own, by this code and by ``--before REV``'s (``gi
   after both have run once on the first 2 000 records (the modules they import, 36 MiB once per
   process, are not the table's cost; issue 43's stops before 71 counted them in this step's peak);
 - ``assess``: ``gpurisk.assess(frame, KEYS, fraction=0.01)``: the default measures, the headline
-  among them, as a user runs it.
+  among them, as a user runs it;
+- ``floor``: the cheapest estimate of E that gives each sample unique a term of its own, on the
+  counted table, in plain numpy (:func:`floor_estimate`): each key's margin over the cells, each
+  unique's product of its keys' shares, Σ (1 − e^{−m})/m (main effects, plug-in, Poisson: what
+  ``matches_ll`` gives with ``model=independence, prior=plugin, dispersion=none``), on the
+  machine's CPUs as Ê's pass runs. Any Ê that reads every unique's categories costs at least
+  about this; count + floor is what such an ``assess`` would cost with nothing else in it.
 
 Wall seconds (best of ``--repeat``), and the peak of the child's resident memory during the step over
 its resident memory just before it (sampled every 20 ms); ``table MB`` is the size of the table's
@@ -46,7 +52,8 @@ os.environ.setdefault("GPURISK_DISABLE_PLUGIN_AUTOLOAD", "1")
 #: the code before issue 43's cheaper Ê (same values): --before's default
 BEFORE = "1623eec"
 #: step id -> the label printed
-STEPS = {"groupby": "pandas groupby", "count": "count", "headline": "Ê, τ̂1", "assess": "assess"}
+STEPS = {"groupby": "pandas groupby", "count": "count", "headline": "Ê, τ̂1", "assess": "assess",
+         "floor": "floor"}
 FRACTION = 0.01
 
 
@@ -94,6 +101,32 @@ def register(rows: int, data: str):
     return pd.DataFrame({k: rng.integers(0, c, rows).astype("int8") for k, c in zip(KEYS, CARDS)})
 
 
+def floor_estimate(table, pi: float, threads: int | None = None) -> float:
+    """Ê under main effects with the plug-in prior and Poisson cells, straight from the table's
+    arrays: λ̂_j = (n/π) Π_v f_v(x_jv)/n over the sample uniques j, m = (1 − π) λ̂,
+    Ê = Σ_j (1 − e^{−m_j})/m_j: the keys' codes decoded and their margins summed a key per thread,
+    the uniques' products and terms a slice per thread (``threads``: the machine's CPUs)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+    from gpurisk.freq.rollup import cell_codes
+    f = np.asarray(table.f)
+    n = float(f.sum())
+    unique = np.flatnonzero(f == 1)
+    codes = cell_codes(table)
+    workers = threads or os.cpu_count() or 1
+    with ThreadPoolExecutor(workers) as pool:
+        shares = list(pool.map(lambda c: np.bincount(c, weights=f) / n, codes))
+
+        def part(rows):
+            lam = np.full(rows.shape[0], n / pi)
+            for c, s in zip(codes, shares):
+                lam *= s[c[rows]]
+            m = (1.0 - pi) * lam
+            return float(np.sum(-np.expm1(-m) / m))
+        return sum(pool.map(part, np.array_split(unique, 8 * workers)))
+
+
 def child(step: str, rows: int, data: str = "tied") -> dict:
     """One step on a fresh sample of ``rows`` records: wall s, peak MB over the start, table MB."""
     import gc
@@ -106,7 +139,7 @@ def child(step: str, rows: int, data: str = "tied") -> dict:
     frame = register(rows, data)
     out: dict = {}
     table = None
-    if step in ("count", "headline"):
+    if step in ("count", "headline", "floor"):
         gc.collect()
         with Peak() as pk:
             t = time.perf_counter()
@@ -132,6 +165,13 @@ def child(step: str, rows: int, data: str = "tied") -> dict:
             res = {m.name: m().compute(table, ctx) for m in (MatchesLL, Tau1LL)}
             wall = time.perf_counter() - t
         out["figures"] = {k: _figures(v) for k, v in res.items()}
+    elif step == "floor":
+        del frame
+        gc.collect()
+        with Peak() as pk:
+            t = time.perf_counter()
+            out["value"] = floor_estimate(table, FRACTION)
+            wall = time.perf_counter() - t
     elif step == "groupby":
         gc.collect()
         with Peak() as pk:
@@ -214,7 +254,7 @@ def main(argv=None):
         for rows in [int(float(r)) for r in args.rows.split(",") if r]:
             for step in steps:
                 for code, tree in codes.items():
-                    if step == "groupby" and code != "this":
+                    if step in ("groupby", "floor") and code != "this":
                         continue
                     runs = [run_child(step, rows, tree, args.data) for _ in range(args.repeat)]
                     best = min(runs, key=lambda r: r["wall"])
@@ -238,6 +278,11 @@ def main(argv=None):
               f"{ratio}")
     print("('x groupby': the pandas groupby's wall time over the step's: above 1, the step is faster)")
     for rows in dict.fromkeys(k[0] for k in results):
+        parts = [results.get((rows, s, "this"), {}).get("wall") for s in ("groupby", "count", "floor")]
+        if all(parts):
+            print(f"[{rows:,} rows] count + floor: {parts[1] + parts[2]:.2f} s, "
+                  f"{parts[0] / (parts[1] + parts[2]):.2f} times as fast as the groupby: the most an "
+                  f"assess whose Ê reads every sample unique can be, with nothing else in it")
         for step in ("headline", "assess"):
             a = results.get((rows, step, "this"))
             b = results.get((rows, step, args.before))
