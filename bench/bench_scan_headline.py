@@ -11,6 +11,10 @@ this times ``gpurisk.scan`` (one thread: ``threads=0``; no output file) with
 - ``main effects, plug-in``: the same with ``model=independence, prior=plugin`` (the default before
   issue 27's third stop; the obvious cheaper alternative, closed form);
 - ``without Ê, τ̂1``: the default measures minus matches_ll and tau1_ll;
+- ``floor (plug-in, numpy)``: no scan, but the cheapest estimate of E that gives each sample unique
+  a term of its own (bench_assess_headline's :func:`floor_estimate`: main effects, plug-in,
+  Poisson, plain numpy, one thread) on every combination's table of the sample, the tables counted
+  beforehand: what any Ê of the scan would cost at least, beside what the scan costs without one;
 - with ``--interval-model``, ``default, interval=model``: the default with Ê's and τ̂1's interval
   from the model alone (its variance, α̂'s profile, the risk criterion's misfit widening);
 - with ``--option KEY=VALUE``: the default with those options of Ê and τ̂1.
@@ -117,7 +121,19 @@ def scanner(name: str, fraction: float, options: dict | None = None):
     def run(ms, options=None):
         how = {"sample_flag": "s"} if synth else {"fraction": fraction}
         return gpurisk.scan(df, keys=keys, measures=ms, threads=0, options=options, **how)
+    def floor():
+        """The floor's run over every combination's table of the sample (counted here, once)."""
+        from itertools import combinations
+
+        from bench_assess_headline import floor_estimate
+        from gpurisk.freq.engine import build_table
+        sample = df[df["s"]] if synth else df
+        pi = 0.01 if synth else fraction
+        tables = {c: build_table(sample[list(c)], list(c))
+                  for k in range(1, len(keys) + 1) for c in combinations(keys, k)}
+        return lambda: {c: floor_estimate(t, pi, threads=1) for c, t in tables.items()}
     return {"default": lambda: run(names), "main": lambda: run(names, MAIN_PLUGIN),
+            "floor": floor,
             "without": lambda: run(without), "model": lambda: run(names, MODEL_INTERVAL),
             "options": lambda: run(names, {"loglinear_risk": dict(options or {})})}
 
@@ -220,7 +236,8 @@ def same_scan(before: pd.DataFrame, now: pd.DataFrame, skip=()) -> float:
 def bench(name: str, repeat: int, fraction: float, before=None, model: bool = False,
           options: dict | None = None) -> list:
     runs = scanner(name, fraction, options)
-    variants = {"new": runs["default"], "main": runs["main"], "without": runs["without"]}
+    variants = {"new": runs["default"], "main": runs["main"], "without": runs["without"],
+                "floor": runs["floor"]()}
     if model:
         variants["model"] = runs["model"]
     if options:
@@ -249,6 +266,7 @@ def bench(name: str, repeat: int, fraction: float, before=None, model: bool = Fa
     if options:
         label = "default, " + ", ".join(f"{k}={v}" for k, v in options.items())
         rows.append((name, combos, label[:28], "new") + result["options"][1:])
+    rows.append((name, combos, "floor (plug-in, numpy)", "new") + result["floor"][1:])
     rows.append((name, combos, "without matches_ll, tau1_ll", "new") + result["without"][1:])
     if before is not None:
         worst = same_scan(result["before"][0], a, INTERVAL_COLUMNS)

@@ -66,3 +66,29 @@ def test_the_bench_prints_the_floor(tmp_path):
     assert [ln.split()[1] for ln in rows] == ["pandas", "count", "floor"]
     line = next(ln for ln in got.stdout.splitlines() if "count + floor:" in ln)
     assert "times as fast as the groupby" in line
+
+
+def test_scan_bench_floor_is_the_scans_own_plugin_estimate():
+    """bench_scan_headline's floor row: per combination of Adult's 8 keys (all 255), the floor on
+    the combination's table is the scan's own matches_ll under main effects, the plug-in prior and
+    Poisson cells (so the row times that estimate on the tables the scan reads)."""
+    import warnings
+
+    import gpurisk
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bench_scan_headline
+    data_path("arx/adult.csv")
+    frame, keys = bench_scan_headline.data("adult")
+    got = bench_scan_headline.scanner("adult", 0.01)["floor"]()()
+    options = {"loglinear_risk": {"model": "independence", "prior": "plugin",
+                                  "dispersion": "none"}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scan = gpurisk.scan(frame, keys=keys, measures=["matches_ll"], threads=0, fraction=0.01,
+                            options=options).results
+    assert len(got) == len(scan) == 255
+    want = {tuple(k): v for k, v in zip(scan["keys"], scan["matches_ll"])}
+    assert set(want) == set(got)
+    assert sum(v > 0 for v in want.values()) > 200
+    for combo, value in got.items():
+        assert value == pytest.approx(want[combo], rel=1e-12, abs=1e-300), combo
