@@ -19,7 +19,8 @@ runs in a child process of its own, by this code and by ``--before REV``'s (``gi
   unique's product of its keys' shares, Σ (1 − e^{−m})/m (main effects, plug-in, Poisson: what
   ``matches_ll`` gives with ``model=independence, prior=plugin, dispersion=none``), on the
   machine's CPUs as Ê's pass runs. Any Ê that reads every unique's categories costs at least
-  about this; count + floor is what such an ``assess`` would cost with nothing else in it.
+  about this; count + floor is what such an ``assess`` would cost with nothing else in it. Run by
+  this code only, as the groupby.
 
 Wall seconds (best of ``--repeat``), and the peak of the child's resident memory during the step over
 its resident memory just before it (sampled every 20 ms); ``table MB`` is the size of the table's
@@ -30,6 +31,7 @@ The load average is printed beside the table (a shared machine: compare numbers 
     python bench/bench_assess_headline.py --rows 2e6,2e7            # this code and BEFORE's
     python bench/bench_assess_headline.py --rows 2e6 --before none   # this code only
     python bench/bench_assess_headline.py --rows 6e7 --data uniform --steps count,assess --before none
+    python bench/bench_assess_headline.py --rows 2e7 --before none --steps groupby,count,floor --repeat 3
 """
 from __future__ import annotations
 
