@@ -106,7 +106,7 @@ def register(rows: int, data: str):
 def floor_estimate(table, pi: float, threads: int | None = None) -> float:
     """Ê under main effects with the plug-in prior and Poisson cells, straight from the table's
     arrays: λ̂_j = (n/π) Π_v f_v(x_jv)/n over the sample uniques j, m = (1 − π) λ̂,
-    Ê = Σ_j (1 − e^{−m_j})/m_j: the keys' codes decoded and their margins summed a key per thread,
+    Ê = Σ_j (1 − e^{−m_j})/m_j: the keys' codes decoded, their margins summed a key per thread,
     the uniques' products and terms a slice per thread (``threads``: the machine's CPUs)."""
     from concurrent.futures import ThreadPoolExecutor
 

@@ -14,7 +14,8 @@ this times ``gpurisk.scan`` (one thread: ``threads=0``; no output file) with
 - ``floor (plug-in, numpy)``: no scan, but the cheapest estimate of E that gives each sample unique
   a term of its own (bench_assess_headline's :func:`floor_estimate`: main effects, plug-in,
   Poisson, plain numpy, one thread) on every combination's table of the sample, the tables counted
-  beforehand: what any Ê of the scan would cost at least, beside what the scan costs without one;
+  beforehand: about the least any Ê that reads every sample unique's categories would cost the
+  scan, beside what the scan costs without one;
 - with ``--interval-model``, ``default, interval=model``: the default with Ê's and τ̂1's interval
   from the model alone (its variance, α̂'s profile, the risk criterion's misfit widening);
 - with ``--option KEY=VALUE``: the default with those options of Ê and τ̂1.
@@ -121,6 +122,7 @@ def scanner(name: str, fraction: float, options: dict | None = None):
     def run(ms, options=None):
         how = {"sample_flag": "s"} if synth else {"fraction": fraction}
         return gpurisk.scan(df, keys=keys, measures=ms, threads=0, options=options, **how)
+
     def floor():
         """The floor's run over every combination's table of the sample (counted here, once)."""
         from itertools import combinations
