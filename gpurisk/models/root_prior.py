@@ -32,7 +32,8 @@ Taylor's expansion to second order from per-category sums:
 :data:`gpurisk.models.loglinear_risk.ROOT_LINEAR`). So does the choice of the gamma over
 Jeffreys' prior, taken as a coin flip between the two: the root mean square distance to them,
 |Ê − Ê_jeffreys|/√2 (``estimate_jeffreys`` in the extras; the terms' sum at the fitted prior
-with every root moved to Jeffreys' shape ½ and rate 0, :func:`gpurisk.models.prior.roots_moved`). The test that chooses the gamma can go either way, so
+with every root moved to Jeffreys' shape ½ and rate 0, :class:`gpurisk.models.prior.Moved`, read in
+the pass over the uniques). The test that chooses the gamma can go either way, so
 the upper ends (the bound, the interval's) are taken from the larger of the two estimates and the
 lower ends from the smaller, at the gamma's spread (:func:`gpurisk.models.loglinear_risk.estimate`).
 """
