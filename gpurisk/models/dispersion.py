@@ -82,13 +82,27 @@ class Groups:
 
     def add(self, f, mu) -> None:
         """Adds the cells of counts ``f`` (those of f ≤ 0 are not counted) and means ``mu``."""
+        self.put(self.part(f, mu))
+
+    @classmethod
+    def part(cls, f, mu) -> tuple:
+        """What :meth:`add` adds for the cells ``f``, ``mu``, found without touching any
+        :class:`Groups` (so slices may be found side by side and put in order): (the f = 1 cells'
+        counts per bin from the lowest, that bin; the f > 1 cells' (f, bin) keys, their counts)."""
         b = np.rint(np.log(np.maximum(mu, 1e-300)) * (1.0 / LOG_BIN)).astype(np.int64)
         b -= LOWEST_BIN
         one = f == 1
         b1 = b[one]
-        if b1.shape[0]:
-            lo = int(b1.min())
-            c = np.bincount(b1 - lo)
+        ones = (np.bincount(b1 - int(b1.min())), int(b1.min())) if b1.shape[0] else None
+        more = f > 1
+        key = ((np.asarray(f[more]).astype(np.int64) - 2) << cls.SHIFT) + b[more]
+        return ones, (np.unique(key, return_counts=True) if key.shape[0] else None)
+
+    def put(self, part) -> None:
+        """Adds a :meth:`part` (whole numbers: the same groups in any order of the parts)."""
+        ones, more = part
+        if ones is not None:
+            c, lo = ones
             if not self.c1.shape[0]:
                 self.c1, self.lo = c.astype(np.int64), lo
             else:           # the bins held so far and this slice's, one range
@@ -98,12 +112,9 @@ class Groups:
                     wider[self.lo - start:self.lo - start + self.c1.shape[0]] = self.c1
                     self.c1, self.lo = wider, start
                 self.c1[lo - self.lo:lo - self.lo + c.shape[0]] += c
-        more = f > 1
-        key = ((np.asarray(f[more]).astype(np.int64) - 2) << self.SHIFT) + b[more]
-        if key.shape[0]:
-            u, k = np.unique(key, return_counts=True)
-            self.keys.append(u)
-            self.counts.append(k)
+        if more is not None:
+            self.keys.append(more[0])
+            self.counts.append(more[1])
 
     def groups(self):
         """(f, μ, ln μ, cells) per group, in the order of (f, bin)."""

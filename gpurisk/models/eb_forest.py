@@ -450,16 +450,19 @@ def rooted_slices(m: Margins, roots, arcs):
         p, c, beta, window = _arc4(arc)
         a, b = min(p, c), max(p, c)
         dense, counts = m.pair_counts(a, b)
-        tables.append((p, c, a, b, None if dense else m.pair(a, b)[0], counts, beta, window))
+        # the neighbours' targets found here, not where the slices are read (side by side)
+        near = arc_near(m, p, c, window) if window else None
+        tables.append((p, c, a, b, None if dense else m.pair(a, b)[0], counts, beta, near))
 
     def on(rows, count):
         x = np.full(count, float(n))
         for r in roots:
             x *= one[r][codes[r][rows]]
-        for p, c, a, b, inv, counts, beta, window in tables:
+        for p, c, a, b, inv, counts, beta, near in tables:
             ids = pair_ids(codes, m.cards, a, b, rows) if inv is None else inv[rows]
             xp, xc = codes[p][rows], codes[c][rows]
-            x *= ((counts[ids] + beta * _target(m, p, c, window, xp, xc, one[c][xc]))
+            q = one[c][xc]
+            x *= ((counts[ids] + beta * (q if near is None else near.target(xp, xc, q)))
                   / (m.one(p)[xp] + beta))
         return x
     return CellMeans(on, m.f.shape[0]), n * n * _rooted_squares(m, one, roots, arcs)

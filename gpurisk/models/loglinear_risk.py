@@ -23,7 +23,7 @@ from gpurisk.models.prior import LooPrior, Moved, SharedSums, category_row, root
 from gpurisk.models.root_prior import JEFFREYS, Root
 from gpurisk.models.table_fits import (auto_cv_means, eb_means, forest_misfit, lone_uniques,
                                        risk_means, risk_z, sample_unique_means)
-from gpurisk.models.terms import SKEW_TOL, nb_terms, sums_by_chunks
+from gpurisk.models.terms import SKEW_TOL, nb_both, nb_terms, sums_by_chunks
 from gpurisk.models.unique_sums import KINDS, FixedPrior, Reader, skew_sum, unique_pass
 
 #: how the cells may vary around the model (option ``dispersion``)
@@ -187,9 +187,7 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
     kept = source(mu, alpha, counts)
 
     def value_terms(mu_end, alpha_end):     # both measures' terms at a prior, values alone
-        lam_m = (1.0 - pi) * mu_end / pi
-        return tuple(nb_terms(lam_m, alpha_end, pi, which, False, variance=False)[0]
-                     for which in KINDS)
+        return tuple(t for t, _ in nb_both((1.0 - pi) * mu_end / pi, alpha_end, pi))
 
     def sums_of(arrays):
         return [float(np.sum(x)) for x in arrays]
@@ -210,16 +208,17 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
     if roots:
         # the root keys' fitted gammas: each shape's own uncertainty, as α̂'s, the estimate's
         # spread over the shape's profile interval (the others held) ...
-        def slope_terms(mu_f, alpha_f):     # each term's first and second derivatives in
-            lam_m = (1.0 - pi) * mu_f / pi  # ln μ̃ and its first in ln(1 + α̃), both measures
-            out = []                        # (forward differences of the slope and the term)
-            for which in KINDS:
-                t0, _, d = nb_terms(lam_m, alpha_f, pi, which, False, variance=False,
-                                    slope=True)
-                d1 = nb_terms(lam_m * math.exp(ROOT_STEP), alpha_f, pi, which, False,
-                              variance=False, slope=True)[2]
-                moved = (1.0 + alpha_f) * math.exp(ROOT_STEP) - 1.0
-                t1 = nb_terms(lam_m, moved, pi, which, False, variance=False)[0]
+        def slope_terms(mu_f, alpha_f, own):
+            # each term's first and second derivatives in ln μ̃ and its first in ln(1 + α̃),
+            # both measures (forward differences of the slope and of the term), from the
+            # pass's own terms and slopes (``own``) where it formed them
+            lam_m = (1.0 - pi) * mu_f / pi
+            if any(d is None for _, d in own):
+                own = nb_both(lam_m, alpha_f, pi, slope=True)
+            up = nb_both(lam_m * math.exp(ROOT_STEP), alpha_f, pi, slope=True)
+            moved = nb_both(lam_m, (1.0 + alpha_f) * math.exp(ROOT_STEP) - 1.0, pi)
+            out = []
+            for (t0, d), (_, d1), (t1, _) in zip(own, up, moved):
                 out += [d, (d1 - d) / ROOT_STEP, (t1 - t0) / ROOT_STEP]
             return tuple(out)
         # the spread, for a root whose ends move every unique's ln μ̃ and ln(1 + α̃) by at
@@ -241,8 +240,9 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
                       mv[1][1] - mv[0][1]] for mv in (moves[i] for i, _ in roots if i in moves)]
 
             readers.append(Reader(3 * len(KINDS) * len(near),
-                                  lambda m, a, start, stop: category_row(
-                                      near, coefs, slope_terms(m, a), start, stop)))
+                                  lambda m, a, start, stop, own: category_row(
+                                      near, coefs, slope_terms(m, a, own), start, stop),
+                                  own=True))
 
         def moved_sums(move):      # both measures' terms at the prior with roots moved
             return lambda m, a, start, stop: sums_of(value_terms(*move(

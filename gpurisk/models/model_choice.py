@@ -42,6 +42,8 @@ import math
 
 import numpy as np
 
+from gpurisk.models.terms import each_slice
+
 #: the Krichevsky-Trofimov pseudo-count per margin cell used to smooth A's margins
 PSEUDO = 0.5
 
@@ -194,13 +196,16 @@ def pair_counts(codes, cards, weights, pairs) -> dict:
         for begin in range(0, cells, step):
             end = min(cells, begin + step)
             idx = np.empty(end - begin, dtype=np.intp)
-            for start in range(begin, end, KEY_CHUNK):
+
+            def joint_index(start, begin=begin, end=end, idx=idx, group=group):
                 rows = slice(start, min(end, start + KEY_CHUNK))
                 x = np.zeros(rows.stop - start, dtype=np.intp)
                 for v in group:
                     x *= int(cards[v])
                     x += codes[v][rows].astype(np.intp, copy=False)
                 idx[start - begin:rows.stop - begin] = x
+            # the slices' indices side by side (each slice's written by one thread: the same)
+            each_slice(joint_index, range(begin, end, KEY_CHUNK))
             for acc, w in zip(flat, weights):
                 acc += np.bincount(idx, weights=w[begin:end], minlength=size)
         joint = [acc.reshape(shape) for acc in flat]

@@ -440,20 +440,37 @@ def _observed_kinds(mu, f, pi: float, kinds, cap: float, less: bool = False) -> 
     empty cell (w μ̂², and w² μ̂² in the variance) taken off in the same pass, where the sum over
     the empty cells is one over every cell (:meth:`Draws.fitted`): the variance's two then cancel
     exactly. ``mu`` may be :class:`gpurisk.models.forest.CellMeans` (made as sliced)."""
-    sums = [[0.0, 0.0, 0.0] for _ in kinds]
-    for start in range(0, max(int(mu.shape[0]), 1), WEIGHTS_CHUNK):
+    from gpurisk.models.terms import each_slice
+    starts = range(0, max(int(mu.shape[0]), 1), WEIGHTS_CHUNK)
+    # per slice and kind: Σ share, Σ clipped share, Σ (w μ̂)² or Σ alone, Σ clipped alone
+    got = np.zeros((len(starts), len(kinds), 4))
+
+    def one(start):
         m, ff = mu[start:start + WEIGHTS_CHUNK], f[start:start + WEIGHTS_CHUNK]
-        for acc, kind in zip(sums, kinds):
+        row = got[start // WEIGHTS_CHUNK]
+        for k, kind in enumerate(kinds):
             w = _weights(m, pi, kind)
             share = w * ((ff - m) ** 2 - ff)
-            acc[0] += float(np.sum(share))
-            acc[2] += float(np.sum(np.clip(share, -cap, cap)))
+            row[k, 0] = float(np.sum(share))
+            row[k, 1] = float(np.sum(np.clip(share, -cap, cap)))
             if less:
                 alone = w * m * m
-                acc[0] -= float(np.sum(alone))
-                acc[2] -= float(np.sum(np.clip(alone, -cap, cap)))
+                row[k, 2] = float(np.sum(alone))
+                row[k, 3] = float(np.sum(np.clip(alone, -cap, cap)))
             else:
-                acc[1] += float(np.sum((w * m) ** 2))
+                row[k, 2] = float(np.sum((w * m) ** 2))
+    # the slices side by side; their sums added in the slices' order, as one after another
+    each_slice(one, starts)
+    sums = [[0.0, 0.0, 0.0] for _ in kinds]
+    for row in got:
+        for acc, (share, clipped, x, x_clipped) in zip(sums, row.tolist()):
+            acc[0] += share
+            acc[2] += clipped
+            if less:
+                acc[0] -= x
+                acc[2] -= x_clipped
+            else:
+                acc[1] += x
     return [tuple(acc) for acc in sums]
 
 

@@ -7,7 +7,7 @@ negative binomial, pgf (1 + c(1 − s))^{−a}, a = 1/α + 1, c = (1 − π)/(1/
 
     E[I(F = 1) | f = 1] = (1 + c)^{−a},      E[1/F | f = 1] = α [1 − (1 + c)^{−1/α}] / c
 
-(:func:`nb_terms`), the Poisson terms e^{−m} and (1 − e^{−m})/m, m = (1 − π) λ̂, as α → 0
+(:func:`nb_terms`; both at one prior: :func:`nb_both`), the Poisson terms e^{−m} and (1 − e^{−m})/m, m = (1 − π) λ̂, as α → 0
 (:func:`tau1_terms`, :func:`inverse_terms`: Var(1/F) from Ei). E[1/F²] and E[1/F³] given f = 1 by
 one-dimensional integrals (:func:`inverse_square`, :func:`inverse_cube`), the third cumulants from
 them (:func:`third_cumulants`). The formulas run on slices of CHUNK uniques shared among threads
@@ -131,33 +131,76 @@ def nb_terms(m, alpha, pi, kind, exact: bool = False, variance: bool = True, slo
             return out
         em = np.exp(-lam_m)
         return (*out, -lam_m * em if kind == "tau1" else em - out[0])
-    alpha = np.maximum(alpha, 1e-300)
-    q = 1.0 - pi
-    lam = lam_m / q if q > 0 else np.zeros_like(lam_m)
-    with np.errstate(divide="ignore", over="ignore"):
-        b = 1.0 / (alpha * np.maximum(lam, 1e-300)) + pi
-        c = q / b
+    g = _Gamma(lam_m, alpha, pi)
     if kind == "tau1":
-        t = np.exp(-(1.0 / alpha + 1.0) * np.log1p(c))
-        if not slope:
-            return t, t * (1.0 - t)
-        return t, t * (1.0 - t), -(1.0 / alpha + 1.0) * c / (1.0 + c) * t / (1.0 + pi * alpha * lam)
-    zero = c <= 0.0                                   # π = 1 or λ̂ = 0: F = 1
-    cs = np.where(zero, 1.0, c)
-    log_c = np.log1p(cs)
-    em = np.expm1(-log_c / alpha)                     # (1 + c)^{−1/α} − 1
-    t = np.where(zero, 1.0, alpha * -em / cs)
-    d = None
-    if slope:        # (1 + c)^{−a} = (1 + c)^{−1/α} / (1 + c)
-        d = np.where(zero, 0.0, ((1.0 + em) / (1.0 + cs) - t) / (1.0 + pi * alpha * lam))
+        t, d = g.tau1(slope)
+        return (t, t * (1.0 - t), d) if slope else (t, t * (1.0 - t))
+    t, d, _ = g.inverse(slope)
     if not variance:
         return (t, None, d) if slope else (t, None)
     if exact:
-        v = np.maximum(inverse_square(cs, 1.0 / alpha + 1.0, zero) - t * t, 0.0)
+        v = np.maximum(inverse_square(g.cs, 1.0 / g.alpha + 1.0, g.zero) - t * t, 0.0)
     else:
-        post = q * (1.0 / alpha + 1.0) / b                # E[(1 − π)Λ | f = 1]
+        post = g.q * (1.0 / g.alpha + 1.0) / g.b           # E[(1 − π)Λ | f = 1]
         v = inverse_terms(post)[1]
     return (t, v, d) if slope else (t, v)
+
+
+def nb_both(m, alpha, pi, slope: bool = False) -> tuple:
+    """Both measures' terms at one prior, (τ1's, E's), each (term, slope in ln λ̂ or None): the
+    numbers :func:`nb_terms` gives each (``variance=False``), with c and ln(1 + c) formed once
+    for the two."""
+    lam_m = np.asarray(m, dtype=np.float64)
+    alpha = np.asarray(alpha, dtype=np.float64)
+    if alpha.ndim == 0 and float(alpha) <= 1e-12:
+        return tuple((lambda got: (got[0], got[2] if slope else None))(
+            nb_terms(lam_m, alpha, pi, kind, variance=False, slope=slope))
+            for kind in ("tau1", "inverse"))
+    g = _Gamma(lam_m, alpha, pi)
+    return g.tau1(slope), g.inverse(slope)[:2]
+
+
+class _Gamma:
+    """What :func:`nb_terms` forms of the gamma prior given f = 1 at (1 − π) λ̂ = ``lam_m`` and α
+    (both measures' terms read it): α (floored at 1e-300), λ̂, b = 1/(α λ̂) + π, c = (1 − π)/b,
+    L = ln(1 + c), and where F = 1 surely (c ≤ 0: π = 1 or λ̂ = 0; there c is read as 1)."""
+
+    def __init__(self, lam_m, alpha, pi):
+        self.alpha = alpha = np.maximum(alpha, 1e-300)
+        q = 1.0 - pi
+        self.pi, self.q = pi, q
+        self.lam = lam = lam_m / q if q > 0 else np.zeros_like(lam_m)
+        with np.errstate(divide="ignore", over="ignore"):
+            self.b = 1.0 / (alpha * np.maximum(lam, 1e-300)) + pi
+            self.c = c = q / self.b
+        self.log_c = np.log1p(c)        # ln(1 + c); where c ≤ 0 E's terms are set apart
+        self.zero = self.cs = None
+
+    def _zero(self):
+        if self.zero is None:
+            self.zero = self.c <= 0.0
+            self.cs = np.where(self.zero, 1.0, self.c)
+
+    def tau1(self, slope: bool):
+        """(E[I(F = 1) | f = 1] = (1 + c)^{−a}, its slope in ln λ̂ or None)."""
+        a1 = 1.0 / self.alpha + 1.0
+        t = np.exp(-a1 * self.log_c)
+        if not slope:
+            return t, None
+        return t, -a1 * self.c / (1.0 + self.c) * t / (1.0 + self.pi * self.alpha * self.lam)
+
+    def inverse(self, slope: bool):
+        """(E[1/F | f = 1] = α [1 − (1 + c)^{−1/α}]/c, its slope in ln λ̂ or None,
+        (1 + c)^{−1/α} − 1)."""
+        self._zero()
+        alpha, cs, zero = self.alpha, self.cs, self.zero
+        em = np.expm1(-self.log_c / alpha)                # (1 + c)^{−1/α} − 1
+        t = np.where(zero, 1.0, alpha * -em / cs)
+        d = None
+        if slope:        # (1 + c)^{−a} = (1 + c)^{−1/α} / (1 + c)
+            d = np.where(zero, 0.0, ((1.0 + em) / (1.0 + cs) - t)
+                         / (1.0 + self.pi * alpha * self.lam))
+        return t, d, em
 
 
 #: Gauss-Legendre nodes of :func:`inverse_cube`'s integral (and of :func:`inverse_square`'s where

@@ -62,9 +62,12 @@ class Sums(NamedTuple):
 class Reader(NamedTuple):
     """Further sums at each unique's prior: ``read(μ, α, start, stop)`` gives ``width`` numbers
     for the slice of uniques start..stop (their prior μ̃, α̃), each a sum over the slice; the pass
-    adds them over the slices in order."""
+    adds them over the slices in order. With ``own``, ``read`` is also given the pass's own terms
+    of the slice, per measure of KINDS (term, slope in ln μ̃ or None where the pass forms none), so
+    it need not form them again."""
     width: int
     read: Callable
+    own: bool = False
 
 
 class Pass(NamedTuple):
@@ -130,9 +133,11 @@ def unique_pass(prior, pi: float, exact: bool, shared=None, bins: bool = False,
         m, a = prior.at(slice(start, stop))
         lam_m = (1.0 - pi) * m / pi
         row = out[start // chunk]
+        own = []
         for i, kind in enumerate(KINDS):
             got = terms.nb_terms(lam_m, a, pi, kind, exact, slope=slope)
             t, v = got[0], got[1]
+            own.append((t, got[2] if slope else None))
             row[3 * i] = float(np.sum(t))
             row[3 * i + 1] = float(np.sum(v))
             if kind == "tau1":
@@ -145,7 +150,8 @@ def unique_pass(prior, pi: float, exact: bool, shared=None, bins: bool = False,
                 buffers[kind][start - w0:stop - w0] = got[2]
         col = at_readers
         for r in readers:
-            row[col:col + r.width] = r.read(m, a, start, stop)
+            row[col:col + r.width] = (r.read(m, a, start, stop, own) if r.own else
+                                      r.read(m, a, start, stop))
             col += r.width
 
     def margin(k, w0, w1):

@@ -1,0 +1,147 @@
+"""The fit's passes over the cells shared among threads (issue 43's speed: the margins, the pairs'
+joint index, the streamed μ̂ and ℓ(α), the risk criterion's sums) give the numbers one thread gives,
+bit for bit, and what the whole arrays give; both measures' terms at one prior (nb_both) are
+nb_terms' own, bit for bit."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import data_path
+from gpurisk.freq import schedule
+from gpurisk.models import dispersion, model_choice, risk_choice, table_fits, terms
+from gpurisk.models.forest import CellMeans
+
+
+def _threads(monkeypatch, n):
+    monkeypatch.setattr(terms, "TERMS_THREADS", n)
+    monkeypatch.setattr(terms, "THREADED_CHUNKS", 2)
+    monkeypatch.setattr(schedule, "usable_cpus", lambda: 4)
+
+
+def _fars_cells(frac=0.2, seed=3):
+    """The cells of a sample of the real FARS file: codes per key, counts."""
+    from gpurisk.freq.engine import build_table
+    df = pd.read_csv(data_path("arx_genetic/fars_int.csv"), sep=";")
+    table = build_table(df.sample(frac=frac, random_state=seed),
+                        ["iage", "isex", "irace", "istatenum", "iinjury"])
+    codes, f, cards, _, _ = table_fits.sample_margins(table)
+    return codes, np.asarray(f, dtype=np.float64), cards
+
+
+def test_nb_both_is_nb_terms_bit_for_bit():
+    rng = np.random.default_rng(11)
+    n = 4_000
+    lam_m = np.concatenate([rng.gamma(0.5, 0.05, n // 2), rng.gamma(2.0, 5.0, n // 2)])
+    lam_m[:7] = 0.0                                   # λ̂ = 0: F = 1 surely
+    for alpha in (rng.gamma(1.0, 0.5, n), rng.gamma(1.0, 1e-9, n), 0.0, 0.4):
+        for pi in (0.01, 0.3, 1.0):
+            for slope in (False, True):
+                both = terms.nb_both(lam_m, alpha, pi, slope=slope)
+                for kind, (t, d) in zip(("tau1", "inverse"), both):
+                    want = terms.nb_terms(lam_m, alpha, pi, kind, variance=False, slope=slope)
+                    assert np.array_equal(t, want[0], equal_nan=True), (kind, pi, slope)
+                    if slope:
+                        assert np.array_equal(d, want[2], equal_nan=True), (kind, pi)
+                    else:
+                        assert d is None
+    # and against the closed forms by hand at one point: α = ½, λ̂ = 4, π = 0.2
+    (t_tau, d_tau), (t_e, _) = terms.nb_both(np.array([0.8 * 4.0]), 0.5, 0.2, slope=True)
+    c = 0.8 / (1.0 / (0.5 * 4.0) + 0.2)
+    assert t_tau[0] == pytest.approx((1 + c) ** -3.0, rel=1e-14)
+    assert t_e[0] == pytest.approx(0.5 * (1 - (1 + c) ** -2.0) / c, rel=1e-14)
+    assert d_tau[0] == pytest.approx(-3.0 * c * (1 + c) ** -4.0 / (1 + 0.2 * 0.5 * 4.0), rel=1e-13)
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_the_margins_are_bincounts_of_the_whole_arrays(monkeypatch, threads):
+    _threads(monkeypatch, threads)
+    monkeypatch.setattr(table_fits, "BINCOUNT_CHUNK", 97)
+    codes, f, cards = _fars_cells()
+    got = table_fits._chunked_bincounts(codes, f, cards)
+    for c, k, g in zip(codes, cards, got):
+        assert np.array_equal(g, np.bincount(c, weights=f, minlength=k))
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_the_pairs_joint_counts_are_each_pairs_own(monkeypatch, threads):
+    _threads(monkeypatch, threads)
+    monkeypatch.setattr(model_choice, "KEY_CHUNK", 53)
+    codes, f, cards = _fars_cells()
+    pairs = [(a, b) for a in range(len(codes)) for b in range(a + 1, len(codes))]
+    got = model_choice.pair_counts(codes, cards, [f, np.floor(f / 2)], pairs)
+    assert any(layout is None for layout, _ in got.values())
+    for (a, b), (layout, sums) in got.items():
+        inv, want = model_choice._pair_counts(codes, cards, a, b, f)
+        want_half = np.bincount(inv, weights=np.floor(f / 2), minlength=want.shape[0])
+        if layout is None:          # the dense index x_a·c_b + x_b: compare on the cells' slots
+            ids = codes[a].astype(np.int64) * int(cards[b]) + codes[b]
+            assert np.array_equal(sums[0][ids], want[inv])
+            assert np.array_equal(sums[1][ids], want_half[inv])
+            assert float(sums[0].sum()) == float(f.sum())
+        else:
+            assert np.array_equal(sums[0], want) and np.array_equal(sums[1], want_half)
+
+
+def _streamed(monkeypatch, threads, f, mu, su):
+    _threads(monkeypatch, threads)
+    monkeypatch.setattr(dispersion, "GROUP_CHUNK", 211)
+    cells = CellMeans(lambda rows, n: mu[rows], mu.shape[0])
+    return table_fits._streamed(f, cells, su)
+
+
+def test_the_streamed_fit_is_the_whole_arrays(monkeypatch):
+    codes, f, cards = _fars_cells()
+    rng = np.random.default_rng(2)
+    mu = f * rng.gamma(2.0, 0.5, f.shape[0])
+    su = np.flatnonzero(f == 1).astype(np.int32)
+    one = _streamed(monkeypatch, 1, f, mu, su)
+    four = _streamed(monkeypatch, 4, f, mu, su)
+    whole = dispersion.loglik(f, mu)
+    for alpha in (1e-6, 0.1, 0.7, 3.0):
+        assert one[1](alpha) == four[1](alpha) == whole(alpha)
+    assert one[0].mean() == four[0].mean()
+    total = 0.0                 # the slices' sums added in their order
+    for start in range(0, f.shape[0], 211):
+        total += float(np.sum(mu[su[(su >= start) & (su < start + 211)]]))
+    assert four[0].mean() == total / su.shape[0]
+    assert four[0].mean() == pytest.approx(float(mu[su].mean()), rel=1e-13)
+    assert np.array_equal(np.asarray(four[0]), mu[su])
+
+
+@pytest.mark.parametrize("less", [False, True])
+def test_the_criterions_sums_are_the_same_in_threads(monkeypatch, less):
+    codes, f, cards = _fars_cells()
+    rng = np.random.default_rng(4)
+    mu = f * rng.gamma(2.0, 0.5, f.shape[0])
+    monkeypatch.setattr(risk_choice, "WEIGHTS_CHUNK", 101)
+    got = {}
+    for threads in (1, 4):
+        _threads(monkeypatch, threads)
+        got[threads] = risk_choice._observed_kinds(mu, f, 0.05, ("inverse", "tau1"), 0.3, less)
+    assert got[1] == got[4]
+    # each slice's sums added in the slices' order, as one slice after another adds them
+    for kind, sums in zip(("inverse", "tau1"), got[4]):
+        acc = [0.0, 0.0, 0.0]
+        for start in range(0, f.shape[0], 101):
+            m, ff = mu[start:start + 101], f[start:start + 101]
+            w = risk_choice._weights(m, 0.05, kind)
+            share, alone = w * ((ff - m) ** 2 - ff), w * m * m
+            acc[0] += float(np.sum(share))
+            acc[2] += float(np.sum(np.clip(share, -0.3, 0.3)))
+            if less:
+                acc[0] -= float(np.sum(alone))
+                acc[2] -= float(np.sum(np.clip(alone, -0.3, 0.3)))
+            else:
+                acc[1] += float(np.sum((w * m) ** 2))
+        assert tuple(acc) == sums
+    for kind, sums in zip(("inverse", "tau1"), got[4]):
+        w = risk_choice._weights(mu, 0.05, kind)
+        share = w * ((f - mu) ** 2 - f)
+        alone = w * mu * mu
+        want0 = share.sum() - (alone.sum() if less else 0.0)
+        want2 = np.clip(share, -0.3, 0.3).sum() - (np.clip(alone, -0.3, 0.3).sum() if less else 0.0)
+        assert sums[0] == pytest.approx(want0, rel=1e-10)
+        assert sums[2] == pytest.approx(want2, rel=1e-10)
+        assert sums[1] == (0.0 if less else pytest.approx(float(((w * mu) ** 2).sum()), rel=1e-10))
