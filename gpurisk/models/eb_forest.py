@@ -75,6 +75,7 @@ from gpurisk.core.kept import kept
 from gpurisk.models.forest import (CHUNK, AtRows, Margins, _degrees, array_digest, joins, pair_ids,
                                    tree_squares)
 from gpurisk.models.neighbours import shrunk
+from gpurisk.models.slice_memo import take
 
 #: ln α_ab is searched in this range (above it the pair is independence for any sample)
 LOG_ALPHA_RANGE = (math.log(1e-3), math.log(1e9))
@@ -265,7 +266,7 @@ def loo_counts(m: Margins, edges, alphas, rows) -> list:
     rows = np.asarray(rows)
 
     def key(v):
-        return AtRows(m.one(v), lambda r, c=m.codes[v]: c[r], rows)
+        return AtRows(m.one(v), lambda r, c=m.codes[v]: take(c, r), rows)
     out = [(key(v), 1 - deg[v], deg[v] == 0) for v in range(len(m.codes)) if deg[v] != 1]
     for a, b in edges:
         dense, counts = m.pair_counts(a, b)
@@ -505,7 +506,7 @@ def rooted_counts(m: Margins, roots, arcs, rows, root_prior: str = "jeffreys") -
     rows = np.asarray(rows)
 
     def key(v):
-        return AtRows(m.one(v), lambda r, c=m.codes[v]: c[r], rows)
+        return AtRows(m.one(v), lambda r, c=m.codes[v]: take(c, r), rows)
 
     def root(v):
         got = fitted_prior(m.one(v)) if root_prior == "eb" else None
@@ -516,7 +517,7 @@ def rooted_counts(m: Margins, roots, arcs, rows, root_prior: str = "jeffreys") -
         a, b = min(p, c), max(p, c)
         dense, counts = m.pair_counts(a, b)
         at = ((lambda r, a=a, b=b: pair_ids(m.codes, m.cards, a, b, r)) if dense else
-              (lambda r, inv=m.pair(a, b)[0]: inv[r]))
+              (lambda r, inv=m.pair(a, b)[0]: take(inv, r)))
         near = [None, None]
         if window:
             got = arc_near(m, p, c, window)

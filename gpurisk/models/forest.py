@@ -31,6 +31,7 @@ import math
 import numpy as np
 
 from gpurisk.models.model_choice import DENSE_PAIR_FACTOR, Z_CHOICE, _pair_index, pair_scores
+from gpurisk.models.slice_memo import pair_take, rows_at, take
 
 #: per-cell products (:func:`forest_means`) run on slices of this many cells (temporaries in cache)
 CHUNK = 1 << 16
@@ -267,9 +268,9 @@ def dense_pair(cards, a: int, b: int, cells: int) -> bool:
 
 
 def pair_ids(codes, cards, a: int, b: int, rows=slice(None)):
-    """x_a·c_b + x_b of the cells ``rows`` (the dense index of :func:`_pair_index`)."""
-    return (codes[a][rows].astype(np.int64) * int(cards[b])
-            + codes[b][rows].astype(np.int64, copy=False))
+    """x_a·c_b + x_b of the cells ``rows`` (the dense index of :func:`_pair_index`; formed once
+    per slice of a pass over the uniques: :mod:`gpurisk.models.slice_memo`)."""
+    return pair_take(codes, cards, a, b, rows)
 
 
 def forest_means(codes, f, cards, edges, margins: Margins | None = None, sliced: bool = False):
@@ -421,7 +422,7 @@ class AtRows:
         return self.shape[0]
 
     def __getitem__(self, part):
-        return self.counts[self.at(self.rows[part])]
+        return self.counts[self.at(rows_at(self.rows, part))]
 
     def __array__(self, dtype=None, copy=None):
         out = np.empty(self.shape[0], dtype=self.dtype)
@@ -440,11 +441,11 @@ def forest_counts(codes, f, cards, edges, rows, margins: Margins | None = None) 
     m = Margins(codes, f, cards) if margins is None else margins
     deg = _degrees(len(m.codes), edges)
     rows = np.arange(m.f.shape[0])[rows] if isinstance(rows, slice) else np.asarray(rows)
-    factors = [((lambda r, c=m.codes[v]: c[r]), m.one(v), 1 - deg[v], deg[v] == 0)
+    factors = [((lambda r, c=m.codes[v]: take(c, r)), m.one(v), 1 - deg[v], deg[v] == 0)
                for v in range(len(m.codes)) if deg[v] != 1]
     for a, b in edges:
         dense, counts = m.pair_counts(a, b)
         at = ((lambda r, a=a, b=b: pair_ids(m.codes, m.cards, a, b, r)) if dense else
-              (lambda r, inv=m.pair(a, b)[0]: inv[r]))
+              (lambda r, inv=m.pair(a, b)[0]: take(inv, r)))
         factors.append((at, counts, 1, True))
     return [(AtRows(counts, at, rows), power, counted) for at, counts, power, counted in factors]

@@ -16,6 +16,7 @@ import numpy as np
 
 from gpurisk.models import terms
 from gpurisk.models.neighbours import shrunk
+from gpurisk.models.slice_memo import rows_at
 from gpurisk.models.terms import by_chunks, sums_by_chunks
 
 #: the leave-one-out prior's pseudo-count per fitted margin (Jeffreys' prior for a Poisson mean)
@@ -188,7 +189,7 @@ def category_row(roots, coefs, got, start: int, stop: int) -> list:
     coefs[r][k mod m][g_r(j)] for each array w_k of ``got`` (those uniques' values)."""
     row = []
     for root, cs in zip(roots, coefs):
-        ids = root.counts.at(root.counts.rows[start:stop])
+        ids = root.counts.at(rows_at(root.counts.rows, slice(start, stop)))
         at = [c[ids] for c in cs]
         # numpy's own sum, not a BLAS dot: OpenBLAS threads long dots (a scan run with one
         # thread would use more) and its kernels' order varies by machine

@@ -37,6 +37,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from gpurisk.models import terms
+from gpurisk.models.slice_memo import SliceMemo
 
 #: the two measures: τ̂1's terms and Ê's
 KINDS = ("tau1", "inverse")
@@ -129,6 +130,10 @@ def unique_pass(prior, pi: float, exact: bool, shared=None, bins: bool = False,
     buffers = {k: np.empty(min(window, size)) for k in KINDS} if slope else {}
 
     def one(start, w0):
+        with SliceMemo():    # each key's codes at the slice's uniques gathered once
+            one_slice(start, w0)
+
+    def one_slice(start, w0):
         stop = min(start + chunk, size)
         m, a = prior.at(slice(start, stop))
         lam_m = (1.0 - pi) * m / pi
