@@ -202,3 +202,18 @@ def test_the_pass_gives_the_same_numbers_without_the_slice_memo(monkeypatch):
     without = figures()
     assert with_memo == without
     assert with_memo["matches_ll"][3].get("root_shapes")        # the roots' sums were read
+
+
+@pytest.mark.parametrize("space", ["float32", "float64"])
+def test_the_cells_codes_decoded_in_threads_are_the_radix_digits(monkeypatch, space):
+    from gpurisk.freq import rollup
+    from gpurisk.freq.cellid import decode_radix
+    monkeypatch.setattr(schedule, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(rollup, "DECODE_PARALLEL", 1000)
+    monkeypatch.setattr(rollup, "DECODE_CHUNK", 64)
+    cards = [7, 3, 100, 2] if space == "float32" else [7, 3, 100, 2, 97, 250]
+    rng = np.random.default_rng(6)
+    ids = np.sort(rng.integers(0, int(np.prod(cards)), 50_001))
+    got = rollup._decode(ids, cards, np)
+    for g, w in zip(got, decode_radix(ids, cards)):
+        assert np.array_equal(g, w)

@@ -23,6 +23,10 @@ DENSE_MIN = 1 << 16
 RADIX_CHUNK = 1 << 16
 #: cells per chunk when decoding cell ids (keeps the working set in cache)
 DECODE_CHUNK = 1 << 14
+#: :func:`_decode` shares runs of ids among at most this many threads where there are at least
+#: DECODE_PARALLEL ids
+DECODE_THREADS = 4
+DECODE_PARALLEL = 1 << 21
 
 
 @dataclass(frozen=True)
@@ -70,10 +74,28 @@ def _decode(ids, cards, xp) -> list:
     ft = np.float32 if space <= 2**21 else np.float64
     m = ids.shape[0]
     out = [np.empty(m, dtype=_smallest_int(k)) for k in cards]
+    # runs of DECODE_CHUNK ids side by side on the CPUs (each run written by one thread, its own
+    # buffers: the same codes)
+    from gpurisk.freq.schedule import usable_cpus
+    runs = min(DECODE_THREADS, usable_cpus()) if m >= DECODE_PARALLEL else 1
+    if runs < 2:
+        _decode_rows(ids, cards, ft, out, 0, m)
+        return out
+    cut = [m * h // runs // DECODE_CHUNK * DECODE_CHUNK for h in range(runs)] + [m]
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(runs, thread_name_prefix="gpurisk-decode") as pool:
+        for f in [pool.submit(_decode_rows, ids, cards, ft, out, a, b)
+                  for a, b in zip(cut[:-1], cut[1:])]:
+            f.result()
+    return out
+
+
+def _decode_rows(ids, cards, ft, out, begin: int, end: int) -> None:
+    """:func:`_decode` of the ids begin..end into ``out``, DECODE_CHUNK at a time."""
     ch = DECODE_CHUNK
     qbuf, rbuf = np.empty(ch, dtype=ft), np.empty(ch, dtype=ft)
-    for start in range(0, m, ch):
-        stop = min(m, start + ch)
+    for start in range(begin, end, ch):
+        stop = min(end, start + ch)
         rest = ids[start:stop].astype(ft)
         q, r = qbuf[: stop - start], rbuf[: stop - start]
         for v in range(len(cards) - 1, 0, -1):
@@ -86,7 +108,6 @@ def _decode(ids, cards, xp) -> list:
             out[v][start:stop] = r
             rest, q = q, rest
         out[0][start:stop] = rest
-    return out
 
 
 #: cache names (:meth:`FreqTable.cached`) of a table's cell codes and of each key's margin of f
