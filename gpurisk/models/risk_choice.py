@@ -436,7 +436,8 @@ def _observed_kinds(mu, f, pi: float, kinds, cap: float, less: bool = False) -> 
     the sample's cells, share_j = w_h(μ̂_j)[(f_j − μ̂_j)² − f_j], every kind in one pass over the
     cells, on slices of WEIGHTS_CHUNK cells: each slice's temporaries stay in the cache (a sample of
     1.6·10⁷ cells passes over them once, not once per sum), and each slice of μ̂ is read once. The
-    sums are those of the whole arrays, added slice by slice. ``less``: each cell's term as an
+    slices are shared among the CPUs (:func:`gpurisk.models.terms.each_slice`) and their sums
+    added in the slices' order: the sums of the whole arrays, added slice by slice. ``less``: each cell's term as an
     empty cell (w μ̂², and w² μ̂² in the variance) taken off in the same pass, where the sum over
     the empty cells is one over every cell (:meth:`Draws.fitted`): the variance's two then cancel
     exactly. ``mu`` may be :class:`gpurisk.models.forest.CellMeans` (made as sliced)."""

@@ -1,8 +1,9 @@
 """What a pass over the sample uniques gathers more than once for one slice of them, gathered once.
 
-The leave-one-out prior, the moved priors and the shared margins' sums each look a unique's
+The leave-one-out prior, the moved priors and the root gammas' Taylor sums each look a unique's
 categories up: a key's codes at the slice's cells, a pair's index formed from two keys' codes.
-In a tree of eight keys one slice looks the eight keys' codes up some forty times.
+In a tree of eight keys (seven arcs) the prior alone looks the eight keys' codes up 29 times a
+slice: a root's once, each arc's pair twice, its parent and child once each.
 Within ``with SliceMemo():`` (a thread's one slice of :func:`gpurisk.models.unique_sums.unique_pass`)
 :func:`rows_at` gives one view of the cells per slice of rows, and :func:`take` and
 :func:`pair_take` gather each key's codes and each pair's index at that view once: the same arrays

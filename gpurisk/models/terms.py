@@ -7,12 +7,12 @@ negative binomial, pgf (1 + c(1 − s))^{−a}, a = 1/α + 1, c = (1 − π)/(1/
 
     E[I(F = 1) | f = 1] = (1 + c)^{−a},      E[1/F | f = 1] = α [1 − (1 + c)^{−1/α}] / c
 
-(:func:`nb_terms`; both at one prior: :func:`nb_both`), the Poisson terms e^{−m} and (1 − e^{−m})/m, m = (1 − π) λ̂, as α → 0
-(:func:`tau1_terms`, :func:`inverse_terms`: Var(1/F) from Ei). E[1/F²] and E[1/F³] given f = 1 by
-one-dimensional integrals (:func:`inverse_square`, :func:`inverse_cube`), the third cumulants from
-them (:func:`third_cumulants`). The formulas run on slices of CHUNK uniques shared among threads
-(:func:`by_chunks`: the same numbers). The measures that sum them, and the whole method:
-:mod:`gpurisk.measures._ll_poisson`."""
+(:func:`nb_terms`; both at one prior: :func:`nb_both`), the Poisson terms e^{−m} and
+(1 − e^{−m})/m, m = (1 − π) λ̂, as α → 0 (:func:`tau1_terms`, :func:`inverse_terms`: Var(1/F)
+from Ei). E[1/F²] and E[1/F³] given f = 1 by one-dimensional integrals (:func:`inverse_square`,
+:func:`inverse_cube`), the third cumulants from them (:func:`third_cumulants`). The formulas run
+on slices of CHUNK uniques shared among threads (:func:`by_chunks`: the same numbers). The
+measures that sum them, and the whole method: :mod:`gpurisk.measures._ll_poisson`."""
 from __future__ import annotations
 
 import functools
