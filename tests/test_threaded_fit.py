@@ -87,6 +87,7 @@ def test_the_pairs_joint_counts_are_each_pairs_own(monkeypatch, threads):
 def _streamed(monkeypatch, threads, f, mu, su):
     _threads(monkeypatch, threads)
     monkeypatch.setattr(dispersion, "GROUP_CHUNK", 211)
+    monkeypatch.setattr(table_fits, "STREAM_WINDOW", 5 if threads > 1 else 10**6)
     cells = CellMeans(lambda rows, n: mu[rows], mu.shape[0])
     return table_fits._streamed(f, cells, su)
 
@@ -97,7 +98,8 @@ def test_the_streamed_fit_is_the_whole_arrays(monkeypatch):
     mu = f * rng.gamma(2.0, 0.5, f.shape[0])
     su = np.flatnonzero(f == 1).astype(np.int32)
     one = _streamed(monkeypatch, 1, f, mu, su)
-    four = _streamed(monkeypatch, 4, f, mu, su)
+    four = _streamed(monkeypatch, 4, f, mu, su)          # in windows of five slices
+    assert f.shape[0] > 20 * 211
     whole = dispersion.loglik(f, mu)
     for alpha in (1e-6, 0.1, 0.7, 3.0):
         assert one[1](alpha) == four[1](alpha) == whole(alpha)

@@ -194,16 +194,25 @@ def _streamed(f, cells, su):
         seen = fs > 0
         parts[i] = Groups.part(fs[seen], mu[seen])
         totals[i] = float(np.sum(mu[su[(ends[i - 1] if i else 0):ends[i]] - start]))
-    each_slice(one, starts)
     got = Groups()
     total = 0.0
-    for part, t in zip(parts, totals):
-        got.put(part)
-        total += float(t)
+    # STREAM_WINDOW slices side by side at a time, then put in order: at most that many slices'
+    # groups held apart
+    for w0 in range(0, len(starts), STREAM_WINDOW):
+        window = range(w0, min(w0 + STREAM_WINDOW, len(starts)))
+        each_slice(one, starts[window.start:window.stop])
+        for i in window:
+            got.put(parts[i])
+            parts[i] = None
+            total += float(totals[i])
     count = int(su.shape[0])
     mu_su = CellMeans(lambda rows, n: cells.on(su[rows], n), count,
                       total / count if count else float("nan"))
     return mu_su, grouped(got.groups())
+
+
+#: :func:`_streamed` finds this many slices' groups side by side before it puts them in order
+STREAM_WINDOW = 64
 
 
 def sample_margins(table):
