@@ -219,3 +219,17 @@ def test_the_cells_codes_decoded_in_threads_are_the_radix_digits(monkeypatch, sp
     got = rollup._decode(ids, cards, np)
     for g, w in zip(got, decode_radix(ids, cards)):
         assert np.array_equal(g, w)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity"), reason="no CPU affinity here")
+def test_the_usable_cpus_are_the_processs_affinity():
+    """docs/environment.md: the threads run on the CPUs the process may use (its affinity, as
+    taskset sets it), not the machine's count: a child bound to one CPU sees one."""
+    import os
+    import subprocess
+    import sys
+    code = ("import os; os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]}); "
+            "from gpurisk.freq.schedule import usable_cpus; print(usable_cpus())")
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert got.stdout.strip() == "1"
+    assert schedule.usable_cpus() == len(os.sched_getaffinity(0))
