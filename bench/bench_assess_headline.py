@@ -20,7 +20,8 @@ runs in a child process of its own, by this code and by ``--before REV``'s (``gi
   ``matches_ll`` gives with ``model=independence, prior=plugin, dispersion=none``), on the
   machine's CPUs as Ê's pass runs. Any Ê that reads every unique's categories costs at least
   about this; count + floor is what such an ``assess`` would cost with nothing else in it. Run by
-  this code only, as the groupby.
+  this code only, as the groupby; each code's ``Ê, τ̂1`` is also printed as a multiple of it
+  (issue 43's stop 72 proposed at most 5 as the target).
 
 Wall seconds (best of ``--repeat``), and the peak of the child's resident memory during the step over
 its resident memory just before it (sampled every 20 ms); ``table MB`` is the size of the table's
@@ -285,6 +286,11 @@ def main(argv=None):
             print(f"[{rows:,} rows] count + floor: {parts[1] + parts[2]:.2f} s, "
                   f"{parts[0] / (parts[1] + parts[2]):.2f} times as fast as the groupby: the most an "
                   f"assess whose Ê reads every sample unique can be, with nothing else in it")
+        for code in dict.fromkeys(k[2] for k in results if k[0] == rows):
+            head = results.get((rows, "headline", code), {}).get("wall")
+            if head and parts[2]:     # issue 43's stop 72 proposed at most 5 times the floor
+                print(f"[{rows:,} rows] Ê, τ̂1 ({code}): {head / parts[2]:.2f} times the floor "
+                      f"(this code's floor, the same run)")
         for step in ("headline", "assess"):
             a = results.get((rows, step, "this"))
             b = results.get((rows, step, args.before))

@@ -73,13 +73,16 @@ def test_the_bench_prints_the_floor(tmp_path):
     that says what an assess of count + floor could reach."""
     got = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_assess_headline.py"),
                           "--rows", "2e4", "--before", "none",
-                          "--steps", "groupby,count,floor"],
+                          "--steps", "groupby,count,floor,headline"],
                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert got.returncode == 0, got.stderr[-2000:]
     rows = [ln for ln in got.stdout.splitlines() if ln.strip().startswith("20,000 ")]
-    assert [ln.split()[1] for ln in rows] == ["pandas", "count", "floor"]
+    assert [ln.split()[1] for ln in rows] == ["pandas", "count", "Ê,", "floor"]
     line = next(ln for ln in got.stdout.splitlines() if "count + floor:" in ln)
     assert "times as fast as the groupby" in line
+    # Ê and τ̂1 against the floor of the same run (more than it: they read more of each unique)
+    ratio = next(ln for ln in got.stdout.splitlines() if "times the floor" in ln)
+    assert "(this)" in ratio and float(ratio.split(": ")[1].split()[0]) > 1.0
 
 
 def test_scan_bench_floor_is_the_scans_own_plugin_estimate():
