@@ -1,7 +1,8 @@
 """The fit's passes over the cells shared among threads (issue 43's speed: the margins, the pairs'
-joint index, the streamed μ̂ and ℓ(α), the risk criterion's sums) give the numbers one thread gives,
-bit for bit, and what the whole arrays give; both measures' terms at one prior (nb_both) are
-nb_terms' own, bit for bit."""
+joint index, the streamed μ̂ and ℓ(α), the risk criterion's sums, the cells' codes decoded) give the
+numbers one thread gives, bit for bit, and what the whole arrays give; both measures' terms at one
+prior (nb_both) are nb_terms' own, bit for bit; the pass's slice memo gathers once and changes no
+figure; the CPUs the threads use are the process's affinity."""
 from __future__ import annotations
 
 import numpy as np
