@@ -234,3 +234,29 @@ def test_the_usable_cpus_are_the_processs_affinity():
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert got.stdout.strip() == "1"
     assert schedule.usable_cpus() == len(os.sched_getaffinity(0))
+
+
+def test_the_jeffreys_move_by_category_is_the_move_by_unique():
+    """Jeffreys' prior in the pass (Moved.at: each root's factors per category, looked up) gives
+    each unique the number Moved's per-unique formula gives, bit for bit, on a FARS sample whose
+    fit keeps root keys' gammas; with and without the slice memo."""
+    from gpurisk.freq.engine import build_table
+    from gpurisk.models.prior import LooPrior, Moved
+    from gpurisk.models.root_prior import JEFFREYS, Root
+    from gpurisk.models.slice_memo import SliceMemo
+    df = pd.read_csv(data_path("arx_genetic/fars_int.csv"), sep=";")
+    table = build_table(df.sample(frac=0.05, random_state=9),
+                        ["iage", "isex", "irace", "istatenum", "ihispanic", "iinjury"])
+    _, alpha, _, counts, *_ = table_fits.eb_means(table, dispersion="truncated", root_prior="eb")
+    roots = [m for m in counts if isinstance(m, Root)]
+    assert roots
+    move = Moved([(r, JEFFREYS, 0.0) for r in roots])
+    prior = LooPrior(float(table.n), counts, alpha)
+    for start, stop in ((0, prior.size), (3, 40), (prior.size // 2, prior.size)):
+        m, a = prior.at(slice(start, stop))
+        want = move(m, a, [r.counts[start:stop] for r in roots])
+        for memo in (False, True):
+            with (SliceMemo() if memo else __import__("contextlib").nullcontext()):
+                got = move.at(m, a, start, stop)
+            assert all(np.array_equal(x, y) for x, y in zip(got, want)), (start, stop, memo)
+    assert not np.array_equal(want[0], m)                # the move moved something

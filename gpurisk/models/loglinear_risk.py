@@ -245,8 +245,8 @@ def estimate(table, pi: float, kind: str, opt: Callable, level: float,
                                   own=True))
 
         def moved_sums(move):      # both measures' terms at the prior with roots moved
-            return lambda m, a, start, stop: sums_of(value_terms(*move(
-                m, a, [r.counts[start:stop] for r in move.roots])))
+            move._factors()        # its factors per category, made before the threads read them
+            return lambda m, a, start, stop: sums_of(value_terms(*move.at(m, a, start, stop)))
         readers += [Reader(len(KINDS), moved_sums(Moved([(m, a, b)])))
                     for i, m in roots if i not in moves for a, b in m.ends]
         # and Jeffreys' prior: every root moved to shape ½, rate 0

@@ -138,6 +138,7 @@ class Moved:
     def __init__(self, moves):
         self.roots = [r for r, _, _ in moves]
         self.gammas = [(float(r.shape), float(r.rate), float(a), float(b)) for r, a, b in moves]
+        self._made = None
 
     def __call__(self, mu, alpha, cs):
         mu, rv = np.asarray(mu, dtype=np.float64), 1.0 + np.asarray(alpha, dtype=np.float64)
@@ -147,6 +148,30 @@ class Moved:
             mu = mu * (s1 / s0) * ((b0 + 1.0) / (b1 + 1.0))
             rv = rv * ((1.0 + 1.0 / s1) / (1.0 + 1.0 / s0))
         return mu, rv - 1.0
+
+    def at(self, mu, alpha, start: int, stop: int):
+        """The move of the uniques start..stop (``mu``, ``alpha`` their prior), each root's two
+        factors s1/s0 and (1 + 1/s1)/(1 + 1/s0) formed once per category of its key and looked
+        up at the uniques' categories (each element the number :meth:`__call__` gives it)."""
+        mu, rv = np.asarray(mu, dtype=np.float64), 1.0 + np.asarray(alpha, dtype=np.float64)
+        for (ratio, spread, scale), r in zip(self._factors(), self.roots):
+            ids = r.counts.at(rows_at(r.counts.rows, slice(start, stop)))
+            mu = mu * ratio[ids] * scale
+            rv = rv * spread[ids]
+        return mu, rv - 1.0
+
+    def _factors(self) -> list:
+        """Per root: (s1/s0, (1 + 1/s1)/(1 + 1/s0) per category of its key, (b0 + 1)/(b1 + 1))."""
+        if self._made is None:
+            made = []
+            for (a0, b0, a1, b1), r in zip(self.gammas, self.roots):
+                c = np.asarray(r.counts.counts, dtype=np.float64) - 1.0
+                s0, s1 = c + a0, c + a1
+                with np.errstate(divide="ignore", invalid="ignore"):   # unseen categories
+                    made.append((s1 / s0, (1.0 + 1.0 / s1) / (1.0 + 1.0 / s0),
+                                 (b0 + 1.0) / (b1 + 1.0)))
+            self._made = made
+        return self._made
 
 
 def root_moves(root, ends) -> list:
