@@ -26,7 +26,7 @@ from gpurisk.errors import BadInput
 from gpurisk.xp import frame_namespace, is_cudf, to_host
 from gpurisk.freq import cellid
 from gpurisk.freq.cellid import id_dtype, mixed_radix_ids, radix_space
-from gpurisk.freq.schedule import usable_cpus
+from gpurisk.freq.schedule import in_runs, usable_cpus
 from gpurisk.freq.encode import (MISSING_POLICIES, _series_parts, check_keys, check_value_types,
                                  encode_keys)
 
@@ -287,15 +287,8 @@ def unpack_words(plan: Plan, words: list, xp=np, narrow: bool = False) -> list:
         for i in run:
             out[i] = np.empty(m, dtype=dt[i])
         halves = 2 if m >= UNPACK_PARALLEL and usable_cpus() >= 2 else 1
-        cut = [m * h // halves // UNPACK_CHUNK * UNPACK_CHUNK for h in range(halves)] + [m]
-        if halves == 1:
-            _unpack_rows(w, run, cards, out, 0, m)
-            continue
-        from concurrent.futures import ThreadPoolExecutor
-        with ThreadPoolExecutor(halves, thread_name_prefix="gpurisk-unpack") as pool:
-            for f in [pool.submit(_unpack_rows, w, run, cards, out, a, b)
-                      for a, b in zip(cut[:-1], cut[1:])]:
-                f.result()
+        in_runs(lambda a, b, w=w, run=run: _unpack_rows(w, run, cards, out, a, b), m,
+                UNPACK_CHUNK, halves, "gpurisk-unpack")
     return out
 
 

@@ -76,17 +76,10 @@ def _decode(ids, cards, xp) -> list:
     out = [np.empty(m, dtype=_smallest_int(k)) for k in cards]
     # runs of DECODE_CHUNK ids side by side on the CPUs (each run written by one thread, its own
     # buffers: the same codes)
-    from gpurisk.freq.schedule import usable_cpus
+    from gpurisk.freq.schedule import in_runs, usable_cpus
     runs = min(DECODE_THREADS, usable_cpus()) if m >= DECODE_PARALLEL else 1
-    if runs < 2:
-        _decode_rows(ids, cards, ft, out, 0, m)
-        return out
-    cut = [m * h // runs // DECODE_CHUNK * DECODE_CHUNK for h in range(runs)] + [m]
-    from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(runs, thread_name_prefix="gpurisk-decode") as pool:
-        for f in [pool.submit(_decode_rows, ids, cards, ft, out, a, b)
-                  for a, b in zip(cut[:-1], cut[1:])]:
-            f.result()
+    in_runs(lambda a, b: _decode_rows(ids, cards, ft, out, a, b), m, DECODE_CHUNK, runs,
+            "gpurisk-decode")
     return out
 
 

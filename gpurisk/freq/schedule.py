@@ -1,6 +1,7 @@
 """The serial stand-ins for ``Future`` used by :meth:`gpurisk.freq.lattice.Lattice.tables` when it
 runs without a thread pool, :func:`_submit`, which picks a pool or runs at once, and
-:func:`usable_cpus`, what decides whether the engine's work is split between threads."""
+:func:`usable_cpus`, what decides whether the engine's work is split between threads, and
+:func:`in_runs`, which splits a long pass into runs, one a thread."""
 
 
 def usable_cpus() -> int:
@@ -10,6 +11,19 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def in_runs(fn, size: int, align: int, runs: int, name: str) -> list:
+    """``fn(begin, end)`` over ``runs`` contiguous runs of 0..size (their bounds multiples of
+    ``align``), each run in a thread of its own (one run: in this thread), and their results in
+    the runs' order: the engine's way of sharing a long pass among the CPUs."""
+    if runs < 2:
+        return [fn(0, size)]
+    cut = [size * h // runs // align * align for h in range(runs)] + [size]
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(runs, thread_name_prefix=name) as pool:
+        futures = [pool.submit(fn, a, b) for a, b in zip(cut[:-1], cut[1:])]
+        return [f.result() for f in futures]
 
 
 

@@ -437,10 +437,10 @@ def _observed_kinds(mu, f, pi: float, kinds, cap: float, less: bool = False) -> 
     cells, on slices of WEIGHTS_CHUNK cells: each slice's temporaries stay in the cache (a sample of
     1.6·10⁷ cells passes over them once, not once per sum), and each slice of μ̂ is read once. The
     slices are shared among the CPUs (:func:`gpurisk.models.terms.each_slice`) and their sums
-    added in the slices' order: the sums of the whole arrays, added slice by slice. ``less``: each cell's term as an
-    empty cell (w μ̂², and w² μ̂² in the variance) taken off in the same pass, where the sum over
-    the empty cells is one over every cell (:meth:`Draws.fitted`): the variance's two then cancel
-    exactly. ``mu`` may be :class:`gpurisk.models.forest.CellMeans` (made as sliced)."""
+    added in the slices' order: the sums of the whole arrays, added slice by slice. ``less``: each
+    cell's term as an empty cell (w μ̂², and w² μ̂² in the variance) taken off in the same pass,
+    where the sum over the empty cells is one over every cell (:meth:`Draws.fitted`): the
+    variance's two then cancel exactly. ``mu`` may be :class:`gpurisk.models.forest.CellMeans` (made as sliced)."""
     from gpurisk.models.terms import each_slice
     starts = range(0, max(int(mu.shape[0]), 1), WEIGHTS_CHUNK)
     # per slice and kind: Σ share, Σ clipped share, Σ (w μ̂)² or Σ alone, Σ clipped alone

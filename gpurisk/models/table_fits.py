@@ -313,7 +313,7 @@ def _chunked_bincounts(codes, weights, lengths) -> list:
     :data:`gpurisk.models.terms.TERMS_THREADS`, where there are at least THREADED_CHUNKS slices),
     each run summed by a thread of its own into its own counts: whole numbers, so the sums are the
     same exactly whatever the runs (and each thread holds one set of counts, not one a slice)."""
-    from gpurisk.freq.schedule import usable_cpus
+    from gpurisk.freq.schedule import in_runs, usable_cpus
     from gpurisk.models import terms
     size = int(np.shape(weights)[0])
     if size <= BINCOUNT_CHUNK:
@@ -322,19 +322,14 @@ def _chunked_bincounts(codes, weights, lengths) -> list:
     threads = min(terms.TERMS_THREADS, usable_cpus())
     runs = threads if threads > 1 and len(starts) >= terms.THREADED_CHUNKS else 1
 
-    def run(part):
+    def run(a, b):               # the slices a..b
         out = [np.zeros(k) for k in lengths]
-        for start in part:
+        for start in starts[a:b]:
             w = weights[start:start + BINCOUNT_CHUNK]
             for o, c, k in zip(out, codes, lengths):
                 o += np.bincount(c[start:start + BINCOUNT_CHUNK], weights=w, minlength=k)
         return out
-    if runs == 1:
-        return run(starts)
-    from concurrent.futures import ThreadPoolExecutor
-    cut = np.linspace(0, len(starts), runs + 1).astype(int)
-    with ThreadPoolExecutor(runs, thread_name_prefix="gpurisk-margins") as pool:
-        got = list(pool.map(run, [starts[a:b] for a, b in zip(cut[:-1], cut[1:])]))
+    got = in_runs(run, len(starts), 1, runs, "gpurisk-margins")
     return [sum(parts[1:], parts[0]) for parts in zip(*got)]
 
 
