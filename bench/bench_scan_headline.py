@@ -2,7 +2,7 @@
 
 A scan runs ``matches_ll`` and ``tau1_ll`` for every combination by default (the ranking is by Ê).
 For FARS (8 keys, every one of the 255 combinations, π = 1 %) and Adult (8 keys, all 255, π = 1 %)
-this times ``gpurisk.scan`` (one thread: ``threads=0``; no output file) with
+this times ``gpurisk.scan`` (one thread: ``threads=0``, ``processes=0``; no output file) with
 
 - ``default``: the default measures and options: Ê and τ̂1 with the default ``model`` (``eb`` since
   issue 43: every pair of keys scored by its Bayes factor, the kept ones rooted and smoothed, a
@@ -18,7 +18,10 @@ this times ``gpurisk.scan`` (one thread: ``threads=0``; no output file) with
   scan, beside what the scan costs without one;
 - with ``--interval-model``, ``default, interval=model``: the default with Ê's and τ̂1's interval
   from the model alone (its variance, α̂'s profile, the risk criterion's misfit widening);
-- with ``--option KEY=VALUE``: the default with those options of Ê and τ̂1.
+- with ``--option KEY=VALUE``: the default with those options of Ê and τ̂1;
+- with ``--processes``: the default with its measure processes (``processes=None``: the CPUs
+  usable, at most 8; :mod:`gpurisk.scan.processes`), every column checked equal to the default's
+  exactly. Every other scan here runs ``processes=0``. Its CPU seconds include the processes'.
 
 and checks that every column other than matches_ll's and tau1_ll's is equal in the first two. Best
 of ``--repeat`` runs; the machine's load average is printed beside the table (a shared machine:
@@ -38,10 +41,12 @@ KEYS[1] tied to KEYS[0] (an interaction), a 1 % Bernoulli sample flag (as bench/
     python bench/bench_scan_headline.py --before none   # this code only
     python bench/bench_scan_headline.py --interval-model --repeat 3 --before c759e8c
     python bench/bench_scan_headline.py --before none --repeat 3 --option arc_target=neighbours
+    python bench/bench_scan_headline.py --before none --repeat 3 --processes
 """
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -91,12 +96,19 @@ class Timed(tuple):
     """(value, wall s, CPU s) of a run timed elsewhere (the --before child)."""
 
 
+def cpu_seconds() -> float:
+    """This process's CPU seconds and those of its children that ended (a scan's measure processes
+    end with it)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def timed(fn):
-    w, c = time.perf_counter(), time.process_time()
+    w, c = time.perf_counter(), cpu_seconds()
     out = fn()
     if isinstance(out, Timed):
         return tuple(out)
-    return out, time.perf_counter() - w, time.process_time() - c
+    return out, time.perf_counter() - w, cpu_seconds() - c
 
 
 def rounds(variants: dict, repeat: int) -> dict:
@@ -119,8 +131,10 @@ def scanner(name: str, fraction: float, options: dict | None = None):
     without = [m for m in names if m not in SCAN_HEADLINE]
     synth = name.startswith(SYNTHETIC)
 
-    def run(ms, options=None):
+    def run(ms, options=None, processes=0):
         how = {"sample_flag": "s"} if synth else {"fraction": fraction}
+        if "processes" in inspect.signature(gpurisk.scan).parameters:   # not in a --before tree
+            how["processes"] = processes                                 # that predates it
         return gpurisk.scan(df, keys=keys, measures=ms, threads=0, options=options, **how)
 
     def floor():
@@ -137,6 +151,7 @@ def scanner(name: str, fraction: float, options: dict | None = None):
     return {"default": lambda: run(names), "main": lambda: run(names, MAIN_PLUGIN),
             "floor": floor,
             "without": lambda: run(without), "model": lambda: run(names, MODEL_INTERVAL),
+            "processes": lambda: run(names, processes=None),
             "options": lambda: run(names, {"loglinear_risk": dict(options or {})})}
 
 
@@ -236,7 +251,7 @@ def same_scan(before: pd.DataFrame, now: pd.DataFrame, skip=()) -> float:
 
 
 def bench(name: str, repeat: int, fraction: float, before=None, model: bool = False,
-          options: dict | None = None) -> list:
+          options: dict | None = None, processes: bool = False) -> list:
     runs = scanner(name, fraction, options)
     variants = {"new": runs["default"], "main": runs["main"], "without": runs["without"],
                 "floor": runs["floor"]()}
@@ -244,6 +259,8 @@ def bench(name: str, repeat: int, fraction: float, before=None, model: bool = Fa
         variants["model"] = runs["model"]
     if options:
         variants["options"] = runs["options"]
+    if processes:
+        variants["processes"] = runs["processes"]
     if before is not None:
         variants |= {"before": lambda: before(name, "default"),
                      "before without": lambda: before(name, "without")}
@@ -268,6 +285,14 @@ def bench(name: str, repeat: int, fraction: float, before=None, model: bool = Fa
     if options:
         label = "default, " + ", ".join(f"{k}={v}" for k, v in options.items())
         rows.append((name, combos, label[:28], "new") + result["options"][1:])
+    if processes:
+        from gpurisk.scan.processes import how_many
+        pd.testing.assert_frame_equal(a, result["processes"][0], check_exact=True)
+        count = how_many(None, combos)
+        print(f"[{name}] the scan with {count} measure processes: every column equal to the scan "
+              "without, exactly", flush=True)
+        rows.append((name, combos, f"default, {count} processes", "new")
+                    + result["processes"][1:])
     rows.append((name, combos, "floor (plug-in, numpy)", "new") + result["floor"][1:])
     rows.append((name, combos, "without matches_ll, tau1_ll", "new") + result["without"][1:])
     if before is not None:
@@ -300,6 +325,9 @@ def main(argv=None):
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                     help="also time the default scan with this option of Ê and τ̂1 (repeatable; "
                          "e.g. arc_target=neighbours)")
+    ap.add_argument("--processes", action="store_true",
+                    help="also time the default scan with its default measure processes (the "
+                         "CPUs usable, at most 8) and check every column equal")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     options = {}
@@ -319,7 +347,7 @@ def main(argv=None):
         try:
             for name in names:
                 rows += bench(name, args.repeat, args.fraction, before, args.interval_model,
-                              options)
+                              options, args.processes)
         finally:
             if before is not None:
                 before.close()

@@ -169,10 +169,14 @@ def register(cli: click.Group) -> None:
     @click.option("--threads", type=int, default=None, metavar="N",
                   help="roll-up threads beside the one computing measures (default: the CPUs "
                        "usable, at most 4; 0: one thread); results do not depend on it")
+    @click.option("--processes", type=int, default=None, metavar="N",
+                  help="processes forked to run the measures that read cells, Ê and τ̂1 among "
+                       "them (default: the CPUs usable, at most 8, on Linux, for 8 combinations "
+                       "or more; 0: in this process); results do not depend on it")
     @input_options
     def scan(data, keys, max_size, min_size, scenarios, fundamental, plus_each, max_combinations,
              design, run, reading, output, resume, overwrite, batch_rows, top, rank_by, progress,
-             as_json, threads, cells_on_workers):
+             as_json, threads, processes, cells_on_workers):
         """Risk of many key combinations of DATA: subsets of a pool, scenarios, or a key plus each."""
         from gpurisk.workflows.scan import scan_with as workflow
         _check_top(top)                     # before the work (--rank-by: in the workflow, which
@@ -182,7 +186,8 @@ def register(cli: click.Group) -> None:
                        scenarios=scenarios, fundamental=fundamental, plus_each=plus_each,
                        output=output, resume=resume, overwrite=overwrite, batch_rows=batch_rows,
                        progress=progress, threads=threads, cells_on_workers=cells_on_workers,
-                       rank_by=rank_by, max_combinations=max_combinations)
+                       rank_by=rank_by, max_combinations=max_combinations,
+                       processes=processes)
         doc = summary_doc(res, top, rank_by)
         if as_json:
             echo_json(doc, default=str)

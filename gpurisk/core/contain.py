@@ -348,6 +348,23 @@ def _worker() -> _Worker:
     return w
 
 
+def _forget_after_fork() -> None:
+    """In a child forked from this process (a scan's measure processes,
+    :mod:`gpurisk.scan.processes`): the parent's worker threads were not copied, so their queues
+    would never be served; the child starts with no worker, no thread quiet or guarded, and fresh
+    locks (one held by another of the parent's threads at the fork would never be released)."""
+    global _WORKERS, _ROUTER_LOCK, _GUARD_LOCK
+    _WORKERS = threading.local()
+    _ROUTER_LOCK, _GUARD_LOCK = threading.Lock(), threading.Lock()
+    _QUIET.clear()
+    _GUARDED.clear()
+    _ACTIVE[0] = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 def _abandon(w: _Worker) -> None:
     w.cancelled = True
     w.jobs.put(None)                    # it ends once the call it runs returns

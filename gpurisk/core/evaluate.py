@@ -227,6 +227,20 @@ def run_classes(table, ctx: Context, classes: Mapping[str, type[Measure]],
     return {name: out[name] for name in classes}
 
 
+def run_classes_caught(table, ctx: Context, classes: Mapping[str, type[Measure]],
+                       timeout: float | None = None) -> dict:
+    """:func:`run_classes`, and the warnings the measures raised: ``{"results": {name: Result},
+    "warnings": [text, ...]}``, what a worker that ran a table's measures hands back (a Dask
+    worker, :func:`gpurisk.freq.subsets.table_measures`; a scan's measure process,
+    :mod:`gpurisk.scan.processes`), re-raised where the row is made
+    (:func:`gpurisk.scan.runner.combination_row`)."""
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = run_classes(table, ctx, classes, timeout)
+    return {"results": results, "warnings": list(dict.fromkeys(str(w.message) for w in caught))}
+
+
 def can_run(cls, inp, options: Mapping[str, Mapping[str, Any]] | None = None) -> bool:
     """Whether what the measure needs was given to ``inp`` (an :class:`~gpurisk.inputs.Inputs`; a
     measure that cannot run needs no cells): its needs, and (with ``options``) the options it

@@ -105,6 +105,7 @@ DEFAULT_MEASURE_TIMEOUT = 600.0
 
 #: settings of one command, declared here beside the shared ones (one format, the flag on the CLI)
 THREADS = Param("threads", "--threads", Option(int, None, min=0, help="roll-up threads"))
+PROCESSES = Param("processes", "--processes", Option(int, None, min=0, help="measure processes"))
 FRACTIONS = Param("fractions", "--fractions",
                   Option(float, None, min=0.0, max=1.0, min_open=True, max_open=True,
                          help="validate's sampling fractions"))

@@ -4,9 +4,17 @@ runs without a thread pool, :func:`_submit`, which picks a pool or runs at once,
 :func:`in_runs`, which splits a long pass into runs, one a thread."""
 
 
+#: where set (a scan's measure process: :mod:`gpurisk.scan.processes`), the CPUs
+#: :func:`usable_cpus` gives, whatever the process's affinity: each of those processes is one of
+#: several sharing the CPUs, so its passes run in one thread
+CPU_LIMIT: list = [None]
+
+
 def usable_cpus() -> int:
-    """The CPUs this process may run on."""
+    """The CPUs this process may run on (at most :data:`CPU_LIMIT` where it is set)."""
     import os
+    if CPU_LIMIT[0] is not None:
+        return int(CPU_LIMIT[0])
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

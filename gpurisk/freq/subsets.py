@@ -299,15 +299,10 @@ def table_measures(plan: Plan, idx: Sequence[int], classes, ctx, timeout, *merge
     (:func:`subset_table`), run as on the client (:func:`gpurisk.core.evaluate.run_classes`: each
     contained, checked and timed); ``{"results": {name: Result}, "warnings": [text, ...]}``, the
     warnings they raised. Without a population at π = 1 (a census) F = f, as in-process."""
-    import warnings
-
-    from gpurisk.core.evaluate import run_classes
+    from gpurisk.core.evaluate import run_classes_caught
     from gpurisk.inputs import census_table
     table = census_table(subset_table(plan, idx, *merged), getattr(ctx, "fraction", None))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        results = run_classes(table, ctx, {c.name: c for c in classes}, timeout)
-    return {"results": results, "warnings": list(dict.fromkeys(str(w.message) for w in caught))}
+    return run_classes_caught(table, ctx, {c.name: c for c in classes}, timeout)
 
 
 def batch_table_measures(plan: Plan, idx: Sequence[int], classes, ctx, timeout, merged: list,

@@ -21,6 +21,26 @@ from pathlib import Path
 from gpurisk.errors import BadInput
 
 
+#: the lock files' descriptors this process holds now
+_HELD: set[int] = set()
+
+
+def _close_in_child() -> None:
+    """In a child forked while a lock is held (a scan's measure processes): close its copies of the
+    lock files, so that the lock is the parent's alone and ends with it (a flock lasts while any
+    copy of its descriptor is open: a child outliving a ``kill -9`` of its parent would hold it)."""
+    for fd in list(_HELD):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_in_child)
+
+
 def lock_path(target) -> Path:
     """The lock file of an output: ``.NAME.lock`` in the folder of its resolved path."""
     p = Path(target)
@@ -72,6 +92,7 @@ def exclusive(target, what: str = "output", marker: str | None = None):
         if same:
             break
         os.close(fd)
+    _HELD.add(fd)
     try:
         try:     # the PID is for people reading the lock file; a full disk leaves it empty
             os.ftruncate(fd, 0)
@@ -84,6 +105,7 @@ def exclusive(target, what: str = "output", marker: str | None = None):
             os.unlink(path)
         except FileNotFoundError:  # pragma: no cover
             pass
+        _HELD.discard(fd)
         os.close(fd)
 
 

@@ -256,6 +256,11 @@ def _check_threads(threads) -> int:
     return THREADS.check(threads)
 
 
+def _check_processes(processes) -> int:
+    from gpurisk.core.settings import PROCESSES
+    return PROCESSES.check(processes)
+
+
 def _counts_sha(table) -> str:
     """A fingerprint of the finest table's counts (cell ids, f, F): what --resume compares for data
     given as a frame."""
@@ -272,8 +277,9 @@ def _check_batch_rows(batch_rows) -> int:
 
 
 def combination_row(i: int, combo: Combination, table, ctx: Context, names: Sequence[str],
-                    timeout: float | None = None) -> dict:
-    """One result row: counts and every measure of one combination's table."""
+                    timeout: float | None = None, done: dict | None = None) -> dict:
+    """One result row: counts and every measure of one combination's table. ``done``: what a
+    measure process gave for some of them (:mod:`gpurisk.scan.processes`): the rest run here."""
     from gpurisk.core.evaluate import run_measures
     N = table.N          # a SummaryTable (cells kept on the workers) answers N, not F
     row = {"order": i, "combo": combo.combo, "scenario": combo.scenario, "keys": list(combo.keys),
@@ -283,7 +289,7 @@ def combination_row(i: int, combo: Combination, table, ctx: Context, names: Sequ
            "n1": table.n_r(1), "n2": table.n_r(2), "n3": table.n_r(3),
            "N1": None if N is None else table.pop_uniques(), "seed": ctx.seed}
     # the measures that read cells ran on a worker, on this combination's table built there
-    done = getattr(table, "worker_results", None) or {"results": {}, "warnings": []}
+    done = done or getattr(table, "worker_results", None) or {"results": {}, "warnings": []}
     here = [m for m in names if m not in done["results"]]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+import numpy as np
+
 from gpurisk.core.settings import Design, Reading, Run, inputs
 from gpurisk.core.messages import bad_input, phrase
 from gpurisk.freq.lattice import Lattice
@@ -20,7 +22,8 @@ from gpurisk.measure import Context
 from gpurisk.scan import runner
 from gpurisk.core.placement import place
 from gpurisk.scan.plan import build_plan, combo_seed, root_keys
-from gpurisk.scan.runner import (ScanResult, _check_batch_rows, _check_threads, _counts_sha,
+from gpurisk.scan.runner import (ScanResult, _check_batch_rows, _check_processes,
+                                 _check_threads, _counts_sha,
                                  _measure_names, _progress, _scan_options, check_rank_by,
                                  default_threads, prepare_summaries)
 from gpurisk.scan.sink import (ParquetSink, check_output_path, check_resume_inputs, read_rows,
@@ -38,7 +41,7 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
          sep: str | None = None, encoding: str = "utf-8", allow_high_cardinality: bool = False,
          measure_timeout: float | None = None, threads: int | None = None,
          cells_on_workers: bool | None = None, rank_by: str | None = None,
-         max_combinations: int | None = None) -> ScanResult:
+         max_combinations: int | None = None, processes: int | None = None) -> ScanResult:
     """Risk of many key-variable combinations from one pass over the records.
 
     ``keys`` is the pool; every subset with ``min_size <= size <= max_size`` is evaluated, and/or the
@@ -49,7 +52,11 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     ``allow_high_cardinality`` and ``measure_timeout`` as in :func:`gpurisk.assess`. ``threads``:
     roll-ups run in this many background threads while the calling thread computes the measures
     of finished combinations (default: the CPUs this process may use, at most 4; 0 runs
-    everything in the calling thread). The results do not depend on it. ``cells_on_workers``
+    everything in the calling thread). The results do not depend on it. ``processes``: the
+    measures that read cells (Ê and τ̂1 by default) run in this many processes forked beside this
+    one (default: the CPUs this process may use, at most 8, on Linux, for 8 combinations or more;
+    0 runs them in this process; :mod:`gpurisk.scan.processes`); the results do not depend on it
+    either. ``cells_on_workers``
     (Dask backends): where the finest table is made, by :func:`gpurisk.core.placement.place`, the
     rule of every command: None (default) keeps it on the workers when every measure reads
     summaries or buckets (a register's defaults do) and brings it here when a named measure, or
@@ -71,7 +78,7 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
                      output=output, resume=resume, overwrite=overwrite, batch_rows=batch_rows,
                      flush_seconds=flush_seconds, progress=progress, threads=threads,
                      cells_on_workers=cells_on_workers, rank_by=rank_by,
-                     max_combinations=max_combinations)
+                     max_combinations=max_combinations, processes=processes)
 
 
 
@@ -82,7 +89,8 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
               plus_each: bool = False, output=None, resume: bool = False, overwrite: bool = False,
               batch_rows: int = 256, flush_seconds: float = 2.0, progress: bool = False,
               threads: int | None = None, cells_on_workers: bool | None = None,
-              rank_by: str | None = None, max_combinations: int | None = None) -> ScanResult:
+              rank_by: str | None = None, max_combinations: int | None = None,
+              processes: int | None = None) -> ScanResult:
     """:func:`scan` on the settings objects: a :class:`gpurisk.core.settings.Design` (π, population,
     sample flag, weights), a :class:`gpurisk.core.settings.Run` (measures, options, α, seed, time
     limit) and a :class:`gpurisk.core.settings.Reading` (missing values, recodes, backend, CSV
@@ -104,6 +112,7 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
     # scenario order, so seeded Monte Carlo measures give the same value for the same key set
     rkeys = sorted(root_keys(pool, combos))
     threads = default_threads() if threads is None else _check_threads(threads)
+    processes = None if processes is None else _check_processes(processes)
     names = _measure_names(measures, design.population_counts)
     check_rank_by(rank_by, names)                       # before anything is read or written
     batch_rows = _check_batch_rows(batch_rows)
@@ -153,7 +162,8 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
     # closes them on any error, the output's too (one that could not be written left them to the
     # garbage collector, which closed that client at a random later moment, inside another
     # client's start: a hang, or an AssertionError from distributed)
-    sink = it = prog = None
+    sink = it = prog = procs = None
+    failed = True
     try:
         notes += [phrase(f"{m} was not run: {why}") for m, why in kept_out.items()]
         columns = inp.column_values(frames, col_opts)
@@ -179,8 +189,15 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
             raise bad_input("{arg:--resume|resume=True} needs {arg:--output|output} (the scan directory to finish)")
         skip = {i for i, c in enumerate(combos) if c.combo in done}
         lattice = None if summ is not None else Lattice(root)
+        if summ is None and root.xp is np:
+            # forked before the roll-up threads and the progress bar start
+            from gpurisk.scan.processes import MeasureProcesses, how_many, process_classes
+            classes = process_classes(names)
+            count = how_many(processes, len(combos) - len(skip)) if classes else 0
+            if count:
+                procs = MeasureProcesses(count, classes, measure_timeout)
         rows: list[dict] = []
-        t_roll = t_meas = 0.0
+        t_roll = [0.0]
         prog = _progress(progress, len(combos) - len(skip))
         if summ is not None:      # each combination's summaries, reduced on the workers
             summ.skip.update(skip)
@@ -188,28 +205,41 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
         else:
             it = lattice.tables([c.keys for c in combos], skip=skip, threads=threads,
                                 prepare=prepare_summaries)
-        while True:
-            t0 = time.perf_counter()
-            try:
-                i, table = next(it)
-            except StopIteration:
-                break
-            t1 = time.perf_counter()
-            c = combos[i]
-            ctx = Context(fraction=pi, fraction_source=source, alpha=float(alpha),
-                          seed=combo_seed(seed, c.keys), options=opts, columns=columns)
-            row = runner.combination_row(i, c, table, ctx, names, measure_timeout)
-            del table
+
+        def built():              # the tables, as they are built (the time spent waiting kept)
+            while True:
+                t0 = time.perf_counter()
+                try:
+                    got = next(it)
+                except StopIteration:
+                    return
+                finally:
+                    t_roll[0] += time.perf_counter() - t0
+                yield got
+
+        def start(i, table):      # the context combination i's measures run with
+            return Context(fraction=pi, fraction_source=source, alpha=float(alpha),
+                           seed=combo_seed(seed, combos[i].keys), options=opts, columns=columns)
+
+        def finish(i, table, ctx, done):
+            return runner.combination_row(i, combos[i], table, ctx, names, measure_timeout, done)
+
+        from gpurisk.scan.processes import in_order
+        t_loop = time.perf_counter()
+        for row in in_order(built(), start, finish, procs):
             if sink is not None:
                 sink.add(row)
             else:
                 rows.append(row)
-            t_roll += t1 - t0
-            t_meas += time.perf_counter() - t1
             if prog is not None:
                 prog.advance(prog.task_ids[0])
+        t_roll = t_roll[0]
+        t_meas = time.perf_counter() - t_loop - t_roll
+        if procs is not None and procs.broken:
+            notes.append(procs.broken)
         if sink is not None:
             sink.close()
+        failed = False
     except BaseException:
         # interrupted (Ctrl-C) or failed: keep the rows already finished, for --resume (a sink
         # that holds no rows writes nothing)
@@ -220,6 +250,8 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
                 pass
         raise
     finally:
+        if procs is not None:
+            procs.close(failed)  # at once where the scan failed or was interrupted
         if it is not None:
             it.close()           # stops the roll-up threads before returning or raising
         if summ is not None:

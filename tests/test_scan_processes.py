@@ -1,0 +1,261 @@
+"""A scan's costly measures in forked processes (gpurisk.scan.processes): every figure as without
+them, which measures go, what stays here, a process that dies, and the process state a fork must
+not inherit (a measure worker thread that does not exist in the child, the output's lock)."""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sys
+
+import pandas as pd
+import pytest
+
+import gpurisk
+from gpurisk import plugins
+from gpurisk.scan import processes as P
+from conftest import data_path, run_cli
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="measure processes are forked on Linux only")
+
+ADULT = data_path("arx/adult.csv")
+KEYS = ["sex", "age", "race", "marital-status", "education", "native-country"]
+
+
+class Pid(gpurisk.Measure):
+    """Where it ran: its process (value) and the CPUs that process's passes may use (se)."""
+    name = "toy_pid"
+    description = "the process it runs in"
+    default = False                    # costly, as a model fit declares itself: goes to a process
+
+    def compute(self, table, ctx):
+        from gpurisk.freq.schedule import usable_cpus
+        return gpurisk.Result(value=float(os.getpid()), se=float(usable_cpus()))
+
+
+class Cheap(Pid):
+    name = "toy_cheap_pid"
+    default = True                     # cheap: stays here
+
+
+PARENT = os.getpid()
+
+
+class Dies(gpurisk.Measure):
+    """Kills the process it runs in, unless that is the test's own (as the kernel kills one for
+    memory): the calls that end the process are refused to measures, so the real one is called."""
+    name = "toy_dies"
+    description = "ends a measure process"
+    default = False
+
+    def compute(self, table, ctx):
+        if os.getpid() != PARENT:
+            getattr(os.kill, "__wrapped__", os.kill)(os.getpid(), signal.SIGKILL)
+        return gpurisk.Result(value=float(os.getpid()))
+
+
+class Refuses(gpurisk.Measure):
+    name = "toy_refuses"
+    description = "refuses its input"
+    default = False
+
+    def compute(self, table, ctx):
+        raise gpurisk.BadInput("toy_refuses: cannot run here")
+
+
+class Raises(gpurisk.Measure):
+    name = "toy_raises"
+    description = "fails"
+    default = False
+
+    def compute(self, table, ctx):
+        raise ValueError("boom")
+
+
+@pytest.fixture
+def toys():
+    class _P:
+        @gpurisk.hookimpl
+        def gpurisk_register_measures(self):
+            return [Pid, Cheap, Dies, Refuses, Raises]
+
+    plugins.reset()
+    plugins.register(_P(), name="toy_processes")
+    yield
+    plugins.reset()
+
+
+@pytest.fixture(scope="module")
+def adult():
+    return pd.read_csv(ADULT, dtype=str, sep=";")
+
+
+def test_every_column_equal_with_and_without_processes(adult):
+    """The default scan (Ê and τ̂1 among its measures) of Adult's 63 combinations of six keys at
+    π = 1 %: with two measure processes every column, Ê's and τ̂1's figures, reasons, notes and
+    warnings among them, is equal to the scan's in one process, exactly."""
+    here = gpurisk.scan(adult, keys=KEYS, fraction=0.01, processes=0, threads=0)
+    there = gpurisk.scan(adult, keys=KEYS, fraction=0.01, processes=2)
+    assert here.results["matches_ll"].notna().sum() > 50
+    pd.testing.assert_frame_equal(here.to_frame(), there.to_frame(), check_exact=True)
+    assert here.warnings == there.warnings
+
+
+def test_costly_measures_go_to_processes_cheap_ones_stay(adult, toys):
+    """A measure registered while the program runs goes (its class is handed over), runs there in
+    one thread; a cheap one stays in this process."""
+    got = gpurisk.scan(adult, keys=KEYS, max_size=2, fraction=0.05, processes=2,
+                       measures=["toy_pid", "toy_cheap_pid"])
+    pids = set(got.results["toy_pid"].astype(int))
+    assert os.getpid() not in pids and 1 <= len(pids) <= 2
+    assert set(got.results["toy_pid_se"]) == {1.0}
+    assert set(got.results["toy_cheap_pid"].astype(int)) == {os.getpid()}
+    inline = gpurisk.scan(adult, keys=KEYS, max_size=2, fraction=0.05, processes=0,
+                          measures=["toy_pid"])
+    assert set(inline.results["toy_pid"].astype(int)) == {os.getpid()}
+
+
+def test_large_tables_stay_here(adult, toys, monkeypatch):
+    monkeypatch.setattr(P, "PROCESS_CELLS", 10)
+    got = gpurisk.scan(adult, keys=KEYS, max_size=2, fraction=0.05, processes=2,
+                       measures=["toy_pid"])
+    small = got.results["cells"] <= 10
+    assert small.any() and (~small).any()
+    assert set(got.results.loc[~small, "toy_pid"].astype(int)) == {os.getpid()}
+    assert os.getpid() not in set(got.results.loc[small, "toy_pid"].astype(int))
+
+
+def test_a_process_that_dies_leaves_its_combinations_to_the_scan(adult, toys):
+    """Killed (as for memory): every combination still gets its row, computed here, and the scan's
+    notes say so."""
+    got = gpurisk.scan(adult, keys=KEYS, max_size=2, fraction=0.05, processes=2,
+                       measures=["toy_dies", "sample_uniques"])
+    assert len(got.results) == 21
+    assert set(got.results["toy_dies"].astype(int)) == {os.getpid()}
+    assert any("ended unexpectedly" in n for n in got.warnings)
+
+
+@pytest.mark.parametrize("processes", [0, 2])
+def test_a_measure_that_refuses_or_fails_in_a_process_does_as_here(adult, toys, processes):
+    """BadInput from a measure stops the scan with its line; another exception is the row's
+    reason: the same in a process as here."""
+    with pytest.raises(gpurisk.BadInput, match="toy_refuses: cannot run here"):
+        gpurisk.scan(adult, keys=KEYS, max_size=2, fraction=0.05, processes=processes,
+                     measures=["toy_refuses"])
+    got = gpurisk.scan(adult, keys=KEYS, max_size=2, fraction=0.05, processes=processes,
+                       measures=["toy_raises"])
+    assert got.results["toy_raises"].isna().all()
+    assert set(got.results["toy_raises_reason"]) == {"measure raised ValueError: boom"}
+
+
+def test_how_many(monkeypatch):
+    from gpurisk.freq import schedule
+    assert P.how_many(0, 1000) == 0
+    assert P.how_many(3, 1) == 3
+    assert P.how_many(None, P.MIN_COMBINATIONS - 1) == 0
+    monkeypatch.setattr(schedule, "CPU_LIMIT", [1])
+    assert P.how_many(None, 1000) == 0
+    monkeypatch.setattr(schedule, "CPU_LIMIT", [64])
+    assert P.how_many(None, 1000) == P.MAX_PROCESSES
+    monkeypatch.setattr(schedule, "CPU_LIMIT", [3])
+    assert P.how_many(None, 1000) == 3
+
+    class Daemon:
+        daemon = True
+    monkeypatch.setattr(multiprocessing, "current_process", lambda: Daemon())
+    assert P.how_many(None, 1000) == 0 and P.how_many(4, 1000) == 0
+
+
+def test_how_many_not_on_other_systems(monkeypatch):
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert P.how_many(4, 1000) == 0
+
+
+def test_a_failed_scan_ends_its_processes_at_once():
+    """Where the scan failed (an error, Ctrl-C), its processes are ended, not left to finish what
+    they hold: each is gone at once, ended by SIGTERM."""
+    import psutil
+    procs = P.MeasureProcesses(2, {}, None)
+    kids = list(procs._pool._processes.values())
+    assert len(kids) == 2 and all(k.is_alive() for k in kids)
+    procs.close(failed=True)
+    # the signal is delivered, and the pool's own thread reaps them, a moment later (a join here
+    # may find them reaped by that thread): ask the system
+    import time
+    for k in kids:
+        for _ in range(200):
+            try:
+                if psutil.Process(k.pid).status() == psutil.STATUS_ZOMBIE:
+                    break
+            except psutil.NoSuchProcess:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError(f"measure process {k.pid} still runs 10 s after the scan failed")
+    assert {k.exitcode for k in kids} <= {-signal.SIGTERM, None}
+
+
+def _child_runs_a_measure(q):
+    from gpurisk.core.contain import run_contained
+    q.put(run_contained([lambda: os.getpid()], 5.0)[0][1])
+
+
+def test_a_fork_after_measures_ran_here_runs_measures(adult):
+    """This process's measure worker thread (made by the scan below) is not in a forked child: the
+    child makes its own, rather than queueing its calls to a thread that is not there."""
+    gpurisk.scan(adult, keys=KEYS[:2], fraction=0.05, processes=0)
+    from gpurisk.core import contain
+    assert getattr(contain._WORKERS, "worker", None) is not None
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child_runs_a_measure, args=(q,))
+    p.start()
+    got = q.get(timeout=30)
+    p.join(10)
+    assert got == p.pid
+
+
+def _child_holds(path, q):
+    """Whether any descriptor of this process is open on ``path``."""
+    want = os.stat(path)
+    held = False
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            st = os.fstat(int(name))
+        except OSError:
+            continue
+        held |= (st.st_dev, st.st_ino) == (want.st_dev, want.st_ino)
+    q.put(held)
+
+
+def test_a_forked_child_does_not_hold_the_output_lock(tmp_path):
+    """A flock lasts while any copy of its descriptor is open: a measure process outliving a
+    ``kill -9`` of its scan would keep the output locked. A child closes its copy."""
+    from gpurisk.io import lock
+    target = tmp_path / "out"
+    ctx = multiprocessing.get_context("fork")
+    with lock.exclusive(target):
+        q = ctx.Queue()
+        _child_holds(lock.lock_path(target), q)
+        assert q.get(timeout=30) is True                 # here: held
+        p = ctx.Process(target=_child_holds, args=(lock.lock_path(target), q))
+        p.start()
+        assert q.get(timeout=30) is False                # in a forked child: not
+        p.join(10)
+    assert not lock._HELD
+
+
+def test_cli_processes_flag(tmp_path):
+    bad = run_cli("scan", str(ADULT), "--keys", "sex,age", "--fraction", "0.05", "--sep", ";",
+                  "--processes", "-1")
+    assert bad.returncode == 2
+    err = bad.stderr.strip().splitlines()
+    assert len(err) == 1 and "--processes" in err[0] and "Traceback" not in bad.stderr
+    outs = {}
+    for n in ("0", "2"):
+        out = tmp_path / f"p{n}.parquet"
+        run_cli("scan", str(ADULT), "--keys", ",".join(KEYS[:4]), "--fraction", "0.01", "--sep", ";",
+                "--processes", n, "--no-progress", "-o", str(out), check=True)
+        outs[n] = gpurisk.read_scan(out).to_frame()
+    pd.testing.assert_frame_equal(outs["0"], outs["2"], check_exact=True)
