@@ -259,3 +259,48 @@ def test_cli_processes_flag(tmp_path):
                 "--processes", n, "--no-progress", "-o", str(out), check=True)
         outs[n] = gpurisk.read_scan(out).to_frame()
     pd.testing.assert_frame_equal(outs["0"], outs["2"], check_exact=True)
+
+
+def test_in_order_keeps_the_plan_order_within_its_window(monkeypatch):
+    """Rows come in the tables' order; at most ``window`` tables, and PENDING_CELLS cells, wait
+    for a process at a time; a table the processes do not take is finished in its turn."""
+    import numpy as np
+    from types import SimpleNamespace
+
+    class Later:                        # a process that never finishes before it is asked
+        def done(self):
+            return False
+
+    class Procs:
+        window = 4
+
+        def submit(self, table, ctx):
+            return None if table.here else Later()
+
+        def result(self, fut):
+            return {"results": {}, "warnings": []}
+
+    waiting, most, processes = [], [0], [True]
+
+    def start(i, table):
+        waiting.append(i)
+        most[0] = max(most[0], len(waiting))
+        return None
+
+    def finish(i, table, ctx, done):
+        assert waiting[0] == i and (done is None) == (table.here or not processes[0])
+        waiting.pop(0)
+        return i
+
+    def tables(n, cells):
+        return ((i, SimpleNamespace(cell_id=np.zeros(cells), here=i % 5 == 3)) for i in range(n))
+
+    assert list(P.in_order(tables(40, 10), start, finish, Procs())) == list(range(40))
+    assert most[0] == Procs.window + 1              # the one just handed over, then the oldest
+    most[0] = 0
+    monkeypatch.setattr(P, "PENDING_CELLS", 25)
+    assert list(P.in_order(tables(40, 10), start, finish, Procs())) == list(range(40))
+    assert most[0] == 3
+    most[0], processes[0] = 0, False
+    assert list(P.in_order(tables(7, 10), start, finish, None)) == list(range(7))
+    assert most[0] == 1
