@@ -22,7 +22,7 @@ hands each combination's table to one:
 - where a process ends unexpectedly (killed for memory, say), or gives nothing within
   :attr:`MeasureProcesses.deadline`, the combinations it held and every later one are computed
   here, and the scan's notes say so;
-- Ctrl-C ends the scan and its processes (they ignore the signal themselves; this one ends them).
+- Ctrl-C ends the scan and its processes (they ignore the signal themselves; this one kills them).
 
 Processes are forked, so they start in milliseconds and hold what this process held (the plugins
 registered, the measure classes), and they are used only where forking is safe and cheap: on
@@ -222,14 +222,16 @@ class MeasureProcesses:
         """Shut the processes down; where the scan ``failed`` (an error, Ctrl-C), end them at once."""
         pool = self._pool
         if failed:
-            stop = getattr(pool, "terminate_workers", None)     # Python 3.14
+            stop = getattr(pool, "kill_workers", None)          # Python 3.14
             if stop is not None:
                 stop()
-            else:     # the processes before the shutdown forgets them
+            else:     # the processes before the shutdown forgets them; SIGKILL: they write
+                # nothing of their own, and no handler of theirs can keep them (or the exit of
+                # this process, which waits for them) going
                 kids = list((getattr(pool, "_processes", None) or {}).values())
                 pool.shutdown(wait=False, cancel_futures=True)
                 for p in kids:
-                    p.terminate()
+                    p.kill()
         pool.shutdown(wait=True, cancel_futures=True)
 
 
