@@ -286,7 +286,7 @@ def bench(name: str, repeat: int, fraction: float, before=None, model: bool = Fa
         label = "default, " + ", ".join(f"{k}={v}" for k, v in options.items())
         rows.append((name, combos, label[:28], "new") + result["options"][1:])
     if processes:
-        from gpurisk.scan.processes import how_many
+        from gpurisk.core.forked import how_many
         pd.testing.assert_frame_equal(a, result["processes"][0], check_exact=True)
         count = how_many(None, combos)
         print(f"[{name}] the scan with {count} measure processes: every column equal to the scan "

@@ -150,26 +150,28 @@ def test_a_measure_that_refuses_or_fails_in_a_process_does_as_here(adult, toys, 
 
 
 def test_how_many(monkeypatch):
+    from gpurisk.core import forked
     from gpurisk.freq import schedule
-    assert P.how_many(0, 1000) == 0
-    assert P.how_many(3, 1) == 3
-    assert P.how_many(None, P.MIN_COMBINATIONS - 1) == 0
+    assert forked.how_many(0, 1000) == 0
+    assert forked.how_many(3, 1) == 3
+    assert forked.how_many(None, forked.MIN_ITEMS - 1) == 0
     monkeypatch.setattr(schedule, "CPU_LIMIT", [1])
-    assert P.how_many(None, 1000) == 0
+    assert forked.how_many(None, 1000) == 0
     monkeypatch.setattr(schedule, "CPU_LIMIT", [64])
-    assert P.how_many(None, 1000) == P.MAX_PROCESSES
+    assert forked.how_many(None, 1000) == forked.MAX_PROCESSES
     monkeypatch.setattr(schedule, "CPU_LIMIT", [3])
-    assert P.how_many(None, 1000) == 3
+    assert forked.how_many(None, 1000) == 3
 
     class Daemon:
         daemon = True
     monkeypatch.setattr(multiprocessing, "current_process", lambda: Daemon())
-    assert P.how_many(None, 1000) == 0 and P.how_many(4, 1000) == 0
+    assert forked.how_many(None, 1000) == 0 and forked.how_many(4, 1000) == 0
 
 
 def test_how_many_not_on_other_systems(monkeypatch):
+    from gpurisk.core import forked
     monkeypatch.setattr(sys, "platform", "darwin")
-    assert P.how_many(4, 1000) == 0
+    assert forked.how_many(4, 1000) == 0
 
 
 def test_a_failed_scan_ends_its_processes_at_once():

@@ -191,7 +191,8 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
         lattice = None if summ is not None else Lattice(root)
         if summ is None and root.xp is np:
             # forked before the roll-up threads and the progress bar start
-            from gpurisk.scan.processes import MeasureProcesses, how_many, process_classes
+            from gpurisk.core.forked import how_many
+            from gpurisk.scan.processes import MeasureProcesses, process_classes
             classes = process_classes(names)
             count = how_many(processes, len(combos) - len(skip)) if classes else 0
             if count:
