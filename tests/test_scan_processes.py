@@ -306,3 +306,59 @@ def test_in_order_keeps_the_plan_order_within_its_window(monkeypatch):
     most[0], processes[0] = 0, False
     assert list(P.in_order(tables(7, 10), start, finish, None)) == list(range(7))
     assert most[0] == 1
+
+
+def test_validate_gives_the_same_with_and_without_processes(adult):
+    """validate's replicates in two forked processes (each inheriting the population's cells): every
+    replicate's row, the summary and the warnings equal to one process's, exactly (records drawn,
+    and cells drawn, with a resume folder whose chunks the processes share)."""
+    keys = KEYS[:5]
+    here = gpurisk.validate(adult, keys, replicates=12, processes=0, seed=3)
+    there = gpurisk.validate(adult, keys, replicates=12, processes=2, seed=3)
+    assert here.replicates["measure"].eq("matches_ll").any()
+    pd.testing.assert_frame_equal(here.replicates, there.replicates, check_exact=True)
+    pd.testing.assert_frame_equal(here.summary, there.summary, check_exact=True)
+    assert here.warnings == there.warnings
+
+
+def test_validate_cells_drawn_and_resumed_in_processes(adult, tmp_path):
+    keys = KEYS[:4]
+    here = gpurisk.validate(adult, keys, replicates=9, processes=0, seed=5, draw="cells",
+                            fractions=[0.05])
+    there = gpurisk.validate(adult, keys, replicates=9, processes=2, seed=5, draw="cells",
+                             fractions=[0.05], resume=tmp_path / "r")
+    pd.testing.assert_frame_equal(here.replicates, there.replicates, check_exact=True)
+    again = gpurisk.validate(adult, keys, replicates=9, processes=2, seed=5, draw="cells",
+                             fractions=[0.05], resume=tmp_path / "r")
+    pd.testing.assert_frame_equal(here.replicates, again.replicates, check_exact=True)
+
+
+def test_validate_replicates_run_in_processes(adult, toys):
+    """Where they run: in the processes (a measure's process id), in one thread each."""
+    got = gpurisk.validate(adult, KEYS[:3], replicates=10, processes=2, seed=1,
+                           measures=["toy_pid"], fractions=[0.05])
+    pids = set(got.replicates["value"].astype(int))
+    assert os.getpid() not in pids and 1 <= len(pids) <= 2
+    assert set(got.replicates["se"]) == {1.0}
+    here = gpurisk.validate(adult, KEYS[:3], replicates=10, processes=0, seed=1,
+                            measures=["toy_pid"], fractions=[0.05])
+    assert set(here.replicates["value"].astype(int)) == {os.getpid()}
+
+
+def test_validate_survives_a_process_that_dies(adult, toys):
+    got = gpurisk.validate(adult, KEYS[:3], replicates=10, processes=2, seed=1,
+                           measures=["toy_dies"], fractions=[0.05])
+    assert len(got.replicates) == 10
+    assert set(got.replicates["value"].astype(int)) == {os.getpid()}
+    assert any("ended unexpectedly" in w and "replicate samples" in w for w in got.warnings)
+
+
+def test_validate_cli_processes_flag():
+    bad = run_cli("validate", str(ADULT), "--sep", ";", "--keys", "sex,age", "--processes", "x")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    bad = run_cli("validate", str(ADULT), "--sep", ";", "--keys", "sex,age", "--processes", "-2")
+    assert bad.returncode == 2 and "processes" in bad.stderr and "Traceback" not in bad.stderr
+    ok = run_cli("validate", str(ADULT), "--sep", ";", "--keys", "sex,age,race",
+                 "--replicates", "8", "--fractions", "0.05", "--processes", "2", "--no-progress",
+                 "--json")
+    assert ok.returncode == 0, ok.stderr

@@ -67,7 +67,9 @@ def test_cells_and_records_give_the_same_distribution_on_real_data(design):
 
 
 def test_cells_resume_equals_an_uninterrupted_run(tmp_path):
-    kw = dict(fractions=[0.1], replicates=12, measures=["theta_hat", "tau1_hat"], draw="cells", seed=4)
+    # in this process (processes=0): the interruption below is this process's counter
+    kw = dict(fractions=[0.1], replicates=12, measures=["theta_hat", "tau1_hat"], draw="cells", seed=4,
+              processes=0)
     whole = gpurisk.validate("example:adult", "age,sex", **kw)
     from gpurisk.validation import runner
     calls = {"n": 0}

@@ -104,9 +104,13 @@ def register(cli: click.Group) -> None:
                        "population's cell counts (bernoulli, srs, stratified: same distribution, "
                        "faster); "
                        "default records, cells on --backend dask/dask-cudf")
+    @click.option("--processes", type=int, default=None, metavar="N",
+                  help="processes forked to run the replicates, each inheriting the population's "
+                       "cells (default: the CPUs usable, at most 8, on Linux, for 8 replicates or "
+                       "more; 0: in this process); results do not depend on it")
     @input_options
     def validate(data, keys, fractions, replicates, design, run, reading, output, plot_path,
-                 as_json, resume, progress, draw):
+                 as_json, resume, progress, draw, processes):
         """Draw replicate samples of POPULATION and compare every estimator with its true value
         (Skinner & Elliot 2002, Table 1)."""
         from gpurisk.io import check_output_file
@@ -119,7 +123,7 @@ def register(cli: click.Group) -> None:
         with progress_bar("replicates", force=progress) as progress:
             res = workflow(data, keys, run, reading, fractions=split_list(fractions) or [],
                            replicates=replicates, design=design, resume=resume, progress=progress,
-                           draw=draw)
+                           draw=draw, processes=processes)
         if output:
             res.write(output)
         if plot_path:

@@ -11,15 +11,17 @@ and validate's replicates (:mod:`gpurisk.workflows.validate`) run in.
   worker's); :func:`how_many` gives how many (``None``: the CPUs this process may use, at most
   :data:`MAX_PROCESSES`, none on one CPU or for fewer than :data:`MIN_ITEMS` items; 0: none).
 - Each runs its work in one thread (:data:`gpurisk.freq.schedule.CPU_LIMIT`), ends with this process
-  (a ``kill -9`` of the command must not leave it behind), ignores Ctrl-C (this process ends it)
-  and ends quietly at SIGTERM or SIGHUP.
+  (a ``kill -9`` of the command must not leave it behind), ignores Ctrl-C (this process ends it),
+  ends quietly at SIGTERM or SIGHUP, and writes (if ever) to the process's own standard streams,
+  not to the stand-ins this process had put in front of them (a progress bar's).
 - Where one ends unexpectedly (killed for memory, say), or gives nothing in time, :attr:`broken`
   says so and the caller computes what it held, and everything after, itself.
 """
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections import deque
+from typing import Any, Callable, Iterable
 
 #: at most this many processes by default (each holds its own fits: ~100-200 MB apiece on a
 #: survey's tables)
@@ -73,6 +75,9 @@ def _start_process(parent: int, inherit: Any) -> None:
         os._exit(0)
     schedule.CPU_LIMIT[0] = 1
     INHERITED[0] = inherit
+    # the parent's stand-ins for its streams (a progress bar's, a test's capture) and their locks,
+    # which a thread of the parent may have held at the fork, are not the process's
+    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # the parent's handlers (the command line's, which turn SIGTERM and SIGHUP into an exception
     # and a line on the shared standard error) are not the process's
@@ -134,6 +139,25 @@ class Forked:
         except Late as exc:
             self._broke(exc, "gave no result in time")
             return None
+
+    def ordered(self, fn: Callable, jobs: Iterable[tuple], local: Callable, window: int,
+                deadline: float | None = None):
+        """``fn(*args)`` for each ``args`` of ``jobs``, run in the processes, yielded in the jobs'
+        order, at most ``window`` of them handed over and not yet yielded; where the processes are
+        broken (:attr:`broken`), ``local(*args)`` here in its place."""
+        pending: deque = deque()
+        for args in jobs:
+            pending.append((args, self.call(fn, *args)))
+            while pending and (len(pending) > window or pending[0][1] is None
+                               or pending[0][1].done()):
+                yield self._take(pending.popleft(), local, deadline)
+        while pending:
+            yield self._take(pending.popleft(), local, deadline)
+
+    def _take(self, item, local: Callable, deadline: float | None):
+        args, fut = item
+        got = self.outcome(fut, deadline) if fut is not None else None
+        return local(*args) if got is None else got
 
     def _broke(self, exc, what: str) -> None:
         if self.broken is None:

@@ -1,9 +1,9 @@
 """A scan's measures that read cells, run in processes beside the one that builds the tables.
 
-Ê and τ̂1 (the scan's ranking and the figure beside it) fit a log-linear model per combination: on
-a survey file they are most of a scan's time, and they run in Python code that holds the
-interpreter, so threads do not share them out (FARS's 255 tables: 4.7-5.3 s in one thread, 4.6-4.8 s
-in two). Processes do. :class:`MeasureProcesses` keeps ``processes`` of them, forked when the
+Ê and τ̂1 (the scan's ranking and the figure beside it) fit a log-linear model per combination:
+on a survey file they are most of a scan's time, and they run in Python code that holds the
+interpreter, so threads do not share them out (FARS's 255 tables: 4.7-5.3 s in one thread,
+4.6-4.8 s in two). Processes do. :class:`MeasureProcesses` keeps ``processes`` of them, forked when the
 scan starts (before its roll-up threads and its progress bar start), and
 hands each combination's table to one:
 

@@ -148,6 +148,29 @@ def _check_fractions(fractions) -> list[float]:
     return out
 
 
+def replicate(pop: tuple, f, frac: float, r: int, alpha: float, seed: int, options,
+              names) -> tuple[list, dict]:
+    """One replicate sample's rows (:func:`_run_one`) and the warnings its measures raised
+    (generic text -> [first text, count]), from the population's cells ``pop`` (keys, categories,
+    cell ids, F, radix, stored codes) and the sample's counts ``f`` over them: what validate runs
+    for each replicate, here or in a forked process (:func:`replicate_forked`)."""
+    from gpurisk.freq.table import FreqTable
+    from gpurisk.measure import Context
+    keys, categories, cell_id, F, radix, codes = pop
+    table = FreqTable(keys, categories, cell_id, f, F, None, radix, np, codes)
+    ctx = Context(fraction=frac, fraction_source="design", alpha=float(alpha),
+                  seed=int(seed) * 1_000_003 + r, options=dict(options or {}))
+    caught: dict = {}
+    return _run_one(table, ctx, names, frac, r, caught), caught
+
+
+def replicate_forked(*args) -> tuple[list, dict]:
+    """:func:`replicate` in a process forked by validate, the population's cells inherited
+    (:data:`gpurisk.core.forked.INHERITED`), not copied."""
+    from gpurisk.core.forked import INHERITED
+    return replicate(INHERITED[0], *args)
+
+
 def _run_one(table, ctx, names, frac, r, caught):
     from gpurisk.core.evaluate import run_measures
     with warnings.catch_warnings(record=True) as w:

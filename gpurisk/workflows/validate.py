@@ -14,9 +14,7 @@ import pandas as pd
 from gpurisk.core.settings import Reading, Run, inputs
 from gpurisk.errors import BadInput
 from gpurisk.core.messages import bad_input
-from gpurisk.freq.table import FreqTable
 from gpurisk.io.lock import locked
-from gpurisk.measure import Context
 from gpurisk.validation import design as dz
 from gpurisk.validation import runner
 from gpurisk.validation.runner import Validation
@@ -29,7 +27,7 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
              missing: str = "category", sep: str | None = None,
              encoding: str = "utf-8", resume=None, recode=None, backend: str | None = None,
              allow_high_cardinality: bool = False, progress=None,
-             draw: str | None = None) -> Validation:
+             draw: str | None = None, processes: int | None = None) -> Validation:
     """Draw replicate samples from ``population`` (frame or CSV/Parquet path) and compare each
     estimator with its true value; see the module docstring. Fixed ``seed`` reproduces the result.
     The population is read, checked and counted by :class:`gpurisk.inputs.Inputs`, as every command.
@@ -47,19 +45,26 @@ def validate(population, keys, fractions=(0.02, 0.05, 0.10), replicates: int = 1
 
     ``progress``, when given, is called as ``progress(done, total)`` with counts of replicates
     (over all fractions) before the first and after each chunk (``gpurisk validate`` draws a bar).
+
+    ``processes``: the replicates run in this many processes forked beside this one, each
+    inheriting the population's cells (default: the CPUs this process may use, at most 8, on Linux,
+    for 8 replicates or more and at most 2²⁰ cells; 0: in this process;
+    :mod:`gpurisk.core.forked`). The results do not depend on it: each replicate's rows and
+    warnings are made by the same code and put together in the replicates' order.
     """
     run = Run(measures=measures, options=options, alpha=alpha, seed=seed)   # checked once
     reading = Reading(missing=missing, recode=recode, backend=backend, sep=sep, encoding=encoding,
                       allow_high_cardinality=allow_high_cardinality)
     return validate_with(population, keys, run, reading, fractions=fractions,
                          replicates=replicates, design=design, resume=resume, progress=progress,
-                         draw=draw)
+                         draw=draw, processes=processes)
 
 
 @locked("resume", "the resume folder", marker="_validate.json")
 def validate_with(data, keys, run: Run, reading: Reading | None = None, *,
                   fractions=(0.02, 0.05, 0.10), replicates: int = 100, design: str = "bernoulli",
-                  resume=None, progress=None, draw: str | None = None) -> Validation:
+                  resume=None, progress=None, draw: str | None = None,
+                  processes: int | None = None) -> Validation:
     """:func:`validate` on the settings objects (``data``: the population the replicates are drawn
     from): a :class:`gpurisk.core.settings.Run` (measures,
     options, α, seed; its time limit is not used) and a :class:`gpurisk.core.settings.Reading` (how
@@ -71,6 +76,9 @@ def validate_with(data, keys, run: Run, reading: Reading | None = None, *,
     missing = reading.missing
     dsg = dz.parse_design(design)
     fracs = runner._check_fractions(fractions)
+    if processes is not None:
+        from gpurisk.core.settings import PROCESSES
+        processes = PROCESSES.check(processes)
     if dsg.kind != "systematic" and (isinstance(replicates, bool) or int(replicates) < 1):
         raise BadInput(f"replicates={replicates!r} must be a positive integer")
     measures = None if run.measures is None else list(run.measures)
@@ -124,55 +132,82 @@ def validate_with(data, keys, run: Run, reading: Reading | None = None, *,
             **({"draw": "cells"} if draw == "cells" else {}),
             **({"recode": [str(r) for r in inp.recode]} if inp.recode else {})}, F, pop.cell_id)
     total = sum(dz.replicate_count(dsg, f, int(replicates)) for f in fracs)
-    done = 0
-    if progress is not None:
-        progress(0, total)
-    for fi, frac in enumerate(fracs):
-        if store is not None and store.complete(fi):
-            # every chunk of this fraction is saved: read them back, draw no sample (a rerun over
-            # a finished folder used to redraw every replicate sample to skip each chunk)
-            for part_rows, part_caught in store.load_all(fi):
-                rows.extend(part_rows)
-                for key, (msg, k) in part_caught.items():
-                    caught.setdefault(key, [msg, 0])[1] += k
-            done += dz.replicate_count(dsg, frac, int(replicates))
-            if progress is not None:
-                progress(done, total)
-            continue
-        rng = np.random.default_rng([int(seed), int(round(frac * 2**32))])
-        if draw == "cells":
-            drawn = ((first, count, None, fm) for first, count, fm in
-                     (dz.cell_batches(dsg, frac, int(replicates), F, rng) if strata is None else
-                      dz.cell_batches(dsg, frac, int(replicates), strata[0], rng, strata[1:])))
-        else:
-            drawn = dz.batches(dsg, frac, int(replicates), N, rng, codes)
-        for first, count, rep, rec in drawn:
-            fmat = rec if rep is None else None
-            for c0 in range(first, first + count, runner.CHUNK if store is not None else count):
-                c1 = min(first + count, c0 + (runner.CHUNK if store is not None else count))
-                saved = store.load(fi, c0) if store is not None else None
-                if saved is not None:
-                    part_rows, part_caught = saved
-                else:
-                    if fmat is None:
-                        fmat = dz.count_batch(cell, C, count, rep, rec)
-                    part_rows, part_caught = [], {}
-                    for r in range(c0, c1):
-                        table = FreqTable(pop.keys, pop.categories, pop.cell_id, fmat[r - first], F,
-                                          None, pop.radix, np, pop.stored_cell_codes)
-                        ctx = Context(fraction=frac, fraction_source="design", alpha=float(alpha),
-                                      seed=int(seed) * 1_000_003 + r, options=dict(options or {}))
-                        part_rows.extend(runner._run_one(table, ctx, names, frac, r, part_caught))
-                    if store is not None:
-                        store.save(fi, c0, part_rows, part_caught)
-                rows.extend(part_rows)
-                for key, (msg, k) in part_caught.items():
-                    caught.setdefault(key, [msg, 0])[1] += k
-                done += c1 - c0
+    parts = (pop.keys, pop.categories, pop.cell_id, F, pop.radix, pop.stored_cell_codes)
+
+    def local(*job):                           # one replicate, in this process
+        return runner.replicate(parts, *job)
+    # the replicates in forked processes (each inherits the population's cells), where there are
+    # enough of them and their tables are not too large to hand over
+    from gpurisk.core.forked import Forked, how_many
+    from gpurisk.scan.processes import PENDING_CELLS, PROCESS_CELLS
+    nproc = how_many(processes, total) if C <= PROCESS_CELLS else 0
+    procs = Forked(nproc, inherit=parts, what="replicate samples") if nproc else None
+    window = max(nproc, min(4 * nproc, PENDING_CELLS // max(C, 1)))
+
+    def run_all():
+        done = 0
+        if progress is not None:
+            progress(0, total)
+        for fi, frac in enumerate(fracs):
+            if store is not None and store.complete(fi):
+                # every chunk of this fraction is saved: read them back, draw no sample (a rerun
+                # over a finished folder used to redraw every replicate sample to skip each chunk)
+                for part_rows, part_caught in store.load_all(fi):
+                    rows.extend(part_rows)
+                    for key, (msg, k) in part_caught.items():
+                        caught.setdefault(key, [msg, 0])[1] += k
+                done += dz.replicate_count(dsg, frac, int(replicates))
                 if progress is not None:
                     progress(done, total)
-        if store is not None:
-            store.mark_complete(fi)
+                continue
+            rng = np.random.default_rng([int(seed), int(round(frac * 2**32))])
+            if draw == "cells":
+                drawn = ((first, count, None, fm) for first, count, fm in
+                         (dz.cell_batches(dsg, frac, int(replicates), F, rng) if strata is None
+                          else dz.cell_batches(dsg, frac, int(replicates), strata[0], rng,
+                                               strata[1:])))
+            else:
+                drawn = dz.batches(dsg, frac, int(replicates), N, rng, codes)
+            for first, count, rep, rec in drawn:
+                fmat = rec if rep is None else None
+                step = runner.CHUNK if store is not None else count
+                for c0 in range(first, first + count, step):
+                    c1 = min(first + count, c0 + step)
+                    saved = store.load(fi, c0) if store is not None else None
+                    if saved is not None:
+                        part_rows, part_caught = saved
+                    else:
+                        if fmat is None:
+                            fmat = dz.count_batch(cell, C, count, rep, rec)
+                        part_rows, part_caught = [], {}
+                        jobs = ((fmat[r - first], frac, r, alpha, seed, options, names)
+                                for r in range(c0, c1))
+                        got = (procs.ordered(runner.replicate_forked, jobs, local, window)
+                               if procs is not None else (local(*job) for job in jobs))
+                        for rows_r, caught_r in got:     # in the replicates' order, as one loop
+                            part_rows.extend(rows_r)
+                            for key, (msg, k) in caught_r.items():
+                                part_caught.setdefault(key, [msg, 0])[1] += k
+                        if store is not None:
+                            store.save(fi, c0, part_rows, part_caught)
+                    rows.extend(part_rows)
+                    for key, (msg, k) in part_caught.items():
+                        caught.setdefault(key, [msg, 0])[1] += k
+                    done += c1 - c0
+                    if progress is not None:
+                        progress(done, total)
+            if store is not None:
+                store.mark_complete(fi)
+
+    failed = True
+    try:
+        run_all()
+        failed = False
+    finally:
+        if procs is not None:
+            procs.close(failed)
+    if procs is not None and procs.broken:
+        caught.setdefault(procs.broken, [procs.broken, 1])
     reps = pd.DataFrame(rows, columns=runner.REPLICATE_COLUMNS)
     reps = runner._attach_truth(reps, pairs)
     ddof = 0 if dsg.kind == "systematic" else 1
