@@ -349,10 +349,11 @@ def _worker() -> _Worker:
 
 
 def _forget_after_fork() -> None:
-    """In a child forked from this process (a scan's measure processes,
-    :mod:`gpurisk.scan.processes`): the parent's worker threads were not copied, so their queues
-    would never be served; the child starts with no worker, no thread quiet or guarded, and fresh
-    locks (one held by another of the parent's threads at the fork would never be released)."""
+    """In a child forked from this process (:mod:`gpurisk.core.forked`'s processes, which run a
+    scan's measures and validate's replicates): the parent's worker threads were not copied, so
+    their queues would never be served; the child starts with no worker, no thread quiet or
+    guarded, and fresh locks (one held by another of the parent's threads at the fork would never
+    be released)."""
     global _WORKERS, _ROUTER_LOCK, _GUARD_LOCK
     _WORKERS = threading.local()
     _ROUTER_LOCK, _GUARD_LOCK = threading.Lock(), threading.Lock()

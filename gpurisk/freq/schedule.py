@@ -4,7 +4,7 @@ runs without a thread pool, :func:`_submit`, which picks a pool or runs at once,
 :func:`in_runs`, which splits a long pass into runs, one a thread."""
 
 
-#: where set (a scan's measure process: :mod:`gpurisk.scan.processes`), the CPUs
+#: where set (a forked worker process: :mod:`gpurisk.core.forked`), the CPUs
 #: :func:`usable_cpus` gives, whatever the process's affinity: each of those processes is one of
 #: several sharing the CPUs, so its passes run in one thread
 CPU_LIMIT: list = [None]

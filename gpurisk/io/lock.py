@@ -26,9 +26,10 @@ _HELD: set[int] = set()
 
 
 def _close_in_child() -> None:
-    """In a child forked while a lock is held (a scan's measure processes): close its copies of the
-    lock files, so that the lock is the parent's alone and ends with it (a flock lasts while any
-    copy of its descriptor is open: a child outliving a ``kill -9`` of its parent would hold it)."""
+    """In a child forked while a lock is held (:mod:`gpurisk.core.forked`'s processes): close its
+    copies of the lock files, so that the lock is the parent's alone and ends with it (a flock
+    lasts while any copy of its descriptor is open: a child outliving a ``kill -9`` of its parent
+    would hold it)."""
     for fd in list(_HELD):
         try:
             os.close(fd)

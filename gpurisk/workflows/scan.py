@@ -53,8 +53,8 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     roll-ups run in this many background threads while the calling thread computes the measures
     of finished combinations (default: the CPUs this process may use, at most 4; 0 runs
     everything in the calling thread). The results do not depend on it. ``processes``: the
-    measures that read cells (Ê and τ̂1 by default) run in this many processes forked beside this
-    one (default: the CPUs this process may use, at most 8, on Linux, for 8 combinations or more;
+    costly measures that read cells (Ê and τ̂1 by default) run in this many processes forked beside
+    this one (default: the CPUs this process may use, at most 8, on Linux, for 8 combinations or more;
     0 runs them in this process; :mod:`gpurisk.scan.processes`); the results do not depend on it
     either. ``cells_on_workers``
     (Dask backends): where the finest table is made, by :func:`gpurisk.core.placement.place`, the
