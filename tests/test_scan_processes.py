@@ -174,17 +174,32 @@ def test_how_many_not_on_other_systems(monkeypatch):
     assert forked.how_many(4, 1000) == 0
 
 
-def test_a_failed_scan_ends_its_processes_at_once():
-    """Where the scan failed (an error, Ctrl-C), its processes are ended, not left to finish what
-    they hold: each is gone at once, killed."""
+def _busy(folder):
+    """A process's long task: says it started (a file named by its process id), then sleeps."""
+    import time
+    from pathlib import Path
+    (Path(folder) / str(os.getpid())).touch()
+    time.sleep(120)
+
+
+def test_a_failed_scan_kills_its_processes_at_once(tmp_path):
+    """Where the scan failed (an error, Ctrl-C), its processes are killed, not left to finish what
+    they hold (a shutdown would wait two minutes here): both gone within seconds, by SIGKILL."""
+    import time
+
     import psutil
     procs = P.MeasureProcesses(2, {}, None)
     kids = list(procs._pool._processes.values())
-    assert len(kids) == 2 and all(k.is_alive() for k in kids)
+    futs = [procs.call(_busy, str(tmp_path)) for _ in kids]
+    for _ in range(200):                        # both tasks started
+        if len(list(tmp_path.iterdir())) == 2:
+            break
+        time.sleep(0.05)
+    assert len(list(tmp_path.iterdir())) == 2 and not any(f.done() for f in futs)
+    t0 = time.perf_counter()
     procs.close(failed=True)
     # the signal is delivered, and the pool's own thread reaps them, a moment later (a join here
     # may find them reaped by that thread): ask the system
-    import time
     for k in kids:
         for _ in range(200):
             try:
@@ -195,6 +210,7 @@ def test_a_failed_scan_ends_its_processes_at_once():
             time.sleep(0.05)
         else:
             raise AssertionError(f"measure process {k.pid} still runs 10 s after the scan failed")
+    assert time.perf_counter() - t0 < 30
     assert {k.exitcode for k in kids} <= {-signal.SIGKILL, None}
 
 
