@@ -49,7 +49,12 @@ def timed(fn):
 
 def tasks(scans, replicates: int) -> dict:
     """name -> {processes: run}, each run returning the frames compared."""
-    from bench_scan_headline import data
+    saved = dict(os.environ)      # bench_scan_headline turns plugin autoloading off when imported:
+    try:                          # not for this process's children (a test's later commands)
+        from bench_scan_headline import data
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
     out = {}
     for name in scans:
         df, keys = data(name)

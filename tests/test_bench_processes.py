@@ -4,6 +4,7 @@ is equal (it raises on a difference), and its table."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 
 import pytest
@@ -17,7 +18,11 @@ def test_processes_bench_runs_and_checks(capsys):
                                                   ROOT / "bench" / "bench_processes.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
+    sys.modules.pop("bench_scan_headline", None)        # imported afresh: its environment change
+    before = dict(os.environ)
     rows = bench.main(["--scan", "adult", "--replicates", "4", "--repeat", "1"])
+    # the commands later tests run in child processes load their third-party plugins
+    assert dict(os.environ) == before
     out = capsys.readouterr().out
     assert [r[0] for r in rows] == ["scan adult", "validate 4 x 3"]
     assert out.count("every column equal with and without the processes, exactly") == 2
