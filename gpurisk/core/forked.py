@@ -32,6 +32,12 @@ MIN_ITEMS = 8
 #: Linux's prctl option that sends a signal to a process when its parent ends
 PR_SET_PDEATHSIG = 1
 
+#: a table of more cells than this is computed in the command's own process (a register's large
+#: tables: their fit already shares its passes among the CPUs, and a copy would cost what it saves)
+PROCESS_CELLS = 1 << 20
+#: at most this many cells in the tables waiting for a process (their memory: ~200 MB)
+PENDING_CELLS = 1 << 23
+
 #: in a forked process: what its maker handed over as ``inherit`` (not copied: the fork shares it)
 INHERITED: list = [None]
 
@@ -140,25 +146,6 @@ class Forked:
             self._broke(exc, "gave no result in time")
             return None
 
-    def ordered(self, fn: Callable, jobs: Iterable[tuple], local: Callable, window: int,
-                deadline: float | None = None):
-        """``fn(*args)`` for each ``args`` of ``jobs``, run in the processes, yielded in the jobs'
-        order, at most ``window`` of them handed over and not yet yielded; where the processes are
-        broken (:attr:`broken`), ``local(*args)`` here in its place."""
-        pending: deque = deque()
-        for args in jobs:
-            pending.append((args, self.call(fn, *args)))
-            while pending and (len(pending) > window or pending[0][1] is None
-                               or pending[0][1].done()):
-                yield self._take(pending.popleft(), local, deadline)
-        while pending:
-            yield self._take(pending.popleft(), local, deadline)
-
-    def _take(self, item, local: Callable, deadline: float | None):
-        args, fut = item
-        got = self.outcome(fut, deadline) if fut is not None else None
-        return local(*args) if got is None else got
-
     def _broke(self, exc, what: str) -> None:
         if self.broken is None:
             self.broken = (f"a worker process {what} ({type(exc).__name__}); the {self.what} it "
@@ -181,3 +168,25 @@ class Forked:
                 for p in kids:
                     p.kill()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def in_turn(items: Iterable, submit: Callable, finish: Callable, window: int,
+            size: Callable | None = None, budget: int | None = None):
+    """For each item: ``submit(item)`` hands it to a process (a future, or None where it is done
+    here); then ``finish(item, future)`` is yielded, in the items' order, with at most ``window``
+    items (and, with ``size``, at most ``budget`` of their sizes) handed over and not yet finished.
+    An item whose future is None is finished in its turn, without waiting for those after it."""
+    pending: deque = deque()
+    held = 0
+    for item in items:
+        weight = size(item) if size is not None else 0
+        pending.append((item, submit(item), weight))
+        held += weight
+        while pending and (len(pending) > window or (budget is not None and held > budget)
+                           or pending[0][1] is None or pending[0][1].done()):
+            item0, fut, w0 = pending.popleft()
+            held -= w0
+            yield finish(item0, fut)
+    while pending:
+        item0, fut, _ = pending.popleft()
+        yield finish(item0, fut)

@@ -34,17 +34,11 @@ process.
 """
 from __future__ import annotations
 
-from collections import deque
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from gpurisk.core.forked import Forked
-
-#: a table of more cells than this has its measures computed here
-PROCESS_CELLS = 1 << 20
-#: at most this many cells in the tables waiting for their measures (their memory: ~200 MB)
-PENDING_CELLS = 1 << 23
+from gpurisk.core.forked import PENDING_CELLS, PROCESS_CELLS, Forked, in_turn
 
 
 def process_classes(names: Sequence[str]) -> dict:
@@ -131,25 +125,19 @@ def in_order(tables, start: Callable, finish: Callable, procs: MeasureProcesses 
     ``finish(i, table, ctx, done)`` makes its row, ``done`` what the process gave (None: nothing
     ran there), in the tables' order, at most ``procs.window`` tables and :data:`PENDING_CELLS`
     cells waiting at a time. Yields each row as it is finished."""
-    pending: deque = deque()
-    window = procs.window if procs is not None else 0
-    cells = [0]
-    for i, table in tables:
-        ctx = start(i, table)
-        fut = procs.submit(table, ctx) if procs is not None else None
-        size = int(table.cell_id.shape[0]) if procs is not None else 0
-        pending.append((i, table, ctx, fut, size))
-        cells[0] += size
-        del table
-        while pending and (len(pending) > window or cells[0] > PENDING_CELLS
-                           or pending[0][3] is None or pending[0][3].done()):
-            yield _finish(pending.popleft(), finish, procs, cells)
-    while pending:
-        yield _finish(pending.popleft(), finish, procs, cells)
+    def start_one(item):
+        i, table = item
+        return i, table, start(i, table)
 
+    def submit(item):
+        return procs.submit(item[1], item[2]) if procs is not None else None
 
-def _finish(item, finish: Callable, procs, cells: list):
-    i, table, ctx, fut, size = item
-    cells[0] -= size
-    done = procs.result(fut) if fut is not None else None
-    return finish(i, table, ctx, done)
+    def finish_one(item, fut):
+        i, table, ctx = item
+        return finish(i, table, ctx, procs.result(fut) if fut is not None else None)
+
+    def cells(item):
+        return int(item[1].cell_id.shape[0])
+    return in_turn(map(start_one, tables), submit, finish_one,
+                   procs.window if procs is not None else 0,
+                   cells if procs is not None else None, PENDING_CELLS)

@@ -136,10 +136,13 @@ def validate_with(data, keys, run: Run, reading: Reading | None = None, *,
 
     def local(*job):                           # one replicate, in this process
         return runner.replicate(parts, *job)
+
+    def taken(job, fut):                       # a process's replicate, or here where they broke
+        got = procs.outcome(fut) if fut is not None else None
+        return local(*job) if got is None else got
     # the replicates in forked processes (each inherits the population's cells), where there are
     # enough of them and their tables are not too large to hand over
-    from gpurisk.core.forked import Forked, how_many
-    from gpurisk.scan.processes import PENDING_CELLS, PROCESS_CELLS
+    from gpurisk.core.forked import PENDING_CELLS, PROCESS_CELLS, Forked, how_many, in_turn
     nproc = how_many(processes, total) if C <= PROCESS_CELLS else 0
     procs = Forked(nproc, inherit=parts, what="replicate samples") if nproc else None
     window = max(nproc, min(4 * nproc, PENDING_CELLS // max(C, 1)))
@@ -182,7 +185,8 @@ def validate_with(data, keys, run: Run, reading: Reading | None = None, *,
                         part_rows, part_caught = [], {}
                         jobs = ((fmat[r - first], frac, r, alpha, seed, options, names)
                                 for r in range(c0, c1))
-                        got = (procs.ordered(runner.replicate_forked, jobs, local, window)
+                        got = (in_turn(jobs, lambda job: procs.call(runner.replicate_forked, *job),
+                                       taken, window)
                                if procs is not None else (local(*job) for job in jobs))
                         for rows_r, caught_r in got:     # in the replicates' order, as one loop
                             part_rows.extend(rows_r)
