@@ -8,6 +8,11 @@ against everything in one process (``processes=0``).
   education, native-country), ``--replicates`` Bernoulli samples at each of π = 2, 5, 10 %, its
   default estimators (printed: with the installed plugins, as ``gpurisk validate`` runs them).
 
+``--breakeven DATA``: instead, the scans of subsets of DATA's keys (15 to 255 combinations) at
+π = 1 %, in one process, in two forced (``processes=2``) and by the default's rule, beside the
+bound on their cells the rule reads (:func:`gpurisk.scan.processes.cells_bound`, against
+:data:`gpurisk.core.forked.MIN_CELLS`): where the processes start to pay.
+
 The two variants run in turn, best of ``--repeat``; every column of the two results is checked
 equal, exactly (the scan's rows; validate's replicate rows, summary and warnings). CPU seconds
 include the processes' (they end with the call). The machine's load average is printed beside the
@@ -15,6 +20,7 @@ table (a shared machine: compare numbers of the same run).
 
     python bench/bench_processes.py                     # scan fars, validate, best of 3
     python bench/bench_processes.py --scan fars,adult --replicates 50 --repeat 2
+    python bench/bench_processes.py --breakeven adult,fars --repeat 3
 """
 from __future__ import annotations
 
@@ -47,14 +53,21 @@ def timed(fn):
     return out, time.perf_counter() - w, cpu_seconds() - c
 
 
-def tasks(scans, replicates: int) -> dict:
-    """name -> {processes: run}, each run returning the frames compared."""
-    saved = dict(os.environ)      # bench_scan_headline turns plugin autoloading off when imported:
-    try:                          # not for this process's children (a test's later commands)
+def _data():
+    """bench_scan_headline's data sets (it turns plugin autoloading off when imported: not for
+    this process's children, a test's later commands)."""
+    saved = dict(os.environ)
+    try:
         from bench_scan_headline import data
     finally:
         os.environ.clear()
         os.environ.update(saved)
+    return data
+
+
+def tasks(scans, replicates: int) -> dict:
+    """name -> {processes: run}, each run returning the frames compared."""
+    data = _data()
     out = {}
     for name in scans:
         df, keys = data(name)
@@ -73,13 +86,65 @@ def tasks(scans, replicates: int) -> dict:
     return out
 
 
+#: (smallest size, largest size, the first how many of the data set's keys)
+BREAKEVEN_PLANS = [(2, 2, 6), (2, 3, 6), (3, 3, 7), (2, 4, 6), (2, 4, 7), (4, 4, 8), (1, 8, 8)]
+
+
+def breakeven(names, repeat: int) -> list:
+    """The scans of ``BREAKEVEN_PLANS`` on each data set: one process, two, and the default."""
+    import itertools
+
+    from gpurisk.core.forked import MIN_CELLS, how_many
+    from gpurisk.freq import build_table
+    from gpurisk.scan.processes import cells_bound
+    data = _data()
+    rows = []
+    for name in names:
+        df, keys = data(name)
+        root = build_table(df, keys)
+        for lo, hi, pool in BREAKEVEN_PLANS:
+            combos = [c for s in range(lo, hi + 1) for c in itertools.combinations(keys[:pool], s)]
+            bound = cells_bound(root, combos)
+            runs = {p: (lambda p=p: [gpurisk.scan(df, keys=keys[:pool], min_size=lo, max_size=hi,
+                                                  fraction=0.01, processes=p).to_frame()])
+                    for p in (0, 2, None)}
+            runs[0]()
+            best = {p: float("inf") for p in runs}
+            got = {}
+            for r in range(repeat):
+                for p in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
+                    got[p], wall, _ = timed(runs[p])
+                    best[p] = min(best[p], wall)
+            for p in (2, None):
+                pd.testing.assert_frame_equal(got[0][0], got[p][0], check_exact=True)
+            rows.append((f"{name} {pool} keys, sizes {lo}-{hi}", len(combos), bound,
+                         how_many(None, len(combos), bound), best[0], best[2], best[None]))
+            print(f"[{rows[-1][0]}] every column equal in one process, two and the default, "
+                  "exactly", flush=True)
+    hdr = (f"{'scan':26s} {'combos':>6s} {'cells bound':>11s} {'default':>7s} {'one s':>6s} "
+           f"{'two s':>6s} {'default s':>9s} {'one/two':>7s}")
+    print(f"\nbest of {repeat}; MIN_CELLS = {MIN_CELLS}; 'default': the processes the rule "
+          f"starts; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(hdr + "\n" + "-" * len(hdr))
+    for name, n, bound, count, one, two, default in rows:
+        print(f"{name:26s} {n:>6d} {bound:>11d} {count:>7d} {one:>6.3f} {two:>6.3f} "
+              f"{default:>9.3f} {one / two:>7.2f}")
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scan", default="fars", help="comma-separated data sets to scan ('' none)")
     ap.add_argument("--replicates", type=int, default=20, help="validate's replicates a fraction "
                     "(0: no validate)")
     ap.add_argument("--repeat", type=int, default=3, help="best of N")
+    ap.add_argument("--breakeven", default="", help="comma-separated data sets: the scans of "
+                    "subsets of their keys instead (where the processes start to pay)")
     args = ap.parse_args(argv)
+    if args.breakeven:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return breakeven(args.breakeven.split(","), args.repeat)
     from gpurisk.core.forked import how_many
     from gpurisk.plugins import measure_registry
     from gpurisk.validation.runner import _measure_names

@@ -168,6 +168,29 @@ def test_how_many(monkeypatch):
     assert forked.how_many(None, 1000) == 0 and forked.how_many(4, 1000) == 0
 
 
+def test_a_small_scan_runs_in_one_process_by_default(adult, toys, monkeypatch):
+    """The default forks processes only for a scan whose tables may hold MIN_CELLS cells in all
+    (cells_bound, known before a table is built, bounds each table's cells): Adult's 21 pairs
+    and singles of six keys run here, its 63 combinations in processes."""
+    from gpurisk.core import forked
+    from gpurisk.freq import schedule
+    monkeypatch.setattr(schedule, "CPU_LIMIT", [2])
+    small = gpurisk.scan(adult, keys=KEYS, max_size=2, fraction=0.05, measures=["toy_pid"])
+    assert set(small.results["toy_pid"].astype(int)) == {os.getpid()}
+    whole = gpurisk.scan(adult, keys=KEYS, fraction=0.05, measures=["toy_pid"])
+    assert os.getpid() not in set(whole.results["toy_pid"].astype(int))
+    from gpurisk.freq import build_table
+    root = build_table(adult, KEYS)
+    bound = {n: P.cells_bound(root, list(got.results["keys"]))
+             for n, got in (("small", small), ("whole", whole))}
+    assert bound["small"] < forked.MIN_CELLS <= bound["whole"]
+    for keys, cells in zip(whole.results["keys"], whole.results["cells"]):
+        assert cells <= P.cells_bound(root, [keys])
+    assert forked.how_many(None, 1000, forked.MIN_CELLS - 1) == 0
+    assert forked.how_many(None, 1000, forked.MIN_CELLS) == 2
+    assert forked.how_many(3, 1000, 1) == 3
+
+
 def test_how_many_not_on_other_systems(monkeypatch):
     from gpurisk.core import forked
     monkeypatch.setattr(sys, "platform", "darwin")

@@ -9,7 +9,8 @@ and validate's replicates (:mod:`gpurisk.workflows.validate`) run in.
   :mod:`gpurisk.core.contain`'s measure thread, :mod:`gpurisk.io.lock`'s descriptors).
 - Only where forking is safe and cheap: on Linux, in a process that may have children (not a Dask
   worker's); :func:`how_many` gives how many (``None``: the CPUs this process may use, at most
-  :data:`MAX_PROCESSES`, none on one CPU or for fewer than :data:`MIN_ITEMS` items; 0: none).
+  :data:`MAX_PROCESSES`, none on one CPU, for fewer than :data:`MIN_ITEMS` items, or for less
+  than :data:`MIN_CELLS` cells of work where the caller can bound it; 0: none).
 - Each runs its work in one thread (:data:`gpurisk.freq.schedule.CPU_LIMIT`), ends with this process
   (a ``kill -9`` of the command must not leave it behind), ignores Ctrl-C (this process ends it),
   ends quietly at SIGTERM or SIGHUP, and writes (if ever) to the process's own standard streams,
@@ -29,6 +30,14 @@ MAX_PROCESSES = 8
 #: fewer items (combinations, replicate samples) to compute than this: no processes (forking them
 #: would cost more than they save)
 MIN_ITEMS = 8
+#: a scan whose tables may hold fewer cells than this in all (each bounded before it is built, by
+#: the product of its keys' categories and by the cells of the table of every key) runs in one
+#: process: forking its processes and copying its tables would cost about what they save.
+#: ``python bench/bench_processes.py --breakeven adult,fars`` on 2 CPUs, at π = 1 %: 15
+#: combinations (bounds 7·10³, 2·10⁴) were faster in one process (two took 1.2-1.4 times as long);
+#: 35 (bounds 10⁵-8·10⁵) were about even (one/two 0.96-1.23); from 50 (3·10⁵ up) two were faster
+#: (1.25-1.70 times)
+MIN_CELLS = 1 << 17
 #: Linux's prctl option that sends a signal to a process when its parent ends
 PR_SET_PDEATHSIG = 1
 
@@ -52,15 +61,16 @@ def forks() -> bool:
     return not multiprocessing.current_process().daemon
 
 
-def how_many(processes: int | None, items: int) -> int:
+def how_many(processes: int | None, items: int, cells: int | None = None) -> int:
     """The processes a command of ``items`` items to compute starts, for the caller's
-    ``processes`` (checked; None: the default, module docstring)."""
+    ``processes`` (checked; None: the default, module docstring); ``cells``: a bound on the cells
+    of those items' tables in all, where the caller knows one."""
     if processes == 0 or not forks():
         return 0
     if processes is None:
         from gpurisk.freq.schedule import usable_cpus
         cpus = usable_cpus()
-        if cpus < 2 or items < MIN_ITEMS:
+        if cpus < 2 or items < MIN_ITEMS or (cells is not None and cells < MIN_CELLS):
             return 0
         return min(cpus, MAX_PROCESSES)
     return int(processes)

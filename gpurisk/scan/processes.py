@@ -27,7 +27,8 @@ hands each combination's table to one:
 
 The processes are :class:`gpurisk.core.forked.Forked`'s: forked (so they hold the plugins
 registered and the measure classes), only on Linux, on the pandas backend here, in a process that
-may have children, with at least :data:`gpurisk.core.forked.MIN_ITEMS` combinations to compute.
+may have children, with at least :data:`gpurisk.core.forked.MIN_ITEMS` combinations to compute,
+whose tables may hold :data:`gpurisk.core.forked.MIN_CELLS` cells in all (:func:`cells_bound`).
 ``processes=None`` (the default) takes the CPUs this process may use, at most
 :data:`gpurisk.core.forked.MAX_PROCESSES`, and none on one CPU; 0 runs every measure in this
 process.
@@ -39,6 +40,21 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from gpurisk.core.forked import PENDING_CELLS, PROCESS_CELLS, Forked, in_turn
+
+
+def cells_bound(root, keysets: Sequence[Sequence[str]]) -> int:
+    """A bound, known before any is built, on the cells of the tables of ``keysets`` (subsets of
+    ``root``'s keys) in all: each holds at most the product of its keys' categories, and at most
+    ``root``'s cells."""
+    cards = dict(zip(root.keys, root.cards))
+    whole = int(len(root.f))
+    total = 0
+    for keys in keysets:
+        size = 1
+        for k in keys:
+            size = min(size * cards[k], whole)
+        total += size
+    return total
 
 
 def process_classes(names: Sequence[str]) -> dict:

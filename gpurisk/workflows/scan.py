@@ -54,8 +54,8 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     of finished combinations (default: the CPUs this process may use, at most 4; 0 runs
     everything in the calling thread). The results do not depend on it. ``processes``: the
     costly measures that read cells (Ê and τ̂1 by default) run in this many processes forked beside
-    this one (default: the CPUs this process may use, at most 8, on Linux, for 8 combinations or more;
-    0 runs them in this process; :mod:`gpurisk.scan.processes`); the results do not depend on it
+    this one (default: the CPUs this process may use, at most 8, on Linux, for 8 combinations or more
+    whose tables may hold 2¹⁷ cells in all; 0 runs them in this process; :mod:`gpurisk.scan.processes`); the results do not depend on it
     either. ``cells_on_workers``
     (Dask backends): where the finest table is made, by :func:`gpurisk.core.placement.place`, the
     rule of every command: None (default) keeps it on the workers when every measure reads
@@ -192,9 +192,10 @@ def scan_with(data, design: Design, run: Run, reading: Reading | None = None, *,
         if summ is None and root.xp is np:
             # forked before the roll-up threads and the progress bar start
             from gpurisk.core.forked import how_many
-            from gpurisk.scan.processes import MeasureProcesses, process_classes
+            from gpurisk.scan.processes import MeasureProcesses, cells_bound, process_classes
             classes = process_classes(names)
-            count = how_many(processes, len(combos) - len(skip)) if classes else 0
+            todo = [c.keys for i, c in enumerate(combos) if i not in skip]
+            count = how_many(processes, len(todo), cells_bound(root, todo)) if classes else 0
             if count:
                 procs = MeasureProcesses(count, classes, measure_timeout)
         rows: list[dict] = []
