@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import signal
 import sys
 
@@ -189,6 +190,32 @@ def test_a_small_scan_runs_in_one_process_by_default(adult, toys, monkeypatch):
     assert forked.how_many(None, 1000, forked.MIN_CELLS - 1) == 0
     assert forked.how_many(None, 1000, forked.MIN_CELLS) == 2
     assert forked.how_many(3, 1000, 1) == 3
+
+
+def test_the_forks_warning_is_not_passed_on(monkeypatch):
+    """Python 3.12 on warns at each fork of a process with threads; Forked answers it (a child
+    stuck on a lock gives nothing in time) and does not pass it on, nor any other warning's
+    handling: a fork that warns as 3.12's does, and another DeprecationWarning after it."""
+    import warnings
+    from gpurisk.core import forked
+    real = os.fork
+
+    def fork():
+        warnings.warn(f"This process (pid={os.getpid()}) is multi-threaded, use of fork() may "
+                      "lead to deadlocks in the child.", DeprecationWarning, stacklevel=2)
+        return real()
+    monkeypatch.setattr(os, "fork", fork)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        pool = forked.Forked(2)
+        try:
+            assert pool.outcome(pool.call(os.getpid), 60) != os.getpid()
+        finally:
+            pool.close()
+        warnings.warn("another", DeprecationWarning)
+    assert [str(w.message) for w in seen] == ["another"]
+    assert re.match(forked.FORK_WARNING, "This process (pid=7) is multi-threaded, use of "
+                        "fork() may lead to deadlocks in the child.")
 
 
 def test_how_many_not_on_other_systems(monkeypatch):

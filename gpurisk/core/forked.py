@@ -17,10 +17,16 @@ and validate's replicates (:mod:`gpurisk.workflows.validate`) run in.
   not to the stand-ins this process had put in front of them (a progress bar's).
 - Where one ends unexpectedly (killed for memory, say), or gives nothing in time, :attr:`broken`
   says so and the caller computes what it held, and everything after, itself.
+- Python 3.12 on warns (DeprecationWarning) at every fork of a process with a thread besides its
+  main one (BLAS's, a caller's), as a fork may copy a lock that thread held. The warning is not
+  passed on from here, as the above is this module's answer to it: the process's threads' state
+  that a child would read is forgotten in it, and a child stuck on a lock gives nothing in time,
+  so its work is done here.
 """
 from __future__ import annotations
 
 import sys
+import warnings
 from collections import deque
 from typing import Any, Callable, Iterable
 
@@ -38,6 +44,8 @@ MIN_ITEMS = 8
 #: 35 (bounds 10⁵-8·10⁵) were about even (one/two 0.96-1.23); from 50 (3·10⁵ up) two were faster
 #: (1.25-1.70 times)
 MIN_CELLS = 1 << 17
+#: what Python 3.12 on warns at a fork of a process with threads (module docstring)
+FORK_WARNING = r".*is multi-threaded, use of fork\(\) may lead to deadlocks in the child"
 #: Linux's prctl option that sends a signal to a process when its parent ends
 PR_SET_PDEATHSIG = 1
 
@@ -129,8 +137,10 @@ class Forked:
         # submission (Python 3.11 on, for a pool that forks); before 3.11 one a submission while
         # none is idle, so each of these waits a moment
         pause = 0.0 if sys.version_info >= (3, 11) else 0.05
-        for f in [self._pool.submit(_ready, pause) for _ in range(self.processes)]:
-            f.result()
+        with warnings.catch_warnings():       # the forks' warning (module docstring)
+            warnings.filterwarnings("ignore", FORK_WARNING, DeprecationWarning)
+            for f in [self._pool.submit(_ready, pause) for _ in range(self.processes)]:
+                f.result()
 
     def call(self, fn, *args):
         """A future of ``fn(*args)`` in a process, or None where the processes are broken."""
