@@ -5,6 +5,8 @@ prior (nb_both) are nb_terms' own, bit for bit; the pass's slice memo gathers on
 figure; the CPUs the threads use are the process's affinity."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -233,7 +235,47 @@ def test_the_usable_cpus_are_the_processs_affinity():
             "from gpurisk.freq.schedule import usable_cpus; print(usable_cpus())")
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert got.stdout.strip() == "1"
-    assert schedule.usable_cpus() == len(os.sched_getaffinity(0))
+    quota = schedule.quota_cpus()
+    assert schedule.usable_cpus() == min(len(os.sched_getaffinity(0)), quota or 10**6)
+
+
+def _groups(tmp_path, files: dict, proc: str = "0::/\n"):
+    for name, text in files.items():
+        path = tmp_path / "cg" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (tmp_path / "proc").write_text(proc)
+    return str(tmp_path / "cg"), str(tmp_path / "proc")
+
+
+@pytest.mark.parametrize("files, proc, cpus", [
+    ({"cpu.max": "200000 100000\n"}, "0::/\n", 2),                 # docker --cpus 2 (v2)
+    ({"cpu.max": "150000 100000\n"}, "0::/\n", 2),                 # 1.5 CPUs: 2 threads
+    ({"cpu.max": "50000 100000\n"}, "0::/\n", 1),
+    ({"cpu.max": "max 100000\n"}, "0::/\n", None),                 # no quota
+    ({"cpu/cpu.cfs_quota_us": "300000\n", "cpu/cpu.cfs_period_us": "100000\n"}, "", 3),  # v1
+    ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, "", None),
+    # a systemd unit's CPUQuota=, on its group and the slice above it: the smallest holds
+    ({"cpu.max": "max 100000\n", "a.slice/cpu.max": "400000 100000\n",
+      "a.slice/b.service/cpu.max": "100000 100000\n"}, "0::/a.slice/b.service\n", 1),
+    ({"a.slice/cpu.max": "400000 100000\n", "a.slice/b.service/cpu.max": "max 100000\n"},
+     "0::/a.slice/b.service\n", 4),
+    # v1: a batch job's group, the quota on the job's group above the process's
+    ({"cpu/job/cpu.cfs_quota_us": "200000\n", "cpu/job/cpu.cfs_period_us": "100000\n",
+      "cpu/job/step/cpu.cfs_quota_us": "-1\n", "cpu/job/step/cpu.cfs_period_us": "100000\n"},
+     "4:cpu,cpuacct:/job/step\n3:memory:/job\n", 2),
+    ({"cpu.max": "garbage\n"}, "0::/\n", None),
+    ({}, "", None),                                                  # nothing to read
+])
+def test_a_cpu_quota_bounds_the_usable_cpus(tmp_path, monkeypatch, files, proc, cpus):
+    """docs/environment.md: a CPU quota (docker --cpus, a Kubernetes limit, systemd's CPUQuota=)
+    bounds the CPUs the threads and processes use, rounded up; none where there is no quota."""
+    root, proc_file = _groups(tmp_path, files, proc)
+    assert schedule.quota_cpus(root, proc_file) == cpus
+    monkeypatch.setattr(schedule, "_QUOTA", [cpus])
+    monkeypatch.setattr(schedule, "CPU_LIMIT", [None])
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    assert schedule.usable_cpus() == (8 if cpus is None else min(8, cpus))
 
 
 def test_the_jeffreys_move_by_category_is_the_move_by_unique():
