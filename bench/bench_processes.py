@@ -101,10 +101,9 @@ def breakeven(names, repeat: int) -> list:
     rows = []
     for name in names:
         df, keys = data(name)
-        root = build_table(df, keys)
         for lo, hi, pool in BREAKEVEN_PLANS:
             combos = [c for s in range(lo, hi + 1) for c in itertools.combinations(keys[:pool], s)]
-            bound = cells_bound(root, combos)
+            bound = cells_bound(build_table(df, keys[:pool]), combos)     # as the scan's own
             runs = {p: (lambda p=p: [gpurisk.scan(df, keys=keys[:pool], min_size=lo, max_size=hi,
                                                   fraction=0.01, processes=p).to_frame()])
                     for p in (0, 2, None)}

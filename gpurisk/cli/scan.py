@@ -172,7 +172,7 @@ def register(cli: click.Group) -> None:
     @click.option("--processes", type=int, default=None, metavar="N",
                   help="processes forked to run the measures that read cells, Ê and τ̂1 among "
                        "them (default: the CPUs usable, at most 8, on Linux, for 8 combinations "
-                       "or more whose tables may hold 2^17 cells in all; 0: in this process); "
+                       "or more whose tables may hold 2^15 cells in all; 0: in this process); "
                        "results do not depend on it")
     @input_options
     def scan(data, keys, max_size, min_size, scenarios, fundamental, plus_each, max_combinations,

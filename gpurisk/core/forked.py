@@ -38,12 +38,12 @@ MAX_PROCESSES = 8
 MIN_ITEMS = 8
 #: a scan whose tables may hold fewer cells than this in all (each bounded before it is built, by
 #: the product of its keys' categories and by the cells of the table of every key) runs in one
-#: process: forking its processes and copying its tables would cost about what they save.
+#: process: forking its processes and copying its tables would cost more than they save.
 #: ``python bench/bench_processes.py --breakeven adult,fars`` on 2 CPUs, at π = 1 %: 15
-#: combinations (bounds 7·10³, 2·10⁴) were faster in one process (two took 1.2-1.4 times as long);
-#: 35 (bounds 10⁵-8·10⁵) were about even (one/two 0.96-1.23); from 50 (3·10⁵ up) two were faster
-#: (1.25-1.70 times)
-MIN_CELLS = 1 << 17
+#: combinations (bounds 6.8·10³, 2.0·10⁴) took 1.2-1.4 times as long in two processes as in one;
+#: from 35 (bounds 6.9·10⁴ up) two were faster (one/two 1.06-1.40 at 35 combinations, 1.19-2.00
+#: from 50; two runs); the threshold sits between, near the middle on a log scale
+MIN_CELLS = 1 << 15
 #: what Python 3.12 on warns at a fork of a process with threads (module docstring)
 FORK_WARNING = r".*is multi-threaded, use of fork\(\) may lead to deadlocks in the child"
 #: Linux's prctl option that sends a signal to a process when its parent ends

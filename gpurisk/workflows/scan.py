@@ -55,7 +55,7 @@ def scan(data, keys: Sequence[str] | str | None = None, max_size: int | None = N
     everything in the calling thread). The results do not depend on it. ``processes``: the
     costly measures that read cells (Ê and τ̂1 by default) run in this many processes forked beside
     this one (default: the CPUs this process may use, at most 8, on Linux, for 8 combinations or more
-    whose tables may hold 2¹⁷ cells in all; 0 runs them in this process;
+    whose tables may hold 2¹⁵ cells in all; 0 runs them in this process;
     :mod:`gpurisk.scan.processes`); the results do not depend on it either. ``cells_on_workers``
     (Dask backends): where the finest table is made, by :func:`gpurisk.core.placement.place`, the
     rule of every command: None (default) keeps it on the workers when every measure reads
