@@ -105,3 +105,31 @@ def test_scheduler_address_of_a_stuck_cluster_is_one_line(tmp_path):
         assert took < 20, took
         assert p.stdout == ""
         assert len(admin.scheduler_info()["workers"]) == 2          # a remote cluster is not closed
+
+
+def test_a_local_cluster_has_a_worker_per_usable_cpu(monkeypatch):
+    """docs/environment.md: without --workers, one worker per CPU this process may use (its
+    affinity and a CPU quota: usable_cpus), at most LOCAL_WORKERS_MAX; the cluster is started with
+    that many (its class stood in for, so nothing starts)."""
+    import distributed
+
+    from gpurisk.backends import cluster
+    from gpurisk.freq import schedule
+    for cpus, want in ((1, 1), (3, 3), (64, cluster.LOCAL_WORKERS_MAX)):
+        monkeypatch.setattr(schedule, "usable_cpus", lambda cpus=cpus: cpus)
+        assert cluster.default_local_workers() == want
+    asked = {}
+
+    class Started(Exception):
+        pass
+
+    def local_cluster(**kw):
+        asked.update(kw)
+        raise Started
+
+    monkeypatch.setattr(schedule, "usable_cpus", lambda: 1)
+    monkeypatch.setattr(distributed, "LocalCluster", local_cluster)
+    monkeypatch.setattr(cluster, "_LOCAL", {})
+    with pytest.raises(Started):
+        cluster._local_client(False, None, None)
+    assert asked["n_workers"] == 1 and asked["threads_per_worker"] == 1

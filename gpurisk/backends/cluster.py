@@ -45,6 +45,18 @@ def _check_local_workers(workers: int | None) -> None:
                         "{arg:--scheduler|gpurisk.config.scheduler} for a larger cluster)")
 
 
+#: at most this many workers in a local cluster by default
+LOCAL_WORKERS_MAX = 8
+
+
+def default_local_workers() -> int:
+    """A local cluster's workers without ``--workers``: one single-threaded worker per CPU this
+    process may use (its affinity, and a CPU quota: :func:`gpurisk.freq.schedule.usable_cpus`),
+    at most :data:`LOCAL_WORKERS_MAX`."""
+    from gpurisk.freq.schedule import usable_cpus
+    return max(1, min(usable_cpus(), LOCAL_WORKERS_MAX))
+
+
 #: the smallest memory limit of a local worker gpurisk accepts
 MIN_WORKER_MEMORY = 256 * 2**20
 
@@ -183,7 +195,7 @@ def _local_client(gpu: bool, workers, limit):
     else:
         kw = {"memory_limit": limit} if limit else {}
         with malloc.glibc_defaults(), _port_taken_quietly():
-            cluster = LocalCluster(n_workers=workers or max(1, min(os.cpu_count() or 1, 8)),
+            cluster = LocalCluster(n_workers=workers or default_local_workers(),
                                    threads_per_worker=1, processes=True, host="127.0.0.1",
                                    dashboard_address=None, silence_logs=logging.CRITICAL, **kw)
     client = Client(cluster, set_as_default=False)
