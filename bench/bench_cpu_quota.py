@@ -28,14 +28,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(ROOT / "bench"))
 
 import gpurisk  # noqa: E402
+from bench_processes import _data, cpu_seconds  # noqa: E402
 from gpurisk.freq import schedule  # noqa: E402
 
 VARIANTS = ("affinity only", "with quota")
-
-
-def cpu_seconds() -> float:
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
 
 
 def main(argv=None):
@@ -43,17 +39,8 @@ def main(argv=None):
     ap.add_argument("--data", default="fars,adult", help="comma-separated data sets")
     ap.add_argument("--repeat", type=int, default=3, help="best of N")
     args = ap.parse_args(argv)
-    saved = dict(os.environ)       # bench_scan_headline turns plugin autoloading off when imported
-    try:
-        from bench_scan_headline import data
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    data = _data()
     quota = schedule.quota_cpus()
-    try:
-        affinity = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        affinity = os.cpu_count() or 1
     rows = []
     kept = list(schedule._QUOTA)
     try:
@@ -77,7 +64,7 @@ def main(argv=None):
                 rows.append((name, cpus, best))
     finally:
         schedule._QUOTA[:] = kept
-    print(f"\naffinity {affinity} CPUs, quota {quota if quota is not None else 'none'}; best of "
+    print(f"\nquota {quota if quota is not None else 'none'}; best of "
           f"{args.repeat}; load average {os.getloadavg()[0]:.1f}")
     hdr = f"{'scan':8s} {'variant':14s} {'CPUs used':>9s} {'wall s':>7s} {'CPU s':>6s}"
     print(hdr + "\n" + "-" * len(hdr))
