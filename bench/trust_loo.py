@@ -15,6 +15,7 @@ smaller median |bias|) is scored on the population left out, and the held-out sc
 Nothing here is fitted: a candidate's own constants are fixed in its code (see each one's module).
 
     python bench/trust_loo.py /tmp/vt.csv
+    python bench/trust_loo.py /tmp/vt43.csv /tmp/vt44.csv     # two seeds' samples pooled
     python bench/trust_loo.py /tmp/vt.csv --candidates matches_ll,matches_ll@risk
 """
 from __future__ import annotations
@@ -96,7 +97,9 @@ def fmt(d: dict) -> str:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("csv")
+    ap.add_argument("csv", nargs="+",
+                    help="replicate CSVs of validate_trust.py (several: their samples pooled, e.g. "
+                         "one run per seed)")
     ap.add_argument("--candidates", default=None,
                     help="estimators of E to choose among leave-one-population-out (default: every "
                          "matches_ll column)")
@@ -104,12 +107,12 @@ def main(argv=None):
                     help="leave out cells whose mean E is below this (0: every cell)")
     ap.add_argument("--cells", action="store_true", help="print every cell")
     a = ap.parse_args(argv)
-    df = pd.read_csv(a.csv)
+    df = pd.concat([pd.read_csv(f) for f in a.csv], ignore_index=True)
     cols = [c for c in df.columns if not c.endswith(("_se", "_upper", "_shown", "_reliable"))]
     e_est = [c for c in cols if c.startswith("matches_ll")]
     t_est = [c for c in cols if c.startswith("tau1_ll")]
     cand = a.candidates.split(",") if a.candidates else e_est
-    print(f"{a.csv}: {df['population'].nunique()} populations, "
+    print(f"{', '.join(a.csv)}: {df['population'].nunique()} populations, "
           f"{df.groupby(['population', 'keyset', 'fraction']).ngroups} cells, "
           f"{int(df.groupby(['population', 'keyset', 'fraction']).size().median())} samples a cell")
     tabs = {}
