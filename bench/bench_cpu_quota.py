@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -28,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(ROOT / "bench"))
 
 import gpurisk  # noqa: E402
-from bench_processes import _data, cpu_seconds  # noqa: E402
+from bench_processes import _data, timed  # noqa: E402
 from gpurisk.freq import schedule  # noqa: E402
 
 VARIANTS = ("affinity only", "with quota")
@@ -54,9 +53,8 @@ def main(argv=None):
                     for v in (VARIANTS if r % 2 == 0 else VARIANTS[::-1]):
                         schedule._QUOTA[:] = [None] if v == VARIANTS[0] else [quota]
                         cpus[v] = schedule.usable_cpus()
-                        w, c = time.perf_counter(), cpu_seconds()
-                        got[v] = gpurisk.scan(df, keys=keys, fraction=0.01).to_frame()
-                        wall, cpu = time.perf_counter() - w, cpu_seconds() - c
+                        got[v], wall, cpu = timed(
+                            lambda: gpurisk.scan(df, keys=keys, fraction=0.01).to_frame())
                         if wall < best.get(v, (float("inf"),))[0]:
                             best[v] = (wall, cpu)
                 pd.testing.assert_frame_equal(got[VARIANTS[0]], got[VARIANTS[1]], check_exact=True)
